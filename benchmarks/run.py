@@ -1,0 +1,17 @@
+"""Run every benchmark in turn: `make bench` (figures go into the README by hand)."""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log")
+
+
+def main() -> None:
+    for name in BENCHMARKS:
+        print(f"\n## {name}")
+        importlib.import_module(name).main([])
+
+
+if __name__ == "__main__":
+    main()

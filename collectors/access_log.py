@@ -1,0 +1,270 @@
+"""Access logs as a RequestProfile: per-request input/output token counts, streamed.
+
+Line kinds read:
+- key=value: `time=2026-03-09T2011Z input_tokens=7420 output_tokens=312 model=qwen2.5-7b`
+  (also `prompt_tokens=`/`completion_tokens=`, `ts=`/`timestamp=`, quoted values, any order);
+- JSON lines with OpenAI-style usage: `{"usage": {"prompt_tokens": 9, "completion_tokens": 3},
+  "created": 1741550000}`, or the counts at the top level; the time from `created` (Unix
+  seconds) or an ISO `time`/`timestamp`;
+- SGLang request logs: `Finish: ... 'prompt_tokens': 9, 'completion_tokens': 3 ...`.
+
+Other lines are counted in `skipped_lines`; blank lines are ignored. A file with lines but no
+readable one raises ParseError.
+
+The file is read in binary chunks and the common key=value shape is matched by one bytes regex
+over each whole chunk; lines it does not match fall back to a per-line reader. Memory stays
+flat whatever the file size (`benchmarks/bench_access_log.py` measures both).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from operator import itemgetter
+from os import PathLike
+from typing import Any
+
+from collectors.errors import ParseError
+from collectors.log_time import epoch_time, parse_time, search_time
+from collectors.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
+from runbooks.evidence import RequestProfile
+from runbooks.profile import ProfileBuilder
+
+NO_LENGTHS = "no request lengths found (expected input_tokens=/output_tokens= or JSON usage)"
+
+#: token counts of a billion or more are not request lengths
+MAX_TOKENS = 10**9 - 1
+
+# The runbook's shape, matched over a whole chunk. Group 4 takes any other non-empty line whole
+# so that every line is consumed by exactly one match (no scanning between matches). A line
+# without a leading time key must carry none later on, or its time would be lost. (The shapes
+# of the alternatives are tuned: sre is markedly faster on `t(?:ime|s)` and `(?:x|\r?)$`.)
+_FAST = re.compile(
+    rb"^(?:t(?:ime|s|imestamp)=([^\s\"']{1,64})[ \t]+|(?![^\n]*[ \t]t(?:ime|s|imestamp)=))"
+    rb"(?:input|prompt)_tokens=(\d{1,9})[ \t]+(?:output|completion)_tokens=(\d{1,9})(?:[ \t][^\n]*|\r?)$"
+    rb"|^([^\n]+)$",
+    re.MULTILINE,
+)
+
+_STAMP, _INPUT, _OUTPUT, _OTHER = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+
+_KEY_VALUE = re.compile(r"""(?:^|[\s,;{(])([A-Za-z_@][\w.@\-]{0,40})=("[^"]*"|'[^']*'|[^\s,;"')}]*)""")
+_IN_ANY = re.compile(r"""(?<![\w\-])(?:input|prompt)_tokens['"]?\s*[:=]\s*['"]?(\d{1,12})\b""")
+_OUT_ANY = re.compile(r"""(?<![\w\-])(?:output|completion)_tokens['"]?\s*[:=]\s*['"]?(\d{1,12})\b""")
+_BRACKET_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)")
+
+_IN_KEYS = ("input_tokens", "prompt_tokens")
+_OUT_KEYS = ("output_tokens", "completion_tokens")
+_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp")
+
+_MAX_TIME_CACHE = 200_000
+_TEXT_BLOCK_BYTES = 1024 * 1024
+
+
+def _tokens(value: Any) -> int | None:
+    """A token count from a JSON or key=value value, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float):
+        if not value.is_integer():
+            return None
+        n = int(value)
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12:
+        n = int(value)
+    else:
+        return None
+    return n if 0 <= n <= MAX_TOKENS else None
+
+
+def _time_value(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return epoch_time(value)
+    if isinstance(value, str) and len(value) <= 64:
+        text = value.strip()
+        if text.replace(".", "", 1).isdigit():
+            return epoch_time(text)
+        return parse_time(text)
+    return None
+
+
+def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if key in obj:
+            return obj[key]
+    return None
+
+
+def _from_json(obj: Any) -> tuple[int, int, datetime | None] | None:
+    if not isinstance(obj, dict):
+        return None
+    holders: list[dict[str, Any]] = []
+    for path in (("usage",), (), ("response", "usage"), ("meta_info",), ("out", "meta_info")):
+        node: Any = obj
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            holders.append(node)
+    for holder in holders:
+        n_in, n_out = _tokens(_first(holder, _IN_KEYS)), _tokens(_first(holder, _OUT_KEYS))
+        if n_in is not None and n_out is not None:
+            at = None
+            response = obj.get("response")
+            for node in (obj, response if isinstance(response, dict) else {}):
+                for key in ("created", *_TIME_KEYS):
+                    if key in node:
+                        at = _time_value(node[key])
+                        if at is not None:
+                            return n_in, n_out, at
+            return n_in, n_out, None
+    return None
+
+
+def _from_text(line: str) -> tuple[int, int, datetime | None] | None:
+    """key=value pairs, or `'prompt_tokens': N`-style text anywhere in the line."""
+    pairs: dict[str, str] = {}
+    stamp: str | None = None
+    if "=" in line:
+        for key, value in _KEY_VALUE.findall(line):
+            if value[:1] in "\"'":
+                value = value[1:-1]
+            pairs.setdefault(key, value)
+            if stamp is None and key in _TIME_KEYS:
+                stamp = value  # the first time key on the line, as the fast path reads it
+    n_in = _tokens(_first(pairs, _IN_KEYS))
+    n_out = _tokens(_first(pairs, _OUT_KEYS))
+    if n_in is None or n_out is None:
+        m_in, m_out = _IN_ANY.search(line), _OUT_ANY.search(line)
+        if m_in is None or m_out is None:
+            return None
+        n_in, n_out = _tokens(m_in.group(1)), _tokens(m_out.group(1))
+        if n_in is None or n_out is None:
+            return None
+    at = _time_value(stamp) if stamp is not None else None
+    if at is None:
+        m = _BRACKET_TIME.match(line)
+        at = parse_time(m.group(1)) if m else search_time(line[:40])
+    return n_in, n_out, at
+
+
+def parse_access_line(line: str) -> tuple[int, int, datetime | None] | None:
+    """One access-log line as (input_tokens, output_tokens, time or None), or None.
+
+    >>> parse_access_line("time=2026-03-09T2011Z input_tokens=7420 output_tokens=312 model=qwen2.5-7b")[:2]
+    (7420, 312)
+    """
+    text = line.strip()
+    if not text:
+        return None
+    if text.startswith("{"):
+        try:
+            found = _from_json(json.loads(text))
+        except (ValueError, RecursionError):
+            found = None
+        if found is not None:
+            return found
+    return _from_text(text)
+
+
+class _AccessReader:
+    def __init__(self) -> None:
+        self.builder = ProfileBuilder()
+        self._times: dict[bytes, datetime | None] = {}
+
+    def feed_block(self, block: bytes) -> None:
+        matches = _FAST.findall(block)
+        if not matches:
+            return
+        if not any(map(_OTHER, matches)):
+            self._add_fast(matches)
+            return
+        # mixed block: keep arrival order, which the shift of an untimed log depends on
+        run: list[tuple[bytes, bytes, bytes, bytes]] = []
+        for m in matches:
+            if m[3]:
+                if run:
+                    self._add_fast(run)
+                    run = []
+                self._add_slow(m[3])
+            else:
+                run.append(m)
+        if run:
+            self._add_fast(run)
+
+    def _add_fast(self, matches: list[tuple[bytes, bytes, bytes, bytes]]) -> None:
+        stamps = list(map(_STAMP, matches))
+        at: list[datetime | None] | None = None
+        if any(stamps):
+            cache = self._times
+            missing = set(stamps).difference(cache)
+            if len(cache) + len(missing) > _MAX_TIME_CACHE:
+                cache.clear()
+                missing = set(stamps)
+            for stamp in missing:
+                cache[stamp] = parse_time(stamp.decode("ascii", "replace")) if stamp else None
+            at = list(map(cache.__getitem__, stamps))
+        self.builder.add_many(list(map(_INPUT, matches)), list(map(_OUTPUT, matches)), at)
+
+    def _add_slow(self, raw: bytes) -> None:
+        if len(raw) > MAX_LINE_BYTES:
+            self.builder.skip()
+            return
+        text = raw.decode("utf-8", "replace")
+        if not text.strip():
+            return  # blank (whitespace only): nothing to read, nothing to count
+        found = parse_access_line(text)
+        if found is None:
+            self.builder.skip()
+        else:
+            self.builder.add(*found)
+
+    def result(self, source: str) -> RequestProfile:
+        profile = self.builder.build(source)
+        if profile.total == 0 and profile.skipped_lines > 0:
+            raise ParseError(source, NO_LENGTHS, line=1)
+        return profile
+
+
+def read_access_log(
+    path: str | PathLike[str], source: str = "access.log", chunk_bytes: int = CHUNK_BYTES
+) -> RequestProfile:
+    """Profile an access log file of any size in flat memory.
+
+    Raises ParseError (no line readable) or OSError (cannot open).
+    """
+    reader = _AccessReader()
+    with open(path, "rb") as fh:
+        blocks = BlockReader(fh, chunk_bytes=chunk_bytes)
+        for block in blocks:
+            reader.feed_block(block)
+        if blocks.dropped_lines:
+            reader.builder.skip(blocks.dropped_lines)
+    return reader.result(source)
+
+
+def parse_access_lines(lines: Iterable[str] | Iterable[bytes] | str, source: str = "access.log") -> RequestProfile:
+    """Profile access-log lines already in memory (a whole text as one str works too).
+
+    >>> parse_access_lines("input_tokens=300 output_tokens=200\\nnoise").buckets[1].count
+    1
+    """
+    if isinstance(lines, (str, bytes)):
+        lines = [lines]
+    reader = _AccessReader()
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        raw = line.encode("utf-8", "replace") if isinstance(line, str) else bytes(line)
+        batch.append(raw)
+        size += len(raw) + 1
+        if size >= _TEXT_BLOCK_BYTES:
+            reader.feed_block(b"\n".join(batch))
+            batch, size = [], 0
+    if batch:
+        reader.feed_block(b"\n".join(batch))
+    return reader.result(source)

@@ -1,0 +1,178 @@
+"""BundleSource: an evidence bundle (a folder of the files on-call already captures) as Evidence.
+
+Every file is optional. A file that cannot be read becomes a ReadIssue naming the file and
+line; the rest of the bundle is still used. `bundle.json` (what `gpumem collect` writes) gives
+the target, the time, and parsed evidence for sources that have no raw file of their own
+(Prometheus history, for one); a raw file present beside it wins over its parsed copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from collectors.access_log import read_access_log
+from collectors.errors import CollectorError, ParseError
+from collectors.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
+from collectors.logs import read_server_log
+from collectors.metrics import parse_metrics
+from collectors.model_config import parse_model_config
+from collectors.nvidia_smi import parse_nvidia_smi
+from runbooks.evidence import Evidence, ReadIssue
+from runbooks.serde import SerdeError, from_jsonable, to_jsonable
+
+#: files read whole are capped; logs and access logs stream and have no cap
+MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
+
+#: every file a bundle may hold, in the order they are read
+BUNDLE_FILES = (
+    "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "hpa.yaml",
+    "events.yaml", "events.txt", "logs.txt", "access.log", "config.json",
+)
+
+
+class BundleError(CollectorError):
+    """The bundle as a whole cannot be used (not a folder, not readable)."""
+
+
+@dataclass
+class _Acc:
+    fields: dict[str, Any]
+    sources: list[str]
+    issues: list[ReadIssue]
+
+
+def _read_text(path: Path) -> str:
+    size = path.stat().st_size
+    if size > MAX_WHOLE_FILE_BYTES:
+        raise ParseError(path.name, f"file is {size // (1024 * 1024)} MiB, over the "
+                                    f"{MAX_WHOLE_FILE_BYTES // (1024 * 1024)} MiB limit for this kind; trim it")
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def _load_bundle_json(path: Path, acc: _Acc) -> tuple[str | None, datetime | None]:
+    text = _read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(path.name, e.msg, line=e.lineno) from e
+    if not isinstance(doc, dict):
+        raise ParseError(path.name, "expected a JSON object with target, collected_at, evidence")
+    target = doc.get("target") if isinstance(doc.get("target"), str) else None
+    when = None
+    if isinstance(doc.get("collected_at"), str):
+        try:
+            when = datetime.fromisoformat(doc["collected_at"])
+        except ValueError as e:
+            raise ParseError(path.name, f"collected_at: {e}") from e
+    if isinstance(doc.get("evidence"), dict):
+        try:
+            ev = from_jsonable(Evidence, doc["evidence"])
+        except SerdeError as e:
+            raise ParseError(path.name, f"evidence {e}") from e
+        for name in ("gpus", "memory_history", "server_config", "server_metrics", "workload", "pods",
+                     "events", "hpa", "logs", "requests", "model"):
+            value = getattr(ev, name)
+            if value not in (None, ()):
+                acc.fields[name] = value
+        acc.issues.extend(ev.issues)
+    return target, when
+
+
+def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
+    """Read every known file of a bundle folder into Evidence.
+
+    >>> load_bundle("examples/runbook-incident").target
+    'llm/vllm-server'
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a folder; pass the folder that holds nvidia-smi.txt, logs.txt, ...")
+    acc = _Acc({}, [], [])
+    target: str | None = None
+    collected_at: datetime | None = None
+    if (root / "bundle.json").is_file():
+        try:
+            target, collected_at = _load_bundle_json(root / "bundle.json", acc)
+            acc.sources.append("bundle.json")
+        except (ParseError, OSError) as e:
+            acc.issues.append(_issue("bundle.json", e))
+    year = (collected_at or _mtime(root)).year
+
+    def one(name: str, read: Callable[[Path], dict[str, Any]]) -> None:
+        path = root / name
+        if not path.is_file():
+            return
+        try:
+            acc.fields.update(read(path))
+            acc.sources.append(name)
+        except (ParseError, OSError) as e:
+            acc.issues.append(_issue(name, e))
+        except Exception as e:  # a parser bug must not cost the rest of the bundle
+            acc.issues.append(ReadIssue(name, f"internal error {type(e).__name__}: {str(e)[:200]}"))
+
+    one("nvidia-smi.txt", lambda p: {"gpus": parse_nvidia_smi(_read_text(p), source=p.name)})
+    one("metrics.txt", lambda p: {"server_metrics": parse_metrics(_read_text(p), source=p.name)})
+    one("deployment.yaml", _deployment)
+    one("pods.yaml", lambda p: {"pods": parse_pods(_read_text(p), source=p.name)})
+    one("hpa.yaml", lambda p: {"hpa": parse_hpa(_read_text(p), source=p.name)})
+    one("events.yaml", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
+    if "events" not in acc.fields:
+        one("events.txt", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
+    one("logs.txt", lambda p: {"logs": read_server_log(p, source=p.name, year=year)})
+    one("access.log", lambda p: {"requests": read_access_log(p, source=p.name)})
+    one("config.json", lambda p: {"model": parse_model_config(_read_text(p), source=p.name)})
+
+    wl = acc.fields.get("workload")
+    if target is None and wl is not None:
+        target = f"{wl.namespace}/{wl.name}" if wl.namespace else wl.name
+    return Evidence(target=target, collected_at=collected_at, sources=tuple(acc.sources),
+                    issues=tuple(acc.issues), **acc.fields)
+
+
+def _deployment(path: Path) -> dict[str, Any]:
+    workload, config = parse_deployment(_read_text(path), source=path.name)
+    out: dict[str, Any] = {"workload": workload}
+    if config is not None:
+        out["server_config"] = config
+    return out
+
+
+def _issue(name: str, e: Exception) -> ReadIssue:
+    if isinstance(e, ParseError):
+        return ReadIssue(e.source or name, e.message, e.line)
+    if isinstance(e, PermissionError):
+        return ReadIssue(name, "permission denied", kind="forbidden")
+    return ReadIssue(name, str(e)[:300])
+
+
+def _mtime(root: Path) -> datetime:
+    return datetime.fromtimestamp(root.stat().st_mtime, tz=UTC)
+
+
+def has_evidence(ev: Evidence) -> bool:
+    """True when at least one piece of evidence was read (exit code 3 otherwise)."""
+    return any(getattr(ev, n) not in (None, ()) for n in (
+        "gpus", "memory_history", "server_config", "server_metrics", "workload", "pods", "events", "hpa",
+        "logs", "requests", "model"))
+
+
+def write_bundle_json(directory: str | os.PathLike[str], evidence: Evidence) -> Path:
+    """Write bundle.json (target, time, parsed evidence) atomically: never a half-written file."""
+    root = Path(directory)
+    doc = {
+        "format": "gpumem-bundle/1",
+        "target": evidence.target,
+        "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
+        "evidence": to_jsonable(replace(evidence, sources=evidence.sources)),
+    }
+    tmp = root / ".bundle.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, root / "bundle.json")
+    return root / "bundle.json"

@@ -1,0 +1,315 @@
+"""Server logs (vLLM, TGI, SGLang) as LogSignals: signal counts, start-up memory, stats, engine.
+
+Streaming, line by line, in flat memory; any text is accepted (a line that cannot be read is
+passed over, never fatal). Timestamps of every shape the engines print are read:
+
+- vLLM `INFO 05-10 12:00:05 [file.py:12]`, after an optional `(APIServer pid=1)` tag: the
+  line has no year, so its time is kept only when `year` is given (a Dec -> Jan roll-over
+  moves to the next year); with `year=None` only lines with a full date carry a time;
+- TGI (and `kubectl logs --timestamps`) RFC 3339 `2024-06-01T12:00:00.123456Z` at the start;
+- SGLang `[2025-03-01 12:00:00 TP0]`;
+- `time=2026-03-09T2017Z` / `ts=` / `timestamp=` key=value, compact or ISO;
+- JSON lines (TGI `--json-output`): `timestamp`, and `fields.message` / `message` / `msg`.
+
+Times without a zone are taken as UTC.
+
+>>> ls = parse_server_log(['time=2026-03-09T2017Z level=error msg="CUDA out of memory"'])
+>>> ls.count("cuda_oom"), ls.signals[0].first_at.isoformat()
+(1, '2026-03-09T20:17:00+00:00')
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from os import PathLike
+
+from collectors.log_startup import StartupReader
+from collectors.log_stats import merge_peak, parse_stats
+from collectors.log_time import month_day_time, parse_time
+from collectors.textio import MAX_LINE_BYTES, decode_line, iter_lines
+from runbooks.evidence import LogSignals, SignalCount, StatsSample
+from runbooks.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
+
+EXAMPLE_CHARS = 300
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,12})?(?:Z|[+-]\d\d:?\d\d))\s+")
+_PROC_TAG = re.compile(r"\((\w[\w ]{0,40}?) pid=\d{1,10}\)\s*")
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|TRACE)"
+_VLLM_PREFIX = re.compile(
+    _LEVEL + r"\s+(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d{1,9})?\s+(?:\[?[\w.\-]{1,80}:\d{1,6}\]\s*)?"
+)
+_TGI_LEVEL = re.compile(r"\s*" + _LEVEL + r"\s+")
+_SGLANG_PREFIX = re.compile(
+    r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)((?: [A-Za-z]{1,8}\d{1,4}){0,6})\]\s*"
+)
+_ISO_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,12})?)?(?:Z|[+-]\d\d:?\d\d)?)\s")
+_KV_TIME = re.compile(r"(?:^|\s)(?:time|ts|timestamp)=(?:\"([^\"]{1,60})\"|([^\s\"]{1,60}))")
+
+_VLLM_VERSION = re.compile(
+    r"vLLM API server version:? v?(\d[\w.+\-]{0,40})|Initializing an? (?:V1 )?LLM engine \(v(\d[\w.+\-]{0,40})\)"
+)
+_TGI_MARK = re.compile(r"text_generation_(?:launcher|router|server)")
+_SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b")
+_SGLANG_VERSION = re.compile(r"\bsglang(?:==| version:? v?| v)(\d+\.\d+[\w.+\-]{0,30})", re.IGNORECASE)
+
+_MAX_CACHE = 4096
+
+
+class _Signal:
+    __slots__ = ("amount_max", "amount_sum", "example", "first_at", "first_line", "last_at", "lines")
+
+    def __init__(self, line_no: int, example: str) -> None:
+        self.lines = 0
+        self.amount_max = 0
+        self.amount_sum = 0
+        self.first_line = line_no
+        self.first_at: datetime | None = None
+        self.last_at: datetime | None = None
+        self.example = example
+
+
+class _LogReader:
+    def __init__(self, source: str, year: int | None) -> None:
+        self.source = source
+        self.year = year
+        self.last_month: int | None = None
+        self.lines = 0
+        self.first_at: datetime | None = None
+        self.last_at: datetime | None = None
+        self.signals: dict[str, _Signal] = {}
+        self.startup = StartupReader()
+        self.stats_last: StatsSample | None = None
+        self.stats_peak: StatsSample | None = None
+        self.engine_votes: dict[str, int] = {}
+        self.engine_hints: dict[str, int] = {}
+        self.versions: dict[str, str] = {}
+        self.time_cache: dict[str, datetime | None] = {}
+
+    # -------------------------------------------------------------- one line
+
+    def feed(self, raw: str | bytes) -> None:
+        self.lines += 1
+        line = decode_line(raw, MAX_LINE_BYTES)
+        if not line or line.isspace():
+            return
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        stripped = line.lstrip()
+        at: datetime | None = None
+        if stripped.startswith("{"):
+            parsed = self._json_line(stripped)
+            if parsed is not None:
+                text, message, at = parsed
+                self._read(text, message, at)
+                return
+        text, at = self._prefix(stripped)
+        self._read(stripped, text, at)
+
+    def _read(self, line: str, message: str, at: datetime | None) -> None:
+        if at is not None:
+            if self.first_at is None or at < self.first_at:
+                self.first_at = at
+            if self.last_at is None or at > self.last_at:
+                self.last_at = at
+        self._detect_engine(line)
+        for hit in match_line(line):
+            self._count(hit.key, hit.amount, line, at)
+            if is_startup_error(hit.key):
+                self.startup.set_error(message)
+        self.startup.feed(message)
+        sample = parse_stats(message, at)
+        if sample is not None:
+            self.stats_last = sample
+            self.stats_peak = merge_peak(self.stats_peak, sample)
+
+    def _count(self, key: str, amount: int | None, line: str, at: datetime | None) -> None:
+        sig = self.signals.get(key)
+        if sig is None:
+            sig = self.signals[key] = _Signal(self.lines, line.strip()[:EXAMPLE_CHARS])
+        sig.lines += 1
+        if amount is not None:
+            sig.amount_max = max(sig.amount_max, amount)
+        sig.amount_sum += amount if amount is not None else 1
+        if at is not None:
+            if sig.first_at is None or at < sig.first_at:
+                sig.first_at = at
+            if sig.last_at is None or at > sig.last_at:
+                sig.last_at = at
+
+    # -------------------------------------------------------------- prefixes
+
+    def _prefix(self, line: str) -> tuple[str, datetime | None]:
+        """The message without its log prefix, and the line's time."""
+        at: datetime | None = None
+        rest = line
+        m = _RFC3339.match(rest)
+        if m:
+            at = self._cached(m.group(1))
+            rest = rest[m.end() :]
+            lvl = _TGI_LEVEL.match(rest)
+            if lvl:
+                rest = rest[lvl.end() :]
+        m = _PROC_TAG.match(rest)
+        if m:
+            self._vote("vllm")
+            rest = rest[m.end() :]
+        m = _VLLM_PREFIX.match(rest)
+        if m:
+            if at is None and self.year is not None:
+                at = self._month_day(m)
+            return rest[m.end() :], at
+        m = _SGLANG_PREFIX.match(rest)
+        if m:
+            if m.group(2):
+                self._vote("sglang")
+            return rest[m.end() :], at or self._cached(m.group(1))
+        if at is None:
+            m = _ISO_PREFIX.match(rest)
+            if m:
+                return rest[m.end() :], self._cached(m.group(1))
+            if "=" in rest:
+                m = _KV_TIME.search(rest)
+                if m:
+                    at = self._cached(m.group(1) or m.group(2))
+        return rest, at
+
+    def _cached(self, stamp: str) -> datetime | None:
+        at = self.time_cache.get(stamp, False)
+        if at is False:
+            if len(self.time_cache) >= _MAX_CACHE:
+                self.time_cache.clear()
+            at = self.time_cache[stamp] = parse_time(stamp)
+        return at  # type: ignore[return-value]
+
+    def _month_day(self, m: re.Match[str]) -> datetime | None:
+        assert self.year is not None
+        month = int(m.group(1))
+        if 1 <= month <= 12:
+            if self.last_month is not None and self.last_month - month >= 6:
+                self.year += 1  # the log crossed New Year
+            self.last_month = month
+        return month_day_time(month, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), self.year)
+
+    def _json_line(self, line: str) -> tuple[str, str, datetime | None] | None:
+        """(all the text of a JSON log line, its message, its time), or None when no JSON object."""
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(obj, dict):
+            return None
+        fields = obj.get("fields")
+        parts: list[str] = []
+        for holder in (fields, obj):
+            if isinstance(holder, dict):
+                for key in ("message", "msg", "error"):
+                    value = holder.get(key)
+                    if isinstance(value, str):
+                        parts.append(value)
+        message = " ".join(parts)
+        if isinstance(fields, dict):
+            parts.extend(f"{k}={v}" for k, v in fields.items() if k not in ("message", "msg", "error")
+                         and isinstance(v, (str, int, float)))
+        target = obj.get("target")
+        if isinstance(target, str):
+            parts.append(target)
+        if not parts:
+            parts.append(line)
+        if not message:
+            message = line
+        at = None
+        for key in ("timestamp", "time", "ts", "@timestamp"):
+            stamp = obj.get(key)
+            if isinstance(stamp, str):
+                at = self._cached(stamp)
+                break
+        return " ".join(parts), message, at
+
+    # ----------------------------------------------------------------- engine
+
+    def _vote(self, engine: str) -> None:
+        self.engine_votes[engine] = self.engine_votes.get(engine, 0) + 1
+
+    def _detect_engine(self, line: str) -> None:
+        if "vLLM" in line or "LLM engine" in line:
+            m = _VLLM_VERSION.search(line)
+            if m:
+                self._vote("vllm")
+                self.versions["vllm"] = m.group(1) or m.group(2)
+        if "text_generation_" in line and _TGI_MARK.search(line):
+            self._vote("tgi")
+        if "sglang" in line or "SGLang" in line:
+            if _SGLANG_MARK.search(line):
+                self._vote("sglang")
+            m = _SGLANG_VERSION.search(line)
+            if m:
+                self._vote("sglang")
+                self.versions["sglang"] = m.group(1)
+
+    def _engine(self) -> str | None:
+        votes = self.engine_votes
+        if not votes:
+            # no marker: engine-specific signals are a weaker clue
+            for key in self.signals:
+                engine = RULES_BY_KEY[key].engine
+                if engine is not None:
+                    votes[engine] = votes.get(engine, 0) + 1
+        return max(votes, key=lambda e: votes[e]) if votes else None
+
+    # ----------------------------------------------------------------- result
+
+    def result(self) -> LogSignals:
+        signals = []
+        for key, sig in self.signals.items():
+            rule = RULES_BY_KEY[key]
+            if rule.count == COUNT_MAX:
+                count = max(sig.amount_max, sig.lines)
+            elif rule.count == COUNT_SUM:
+                count = sig.amount_sum
+            else:
+                count = sig.lines
+            signals.append(SignalCount(key, count, sig.first_line, sig.first_at, sig.last_at, sig.example))
+        signals.sort(key=lambda s: (s.first_line or 0, s.key))
+        engine = self._engine()
+        return LogSignals(
+            source=self.source,
+            lines=self.lines,
+            engine=engine,
+            engine_version=self.versions.get(engine) if engine else None,
+            signals=tuple(signals),
+            startup=self.startup.result(),
+            stats_last=self.stats_last,
+            stats_peak=self.stats_peak,
+            first_at=self.first_at,
+            last_at=self.last_at,
+        )
+
+
+def parse_server_log(
+    lines: Iterable[str] | Iterable[bytes] | str, source: str = "logs.txt", year: int | None = None
+) -> LogSignals:
+    """Read a server log, one line at a time (an open file handle works; memory stays flat).
+
+    `year`: the year of vLLM's `MM-DD` stamps (None: those lines carry no time). A whole text
+    given as one str is split into lines. Never raises on any text.
+    """
+    reader = _LogReader(source, year)
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    for raw in lines:
+        reader.feed(raw.rstrip("\n") if isinstance(raw, str) else raw.rstrip(b"\n"))
+    return reader.result()
+
+
+def read_server_log(path: str | PathLike[str], source: str | None = None, year: int | None = None) -> LogSignals:
+    """`parse_server_log` over a file, read in binary chunks (undecodable bytes are replaced).
+
+    Raises OSError when the file cannot be opened.
+    """
+    name = source if source is not None else str(path)
+    with open(path, "rb") as fh:
+        return parse_server_log(iter_lines(fh), source=name, year=year)

@@ -1,0 +1,229 @@
+"""An inference server's /metrics text, normalised into ServerMetrics.
+
+Engines are told apart by metric names: `vllm:` (V0 or V1), `tgi_`, `sglang:`, else
+"generic" (the runbook's `llm_*` names, DCGM exporter series, or nothing known at all).
+
+How readings are combined, and why:
+- queue and running requests are summed over vLLM `engine` labels and SGLang `dp_rank`
+  labels: each data-parallel engine has its own queue.
+- KV usage ratios are the max over engines: the fullest engine is the one that preempts.
+- KV capacity is per engine (the min over engines), because a request lives in one
+  engine's cache; `kv_cache_used_tokens` is likewise the max over engines.
+- counters are summed over every label (engines, finish reasons).
+
+>>> m = parse_metrics('tgi_queue_size 3\\ntgi_batch_current_size 12\\n')
+>>> (m.engine, m.queue_depth, m.running_requests)
+('tgi', 3.0, 12.0)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from collectors.metrics_gpus import devices_from_samples
+from collectors.metrics_samples import Samples, combine, combine_by, label_values, natural_key, read_samples
+from runbooks.evidence import ServerMetrics
+
+_VLLM_V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc")
+
+
+def parse_metrics(text: str, source: str = "metrics.txt") -> ServerMetrics:
+    """Normalise Prometheus exposition text from vLLM, TGI, SGLang, or a DCGM exporter.
+
+    Text with no known series (or no text) gives a ServerMetrics whose readings are all None.
+    A line the exposition parser rejects raises ParseError naming `source` and the line.
+
+    >>> parse_metrics('llm_queue_depth 18\\nllm_request_rejected_total 12\\n').rejected_total
+    12.0
+    """
+    samples = read_samples(text, source)
+    names = list(samples.names())
+    fields: dict[str, Any]
+    if any(n.startswith("vllm:") for n in names):
+        fields = {"engine": "vllm", **_vllm(samples)}
+    elif any(n.startswith("sglang:") for n in names):
+        fields = {"engine": "sglang", **_sglang(samples)}
+    elif any(n.startswith("tgi_") for n in names):
+        fields = {"engine": "tgi", **_tgi(samples)}
+    else:
+        fields = {"engine": "generic"}
+    # The runbook's own names may sit beside an engine's (a gateway or sidecar exporting
+    # them); they fill what the engine's names left empty.
+    for key, value in _generic(samples).items():
+        if fields.get(key) is None:
+            fields[key] = value
+    return ServerMetrics(source=source, gpus=devices_from_samples(samples), **fields)
+
+
+# ------------------------------------------------------------------------------- vLLM
+
+
+def _vllm(s: Samples) -> dict[str, Any]:
+    engines = label_values(s, "vllm:", "engine")
+    config, capacity = _vllm_cache_config(s)
+    return {
+        "flavor": _vllm_flavor(s, has_engine_label=bool(engines)),
+        "model_name": _model_name(s, "vllm:num_requests_running", "vllm:"),
+        "engine_count": max(len(engines), 1),
+        "queue_depth": s.sum("vllm:num_requests_waiting"),
+        "running_requests": s.sum("vllm:num_requests_running"),
+        # kv_cache_usage_perc replaced gpu_cache_usage_perc in 0.9; both are fractions.
+        "kv_cache_usage_ratio": _ratio(s.max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+        "kv_cache_capacity_tokens": capacity,
+        "preemptions_total": combine(s.counter("vllm:num_preemptions")),
+        "requests_total": combine(s.counter("vllm:request_success")),
+        "failed_requests_total": _vllm_failed(s),
+        "ttft_seconds": s.histogram("vllm:time_to_first_token_seconds"),
+        "prompt_tokens": s.histogram("vllm:request_prompt_tokens"),
+        "generation_tokens": s.histogram("vllm:request_generation_tokens"),
+        "cache_config": config,
+        "gpu_memory_utilization": _label_float(config.get("gpu_memory_utilization")),
+        "block_size": _label_int(config.get("block_size")),
+        "num_gpu_blocks": _label_int(config.get("num_gpu_blocks")),
+    }
+
+
+def _vllm_flavor(s: Samples, *, has_engine_label: bool) -> str | None:
+    """V0 and V1 by the names and labels only one of them emits.
+
+    Early V1 builds (0.8) without the `engine` label that still export gpu_cache_usage_perc
+    are indistinguishable from V0 here and read as "vllm-v0".
+    """
+    if any(s.has(n) for n in _VLLM_V0_ONLY):
+        return "vllm-v0"
+    if has_engine_label or s.has("vllm:kv_cache_usage_perc"):
+        return "vllm-v1"
+    if s.has("vllm:gpu_cache_usage_perc"):
+        return "vllm-v0"
+    return None
+
+
+def _vllm_cache_config(s: Samples) -> tuple[dict[str, str], int | None]:
+    """Labels of the first engine's cache_config_info, and the smallest engine's capacity."""
+    series = sorted(s.series("vllm:cache_config_info"), key=lambda ls: natural_key(ls[0].get("engine", "")))
+    if not series:
+        return {}, None
+    capacities = [c for c in (_capacity_tokens(labels) for labels, _ in series) if c is not None]
+    return dict(series[0][0]), min(capacities) if capacities else None
+
+
+def _capacity_tokens(labels: dict[str, str]) -> int | None:
+    # Hybrid and sliding-window models make blocks x block size wrong; newer builds say
+    # the token capacity outright.
+    direct = _label_int(labels.get("kv_cache_size_tokens"))
+    if direct is not None:
+        return direct
+    blocks, block_size = _label_int(labels.get("num_gpu_blocks")), _label_int(labels.get("block_size"))
+    if blocks is None or block_size is None:
+        return None
+    return blocks * block_size
+
+
+def _vllm_failed(s: Samples) -> float | None:
+    # Only an explicit "error" finish counts; "abort" is mostly clients hanging up.
+    errors = [(ls, v) for ls, v in s.counter("vllm:request_success") if ls.get("finished_reason") == "error"]
+    return combine(errors)
+
+
+# ----------------------------------------------------------------------------- SGLang
+
+
+def _sglang(s: Samples) -> dict[str, Any]:
+    ranks = label_values(s, "sglang:", "dp_rank")
+    failed = s.counter("sglang:num_bootstrap_failed_reqs") + s.counter("sglang:num_transfer_failed_reqs")
+    return {
+        "model_name": _model_name(s, "sglang:num_running_reqs", "sglang:"),
+        "engine_count": max(len(ranks), 1),
+        "queue_depth": combine_by(s.series("sglang:num_queue_reqs"), "dp_rank"),
+        "running_requests": combine_by(s.series("sglang:num_running_reqs"), "dp_rank"),
+        "kv_cache_usage_ratio": _ratio(s.max("sglang:token_usage")),
+        "kv_cache_capacity_tokens": _as_int(combine_by(s.series("sglang:max_total_num_tokens"), "dp_rank", min)),
+        "kv_cache_used_tokens": combine_by(s.series("sglang:num_used_tokens"), "dp_rank", max),
+        "preemptions_total": combine(s.counter("sglang:num_retracted_requests")),
+        "requests_total": combine(s.counter("sglang:num_requests")),
+        "failed_requests_total": combine(failed),
+        "ttft_seconds": s.histogram("sglang:time_to_first_token_seconds"),
+        "prompt_tokens": s.histogram("sglang:prompt_tokens_histogram"),
+        "generation_tokens": s.histogram("sglang:generation_tokens_histogram"),
+    }
+
+
+# -------------------------------------------------------------------------------- TGI
+
+
+def _tgi(s: Samples) -> dict[str, Any]:
+    failures = s.counter("tgi_request_failure")
+    overloaded = [(ls, v) for ls, v in failures if ls.get("err") == "overloaded"]
+    failed, rejected = combine(failures), combine(overloaded)
+    # TGI's exporter prints a counter only once it has been incremented, so next to a
+    # request count, a missing failure series means none so far.
+    if s.counter("tgi_request_count"):
+        failed = 0.0 if failed is None else failed
+        rejected = 0.0 if rejected is None else rejected
+    return {
+        "queue_depth": s.sum("tgi_queue_size"),
+        "running_requests": s.sum("tgi_batch_current_size"),
+        "kv_cache_capacity_tokens": _as_int(s.max("tgi_batch_max_total_tokens")),
+        "requests_total": combine(s.counter("tgi_request_count")),
+        "failed_requests_total": failed,
+        "rejected_total": rejected,
+        # TGI has no time-to-first-token histogram.
+        "prompt_tokens": s.histogram("tgi_request_input_length"),
+        "generation_tokens": s.histogram("tgi_request_generated_tokens"),
+    }
+
+
+# ---------------------------------------------------------------------------- generic
+
+
+def _generic(s: Samples) -> dict[str, Any]:
+    return {
+        "queue_depth": s.sum("llm_queue_depth"),
+        "rejected_total": combine(s.counter("llm_request_rejected")),
+    }
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _model_name(s: Samples, preferred: str, prefix: str) -> str | None:
+    for labels, _ in s.series(preferred):
+        if labels.get("model_name"):
+            return labels["model_name"]
+    names = label_values(s, prefix, "model_name")
+    return names[0] if names else None
+
+
+def _ratio(value: float | None) -> float | None:
+    """A usage gauge as a 0..1 fraction.
+
+    The engines export fractions despite `_perc` in vLLM's names; a value above 1 can only
+    be a percentage from a re-exporting layer, so it is divided by 100 (above 100: nonsense).
+    """
+    if value is None or value < 0:
+        return None
+    if value > 1.0:
+        return value / 100.0 if value <= 100.0 else None
+    return value
+
+
+def _label_int(text: str | None) -> int | None:
+    number = _label_float(text)
+    return _as_int(number)
+
+
+def _label_float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None  # "None", "auto" and the like
+    return number if math.isfinite(number) else None
+
+
+def _as_int(number: float | None) -> int | None:
+    if number is None or not math.isfinite(number) or number != int(number):
+        return None
+    return int(number)

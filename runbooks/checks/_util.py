@@ -1,0 +1,22 @@
+"""Small helpers shared by the checks."""
+
+from __future__ import annotations
+
+from runbooks.evidence import ReadIssue
+from runbooks.report import Fact, fact
+
+
+def missing(kind: str, issues: tuple[ReadIssue, ...], *sources: str) -> Fact:
+    """A 'not checked' fact: which evidence kind was absent, and why if a source said why."""
+    for issue in issues:
+        if issue.source in sources or any(issue.source.startswith(s) for s in sources):
+            return fact("missing_" + kind, issue.source, reason=issue.message, why=issue.kind)
+    return fact("missing_" + kind, None, reason=None, why="missing")
+
+
+def gib(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def pct(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio * 100, 1)

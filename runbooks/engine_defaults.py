@@ -1,0 +1,189 @@
+"""Engine versions and the defaults each one applies when a flag is not given.
+
+Facts from the engines' own source (reference/memory-model.md); boundaries between
+versions are the releases where the behaviour was read, so a version between two read
+releases takes the older behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: the newest version of each engine whose arithmetic this package models
+LATEST = {"vllm": (0, 33, 0), "sglang": (0, 5, 23), "tgi": (3, 3, 0)}
+
+_VERSION_RE = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """The first dotted number in `text` as (major, minor, patch); None when there is none.
+
+    >>> parse_version("v0.8.5.post1"), parse_version("~2.2-2.3"), parse_version("latest")
+    ((0, 8, 5), (2, 2, 0), None)
+    """
+    if not text:
+        return None
+    match = _VERSION_RE.search(text)
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2) or 0), int(match.group(3) or 0))
+
+
+def version_text(version: tuple[int, int, int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+# ------------------------------------------------------------------------- vLLM
+
+#: how vLLM turns gpu_memory_utilization into a KV budget (memory-model.md 1.2)
+VLLM_REGIMES = {
+    "v0-legacy": "V0 <= 0.6.3: util x total minus what profiling consumed",
+    "v0-064": "V0 0.6.4: util x total minus torch peak and all non-torch memory, other processes included",
+    "v0": "V0 0.6.5-0.10: util x total minus weights, activation peak and non-torch growth since start",
+    "v1-08": "V1 0.8: util x total minus torch peak and non-torch memory, other processes included",
+    "v1": "V1 0.9-0.20: start fails below util x total free; CUDA graphs outside the budget",
+    "v1-graphs": "V1 >= 0.21: as 0.9, CUDA-graph memory estimated and taken from the KV budget",
+}
+
+
+def vllm_regime(version: tuple[int, int, int], use_v1: bool | None) -> str:
+    if version < (0, 6, 4):
+        return "v0-legacy"
+    if version < (0, 6, 5):
+        return "v0-064"
+    if version < (0, 8, 0):
+        return "v0"
+    if version < (0, 11, 0) and use_v1 is False:
+        return "v0"
+    if version < (0, 9, 0):
+        return "v1-08"
+    if version < (0, 21, 0):
+        return "v1"
+    return "v1-graphs"
+
+
+def vllm_v0_batched_tokens(version: tuple[int, int, int], max_model_len: int, chunked: bool,
+                           multimodal: bool) -> int:
+    """V0 max_num_batched_tokens default: 2048 (512 before 0.6.4) with chunked prefill, else
+    max(max_model_len, 2048), or 5120 for multimodal models."""
+    if chunked:
+        return 2048 if version >= (0, 6, 4) else 512
+    floor = 5120 if multimodal else 2048
+    return max(max_model_len, floor)
+
+
+def vllm_v0_chunked_default(max_model_len: int, multimodal: bool, mla: bool) -> bool:
+    """V0 turns chunked prefill on by itself above 32K context, except for multimodal and MLA models."""
+    return max_model_len > 32768 and not multimodal and not mla
+
+
+def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name: str | None) -> tuple[int, int, str]:
+    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server."""
+    is_a100 = "a100" in (gpu_name or "").lower()
+    if version >= (0, 21, 0) and gpu_total_gib >= 160:
+        return 1024, 16384, "vLLM >= 0.21 API server default on >= 160 GiB GPUs"
+    if gpu_total_gib >= 70 and not is_a100:
+        return 1024, 8192, "vLLM V1 API server default on >= 70 GiB non-A100 GPUs"
+    return 256, 2048, "vLLM V1 API server default on < 70 GiB or A100 GPUs"
+
+
+def vllm_mla_absorbs_matrices(version: tuple[int, int, int], regime: str) -> bool:
+    """V0 0.7.1-0.7.x precomputed W_Q_UK and W_UV_O for MLA decode (VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1)."""
+    return regime == "v0" and (0, 7, 1) <= version < (0, 8, 0)
+
+
+def vllm_has_mla(version: tuple[int, int, int]) -> bool:
+    """vLLM caches the MLA latent from 0.7.1; before, DeepSeek V2/V3 ran with full per-head K and V."""
+    return version >= (0, 7, 1)
+
+
+def vllm_exploits_windows(version: tuple[int, int, int], regime: str) -> bool:
+    """V1's hybrid KV-cache manager (0.10+) gives sliding-window layers only the window."""
+    return regime.startswith("v1") and version >= (0, 10, 0)
+
+
+def vllm_v1_error_wording(version: tuple[int, int, int]) -> str:
+    """"old" (0.8-0.10: "models's", "Based on the available memory") or "new"."""
+    return "old" if version < (0, 11, 0) else "new"
+
+
+# ----------------------------------------------------------------------- SGLang
+
+
+def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: float, tp: int,
+                               pp: int = 1) -> tuple[float, str]:
+    """SGLang's default --mem-fraction-static and why.
+
+    <= 0.4.9: by TP (0.88 single GPU ... 0.79 at TP >= 16), raised on > 96 GB cards;
+    later: keep a reserve for activations and graphs sized by the card.
+    """
+    gpu_mb = gpu_total_gib * 1024
+    if version < (0, 4, 10):
+        mfs = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+        why = f"SGLang <= 0.4.9 default for TP {tp}"
+        if gpu_mb > 96 * 1024:
+            mfs = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mb, (gpu_mb - 18 * 1024) / gpu_mb)
+            why += " raised for a > 96 GB GPU"
+        return round(mfs, 3), why
+    parallel = tp * pp
+    if gpu_mb < 35 * 1024:
+        reserved = (2.8 + parallel / 10) * 1024
+    elif gpu_mb < 90 * 1024:
+        reserved = (9.5 + parallel / 2) * 1024
+    elif gpu_mb < 160 * 1024:
+        reserved = (12 + parallel / 2) * 1024
+    else:
+        reserved = 32 * 1024
+    mfs = round((gpu_mb - reserved) / gpu_mb, 3) if gpu_mb > reserved else 0.5
+    return mfs, f"SGLang >= 0.4.10 default: card memory less a {reserved / 1024:.1f} GB reserve"
+
+
+def sglang_chunked_prefill(version: tuple[int, int, int], gpu_total_gib: float) -> int:
+    if version < (0, 4, 10):
+        return 2048 if gpu_total_gib < 25 else 8192
+    return 2048 if gpu_total_gib < 35 else 8192 if gpu_total_gib < 160 else 16384
+
+
+def sglang_graph_max_bs(version: tuple[int, int, int], gpu_total_gib: float, tp: int) -> int:
+    small = gpu_total_gib < (25 if version < (0, 4, 10) else 35)
+    if small:
+        return 8 if tp < 4 else 80
+    if version < (0, 4, 10) or gpu_total_gib < 90:
+        return 160
+    return 256 if gpu_total_gib < 160 else 512
+
+
+def sglang_exploits_windows(version: tuple[int, int, int]) -> bool:
+    """SGLang 0.5 sizes separate pools for sliding-window layers."""
+    return version >= (0, 5, 0)
+
+
+# -------------------------------------------------------------------------- TGI
+
+
+def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_input: int | None,
+               max_total: int | None, max_prefill: int | None) -> tuple[int, int, int, list[tuple[str, str]]]:
+    """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions).
+
+    TGI 2.x caps the defaults at 4096 total tokens (prefill = input + 50); TGI 3 defaults to
+    the model's length and a 4096-token prefill batch.
+    """
+    notes: list[tuple[str, str]] = []
+    model_max = max_position or 4096
+    if version < (3, 0, 0):
+        total = max_total or min(model_max, 4096)
+        inp = max_input or min(model_max - 1, total - 1)
+        prefill = max_prefill or inp + 50
+        why = "TGI 2.x default (4096-token cap)"
+    else:
+        total = max_total or model_max
+        inp = max_input or total - 1
+        prefill = max_prefill or min(4096, inp + 1)
+        why = "TGI 3 default"
+    if max_total is None:
+        notes.append(("max_total_tokens", f"{total} ({why})"))
+    if max_input is None:
+        notes.append(("max_input_tokens", f"{inp} ({why})"))
+    if max_prefill is None:
+        notes.append(("max_batch_prefill_tokens", f"{prefill} ({why})"))
+    return inp, total, prefill, notes

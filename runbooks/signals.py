@@ -1,0 +1,215 @@
+"""Server-log signals: stable keys and the rules that find them in a log line.
+
+The first five are the runbook's own keywords; the rest are what vLLM, TGI and SGLang print
+when memory runs short (formats in reference/formats.md §8). Renderers word each key.
+
+How a rule counts:
+- "lines": every matching line is one occurrence;
+- "max": the line carries a running total (vLLM V0 prints its preemption warning on the 1st
+  and then every 50th preemption, with `total_num_cumulative_preemption=N`), so the count is
+  the largest total seen (or the number of lines, if larger);
+- "sum": the line carries how many occurred (SGLang `#retracted_reqs: N`), summed.
+
+A line may match several rules: a sampler warm-up OOM is also a CUDA OOM.
+
+>>> [(h.key, h.amount) for h in match_line("[2025-03-01 12:05:00 TP0] KV cache pool is full. "
+...                                        "Retract requests. #retracted_reqs: 3")]
+[('sglang_retraction', 3)]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: the runbook's log keywords, in its order
+RUNBOOK_SIGNALS = ("cuda_oom", "alloc_failed", "prefill_rejected", "queue_full", "kv_insufficient")
+
+COUNT_LINES, COUNT_MAX, COUNT_SUM = "lines", "max", "sum"
+
+
+@dataclass(frozen=True)
+class SignalRule:
+    """One signal: a stable key, the patterns that find it, and how to count it."""
+
+    key: str
+    #: lower-case words, one of which every matching line holds: a cheap test before the patterns
+    needles: tuple[str, ...]
+    patterns: tuple[str, ...]
+    #: the engine that prints it, None for any
+    engine: str | None = None
+    count: str = COUNT_LINES
+    #: with count "max"/"sum": a pattern whose group 1 is the number on the line
+    amount_pattern: str | None = None
+    #: start-up capacity errors: the engine refused to start for lack of memory
+    startup_error: bool = False
+    ignore_case: bool = False
+
+
+RULES: tuple[SignalRule, ...] = (
+    # ------------------------------------------------------------- runbook keywords
+    SignalRule(
+        "cuda_oom",
+        ("out of memory", "outofmemoryerror"),
+        (r"CUDA out of memory", r"\bOutOfMemoryError\b", r"CUDA error: out of memory"),
+    ),
+    SignalRule(
+        "alloc_failed", ("failed to allocate memory",), (r"failed to allocate memory",), ignore_case=True
+    ),
+    SignalRule("prefill_rejected", ("prefill rejected",), (r"prefill rejected",), ignore_case=True),
+    SignalRule(
+        "queue_full", ("queue full", "queue is full"), (r"request queue (?:is )?full",), ignore_case=True
+    ),
+    SignalRule(
+        "kv_insufficient", ("insufficient kv",), (r"insufficient KV[- ]cache blocks",), ignore_case=True
+    ),
+    # ------------------------------------------------------------------------ vLLM
+    SignalRule(
+        "vllm_preemption",
+        ("preemptionmode",),
+        (r"is preempted by PreemptionMode",),
+        engine="vllm",
+        count=COUNT_MAX,
+        amount_pattern=r"total_num_cumulative_preemption=(\d{1,15})",
+    ),
+    SignalRule(
+        "kv_startup_too_small",
+        ("max seq len", "can be stored in kv cache"),
+        (
+            r"To serve at least one request with the models?'s max seq len",
+            r"is larger than the maximum number of tokens that can be stored in KV cache",
+        ),
+        engine="vllm",
+        startup_error=True,
+    ),
+    SignalRule(
+        "no_cache_blocks",
+        ("no available memory for the cache blocks",),
+        (r"No available memory for the cache blocks",),
+        engine="vllm",
+        startup_error=True,
+    ),
+    SignalRule(
+        "free_below_utilization",
+        ("less than desired gpu memory utilization",),
+        (r"Free memory on device.{0,80}? is less than desired GPU memory utilization",),
+        engine="vllm",
+        startup_error=True,
+    ),
+    SignalRule(
+        "sampler_warmup_oom",
+        ("warming up",),
+        (r"out of memory (?:occurred )?when warming up (?:the )?sampler",),
+        engine="vllm",
+        startup_error=True,
+    ),
+    SignalRule(
+        "engine_init_failed",
+        ("engine core initialization failed",),
+        (r"Engine core initialization failed",),
+        engine="vllm",
+    ),
+    SignalRule("vllm_port_uri", ("appears to be a uri",), (r"appears to be a URI",), engine="vllm"),
+    # ------------------------------------------------------------------------- TGI
+    SignalRule(
+        "tgi_prefill_oom",
+        ("prefill tokens",),
+        (r"Not enough memory to handle \d+ prefill tokens",),
+        engine="tgi",
+        startup_error=True,
+    ),
+    SignalRule(
+        "tgi_max_total_tokens_oom",
+        ("max_total_tokens",),
+        (r"Not enough memory to handle max_total_tokens",),
+        engine="tgi",
+        startup_error=True,
+    ),
+    SignalRule(
+        "tgi_prefill_reduced",
+        ("reducing the max batch prefill",),
+        (r"Reducing the max batch prefill",),
+        engine="tgi",
+    ),
+    SignalRule("model_overloaded", ("model is overloaded",), (r"Model is overloaded",), engine="tgi"),
+    # ---------------------------------------------------------------------- SGLang
+    SignalRule(
+        "sglang_retraction",
+        ("retract", "decode out of memory"),
+        (r"KV cache pool is full\. Retract requests", r"[Dd]ecode out of memory happened"),
+        engine="sglang",
+        count=COUNT_SUM,
+        amount_pattern=r"#retracted_reqs: (\d{1,15})",
+    ),
+    SignalRule(
+        "sglang_not_enough_memory",
+        ("mem-fraction-static",),
+        (r"Not enough memory\. Please try to increase --mem-fraction-static",),
+        engine="sglang",
+        startup_error=True,
+    ),
+    # ----------------------------------------------------------------- any engine
+    SignalRule(
+        "context_length_exceeded",
+        ("context length", "max_new_tokens must be"),
+        (
+            r"maximum context length is \d",
+            r"inputs tokens \+ max_new_tokens must be <=",
+            r"is longer than the model's context length",
+        ),
+    ),
+    SignalRule("probe_killed", ("keyboardinterrupt",), (r"KeyboardInterrupt: terminated",)),
+    SignalRule(
+        "oom_killed",
+        ("oomkilled", "out of memory: kill", "oom-kill"),
+        (r"\bOOMKilled\b", r"Out of memory: Kill(?:ed)? process", r"\boom-kill\b"),
+    ),
+)
+
+#: every stable signal key, in rule order
+SIGNAL_KEYS: tuple[str, ...] = tuple(rule.key for rule in RULES)
+
+RULES_BY_KEY: dict[str, SignalRule] = {rule.key: rule for rule in RULES}
+
+
+@dataclass(frozen=True)
+class SignalHit:
+    """One rule matching one line. `amount`: the number the line carries, for "max"/"sum" rules."""
+
+    key: str
+    amount: int | None = None
+
+
+def _compile(rule: SignalRule) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in rule.patterns), re.IGNORECASE if rule.ignore_case else 0)
+
+
+_COMPILED: tuple[tuple[SignalRule, re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
+    (rule, _compile(rule), re.compile(rule.amount_pattern) if rule.amount_pattern else None) for rule in RULES
+)
+
+# every rule's needles at once: most lines hold none and cost one lower() and a few substring tests
+_ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for rule in RULES for n in rule.needles))
+
+
+def match_line(line: str) -> tuple[SignalHit, ...]:
+    """Every rule that matches `line`, in rule order."""
+    low = line.lower()
+    if not any(map(low.__contains__, _ALL_NEEDLES)):
+        return ()
+    hits = []
+    for rule, pattern, amount_pattern in _COMPILED:
+        if not any(map(low.__contains__, rule.needles)) or pattern.search(line) is None:
+            continue
+        amount = None
+        if amount_pattern is not None:
+            m = amount_pattern.search(line)
+            amount = int(m.group(1)) if m else None
+        hits.append(SignalHit(rule.key, amount))
+    return tuple(hits)
+
+
+def is_startup_error(key: str) -> bool:
+    """True for keys that mean the engine refused to start for lack of memory."""
+    rule = RULES_BY_KEY.get(key)
+    return rule is not None and rule.startup_error

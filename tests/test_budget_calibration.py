@@ -1,0 +1,94 @@
+"""The capacity budget against real start-up logs of vLLM, SGLang and TGI.
+
+Targets: KV capacity within 5% median and 10% worst, weights within 3%, every reported
+start-up failure predicted with the same failure id. The per-case table is
+`tests.calibration_report.calibration_table()`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runbooks.budget_types import FAILURE_IDS
+from tests.calibration_report import (
+    EXCLUDED,
+    INPUT_NOTES,
+    KV_MEDIAN_TARGET,
+    KV_METRIC,
+    KV_WORST_TARGET,
+    WEIGHTS_TARGET,
+    calibration_table,
+    load_cases,
+    rows,
+    run_case,
+    summary,
+)
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def table():
+    print("\n" + calibration_table())
+    return rows()
+
+
+def test_every_case_runs_through_the_budget(table):
+    assert len(table) == len(CASES) == 15
+
+
+def test_kv_capacity_median_error_is_within_5_percent(table):
+    s = summary(table)
+    assert s["kv_cases"] >= 10
+    assert s["kv_median"] <= KV_MEDIAN_TARGET
+
+
+def test_kv_capacity_worst_error_is_within_10_percent(table):
+    worst = {r.case_id: r.kv_err for r in table if r.kv_gated and abs(r.kv_err) > KV_WORST_TARGET}
+    assert worst == {}
+
+
+def test_weights_are_within_3_percent(table):
+    off = {r.case_id: r.weights_err for r in table if r.weights_gated and abs(r.weights_err) > WEIGHTS_TARGET}
+    assert off == {}
+    assert summary(table)["weights_cases"] >= 13
+
+
+def test_reported_start_up_failures_are_predicted_with_the_same_id(table):
+    failed = [r for r in table if r.failure_rep]
+    assert len(failed) == 2
+    for r in failed:
+        assert r.failure_rep in FAILURE_IDS
+        assert r.failure_pred == r.failure_rep, r.case_id
+
+
+def test_cases_that_started_are_predicted_to_start(table):
+    assert {r.case_id: r.failure_pred for r in table if not r.failure_rep and r.failure_pred} == {}
+
+
+def test_predicted_failure_text_carries_the_engines_numbers():
+    case = next(c for c in CASES if c["id"] == "file-llama31-8b-24gb-131k-fail")
+    _, budget = run_case(case)
+    assert budget.failure.startswith("The model's max seq len (131072) is larger than the maximum number of "
+                                     "tokens that can be stored in KV cache (")
+    assert budget.kv_cache_tokens == pytest.approx(37696, rel=0.02)
+
+
+def test_exclusions_and_input_notes_name_known_cases_and_reasons():
+    ids = {c["id"] for c in CASES}
+    for case_id, reasons in EXCLUDED.items():
+        assert case_id in ids
+        assert set(reasons) <= {"kv", "weights"}
+        assert all(len(why) > 40 for why in reasons.values())
+    for case_id, (inputs, why) in INPUT_NOTES.items():
+        assert case_id in ids and inputs and why
+    for case_id, (metric, why) in KV_METRIC.items():
+        assert case_id in ids and metric == "kv_cache_gib" and why
+
+
+def test_every_figure_left_out_of_the_gate_is_listed_with_a_reason(table):
+    for r in table:
+        if r.kv_rep is not None and not r.kv_gated:
+            assert "kv" in EXCLUDED.get(r.case_id, {}), r.case_id
+        if r.weights_rep is not None and not r.weights_gated:
+            assert "weights" in EXCLUDED.get(r.case_id, {}), r.case_id

@@ -1,0 +1,66 @@
+"""TGI's warm-up arithmetic: 90% of what the largest prefill batch leaves, plus its blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from runbooks.budget import BudgetInputs, compute_budget
+from runbooks.budget_tgi import TGI_WIGGLE_ROOM
+from runbooks.catalog_models import find_model
+
+LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def tgi(model=LLAMA8, **kw):
+    kw.setdefault("gpu_total_gib", 79.15)
+    return compute_budget(model, BudgetInputs(engine="tgi", **kw))
+
+
+def test_tgi2_defaults_cap_lengths_at_4096():
+    b = tgi(engine_version="2.2.0")
+    assumed = dict(b.assumptions)
+    assert assumed["max_total_tokens"].startswith("4096")
+    assert assumed["max_input_tokens"].startswith("4095")
+    assert assumed["max_batch_prefill_tokens"].startswith("4145")
+    assert b.max_model_len == 4096
+    assert b.block_size == 16
+
+
+def test_blocks_are_wiggle_room_share_of_free_plus_warmup_blocks():
+    b = tgi(engine_version="2.2.0")
+    block_bytes = 131072 * 16
+    warm_blocks = 2 * (4096 // 16)  # two warm-up requests, each with blocks for 4096 tokens
+    free = b.free_gib - b.weights_gib - warm_blocks * block_bytes / 2**30 - b.activation_gib
+    assert b.gpu_blocks == int(free * TGI_WIGGLE_ROOM * 2**30 // block_bytes) + warm_blocks
+    assert b.kv_cache_tokens == b.gpu_blocks * 16
+
+
+def test_cuda_memory_fraction_takes_its_share_of_the_total_off_free_memory():
+    full = tgi(engine_version="2.2.0")
+    capped = tgi(engine_version="2.2.0", cuda_memory_fraction=0.8)
+    lost = (full.gpu_blocks - capped.gpu_blocks) * 131072 * 16 / 2**30
+    assert lost == pytest.approx(0.2 * 79.15 * TGI_WIGGLE_ROOM, abs=0.01)
+    assert capped.budget_gib == pytest.approx(0.8 * 79.15)
+
+
+def test_larger_prefill_batch_costs_kv():
+    small = tgi(engine_version="2.2.0", max_batch_prefill_tokens=4145)
+    big = tgi(engine_version="2.2.0", max_batch_prefill_tokens=16384, max_input_tokens=8191,
+              max_total_tokens=8192)
+    assert big.activation_gib > small.activation_gib
+    assert big.kv_cache_gib < small.kv_cache_gib
+
+
+def test_warmup_that_does_not_fit_fails_with_tgi_wording():
+    b = tgi(engine_version="2.2.0", gpu_total_gib=22.07, max_batch_prefill_tokens=32768,
+            max_input_tokens=16384, max_total_tokens=16385)
+    assert b.failure_id == "tgi_prefill_oom"
+    assert b.failure == ("Not enough memory to handle 32768 prefill tokens. You need to decrease "
+                         "`--max-batch-prefill-tokens`")
+
+
+def test_tgi3_uses_model_length_and_single_token_blocks():
+    b = tgi(engine_version="3.1.0", max_total_tokens=32768)
+    assert b.block_size == 1
+    assert b.max_model_len == 32768
+    assert b.fits

@@ -1,0 +1,113 @@
+"""Fuzz: server-log and access-log readers return their typed result (or ParseError), nothing else."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.access_log import parse_access_line, parse_access_lines, read_access_log
+from collectors.errors import ParseError
+from collectors.logs import parse_server_log, read_server_log
+from runbooks.evidence import LogSignals, RequestProfile
+from runbooks.signals import SIGNAL_KEYS
+
+# pieces of real lines, glued together at random so the fuzz reaches the deeper branches
+_FRAGMENTS = [
+    "INFO 05-10 12:00:05 metrics.py:341] ", "WARNING 13-45 99:99:99 a.py:1] ", "(APIServer pid=1) ",
+    "(EngineCore_0 pid=57) ERROR 02-30 12:00:00 [core.py:7] ", "2024-06-01T12:00:00.123456789Z ",
+    "2024-13-01T25:61:00Z ", "[2025-03-01 12:00:00 DP0 TP0] ", "[9999-99-99 99:99:99 TP0] ",
+    "time=2026-03-09T2017Z ", "time=2026-02-30T2599Z ", 'ts="2026-03-09 20:17:30+99:99" ', "\x1b[1;36m", "{",
+    '{"timestamp": 5, "fields": {"message": ', '{"timestamp":"2024-09-10T08:00:40Z","fields":{"message":"',
+    "CUDA out of memory", "total_num_cumulative_preemption=", "is preempted by PreemptionMode.SWAP",
+    "#retracted_reqs: ", "KV cache pool is full. Retract requests. ", "Running: ", " reqs, Pending: ",
+    "GPU KV cache usage: ", "%", "token usage: ", "#running-req: ", "#queue-req: ", "Decode batch. ",
+    "# GPU blocks: ", "GPU KV cache size: ", " tokens", "Maximum concurrency for ", " tokens per request: ",
+    "x", "Free memory on device (", "/", " GiB) on startup. Desired GPU memory utilization is (", ", ",
+    "KV Cache is allocated. #tokens: ", "K size: ", " GB, V size: ", " GB", "KV-cache blocks: ", ", size: ",
+    "max_total_num_tokens=", "context_len=", "Memory profiling results: total_gpu_memory=", "GiB ",
+    "vLLM API server version ", "text_generation_launcher", "sglang==", "max seq len (", ")",
+    "Setting max batch total tokens to ", "Model loading took ", "input_tokens=", "output_tokens=",
+    "'prompt_tokens': ", "'completion_tokens': ", '"usage": {"prompt_tokens": ', ', "completion_tokens": ',
+    "}", '"created": ', "1773087300", "1e999", "-1", "0", "9" * 40, "1,234,567", "3.5", "\ud800", "\x00",
+    " ", "\t", "\r", '"',
+]
+_NUMBERS = st.one_of(st.integers(-10, 10**30).map(str), st.floats(allow_nan=True).map(str))
+_PIECE = st.one_of(st.sampled_from(_FRAGMENTS), _NUMBERS, st.text(max_size=8))
+_LOGLIKE = st.lists(_PIECE, max_size=12).map("".join)
+_LINES = st.lists(st.one_of(_LOGLIKE, st.text(max_size=80)), max_size=30)
+_YEARS = st.one_of(st.none(), st.integers(1, 9999))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LINES, _YEARS)
+def test_server_log_parser_never_raises_on_any_lines(lines, year):
+    logs = parse_server_log(lines, source="logs.txt", year=year)
+    assert isinstance(logs, LogSignals)
+    assert logs.lines == len(lines)
+    assert all(s.key in SIGNAL_KEYS and s.count >= 1 for s in logs.signals)
+    assert all(s.example is None or len(s.example) <= 300 for s in logs.signals)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=2000), _YEARS)
+def test_server_log_parser_never_raises_on_any_text(text, year):
+    assert isinstance(parse_server_log(text, year=year), LogSignals)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000))
+def test_server_log_file_reader_never_raises_on_any_bytes(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "logs.txt"
+        path.write_bytes(data)
+        assert isinstance(read_server_log(path, source="logs.txt", year=2025), LogSignals)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_LOGLIKE, st.text(max_size=80)), max_size=30))
+def test_access_lines_give_a_profile_or_a_parse_error(lines):
+    try:
+        profile = parse_access_lines(lines, source="access.log")
+    except ParseError as e:
+        assert e.source == "access.log"
+        assert e.line == 1
+        return
+    assert isinstance(profile, RequestProfile)
+    assert profile.total == sum(b.count for b in profile.buckets)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LOGLIKE)
+def test_one_access_line_gives_counts_or_none(line):
+    found = parse_access_line(line)
+    assert found is None or (0 <= found[0] < 10**9 and 0 <= found[1] < 10**9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_LOGLIKE, st.text(max_size=40)), max_size=20).map("\n".join), st.integers(1, 50))
+def test_access_log_file_reads_the_same_whatever_the_chunk_size(text, chunk_bytes):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "access.log"
+        path.write_bytes(text.encode("utf-8", "replace"))
+        results = []
+        for size in (chunk_bytes, 1024 * 1024):
+            try:
+                results.append(read_access_log(path, chunk_bytes=size))
+            except ParseError as e:
+                results.append(("ParseError", e.source, e.line))
+        assert results[0] == results[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000))
+def test_access_log_file_reader_gives_a_profile_or_a_parse_error_on_any_bytes(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "access.log"
+        path.write_bytes(data)
+        try:
+            assert isinstance(read_access_log(path), RequestProfile)
+        except ParseError as e:
+            assert e.source == "access.log"

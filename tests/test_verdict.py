@@ -1,0 +1,148 @@
+"""The verdict ranks causes from findings; healthy and insufficient_evidence are earned."""
+
+from __future__ import annotations
+
+import math
+
+from runbooks.evidence import (
+    BucketShare,
+    ContainerState,
+    Evidence,
+    GpuDevice,
+    GpuSnapshot,
+    Histogram,
+    LogSignals,
+    PodState,
+    ProfileShift,
+    RequestProfile,
+    ServerConfig,
+    ServerMetrics,
+    SignalCount,
+)
+from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.triage import STEPS, triage
+
+GIB = 1024**3
+
+
+def _gpus(used_gib: float, total_gib: float = 80.0, util: float = 40.0) -> GpuSnapshot:
+    return GpuSnapshot("nvidia-smi.txt", (GpuDevice("0", "NVIDIA A100-SXM4-80GB", used_bytes=int(used_gib * GIB),
+                                                    total_bytes=int(total_gib * GIB), util_gpu_pct=util),))
+
+
+def _profile(s: float, m: float, l_: float, xl: float, shift: ProfileShift | None = None) -> RequestProfile:
+    total = 1000
+    shares = {"S": s, "M": m, "L": l_, "XL": xl}
+    return RequestProfile("access.log", total=total,
+                          buckets=tuple(BucketShare(k, int(v * total), v) for k, v in shares.items()),
+                          p50_input_tokens=900, p95_input_tokens=7400, p99_input_tokens=7900,
+                          p50_output_tokens=150, p95_output_tokens=450, p99_output_tokens=500, shift=shift)
+
+
+def _config(**kw) -> ServerConfig:
+    base = dict(source="deployment.yaml", engine="vllm", model="Qwen/Qwen2.5-7B-Instruct", max_model_len=8192,
+                max_num_seqs=128, memory_fraction=0.9, memory_fraction_kind="total")
+    base.update(kw)
+    return ServerConfig(**base)
+
+
+def test_nothing_but_an_idle_gpu_reading_is_insufficient_evidence():
+    report = triage(Evidence(gpus=_gpus(60)))
+    assert report.verdict.primary == "insufficient_evidence"
+    assert report.verdict.causes == ()
+
+
+def test_quiet_service_with_memory_logs_and_profile_is_healthy():
+    ev = Evidence(
+        gpus=_gpus(70, util=60),
+        server_metrics=ServerMetrics("metrics.txt", engine="vllm", queue_depth=0, running_requests=10,
+                                     kv_cache_usage_ratio=0.3, rejected_total=0, preemptions_total=0),
+        requests=_profile(0.7, 0.28, 0.02, 0.0),
+        logs=LogSignals("logs.txt", lines=100),
+    )
+    report = triage(ev)
+    assert report.verdict.primary == "healthy"
+    assert report.verdict.evidence_coverage >= 0.6
+
+
+def test_long_share_jump_with_full_cache_names_kv_pressure_with_high_confidence():
+    ev = Evidence(
+        gpus=_gpus(72, util=35),
+        server_config=_config(memory_fraction=0.95),
+        server_metrics=ServerMetrics("metrics.txt", engine="vllm", queue_depth=18, running_requests=120,
+                                     kv_cache_usage_ratio=0.99, rejected_total=12, preemptions_total=40),
+        requests=_profile(0.35, 0.28, 0.37, 0.0, ProfileShift(0.08, 0.37, 400, 400)),
+        logs=LogSignals("logs.txt", lines=10, signals=(SignalCount("kv_insufficient", 6),)),
+    )
+    report = triage(ev)
+    v = report.verdict
+    assert v.primary == "kv_cache_pressure"
+    assert v.causes[0].confidence_label == "high"
+    assert "params_near_edge" in [c.id for c in v.causes]
+    assert v.priority == "high"
+    # util 35% while the cache is full: the runbook's first misjudgement is called out
+    assert "low_util_not_memory" in [m.id for m in v.misjudgements]
+    assert "quantization_will_fix" in [m.id for m in v.misjudgements]
+    assert any(a.id == "split_pools" for a in report.actions)
+
+
+def test_one_weak_signal_does_not_name_a_cause():
+    ev = Evidence(
+        gpus=_gpus(40),
+        server_metrics=ServerMetrics("metrics.txt", engine="vllm", queue_depth=14, kv_cache_usage_ratio=0.5),
+        requests=_profile(0.7, 0.28, 0.02, 0.0),
+    )
+    report = triage(ev)
+    # a deep queue alone (warning, weight 0.4 -> score 0.28) stays below the naming threshold
+    assert report.verdict.primary == "healthy"
+
+
+def test_oomkilled_is_read_as_host_memory_not_gpu():
+    pods = (PodState("p-1", containers=(ContainerState("vllm", restart_count=4, last_termination_reason="OOMKilled",
+                                                       last_exit_code=137),)),)
+    report = triage(Evidence(pods=pods, gpus=_gpus(50), logs=LogSignals("logs.txt")))
+    finding = next(f for f in report.findings if f.id == "container_oomkilled")
+    assert finding.supports == ("platform_amplifier",)
+    assert report.verdict.primary == "platform_amplifier"
+    assert any(a.id == "raise_memory_limit" for a in report.actions)
+
+
+def test_mixed_pool_with_slow_ttft_outranks_generic_pressure():
+    slow = Histogram(buckets=((0.5, 500.0), (2.5, 900.0), (10.0, 1000.0), (math.inf, 1000.0)), count=1000.0)
+    ev = Evidence(
+        gpus=_gpus(74, util=45),
+        server_metrics=ServerMetrics("metrics.txt", engine="vllm", queue_depth=6, running_requests=60,
+                                     kv_cache_usage_ratio=0.8, ttft_seconds=slow),
+        requests=_profile(0.55, 0.2, 0.2, 0.05),
+    )
+    report = triage(ev)
+    assert report.verdict.primary == "mixed_pool"
+    assert "bigger_gpu_will_fix" in [m.id for m in report.verdict.misjudgements]
+
+
+def test_progress_reports_every_step_in_order():
+    seen = []
+    triage(Evidence(), on_step=lambda i, n, name: seen.append((i, n, name)))
+    assert [name for _, _, name in seen] == list(STEPS)
+    assert all(n == len(STEPS) for _, n, _ in seen)
+
+
+def test_report_round_trips_through_json():
+    from runbooks.report import Report
+
+    ev = Evidence(gpus=_gpus(72), server_config=_config(), requests=_profile(0.5, 0.2, 0.3, 0.0))
+    report = triage(ev)
+    assert from_jsonable(Report, to_jsonable(report)) == report
+
+
+def test_evidence_round_trips_through_json_with_infinite_buckets():
+    h = Histogram(buckets=((1.0, 2.0), (math.inf, 3.0)), count=3.0)
+    ev = Evidence(server_metrics=ServerMetrics("m", ttft_seconds=h), gpus=_gpus(1))
+    assert from_jsonable(Evidence, to_jsonable(ev)) == ev
+
+
+def test_histogram_quantile_interpolates_and_caps_at_last_finite_bound():
+    h = Histogram(buckets=((10.0, 4.0), (20.0, 8.0), (math.inf, 10.0)), count=10.0)
+    assert h.quantile(0.5) == 12.5
+    assert h.quantile(0.99) == 20.0
+    assert h.share_above(15.0) == 0.4
