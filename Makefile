@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_BUNDLE ?= examples/runbook-incident
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint bench clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,7 +18,7 @@ demo: $(STAMP)
 	@$(BIN)/gpumem triage --bundle $(DEMO_BUNDLE) --lang $${GPUMEM_LANG:-en}; rc=$$?; [ $$rc -le 1 ]
 
 ## Set up and run everything CI runs: lint, layer contracts, the whole test suite.
-test: $(STAMP) lint
+test: $(STAMP) system-deps lint
 	$(BIN)/pytest
 
 lint: $(STAMP)
@@ -30,3 +30,19 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+## Debian packages for `make test`: a real Prometheus server (prometheus, promtool) and a CJK font
+## for Chinese charts. Idempotent: installs only what is missing; needs root (or sudo) then.
+## The prometheus package's postinst starts its service; a policy-rc.d guard keeps it from doing so.
+system-deps:
+	@missing=""; \
+	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	dpkg-query -W -f='$${Status}\n' fonts-wqy-microhei fonts-noto-cjk 2>/dev/null | grep -q ' installed$$' || missing="$$missing fonts-wqy-microhei"; \
+	[ -z "$$missing" ] && exit 0; \
+	sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	echo "installing Debian packages:$$missing"; \
+	guard=""; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	  printf '#!/bin/sh\nexit 101\n' | $$sudo tee /usr/sbin/policy-rc.d >/dev/null && $$sudo chmod 755 /usr/sbin/policy-rc.d && guard=1; fi; \
+	$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; rc=$$?; \
+	[ -z "$$guard" ] || $$sudo rm -f /usr/sbin/policy-rc.d; \
+	exit $$rc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log")
+BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log", "benchmarks.bench_live_latency")
 
 
 def main() -> None:

@@ -23,6 +23,12 @@ EXIT_OK, EXIT_CAUSE, EXIT_USAGE, EXIT_NO_EVIDENCE = 0, 1, 2, 3
 #: verb -> module; the order is the order of `gpumem --help`
 COMMANDS: dict[str, str] = {
     "triage": "bot.cmd_triage",
+    "budget": "bot.cmd_budget",
+    "profile": "bot.cmd_profile",
+    "collect": "bot.cmd_collect",
+    "snapshot": "bot.cmd_snapshot",
+    "agent": "bot.cmd_agent",
+    "serve": "bot.cmd_serve",
 }
 
 

@@ -91,7 +91,8 @@ def view(report: Report, lang: str) -> dict[str, Any]:
         "t": cat.t,
         "target": report.target or "?",
         "service": cat.t("section.service", engine=report.engine or "?", version=report.engine_version or "",
-                         model=report.model or "?", gpu=report.gpu or "?"),
+                         model=report.model or "?", gpu=report.gpu or "?")
+        if (report.engine or report.model or report.gpu) else "",
         "primary": v.primary,
         "primary_title": cat.t(f"verdict.{v.primary}"),
         "primary_cause": causes[0] if causes else None,

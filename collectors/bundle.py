@@ -8,6 +8,7 @@ the target, the time, and parsed evidence for sources that have no raw file of t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -34,6 +35,11 @@ BUNDLE_FILES = (
     "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "hpa.yaml",
     "events.yaml", "events.txt", "logs.txt", "access.log", "config.json",
 )
+
+
+#: the Evidence fields that hold evidence (not bookkeeping), in declaration order
+EVIDENCE_FIELDS = tuple(f.name for f in dataclasses.fields(Evidence)
+                        if f.name not in ("target", "collected_at", "sources", "issues"))
 
 
 class BundleError(CollectorError):
@@ -76,8 +82,7 @@ def _load_bundle_json(path: Path, acc: _Acc) -> tuple[str | None, datetime | Non
             ev = from_jsonable(Evidence, doc["evidence"])
         except SerdeError as e:
             raise ParseError(path.name, f"evidence {e}") from e
-        for name in ("gpus", "memory_history", "server_config", "server_metrics", "workload", "pods",
-                     "events", "hpa", "logs", "requests", "model"):
+        for name in EVIDENCE_FIELDS:
             value = getattr(ev, name)
             if value not in (None, ()):
                 acc.fields[name] = value
@@ -158,9 +163,7 @@ def _mtime(root: Path) -> datetime:
 
 def has_evidence(ev: Evidence) -> bool:
     """True when at least one piece of evidence was read (exit code 3 otherwise)."""
-    return any(getattr(ev, n) not in (None, ()) for n in (
-        "gpus", "memory_history", "server_config", "server_metrics", "workload", "pods", "events", "hpa",
-        "logs", "requests", "model"))
+    return any(getattr(ev, n) not in (None, ()) for n in EVIDENCE_FIELDS)
 
 
 def write_bundle_json(directory: str | os.PathLike[str], evidence: Evidence) -> Path:

@@ -101,6 +101,36 @@ class MemoryHistory:
     restarts_at: tuple[datetime, ...] = ()
     start: datetime | None = None
     end: datetime | None = None
+    #: the restarts among `restarts_at` whose container was OOMKilled (host RAM, not GPU memory)
+    oom_killed_at: tuple[datetime, ...] = ()
+
+
+#: a reading over time: (instant, value) pairs, oldest first
+TimeSeries = tuple[tuple[datetime, float], ...]
+
+
+@dataclass(frozen=True)
+class ServiceHistory:
+    """An inference service's engine readings over a window, for all its pods together.
+
+    `queue_depth` is summed over pods and engines; `kv_cache_usage_ratio` is the max over them
+    (the fullest engine is the one that preempts); `preemptions_per_s` is a rate summed over
+    pods; `ttft_p99_s` is the p99 of every pod's requests together. `requests` is the request
+    profile of the last quarter of the window, estimated from the token histograms, with its
+    `shift` against the first quarter.
+    """
+
+    source: str
+    engine: str | None = None
+    flavor: str | None = None
+    queue_depth: TimeSeries = ()
+    kv_cache_usage_ratio: TimeSeries = ()
+    preemptions_per_s: TimeSeries = ()
+    ttft_p99_s: TimeSeries = ()
+    requests: RequestProfile | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    step_s: float | None = None
 
 
 # ------------------------------------------------------------------ histograms
@@ -508,6 +538,81 @@ class ModelSpec:
         return self.kv_lora_rank is not None
 
 
+# ---------------------------------------------------------- cluster context
+
+
+@dataclass(frozen=True)
+class ReplicaSetInfo:
+    """One ReplicaSet of the Deployment: one revision of its pod template."""
+
+    name: str
+    revision: str | None = None
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    created_at: datetime | None = None
+    #: the server container's image in this revision
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """A PodDisruptionBudget covering the pods (minAvailable / maxUnavailable as written)."""
+
+    name: str
+    min_available: str | None = None
+    max_unavailable: str | None = None
+    disruptions_allowed: int | None = None
+    current_healthy: int | None = None
+    desired_healthy: int | None = None
+    expected_pods: int | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    """A Service selecting the pods, with the Ingresses that send traffic to it."""
+
+    service: str
+    type: str | None = None  # ClusterIP, NodePort, LoadBalancer, ...
+    #: "80->http/TCP" (service port -> target port / protocol)
+    ports: tuple[str, ...] = ()
+    ingresses: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node running the pods: labels and GPU resources, whole GPUs and MIG slices.
+
+    >>> NodeInfo("gpu-node-03", gpu_allocatable={"nvidia.com/gpu": 8}).gpu_allocatable["nvidia.com/gpu"]
+    8
+    """
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    #: "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", ... -> count
+    gpu_capacity: dict[str, int] = field(default_factory=dict)
+    gpu_allocatable: dict[str, int] = field(default_factory=dict)
+    ready: bool | None = None
+    unschedulable: bool = False
+    #: the nvidia.com/gpu.product label (GPU feature discovery)
+    gpu_product: str | None = None
+    #: the nvidia.com/gpu.memory label (MiB per GPU) in bytes
+    gpu_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ColocatedPod:
+    """Another pod asking for GPUs on a node that runs the service's pods."""
+
+    name: str
+    namespace: str | None = None
+    node: str | None = None
+    phase: str | None = None
+    gpu: GpuRequest | None = None
+    #: the controlling owner, "ReplicaSet/name"
+    owner: str | None = None
+
+
 # ----------------------------------------------------------------- evidence
 
 
@@ -531,3 +636,11 @@ class Evidence:
     #: what was read (file names or live sources)
     sources: tuple[str, ...] = ()
     issues: tuple[ReadIssue, ...] = ()
+    service_history: ServiceHistory | None = None
+    replica_sets: tuple[ReplicaSetInfo, ...] = ()
+    pdb: Disruption | None = None
+    routes: tuple[Route, ...] = ()
+    nodes: tuple[NodeInfo, ...] = ()
+    colocated: tuple[ColocatedPod, ...] = ()
+    #: each pod's own /metrics (source "metrics-<pod>.txt"); server_metrics holds their total
+    pod_metrics: tuple[ServerMetrics, ...] = ()

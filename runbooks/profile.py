@@ -45,6 +45,7 @@ _LONG_CLASS = 2  # index of "L" in BUCKETS
 _MASKS = (0b000, 0b001, 0b011, 0b111)
 _LONG_MASKS = (0b011, 0b111)
 _IS_LONG = tuple(m in _LONG_MASKS for m in range(8))  # by mask
+_LONG_CLASSES = (2, 3)  # bucket indexes of L and XL
 _BIN_S = 60
 _MAX_BINS = 20_000
 _BLOCK = 1000
@@ -206,6 +207,51 @@ class ProfileBuilder:
             self._timed += count
             self._add_to_bin(int(aware.timestamp()), count, long_at.get(when, 0))
 
+    def add_tallied(
+        self,
+        input_counts: Mapping[int, int],
+        output_counts: Mapping[int, int],
+        bucket_indexes: bytes,
+        times: Iterable[tuple[datetime, int, int]] = (),
+        bucket_counts: Sequence[int] | None = None,
+    ) -> None:
+        """Add requests another reader has already tallied (e.g. a vectorised scan).
+
+        The same result as `add` for each request in arrival order: `bucket_indexes` holds one
+        byte per request in that order (0 S, 1 M, 2 L, 3 XL), `input_counts`/`output_counts`
+        count the requests by token count, and `times` gives (time, requests, long requests)
+        for each distinct time, in the order each time first arrived. `bucket_counts`, when
+        the caller has counted `bucket_indexes` already, saves counting them again.
+        Raises ValueError when the tallies disagree on the number of requests.
+
+        >>> b = ProfileBuilder(); b.add_tallied({300: 1, 7420: 1}, {100: 1, 312: 1}, bytes([0, 2]))
+        >>> b.build("scan").share("L")
+        0.5
+        """
+        n = len(bucket_indexes)
+        if sum(input_counts.values()) != n or sum(output_counts.values()) != n:
+            raise ValueError("input_counts, output_counts and bucket_indexes disagree on the request count")
+        if bucket_indexes.translate(None, b"\x00\x01\x02\x03"):
+            raise ValueError("bucket indexes are 0..3")
+        if min(input_counts, default=0) < 0 or min(output_counts, default=0) < 0:
+            raise ValueError("token counts must not be negative")
+        if min(input_counts.values(), default=0) < 0 or min(output_counts.values(), default=0) < 0:
+            raise ValueError("request counts must not be negative")
+        # zero counts would leave keys that `max()` in build() would take for seen values
+        self._inputs.update({k: v for k, v in input_counts.items() if v})
+        self._outputs.update({k: v for k, v in output_counts.items() if v})
+        if bucket_counts is not None and (len(bucket_counts) != 4 or sum(bucket_counts) != n):
+            raise ValueError("bucket_counts must count the four buckets of bucket_indexes")
+        for cls in range(4):
+            self._classes[cls] += bucket_indexes.count(cls) if bucket_counts is None else bucket_counts[cls]
+        self._add_to_blocks(self._total, bucket_indexes, _LONG_CLASSES)
+        self._total += n
+        for when, count, long in times:
+            aware = _aware(when)
+            self._see_time(aware)
+            self._timed += count
+            self._add_to_bin(int(aware.timestamp()), count, long)
+
     def _see_time(self, at: datetime) -> None:
         if self._first_at is None or at < self._first_at:
             self._first_at = at
@@ -234,7 +280,7 @@ class ProfileBuilder:
         self._bins = merged
         self._bin_s *= 2
 
-    def _add_to_blocks(self, start: int, masks: list[int]) -> None:
+    def _add_to_blocks(self, start: int, masks: Sequence[int], long_values: tuple[int, ...] = _LONG_MASKS) -> None:
         pos, i, n = start, 0, len(masks)
         while i < n:
             index = pos // self._block
@@ -244,7 +290,7 @@ class ProfileBuilder:
             cell = self._blocks[index]
             cell[0] += take
             part = masks[i : i + take]
-            cell[1] += sum(map(part.count, _LONG_MASKS))
+            cell[1] += sum(map(part.count, long_values))
             pos += take
             i += take
             if len(self._blocks) > _MAX_BLOCKS:

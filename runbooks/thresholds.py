@@ -31,3 +31,5 @@ MODEL_LOAD_BUDGET_S = 300
 TTFT_P99_SLOW_S = 2.0
 #: GPU compute utilisation below this while memory is pinned: the misjudgement "util is low"
 LOW_GPU_UTIL_PCT = 50.0
+#: "for 10 min" in the runbook's alerts: a reading above its line this long is sustained
+SUSTAINED_S = 600

@@ -146,3 +146,46 @@ def test_histogram_quantile_interpolates_and_caps_at_last_finite_bound():
     assert h.quantile(0.5) == 12.5
     assert h.quantile(0.99) == 20.0
     assert h.share_above(15.0) == 0.4
+
+
+def test_queue_and_cache_sustained_in_prometheus_history_point_at_kv_pressure():
+    from datetime import datetime, timedelta
+
+    from runbooks.evidence import ServiceHistory
+
+    t0 = datetime(2026, 3, 9, 19, 0)
+    minutes = [t0 + timedelta(minutes=i) for i in range(30)]
+    queue = tuple((t, 20.0 if 5 <= i < 20 else 2.0) for i, t in enumerate(minutes))
+    usage = tuple((t, 0.97 if i >= 8 else 0.5) for i, t in enumerate(minutes))
+    ev = Evidence(gpus=_gpus(72), service_history=ServiceHistory("prometheus", queue_depth=queue,
+                                                                  kv_cache_usage_ratio=usage),
+                  logs=LogSignals("logs.txt"))
+    report = triage(ev)
+    ids = {f.id for f in report.findings}
+    assert {"queue_sustained", "kv_usage_sustained"} <= ids
+    queue_fact = next(f for f in report.findings if f.id == "queue_sustained").facts[0]
+    assert queue_fact.params["minutes"] == 14 and queue_fact.params["peak"] == 20.0
+    assert report.verdict.primary == "kv_cache_pressure"
+
+
+def test_short_spikes_in_history_are_not_sustained():
+    from datetime import datetime, timedelta
+
+    from runbooks.evidence import ServiceHistory
+
+    t0 = datetime(2026, 3, 9, 19, 0)
+    queue = tuple((t0 + timedelta(minutes=i), 30.0 if i % 5 == 0 else 1.0) for i in range(60))
+    report = triage(Evidence(gpus=_gpus(50), service_history=ServiceHistory("prometheus", queue_depth=queue)))
+    assert "queue_sustained" not in {f.id for f in report.findings}
+
+
+def test_oom_kills_remembered_by_prometheus_count_when_pods_forgot_them():
+    from datetime import datetime
+
+    from runbooks.evidence import MemoryHistory
+
+    pods = (PodState("p-1", containers=(ContainerState("vllm", restart_count=2, last_termination_reason="Error"),)),)
+    hist = MemoryHistory("prometheus", oom_killed_at=(datetime(2026, 3, 9, 19, 40), datetime(2026, 3, 9, 19, 55)))
+    report = triage(Evidence(pods=pods, memory_history=hist, gpus=_gpus(60), logs=LogSignals("logs.txt")))
+    finding = next(f for f in report.findings if f.id == "container_oomkilled")
+    assert finding.facts[0].params == {"count": 2, "last": "2026-03-09T19:55"}

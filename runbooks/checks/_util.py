@@ -20,3 +20,23 @@ def gib(value: float | None) -> float | None:
 
 def pct(ratio: float | None) -> float | None:
     return None if ratio is None else round(ratio * 100, 1)
+
+
+def longest_above(series, threshold: float) -> float:
+    """Seconds of the longest run of a time series at or above `threshold` (0 when none).
+
+    >>> from datetime import datetime, timedelta
+    >>> t0 = datetime(2026, 1, 1)
+    >>> longest_above(tuple((t0 + timedelta(minutes=i), v) for i, v in enumerate([1, 13, 14, 15, 2])), 12)
+    120.0
+    """
+    best = 0.0
+    start = None
+    for at, value in series:
+        if value >= threshold:
+            if start is None:
+                start = at
+            best = max(best, (at - start).total_seconds())
+        else:
+            start = None
+    return best

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runbooks import thresholds as T
-from runbooks.checks._util import gib, missing, pct
+from runbooks.checks._util import gib, longest_above, missing, pct
 from runbooks.context import TriageContext
 from runbooks.report import CheckResult, Finding, fact
 
@@ -43,6 +43,16 @@ def check(ctx: TriageContext) -> CheckResult:
             findings.append(Finding("queue_deep", ROUND, "warning", (f,), ("kv_cache_pressure",), 0.4))
     else:
         lacking.append(missing("queue", ev.issues, "metrics.txt"))
+
+    hist = ev.service_history
+    if hist is not None and hist.queue_depth:
+        used.append("service_history")
+        secs = longest_above(hist.queue_depth, T.QUEUE_DEPTH_ALERT + 1)
+        if secs >= T.SUSTAINED_S:
+            findings.append(Finding("queue_sustained", ROUND, "warning",
+                                    (fact("sustained", hist.source, what="queue", threshold=T.QUEUE_DEPTH_ALERT,
+                                          minutes=round(secs / 60), peak=max(v for _, v in hist.queue_depth)),),
+                                    ("kv_cache_pressure",), 0.5))
 
     if ctx.gpu_used_gib is not None and ctx.gpu_total_gib is not None:
         used.append("gpus")

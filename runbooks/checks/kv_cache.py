@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runbooks import thresholds as T
-from runbooks.checks._util import missing, pct
+from runbooks.checks._util import longest_above, missing, pct
 from runbooks.context import TriageContext
 from runbooks.report import CheckResult, Finding, fact
 
@@ -29,6 +29,17 @@ def check(ctx: TriageContext) -> CheckResult:
             findings.append(Finding("kv_usage_ok", ROUND, "info", (f,)))
     else:
         lacking.append(missing("kv_usage", ev.issues, "metrics.txt", "logs.txt"))
+
+    hist = ev.service_history
+    if hist is not None and hist.kv_cache_usage_ratio:
+        used.append("service_history")
+        secs = longest_above(hist.kv_cache_usage_ratio, T.KV_USAGE_HIGH_RATIO)
+        if secs >= T.SUSTAINED_S:
+            findings.append(Finding("kv_usage_sustained", ROUND, "warning",
+                                    (fact("sustained", hist.source, what="kv_usage",
+                                          threshold=pct(T.KV_USAGE_HIGH_RATIO), minutes=round(secs / 60),
+                                          peak=pct(max(v for _, v in hist.kv_cache_usage_ratio))),),
+                                    ("kv_cache_pressure",), 0.6))
 
     if ctx.preemptions is not None and ctx.preemptions.value > 0:
         findings.append(Finding("preemptions_seen", ROUND, "warning",

@@ -28,6 +28,14 @@ def check(ctx: TriageContext) -> CheckResult:
         findings.extend(_restarts(ctx))
     else:
         lacking.append(missing("pods", ev.issues, "pods.yaml"))
+    history = ev.memory_history
+    if history is not None and history.oom_killed_at and not any(f.id == "container_oomkilled" for f in findings):
+        # a later restart overwrites the pod's last state; Prometheus remembers every OOM kill
+        used.append("memory_history")
+        findings.append(Finding("container_oomkilled", ROUND, "critical",
+                                (fact("oomkilled_history", history.source, count=len(history.oom_killed_at),
+                                      last=history.oom_killed_at[-1].isoformat(timespec="minutes")),),
+                                ("platform_amplifier",), 0.7))
 
     if ev.events:
         used.append("events")

@@ -1,0 +1,40 @@
+"""Map the errors of a live collection to on-call wording and exit codes, in one place."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from bot.i18n import Catalog
+
+
+@dataclass
+class Guard:
+    cat: Catalog
+    exit_code: int = 0
+    message: str | None = field(default=None)
+
+
+@contextmanager
+def live_guard(lang: str) -> Iterator[Guard]:
+    """Turn a bad target, a missing workload or an unusable kube/gpumem config into exit 2
+    with one line on stderr; never a traceback."""
+    from bot.live import BadTarget
+    from bot.settings import SettingsError
+    from collectors.kube_client import KubeConfigError, TargetNotFound
+
+    guard = Guard(Catalog.load(lang))
+    try:
+        yield guard
+    except BadTarget as e:
+        guard.exit_code, guard.message = 2, guard.cat.t("live.bad_target", detail=str(e).rstrip("."))
+    except TargetNotFound as e:
+        guard.exit_code, guard.message = 2, guard.cat.t("live.not_found", detail=str(e).rstrip("."))
+    except KubeConfigError as e:
+        guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=str(e).rstrip("."))
+    except SettingsError as e:
+        guard.exit_code, guard.message = 2, guard.cat.t("live.bad_config", detail=str(e).rstrip("."))
+    if guard.message:
+        print(guard.message, file=sys.stderr)

@@ -1,0 +1,233 @@
+"""The Kubernetes API client for live gathering: connecting, one read call, and its failures.
+
+`make_api_client` builds an `ApiClient` from a kubeconfig (any context) or the pod's service
+account, without touching the client's global default configuration, so several clusters
+can be read side by side. `Call` names one read the way RBAC does (verb, resource,
+subresource, namespace); `issue_for` turns what went wrong with it into a ReadIssue:
+
+- 403 -> "forbidden", naming the missing RBAC permission ("missing RBAC: list pods in namespace llm")
+- 401 -> "forbidden" (the credentials were rejected)
+- 404 -> "not_found"; 400 on a previous container's log -> "missing"
+- no answer in time -> "timeout"; refused, DNS, TLS, dropped connection -> "unreachable" with
+  the cluster URL (never the token)
+
+>>> Call("list", "pods", "llm").permission
+'list pods in namespace llm'
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from collectors.errors import CollectorError
+from runbooks.evidence import ReadIssue
+
+#: enough connections for every pod's logs and metrics at once
+DEFAULT_POOL_MAXSIZE = 64
+
+
+class KubeError(CollectorError):
+    """Base of the live Kubernetes collector's errors."""
+
+
+class KubeConfigError(KubeError):
+    """No usable kubeconfig, context or in-cluster service account."""
+
+
+class TargetNotFound(KubeError):
+    """The Deployment/StatefulSet to triage does not exist (the CLI exits 2).
+
+    >>> str(TargetNotFound("Deployment", "llm", "x", "prod"))
+    'Deployment llm/x not found in context prod'
+    """
+
+    def __init__(self, kind: str, namespace: str, name: str, context: str | None = None):
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.context = context
+        where = f" in context {context}" if context else ""
+        super().__init__(f"{kind} {namespace}/{name} not found{where}")
+
+
+def make_api_client(kubeconfig: str | None = None, context: str | None = None,
+                    in_cluster: bool = False) -> k8s.ApiClient:
+    """An ApiClient for one cluster, from a kubeconfig file and context or from in-cluster config.
+
+    `kubeconfig=None` reads $KUBECONFIG / ~/.kube/config as kubectl does; `context=None` uses
+    the file's current context. The global default configuration is left alone. Failed calls
+    are not retried (the deadline is the caller's), and the connection pool is sized for
+    parallel calls. Raises KubeConfigError when the config cannot be loaded.
+    """
+    configuration = k8s.Configuration()
+    try:
+        if in_cluster:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                        client_configuration=configuration, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as e:
+        source = "in-cluster service account" if in_cluster else (kubeconfig or "default kubeconfig")
+        raise KubeConfigError(f"{source}: {_one_line(e)}") from e
+    configuration.retries = 0
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, DEFAULT_POOL_MAXSIZE)
+    return k8s.ApiClient(configuration)
+
+
+def cluster_url(api: k8s.ApiClient) -> str:
+    """The API server URL of a client (no credentials are part of it)."""
+    return str(api.configuration.host)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One read, named the way RBAC names it.
+
+    >>> Call("get", "pods", "llm", "vllm-0", "log").source
+    'kube:pods/log/llm/vllm-0'
+    """
+
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+    group: str = ""
+    #: extra words for the source id (a container, "previous", a port)
+    detail: str | None = None
+
+    @property
+    def resource_path(self) -> str:
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+    @property
+    def permission(self) -> str:
+        """The RBAC permission this call needs, e.g. "get pods/log in namespace llm"."""
+        scope = f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
+        group = f".{self.group}" if self.group else ""
+        return f"{self.verb} {self.resource}{group}{'/' + self.subresource if self.subresource else ''} {scope}"
+
+    @property
+    def source(self) -> str:
+        """A stable id of what was read: kube:<resource>[/<sub>][/<namespace>][/<name>][#detail]."""
+        parts = [self.resource_path] + [p for p in (self.namespace, self.name) if p]
+        tail = f"#{self.detail}" if self.detail else ""
+        return "kube:" + "/".join(parts) + tail
+
+
+class HttpStatusError(Exception):
+    """A non-2xx answer from a plain HTTP endpoint (a pod's /metrics read directly)."""
+
+    def __init__(self, status: int, url: str):
+        super().__init__(f"HTTP {status} from {url}")
+        self.status = status
+        self.url = url
+
+
+def issue_for(error: BaseException, call: Call, server: str, timeout_s: float) -> ReadIssue:
+    """What went wrong with `call`, as a ReadIssue of the right kind."""
+    if isinstance(error, ApiException) and error.status:
+        return _http_issue(error.status, status_message(error), call, server)
+    if isinstance(error, HttpStatusError):
+        return _http_issue(error.status, str(error), call, server)
+    if isinstance(error, ValueError) and not isinstance(error, urllib3.exceptions.HTTPError):
+        # an answer came, but not the JSON the API sends (a login page, a proxy's error page)
+        return ReadIssue(call.source, f"unexpected answer from {server}: {_one_line(error)[:200]}")
+    kind, reason = classify_transport_error(error)
+    if kind == "timeout":
+        return ReadIssue(call.source, f"no answer within {timeout_s:.1f} s: {call.permission}", kind="timeout")
+    return ReadIssue(call.source, f"cannot reach {server}: {reason}", kind="unreachable")
+
+
+def _http_issue(code: int, message: str, call: Call, server: str) -> ReadIssue:
+    if code == 403:
+        return ReadIssue(call.source, f"missing RBAC: {call.permission}", kind="forbidden")
+    if code == 401:
+        return ReadIssue(call.source, f"credentials rejected by {server} (401 Unauthorized)", kind="forbidden")
+    if code == 404:
+        return ReadIssue(call.source, f"not found: {message}", kind="not_found")
+    if code == 400 and call.subresource == "log":
+        return ReadIssue(call.source, message, kind="missing")
+    if code == 504:
+        return ReadIssue(call.source, f"{code}: {message}", kind="timeout")
+    return ReadIssue(call.source, f"HTTP {code}: {message}", kind="unreadable")
+
+
+def status_message(error: ApiException) -> str:
+    """The `message` of a Status body, else the HTTP reason phrase."""
+    body = error.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str) and body.strip().startswith("{"):
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+            return doc["message"][:300]
+    return str(error.reason or "")[:300]
+
+
+def classify_transport_error(error: BaseException) -> tuple[str, str]:
+    """("timeout" | "unreachable", short reason) for an error below HTTP."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        error = error.reason
+    # NameResolutionError and NewConnectionError subclass ConnectTimeoutError in urllib3:
+    # test them first so a refused connection is not taken for a slow one.
+    if isinstance(error, urllib3.exceptions.NameResolutionError):
+        return "unreachable", "name not resolved"
+    if isinstance(error, urllib3.exceptions.NewConnectionError):
+        return "unreachable", _connection_reason(error)
+    if isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError, socket.timeout)):
+        return "timeout", "timed out"
+    if isinstance(error, urllib3.exceptions.SSLError) or (isinstance(error, ApiException) and "SSLError" in str(error.reason)):
+        return "unreachable", "TLS handshake failed"
+    if isinstance(error, urllib3.exceptions.ProtocolError):
+        return "unreachable", "connection closed without an answer"
+    if isinstance(error, (ConnectionError, OSError, urllib3.exceptions.HTTPError)):
+        return "unreachable", _one_line(error)[:120]
+    return "unreachable", f"{type(error).__name__}"
+
+
+def _connection_reason(error: BaseException) -> str:
+    text = str(error).lower()
+    if "refused" in text:
+        return "connection refused"
+    if "unreachable" in text:
+        return "network unreachable"
+    return "cannot connect"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300] or type(error).__name__
+
+
+def read_json(method: Any, *args: Any, timeout_s: float, **kwargs: Any) -> dict[str, Any]:
+    """Call a typed API method and return the raw JSON object the server sent (camelCase keys).
+
+    Raw JSON rather than the client's models: nothing the models would drop or reject (an
+    unknown enum value, a newer field) is lost, and it is what `kubectl get -o json` shows.
+    """
+    response = method(*args, _preload_content=False, _request_timeout=timeout_s, **kwargs)
+    doc = json.loads(response.data)
+    if not isinstance(doc, dict):
+        raise ValueError("expected a JSON object")
+    return doc
+
+
+def read_text(method: Any, *args: Any, timeout_s: float, **kwargs: Any) -> str:
+    """Call a typed API method that answers text (logs, proxied /metrics) and return it as is.
+
+    `_preload_content=False` keeps the client from parsing a one-line JSON log as an object.
+    """
+    response = method(*args, _preload_content=False, _request_timeout=timeout_s, **kwargs)
+    return bytes(response.data).decode("utf-8", errors="replace")

@@ -1,0 +1,332 @@
+"""Read one Deployment (or StatefulSet) and everything around it from a live cluster.
+
+Calls run in parallel in dependent waves, each started as soon as what it needs is known:
+
+1. the workload (Deployment and StatefulSet looked up together when the kind is not given);
+2. from its selector: pods and ReplicaSets; and, per namespace, ONE list each of events,
+   HPAs, PDBs, Services and Ingresses, filtered here (constant round trips);
+3. per pod: the previous container's log tail (only after a restart: the OOM evidence the
+   restart hides), the current log tail and /metrics (through the API server's pod proxy,
+   or directly by pod IP); per node: the Node and one `spec.nodeName=` list of its pods;
+4. only for a TGI pod whose main port has no /metrics: its Prometheus port.
+
+So the depth is three round trips (four at most), whatever the number of pods. The whole
+gathering has one deadline; each call gets what is left of it as its timeout, and a call
+still out when it passes becomes a "timeout" ReadIssue. Every other failure is a ReadIssue
+too (see collectors.kube_client), except a workload that does not exist: TargetNotFound.
+
+>>> # api = make_api_client(context="prod")
+>>> # snap = gather_workload(api, "llm", "vllm-server", deadline_s=5.0)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from collectors import kube_pick as pick
+from collectors.errors import ParseError
+from collectors.kube_client import (
+    Call,
+    HttpStatusError,
+    TargetNotFound,
+    cluster_url,
+    issue_for,
+    read_json,
+    read_text,
+)
+from collectors.kube_pod_reads import (
+    container_status,
+    metrics_ports,
+    restarted,
+    scrub,
+    server_container,
+    started,
+    trim_pod,
+)
+from collectors.kube_related import colocated_from_object
+from collectors.kube_runner import CallRunner
+from collectors.kube_selectors import selector_query
+from collectors.kube_snapshot import KubeSnapshot, LogTail, Scrape
+from runbooks.evidence import ReadIssue, ServerConfig
+
+DEFAULT_DEADLINE_S = 5.0
+DEFAULT_TAIL_LINES = 2000
+#: enough for ~3 calls per pod and 2 per node of an 8-pod Deployment at once, with room
+DEFAULT_WORKERS = 64
+_LOG_LIMIT_BYTES = 16 * 2**20
+
+
+def warm_up() -> None:
+    """Load the client's API classes ahead of use (about half a second, once per process),
+    e.g. in a thread while the CLI reads its arguments and kubeconfig."""
+    for name in ("CoreV1Api", "AppsV1Api", "AutoscalingV2Api", "PolicyV1Api", "NetworkingV1Api"):
+        getattr(k8s, name)
+
+
+# ------------------------------------------------------------------------- gather
+
+
+def gather_workload(
+    api: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    *,
+    kind: str | None = None,
+    context: str | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    pool: Executor | None = None,
+    tail_lines: int = DEFAULT_TAIL_LINES,
+    direct_metrics: bool = False,
+    metrics_port: int | None = None,
+    metrics_path: str = "/metrics",
+    now: datetime | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> KubeSnapshot:
+    """Read the workload `namespace/name` and what surrounds it, within `deadline_s` seconds.
+
+    `kind`: "Deployment", "StatefulSet", or None to look for both at once. `pool` runs the
+    calls (give one with enough workers for ~3 calls per pod at once, and not the pool this
+    function itself runs on); None uses a private pool. `direct_metrics`: read /metrics from
+    the pod IP instead of through the API server's pod proxy. Raises TargetNotFound when the
+    workload does not exist; every other failure is in `issues`.
+    """
+    own_pool = pool is None
+    executor = pool if pool is not None else ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="gpumem-kube")
+    # the client's API classes load on first use (see warm_up): before the clock starts
+    job = _Gather(api, namespace, name, context, tail_lines, direct_metrics, metrics_port, metrics_path)
+    runner = job.run = CallRunner(executor, deadline_s, cluster_url(api), clock)
+    try:
+        job.start(kind)
+        runner.run()
+    finally:
+        if own_pool:
+            executor.shutdown(wait=False, cancel_futures=True)
+        if job.http is not None:
+            job.http.clear()
+    return job.snapshot(kind, now or datetime.now(UTC))
+
+
+class _Gather:
+    run: CallRunner
+
+    def __init__(self, api: k8s.ApiClient, namespace: str, name: str, context: str | None,
+                 tail_lines: int, direct_metrics: bool, metrics_port: int | None, metrics_path: str) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.apps = k8s.AppsV1Api(api)
+        self.autoscaling = k8s.AutoscalingV2Api(api)
+        self.policy = k8s.PolicyV1Api(api)
+        self.networking = k8s.NetworkingV1Api(api)
+        self.ns, self.name, self.context = namespace, name, context
+        self.tail_lines, self.direct, self.metrics_port = tail_lines, direct_metrics, metrics_port
+        self.metrics_path = "/" + metrics_path.lstrip("/")
+        self.http = urllib3.PoolManager(maxsize=16, retries=False) if direct_metrics else None
+        self.kind: str | None = None
+        self.workload: dict[str, Any] | None = None
+        self.lookup_errors: list[tuple[Call, BaseException]] = []
+        self.lookups = 0
+        self.lists: dict[str, list[dict[str, Any]]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.container: str | None = None
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_pods: list[dict[str, Any]] = []
+        self.logs: list[LogTail] = []
+        self.scrapes: list[Scrape] = []
+
+    # ---------------------------------------------------------------- wave 1
+
+    def start(self, kind: str | None) -> None:
+        readers = {"Deployment": (self.apps.read_namespaced_deployment, "deployments"),
+                   "StatefulSet": (self.apps.read_namespaced_stateful_set, "statefulsets")}
+        for wanted in [kind] if kind else list(readers):
+            method, resource = readers[wanted]
+            self.lookups += 1
+            call = Call("get", resource, self.ns, self.name, group="apps")
+            self.run.submit(call, lambda t, m=method: read_json(m, self.name, self.ns, timeout_s=t),
+                            lambda obj, k=wanted: self._on_workload(k, obj),
+                            lambda e, c=call: self._on_lookup_error(c, e))
+
+    def _on_lookup_error(self, call: Call, error: BaseException) -> bool:
+        self.lookup_errors.append((call, error))
+        return True
+
+    def _on_workload(self, kind: str, obj: dict[str, Any]) -> None:
+        if self.workload is not None:
+            return  # both kinds exist under this name (rare): the first answer is used
+        self.kind, self.workload = kind, pick.with_kind(scrub(obj), kind, "apps/v1")
+        try:
+            query = selector_query((obj.get("spec") or {}).get("selector"), source=f"kube:{kind}")
+        except ParseError as e:
+            query = ""
+            self.run.issues.append(ReadIssue(f"kube:{kind}", f"selector: {e.message}"))
+        if query:
+            self._list("pods", self.core.list_namespaced_pod, self._on_pods, label_selector=query)
+            if kind == "Deployment":
+                self._list("replicasets", self.apps.list_namespaced_replica_set, None, group="apps",
+                           label_selector=query)
+        self._list("events", self.core.list_namespaced_event, None)
+        self._list("horizontalpodautoscalers", self.autoscaling.list_namespaced_horizontal_pod_autoscaler, None,
+                   group="autoscaling")
+        self._list("poddisruptionbudgets", self.policy.list_namespaced_pod_disruption_budget, None, group="policy")
+        self._list("services", self.core.list_namespaced_service, None)
+        self._list("ingresses", self.networking.list_namespaced_ingress, None, group="networking.k8s.io")
+
+    def _list(self, resource: str, method: Callable[..., Any], then: Callable[[list[dict[str, Any]]], None] | None,
+              group: str = "", **params: Any) -> None:
+        def on_ok(doc: dict[str, Any]) -> None:
+            items = [item for item in doc.get("items") or [] if isinstance(item, dict)]
+            self.lists[resource] = items
+            if then is not None:
+                then(items)
+
+        self.run.submit(Call("list", resource, self.ns, group=group),
+                        lambda t: read_json(method, self.ns, timeout_s=t, **params), on_ok)
+
+    # ---------------------------------------------------------------- wave 3
+
+    def _on_pods(self, items: list[dict[str, Any]]) -> None:
+        kind = self.kind or "Deployment"
+        owned = (pick.with_kind(scrub(p), "Pod", "v1") for p in items if pick.owns_pod(kind, self.name, p))
+        self.pods = sorted(owned, key=pick.name_of)
+        for pod in self.pods:
+            name = pick.name_of(pod)
+            index, config = server_container(pod)
+            containers = (pod.get("spec") or {}).get("containers") or []
+            if index is None:
+                continue
+            container = containers[index]
+            self.container = self.container or container.get("name")
+            status = container_status(pod, container.get("name"))
+            if restarted(status):
+                self._log(name, container["name"], previous=True)
+            if started(status):
+                self._log(name, container["name"], previous=False)
+            self._metrics(pod, container, config)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node not in self.nodes:
+                self.nodes[node] = {}
+                self._node(node)
+
+    def _log(self, pod: str, container: str, previous: bool) -> None:
+        detail = f"{container},previous" if previous else container
+        call = Call("get", "pods", self.ns, pod, "log", detail=detail)
+        self.run.submit(
+            call,
+            lambda t: read_text(self.core.read_namespaced_pod_log, pod, self.ns, container=container,
+                                previous=previous, tail_lines=self.tail_lines, timestamps=True,
+                                limit_bytes=_LOG_LIMIT_BYTES, timeout_s=t),
+            lambda text: self.logs.append(LogTail(pod, container, previous, text)),
+        )
+
+    def _metrics(self, pod: dict[str, Any], container: dict[str, Any], config: ServerConfig | None) -> None:
+        name = pick.name_of(pod)
+        status = pod.get("status") or {}
+        ports = metrics_ports(container, config, self.metrics_port)
+        if status.get("phase") != "Running" or not ports or (self.direct and not status.get("podIP")):
+            why = f"pod phase {status.get('phase')}" if status.get("phase") != "Running" else "no port or pod IP"
+            self.run.issues.append(ReadIssue(f"kube:pods/proxy/{self.ns}/{name}", f"metrics not read: {why}",
+                                             kind="skipped"))
+            return
+        self._scrape(name, status.get("podIP"), ports)
+
+    def _scrape(self, pod: str, pod_ip: str | None, ports: list[int]) -> None:
+        port, rest = ports[0], ports[1:]
+        if self.direct:
+            url = f"http://{pod_ip}:{port}{self.metrics_path}"
+            call = Call("get", "pods", self.ns, pod, detail=f"direct:{port}")
+            fn: Callable[[float], str] = lambda t: _http_get(self.http, url, t)  # noqa: E731
+        else:
+            url = f"pods/{pod}:{port}/proxy{self.metrics_path}"
+            call = Call("get", "pods", self.ns, f"{pod}:{port}", "proxy", detail=self.metrics_path.lstrip("/"))
+            fn = lambda t: read_text(self.core.connect_get_namespaced_pod_proxy_with_path,  # noqa: E731
+                                     f"{pod}:{port}", self.ns, self.metrics_path.lstrip("/"), timeout_s=t)
+
+        def on_error(error: BaseException) -> bool:
+            if rest and _worth_another_port(error):
+                self._scrape(pod, pod_ip, rest)
+                return True
+            return False
+
+        self.run.submit(call, fn, lambda text: self.scrapes.append(Scrape(pod, url, text)), on_error)
+
+    def _node(self, node: str) -> None:
+        def on_node(obj: dict[str, Any]) -> None:
+            self.nodes[node] = scrub(obj)
+
+        def on_pods(doc: dict[str, Any]) -> None:
+            ours = {pick.name_of(p) for p in self.pods}
+            for item in doc.get("items") or []:
+                meta = item.get("metadata") or {}
+                if meta.get("namespace") == self.ns and meta.get("name") in ours:
+                    continue
+                trimmed = trim_pod(item)
+                if colocated_from_object(trimmed, source="kube:pods") is not None:
+                    self.node_pods.append(trimmed)
+
+        self.run.submit(Call("get", "nodes", None, node), lambda t: read_json(self.core.read_node, node, timeout_s=t),
+                        on_node)
+        selector = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
+        self.run.submit(Call("list", "pods", None, detail=f"spec.nodeName={node}"),
+                        lambda t: read_json(self.core.list_pod_for_all_namespaces, field_selector=selector,
+                                            timeout_s=t),
+                        on_pods)
+
+    # ---------------------------------------------------------------- result
+
+    def snapshot(self, kind: str | None, now: datetime) -> KubeSnapshot:
+        issues = list(self.run.issues)
+        if self.workload is None:
+            errors = self.lookup_errors
+            if len(errors) == self.lookups and all(isinstance(e, ApiException) and e.status == 404 for _, e in errors):
+                raise TargetNotFound(kind or "Deployment", self.ns, self.name, self.context)
+            seen = {(i.kind, i.message) for i in issues}
+            for call, error in errors:
+                issue = issue_for(error, call, self.run.server, self.run.deadline_s)
+                if issue.kind != "not_found" and (issue.kind, issue.message) not in seen:
+                    seen.add((issue.kind, issue.message))
+                    issues.append(issue)
+        kind = self.kind or kind or "Deployment"
+        workload = self.workload or {}
+        lists = self.lists
+        replica_sets = pick.owned_replica_sets(workload, lists.get("replicasets", [])) if workload else []
+        hpa = pick.target_hpa(kind, self.name, lists.get("horizontalpodautoscalers", []))
+        services = pick.selecting_services(workload, lists.get("services", [])) if workload else []
+        return KubeSnapshot(
+            namespace=self.ns, name=self.name, kind=kind, server=self.run.server, context=self.context,
+            collected_at=now, workload=self.workload, replica_sets=tuple(scrub(rs) for rs in replica_sets),
+            pods=tuple(self.pods),
+            events=tuple(pick.related_events(kind, self.name, lists.get("events", []), replica_sets, self.pods, hpa)),
+            hpa=hpa,
+            pdbs=tuple(pick.selecting_pdbs(workload, lists.get("poddisruptionbudgets", []))) if workload else (),
+            services=tuple(services),
+            ingresses=tuple(pick.routing_ingresses(services, lists.get("ingresses", []))),
+            nodes=tuple(n for _, n in sorted(self.nodes.items()) if n),
+            node_pods=tuple(sorted(self.node_pods, key=lambda p: (p["metadata"].get("namespace", ""),
+                                                                  pick.name_of(p)))),
+            container=self.container,
+            logs=tuple(sorted(self.logs, key=lambda t: (t.pod, t.container, not t.previous))),
+            scrapes=tuple(sorted(self.scrapes, key=lambda s: s.pod)),
+            issues=tuple(issues), sources=tuple(self.run.sources), calls=self.run.calls,
+            depth=self.run.depth,
+        )
+
+
+def _worth_another_port(error: BaseException) -> bool:
+    """A refused, missing or unreachable /metrics may be served on the next port; 403 will not."""
+    status = getattr(error, "status", None)
+    return status in (404, 502, 503) or not isinstance(error, (ApiException, HttpStatusError))
+
+
+def _http_get(http: urllib3.PoolManager | None, url: str, timeout_s: float) -> str:
+    assert http is not None
+    response = http.request("GET", url, timeout=urllib3.Timeout(total=timeout_s), redirect=False)
+    if not 200 <= response.status <= 299:
+        raise HttpStatusError(response.status, url)
+    return bytes(response.data).decode("utf-8", errors="replace")

@@ -1,0 +1,133 @@
+"""LiveSource: gather a running Deployment's evidence from Kubernetes and Prometheus.
+
+Kubernetes first (the workload, its pods, logs, events, /metrics through the pod proxy, in
+dependent waves run in parallel), then Prometheus with the pod names it found. Every source
+has its own deadline and the whole collection one more; what does not answer in time becomes
+a "timeout" ReadIssue and the verdict goes on without it.
+
+The result carries the bundle files too, so `gpumem collect` can write a bundle that
+`gpumem triage --bundle` reads back to the same evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from collectors.deadlines import run_parallel
+from collectors.kube_client import make_api_client
+from collectors.kube_evidence import bundle_files, snapshot_evidence
+from collectors.kube_live import KubeSnapshot, gather_workload
+from runbooks.evidence import Evidence, ReadIssue
+
+#: the default deadline per source and for the whole collection, seconds (issue contract)
+SOURCE_DEADLINE_S = 5.0
+TOTAL_DEADLINE_S = 20.0
+
+
+@dataclass(frozen=True)
+class PrometheusOptions:
+    url: str
+    bearer_token: str | None = field(default=None, repr=False)
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    verify: bool | str = True
+    window_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Where and how to read. Secrets are never part of the repr."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    kind: str | None = None
+    prometheus: PrometheusOptions | None = None
+    source_deadline_s: float = SOURCE_DEADLINE_S
+    total_deadline_s: float = TOTAL_DEADLINE_S
+    tail_lines: int = 2000
+    direct_metrics: bool = False
+
+
+@dataclass(frozen=True)
+class LiveCollection:
+    evidence: Evidence
+    #: bundle file name -> text (deployment.yaml, pods.yaml, events.yaml, logs.txt, metrics-<pod>.txt, ...)
+    files: dict[str, str]
+    kube: KubeSnapshot | None = None
+    prometheus: Any = None
+
+
+Progress = Callable[[str], None]
+
+
+def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
+                 on_source: Progress | None = None, api: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> LiveCollection:
+    """Everything gpumem can read about `namespace/name`, within the deadlines.
+
+    Raises `collectors.kube_client.TargetNotFound` when the workload does not exist and
+    `KubeConfigError` when no cluster is configured; every other failure is a ReadIssue.
+    """
+    start = clock()
+    if api is None:
+        api = make_api_client(options.kubeconfig, options.context, options.in_cluster)
+    if on_source:
+        on_source("kubernetes")
+    snap = gather_workload(api, namespace, name, kind=options.kind, context=options.context,
+                           deadline_s=min(options.source_deadline_s, options.total_deadline_s),
+                           tail_lines=options.tail_lines, direct_metrics=options.direct_metrics, now=now,
+                           clock=clock)
+    ev = snapshot_evidence(snap)
+    issues = list(ev.issues)
+    sources = list(ev.sources)
+    extra: dict[str, Any] = {}
+    history = None
+    if options.prometheus is not None:
+        if on_source:
+            on_source("prometheus")
+        remaining = options.total_deadline_s - (clock() - start)
+        history = _prometheus(options.prometheus, namespace, [p.name for p in ev.pods], now,
+                              per_source_s=options.source_deadline_s, remaining_s=remaining)
+        if isinstance(history, ReadIssue):
+            issues.append(history)
+            history = None
+        else:
+            issues.extend(history.issues)
+            found = history.evidence_fields()
+            if found:
+                sources.append("prometheus")
+            if ev.requests is not None:
+                found.pop("requests", None)  # per-request lines beat histogram estimates
+            extra.update(found)
+    else:
+        issues.append(ReadIssue("prometheus", "no Prometheus URL configured", kind="skipped"))
+    evidence = replace(ev, target=f"{namespace}/{name}", collected_at=now, issues=tuple(issues),
+                       sources=tuple(dict.fromkeys(sources)), **extra)
+    return LiveCollection(evidence=evidence, files=bundle_files(snap), kube=snap, prometheus=history)
+
+
+def _prometheus(opts: PrometheusOptions, namespace: str, pods: list[str], now: datetime,
+                per_source_s: float, remaining_s: float):
+    from collectors.prometheus import PrometheusClient
+    from collectors.prometheus_history import gather_history
+
+    if remaining_s <= 0:
+        return ReadIssue("prometheus", "the collection deadline was spent before Prometheus", kind="timeout")
+    basic = (opts.username, opts.password) if opts.username and opts.password is not None else None
+    client = PrometheusClient(opts.url, bearer_token=opts.bearer_token, basic_auth=basic,
+                              timeout_s=per_source_s, verify=opts.verify)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gpumem-prom")
+    try:
+        # the client's own timeout bounds each query; this bounds the whole history
+        out = run_parallel(
+            {"prometheus": lambda: gather_history(client, namespace, pods, window_s=opts.window_s, now=now)},
+            pool, per_source_s=per_source_s + 1.0, overall_s=remaining_s)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return out["prometheus"]

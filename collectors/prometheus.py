@@ -1,0 +1,313 @@
+"""A small read-only client of the Prometheus HTTP API, and pure parsers of its answers.
+
+Fetch apart from parse: `PrometheusClient` sends `/api/v1/query` and `/api/v1/query_range`;
+`parse_query_response` turns the JSON document into a `QueryResult` without any I/O.
+
+Every failure is a `PrometheusError` whose `kind` says what went wrong:
+- "unreachable": no connection (refused, DNS, TLS), or a gateway that could not reach the server
+- "timeout": no answer in time, or Prometheus gave up on the query
+- "bad_query": Prometheus rejected the PromQL (errorType bad_data / execution)
+- "forbidden": 401 or 403 from Prometheus or a proxy in front of it
+- "not_found": 404, usually a base URL without the right path prefix
+- "unreadable": anything else (a 500, a body that is not the API's JSON)
+
+Credentials are never put in messages or reprs.
+
+>>> r = parse_query_response({"status": "success", "data": {"resultType": "vector", "result": [
+...     {"metric": {"gpu": "0"}, "value": [1700000000, "73400"]}]}})
+>>> r.series[0].labels["gpu"], r.series[0].points[0][1]
+('0', 73400.0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from collectors.errors import CollectorError, ParseError
+from runbooks.evidence import ReadIssue
+
+SOURCE = "prometheus"
+#: PrometheusError kinds
+ERROR_KINDS = ("unreachable", "timeout", "bad_query", "forbidden", "not_found", "unreadable")
+#: ReadIssue kind of each error kind (ReadIssue has no "bad_query": the message carries it)
+_ISSUE_KIND = {"bad_query": "unreadable"}
+_RESULT_TYPES = ("vector", "matrix", "scalar", "string")
+# a GET URL longer than this goes as a form POST instead (proxies cut long URLs; the API takes both)
+_MAX_GET_QUERY_CHARS = 3000
+
+
+class PrometheusError(CollectorError):
+    """A query that gave no result. `kind` is one of ERROR_KINDS.
+
+    >>> PrometheusError("bad_query", "bad_data: parse error").issue("memory").kind
+    'unreadable'
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind if kind in ERROR_KINDS else "unreadable"
+        self.message = message
+
+    def issue(self, what: str | None = None) -> ReadIssue:
+        """This error as a ReadIssue of the "prometheus" source; `what` names the query."""
+        text = f"{self.kind}: {self.message}"
+        return ReadIssue(SOURCE, f"{what}: {text}" if what else text,
+                         kind=_ISSUE_KIND.get(self.kind, self.kind))
+
+
+# --------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class PromSeries:
+    """One series of a result: its labels and (unix seconds, value) points, oldest first."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    points: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def name(self) -> str | None:
+        return self.labels.get("__name__")
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A successful answer. A vector has one point per series; a scalar is one unlabelled series."""
+
+    result_type: str
+    series: tuple[PromSeries, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def parse_query_response(doc: Any, source: str = SOURCE) -> QueryResult:
+    """Read the JSON document of /api/v1/query or /api/v1/query_range (already decoded).
+
+    Raises PrometheusError for a `status: error` document (kind from its errorType) and
+    ParseError for a document that is not the API's shape. NaN and infinite values are
+    dropped: they mean "no reading" (an empty histogram, a division by zero).
+    """
+    if not isinstance(doc, dict):
+        raise ParseError(source, "expected a JSON object with status and data")
+    status = doc.get("status")
+    if status == "error":
+        error_type, error = doc.get("errorType"), doc.get("error")
+        raise PrometheusError(_kind_of_error_type(error_type), f"{_text(error_type)}: {_text(error)}")
+    if status != "success":
+        raise ParseError(source, f"status: expected success or error, got {_text(status)}")
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise ParseError(source, "data: expected an object")
+    result_type, result = data.get("resultType"), data.get("result")
+    if result_type not in _RESULT_TYPES:
+        raise ParseError(source, f"data.resultType: unknown {_text(result_type)}")
+    warnings = doc.get("warnings")
+    notes = tuple(str(w) for w in warnings) if isinstance(warnings, list) else ()
+    if result_type in ("scalar", "string"):
+        point = _point(result, source, "data.result") if result_type == "scalar" else None
+        return QueryResult(str(result_type), (PromSeries({}, (point,) if point else ()),), notes)
+    if not isinstance(result, list):
+        raise ParseError(source, "data.result: expected a list")
+    series = tuple(_series(item, result_type == "matrix", source, f"data.result[{i}]") for i, item in enumerate(result))
+    return QueryResult(str(result_type), series, notes)
+
+
+def _series(item: Any, is_matrix: bool, source: str, where: str) -> PromSeries:
+    if not isinstance(item, dict):
+        raise ParseError(source, f"{where}: expected an object")
+    metric = item.get("metric", {})
+    if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+        raise ParseError(source, f"{where}.metric: expected an object of strings")
+    if is_matrix:
+        values = item.get("values", [])
+        if not isinstance(values, list):
+            raise ParseError(source, f"{where}.values: expected a list")
+        points = [_point(v, source, f"{where}.values[{j}]") for j, v in enumerate(values)]
+    else:
+        points = [_point(item.get("value"), source, f"{where}.value")]
+    kept = sorted((p for p in points if p is not None), key=lambda p: p[0])
+    return PromSeries(dict(metric), tuple(kept))
+
+
+def _point(raw: Any, source: str, where: str) -> tuple[float, float] | None:
+    """[unix seconds, "value"] -> (seconds, value); None for a NaN or infinite value."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ParseError(source, f"{where}: expected [time, value]")
+    at, text = raw
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        raise ParseError(source, f"{where}: time is not a number")
+    if not isinstance(text, str):
+        raise ParseError(source, f"{where}: value is not a string")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParseError(source, f"{where}: bad value {text[:40]!r}") from None
+    return (float(at), value) if math.isfinite(value) else None
+
+
+def _kind_of_error_type(error_type: Any) -> str:
+    if error_type in ("timeout", "canceled"):
+        return "timeout"
+    if error_type in ("bad_data", "execution"):
+        return "bad_query"
+    if error_type == "unavailable":
+        return "unreachable"
+    if error_type == "not_found":
+        return "not_found"
+    return "unreadable"
+
+
+def _text(value: Any) -> str:
+    return str(value)[:500] if value is not None else "(none)"
+
+
+# ---------------------------------------------------------------------- client
+
+
+class PrometheusClient:
+    """Queries one Prometheus (or a compatible API: Thanos, Mimir, VictoriaMetrics).
+
+    `base_url` may carry a path prefix ("https://mon.example/prometheus"). Authentication is
+    a bearer token or (user, password) basic auth; `verify` is True, False or a CA bundle path;
+    `headers` adds fixed headers (e.g. X-Scope-OrgID for a multi-tenant backend).
+    `queries_sent` counts the requests made, for callers that budget them.
+
+    >>> PrometheusClient("http://127.0.0.1:9090", bearer_token="s3cret")
+    PrometheusClient('http://127.0.0.1:9090', auth=bearer)
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        bearer_token: str | None = None,
+        basic_auth: tuple[str, str] | None = None,
+        timeout_s: float = 5.0,
+        verify: bool | str = True,
+        headers: Mapping[str, str] | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.verify = verify
+        self._headers = {"Accept": "application/json", **(headers or {})}
+        if bearer_token:
+            self._headers["Authorization"] = f"Bearer {bearer_token}"
+        self._basic = basic_auth
+        self._auth_kind = "bearer" if bearer_token else "basic" if basic_auth else "none"
+        self._local = threading.local()  # one Session per thread: Sessions are not thread-safe
+        self._lock = threading.Lock()
+        self.queries_sent = 0
+
+    def __repr__(self) -> str:
+        return f"PrometheusClient({_safe_url(self.base_url)!r}, auth={self._auth_kind})"
+
+    def query(self, promql: str, at: datetime | float | None = None) -> QueryResult:
+        """An instant query, evaluated at `at` (default: the server's now)."""
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = _unix(at)
+        return self._call("/api/v1/query", params)
+
+    def query_range(
+        self, promql: str, start: datetime | float, end: datetime | float, step_s: float
+    ) -> QueryResult:
+        """A range query: the expression at start, start + step, ... up to end."""
+        params = {"query": promql, "start": _unix(start), "end": _unix(end), "step": f"{step_s:g}"}
+        return self._call("/api/v1/query_range", params)
+
+    # ------------------------------------------------------------------ private
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers.update(self._headers)
+            if self._basic is not None:
+                session.auth = self._basic
+            session.verify = self.verify
+            self._local.session = session
+        return session
+
+    def _call(self, path: str, params: dict[str, str]) -> QueryResult:
+        with self._lock:
+            self.queries_sent += 1
+        url = self.base_url + path
+        where = f"{_safe_url(url)}"
+        try:
+            if len(params["query"]) > _MAX_GET_QUERY_CHARS:
+                resp = self._session().post(url, data=params, timeout=self.timeout_s)
+            else:
+                resp = self._session().get(url, params=params, timeout=self.timeout_s)
+        except requests.Timeout:
+            raise PrometheusError("timeout", f"{where}: no answer within {self.timeout_s:g} s") from None
+        except requests.exceptions.SSLError:
+            raise PrometheusError("unreachable", f"{where}: TLS handshake failed") from None
+        except requests.ConnectionError:
+            raise PrometheusError("unreachable", f"{where}: cannot connect") from None
+        except requests.RequestException as e:
+            raise PrometheusError("unreachable", f"{where}: {type(e).__name__}") from None
+        return _read_response(resp, where)
+
+
+def _read_response(resp: requests.Response, where: str) -> QueryResult:
+    doc: Any = None
+    try:
+        doc = resp.json()
+    except (ValueError, UnicodeError):
+        doc = None
+    if isinstance(doc, dict) and doc.get("status") in ("success", "error"):
+        # Prometheus answers errors with a JSON body (400 bad_data, 422 execution, 503 timeout)
+        try:
+            return parse_query_response(doc, source=where)
+        except ParseError as e:
+            raise PrometheusError("unreadable", e.message) from None
+    status = resp.status_code
+    if status in (401, 403):
+        raise PrometheusError("forbidden", f"{where}: HTTP {status}")
+    if status == 404:
+        raise PrometheusError("not_found", f"{where}: HTTP 404 (is the base URL's path prefix right?)")
+    if status in (502, 503, 504):
+        raise PrometheusError("unreachable", f"{where}: HTTP {status} from a proxy or the server")
+    if status >= 400:
+        raise PrometheusError("unreadable", f"{where}: HTTP {status}")
+    raise PrometheusError("unreadable", f"{where}: the answer is not the query API's JSON")
+
+
+def _unix(at: datetime | float) -> str:
+    if isinstance(at, datetime):
+        # a naive time is read as UTC, never as the machine's local time
+        seconds = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+    else:
+        seconds = float(at)
+    return f"{seconds:.3f}"
+
+
+def _safe_url(url: str) -> str:
+    """The URL without user:password@ or a query string, fit for a message."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return "(base URL)"
+
+
+def load_response_text(text: str, source: str) -> QueryResult:
+    """Parse a recorded response body (JSON text); ParseError names `source` and the line."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(source, e.msg, line=e.lineno) from None
+    except RecursionError:
+        raise ParseError(source, "JSON nested too deeply") from None
+    return parse_query_response(doc, source=source)

@@ -1,0 +1,138 @@
+"""The PromQL that gpumem sends: one query per reading, whatever the number of pods.
+
+Pods are matched with one anchored regex (`pod=~"a|b|c"`, names escaped). Series reach
+Prometheus with the workload's pod in either of two labels:
+- `pod` / `namespace` when the target is the server itself, or the exporter is scraped with
+  `honorLabels: true`;
+- `exported_pod` / `exported_namespace` when a DCGM exporter or kube-state-metrics is scraped
+  without it (then `pod` / `namespace` name the exporter's own pod).
+Each selector is written for both, joined with `or`, and the second is relabelled to `pod` /
+`namespace` where the query groups by pod. DCGM's `hostname` / `uuid` (newer exporters, or
+`--use-old-namespace`) are copied into `Hostname` / `UUID` the same way.
+
+>>> pod_regex(["vllm-0", "vllm.1"])
+'vllm-0|vllm\\\\.1'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+#: DCGM framebuffer series, MiB (the 1.x `-o` names too)
+FB_NAMES = "DCGM_FI_DEV_FB_(USED|FREE|RESERVED)|dcgm_fb_(used|free)"
+RESTART_NAMES = "kube_pod_container_status_(restarts_total|last_terminated_reason|last_terminated_timestamp)"
+QUEUE_NAMES = "vllm:num_requests_waiting|tgi_queue_size|sglang:num_queue_reqs"
+# vLLM V1 (0.9+), V0 and early V1, SGLang; all fractions 0..1
+USAGE_NAMES = "vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc|sglang:token_usage"
+# TGI has no usage gauge: the current batch's token reservation against the KV token budget
+TGI_USAGE_NAME = "tgi_kv_budget_ratio"
+PREEMPTION_NAMES = "vllm:num_preemptions_total|sglang:num_retracted_requests_total"
+TTFT_NAMES = "vllm:time_to_first_token_seconds_bucket|sglang:time_to_first_token_seconds_bucket"
+PROMPT_NAMES = "vllm:request_prompt_tokens_bucket|sglang:prompt_tokens_histogram_bucket|tgi_request_input_length_bucket"
+GENERATION_NAMES = (
+    "vllm:request_generation_tokens_bucket|sglang:generation_tokens_histogram_bucket|tgi_request_generated_tokens_bucket"
+)
+#: labels that identify a GPU (or a MIG slice) in DCGM series, after relabelling
+DEVICE_LABELS = ("Hostname", "UUID", "gpu", "GPU_I_PROFILE", "GPU_I_ID")
+
+_RE2_SPECIAL = set("\\.+*?()|[]{}^$")
+
+
+def re2_escape(text: str) -> str:
+    """Escape RE2 metacharacters (Prometheus regexes are RE2, fully anchored)."""
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in text)
+
+
+def pod_regex(pods: Sequence[str]) -> str:
+    """One alternation matching exactly these pod names (sorted, deduplicated)."""
+    return "|".join(re2_escape(p) for p in sorted(set(pods)))
+
+
+def promql_string(text: str) -> str:
+    """A double-quoted PromQL string literal.
+
+    >>> promql_string('a\\\\.b"c')
+    '"a\\\\\\\\.b\\\\"c"'
+    """
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+class Selectors:
+    """Builds the two-variant selectors for one namespace and one set of pods."""
+
+    def __init__(self, namespace: str, pods: Sequence[str]):
+        self._ns = promql_string(namespace)
+        self._pods = promql_string(pod_regex(pods))
+
+    def both(self, names: str, wrap: Callable[[str], str] = lambda s: s, *, extra: str = "",
+             relabel: bool = False) -> str:
+        """`wrap(selector)` for the `pod` and the `exported_pod` variant, joined with `or`.
+
+        `names` is a regex of metric names; `extra` adds matchers ('reason=~"|OOMKilled"');
+        `relabel` copies exported_pod/exported_namespace into pod/namespace.
+        """
+        more = f",{extra}" if extra else ""
+        name = f"__name__=~{promql_string(names)}"
+        direct = wrap(f"{{{name}{more},namespace={self._ns},pod=~{self._pods}}}")
+        exported = wrap(f"{{{name}{more},exported_namespace={self._ns},exported_pod=~{self._pods}}}")
+        if relabel:
+            exported = _copy_label(_copy_label(exported, "exported_pod", "pod"), "exported_namespace", "namespace")
+        return f"({direct} or {exported})"
+
+
+def _copy_label(expr: str, src: str, dst: str) -> str:
+    # the regex "(.+)" leaves series without `src` untouched
+    return f'label_replace({expr}, "{dst}", "$1", "{src}", "(.+)")'
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(1, round(seconds))}s"
+
+
+def memory_query(sel: Selectors) -> str:
+    """DCGM used / free / reserved MiB per device and pod; `__name__` kept to tell them apart."""
+    fb = sel.both(FB_NAMES, relabel=True)
+    fb = _copy_label(_copy_label(fb, "hostname", "Hostname"), "uuid", "UUID")
+    # max, not sum: two scrapes of the same exporter (HA Prometheus pairs, two monitors)
+    # give duplicate series that must count once
+    return f"max by (__name__, {', '.join(DEVICE_LABELS)}, pod) ({fb})"
+
+
+def restarts_query(sel: Selectors) -> str:
+    """kube-state-metrics restart counters, OOMKilled last-termination flags, termination times."""
+    series = sel.both(RESTART_NAMES, extra='reason=~"|OOMKilled"', relabel=True)
+    return f"max by (__name__, pod, container, reason) ({series})"
+
+
+def queue_query(sel: Selectors) -> str:
+    return f"sum by (__name__) ({sel.both(QUEUE_NAMES)})"
+
+
+def usage_query(sel: Selectors) -> str:
+    engines = f"max by (__name__) ({sel.both(USAGE_NAMES)})"
+    tgi = (f"{sel.both('tgi_batch_current_max_tokens')} / {sel.both('tgi_batch_max_total_tokens')}")
+    tgi = f'label_replace(max({tgi}), "__name__", "{TGI_USAGE_NAME}", "", "")'
+    return f"{engines} or {tgi}"
+
+
+def preemption_query(sel: Selectors, rate_window_s: float) -> str:
+    win = _duration(rate_window_s)
+    return f"sum({sel.both(PREEMPTION_NAMES, lambda s: f'rate({s}[{win}])')})"
+
+
+def ttft_p99_query(sel: Selectors, rate_window_s: float) -> str:
+    win = _duration(rate_window_s)
+    buckets = sel.both(TTFT_NAMES, lambda s: f"rate({s}[{win}])")
+    return f"histogram_quantile(0.99, sum by (le) ({buckets}))"
+
+
+def lengths_query(sel: Selectors, part_s: float) -> str:
+    """Prompt and generation length histograms over the last `part_s`, tagged hist=prompt|generation."""
+    win = _duration(part_s)
+
+    def part(names: str, tag: str) -> str:
+        inc = sel.both(names, lambda s: f"increase({s}[{win}])")
+        return f'label_replace(sum by (le) ({inc}), "hist", "{tag}", "", "")'
+
+    return f"{part(PROMPT_NAMES, 'prompt')} or {part(GENERATION_NAMES, 'generation')}"

@@ -1,0 +1,166 @@
+"""Shared pieces of the Slack tests: settings on disk, bundle-backed runners, a running bot.
+
+Nothing here talks to anything outside 127.0.0.1: the bot's Web API base URL is FakeSlack's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from slack_bolt.request import BoltRequest
+
+from bot.cli import add_common, build_parser
+from bot.settings import Settings, load_settings
+from bot.slack_app import Bot, build_bot
+from bot.slack_runner import BundleRunner, TriageOutcome, VerbOutput
+from tests.fake_slack import FakeSlack, action_body, signed_headers, slash_body
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SECRET = "test-signing-secret-0123456789"
+NOW = datetime(2026, 3, 9, 21, 0, tzinfo=UTC)
+CHANNEL, ZH_CHANNEL, OTHER_CHANNEL = "C0INCIDENT", "C0ZHONCALL", "C0RANDOM"
+USER = "U0ONCALL"
+
+
+@cache
+def example_targets() -> dict[str, Path]:
+    """Every example bundle under the target its deployment names ("llm/vllm-server", ...)."""
+    from collectors.bundle import load_bundle
+
+    out = {}
+    for folder in sorted(p for p in EXAMPLES.iterdir() if (p / "expected.json").is_file()):
+        target = load_bundle(folder).target or f"examples/{folder.name}"
+        if "/" not in target:
+            target = f"examples/{target}"
+        out[target] = folder
+    return out
+
+
+CONFIG = """\
+default_namespace: llm
+allowed_namespaces: ["*"]
+default_context: prod-a
+clusters:
+  - context: prod-a
+  - context: prod-b
+    namespaces: [llm]
+slack:
+  default_lang: en
+  channels:
+    {channel}: {{lang: en}}
+    {zh}: {{lang: zh, namespaces: [llm, search]}}
+workers:
+  pool_size: {pool}
+  queue_length: {queue}
+  listener_threads: 64
+  http_threads: 64
+deadlines:
+  triage_s: {deadline}
+  progress_interval_s: {interval}
+  verb_s: 60
+"""
+
+
+def write_config(folder: Path, pool: int = 4, queue: int = 64, deadline: float = 60, interval: float = 0.0001,
+                 extra: str = "") -> Path:
+    path = folder / "gpumem.yaml"
+    path.write_text(CONFIG.format(channel=CHANNEL, zh=ZH_CHANNEL, pool=pool, queue=queue, deadline=deadline,
+                                  interval=interval) + extra)
+    return path
+
+
+def env_for(fake: FakeSlack) -> dict[str, str]:
+    return {"SLACK_BOT_TOKEN": fake.token, "SLACK_SIGNING_SECRET": SECRET, "GPUMEM_SLACK_API_URL": fake.api_url}
+
+
+def make_settings(folder: Path, fake: FakeSlack, **kw: Any) -> Settings:
+    return load_settings(write_config(folder, **kw), env_for(fake))
+
+
+class ExampleRunner(BundleRunner):
+    """The example bundles by target, with a fixed clock; `gate` holds runs until set."""
+
+    def __init__(self, charts: bool = True, gate: threading.Event | None = None, delay_s: float = 0.0):
+        super().__init__(example_targets(), charts=charts, now=lambda: NOW)
+        self.gate = gate
+        self.delay_s = delay_s
+        self.started = threading.Semaphore(0)
+
+    def __call__(self, target: str, context: str | None, on_step: Callable[[int, int, str], None]) -> TriageOutcome:
+        self.started.release()
+        if self.gate is not None:
+            self.gate.wait(30)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return super().__call__(target, context, on_step)
+
+
+class FakeVerbs:
+    """A CLI verb runner that answers from a table: argv[0] -> VerbOutput."""
+
+    def __init__(self, answers: dict[str, VerbOutput]):
+        self.answers = answers
+        self.calls: list[tuple[list[str], str]] = []
+
+    def __call__(self, argv: list[str], lang: str) -> VerbOutput:
+        self.calls.append((argv, lang))
+        return self.answers[argv[0]]
+
+
+@contextmanager
+def running_bot(folder: Path, runner: Any = None, verbs: Any = None, parser_factory: Any = None,
+                **config: Any) -> Iterator[tuple[FakeSlack, Bot]]:
+    with FakeSlack() as fake:
+        settings = make_settings(folder, fake, **config)
+        bot = build_bot(settings, runner or ExampleRunner(charts=False), verbs, parser_factory=parser_factory)
+        try:
+            yield fake, bot
+        finally:
+            bot.close(timeout_s=10)
+
+
+def dispatch_command(bot: Bot, fake: FakeSlack, text: str, channel: str = CHANNEL, n: int = 1,
+                     timestamp: float | None = None, secret: str = SECRET) -> Any:
+    body = slash_body(text, fake.response_url(n), channel=channel)
+    return bot.app.dispatch(BoltRequest(body=body, headers=signed_headers(secret, body, timestamp)))
+
+
+def dispatch_action(bot: Bot, fake: FakeSlack, action_id: str, value: str, message_ts: str,
+                    channel: str = CHANNEL, n: int = 90) -> Any:
+    body = action_body(action_id, value, fake.response_url(n), channel=channel, message_ts=message_ts)
+    return bot.app.dispatch(BoltRequest(body=body, headers=signed_headers(SECRET, body)))
+
+
+def is_diagnosis(call: Any) -> bool:
+    """A chat.update that carries the final diagnosis (it has the "Run again" button)."""
+    return any(b.get("type") == "actions" for b in call.args.get("blocks") or [])
+
+
+def parser_with_budget() -> argparse.ArgumentParser:
+    """The CLI parser with a stand-in budget verb whose flags the tests control."""
+    p = build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices.pop("budget", None)
+    b = sub.add_parser("budget")
+    b.add_argument("--engine", choices=("vllm", "tgi", "sglang"), required=True)
+    b.add_argument("--model", required=True)
+    b.add_argument("--gpu", default="A100-80GB")
+    b.add_argument("--max-model-len", type=int)
+    b.add_argument("--config-json", metavar="FILE")
+    add_common(b)
+    return p
+
+
+def drain(bot: Bot) -> None:
+    """Wait until every listener and job has finished: what was posted is then all there is."""
+    bot.app.listener_runner.listener_executor.shutdown(wait=True)
+    bot.close(timeout_s=30)

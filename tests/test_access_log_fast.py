@@ -1,0 +1,213 @@
+"""The vectorised access-log reader gives exactly the reference reader's profile: counts,
+percentiles, times, shift and skipped lines, whatever the lines, chunking or process split."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import collectors.access_log_fast as fast
+from collectors.access_log import read_access_log
+from collectors.access_log_fast import read_access_log_fast, scan_access_log
+from collectors.errors import ParseError
+from collectors.textio import MAX_LINE_BYTES
+from runbooks.profile import ProfileBuilder
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted([*ROOT.glob("examples/*/access.log"), *ROOT.glob("tests/data/access/*.log")])
+
+
+def _reference(path: Path):
+    try:
+        return read_access_log(path)
+    except ParseError as e:
+        return ("ParseError", e.source, e.message, e.line)
+
+
+def _fast(path: Path, **kwargs):
+    try:
+        return scan_access_log(path, **kwargs).profile
+    except ParseError as e:
+        return ("ParseError", e.source, e.message, e.line)
+
+
+def _in_ranges(path: Path, parts: int):
+    """The multi-process path without processes: scan each range here, then merge."""
+    size = os.path.getsize(path)
+    try:
+        tallies = [fast._scan_range(str(path), a, b, True, False) for a, b in fast._ranges(path, size, parts)]
+        return fast._merge(tallies, "access.log", True, 48)[0]
+    except ParseError as e:
+        return ("ParseError", e.source, e.message, e.line)
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_recorded_logs_give_the_reference_profile(path):
+    assert _fast(path) == _reference(path)
+    assert _fast(path, workers=3) == _reference(path)
+
+
+# ------------------------------------------------------------------ generated lines
+
+_STAMPS = st.sampled_from([
+    "2026-03-09T2011Z", "2026-03-09T20:11:05Z", "2026-03-09T20:11:05.123456+08:00", "2026-03-09 20:11",
+    "1741550000", "garbage", "2026-13-40T2011Z", "'2026-03-09T2011Z'", 'a"b', "x" * 70, "2026-03-09T2012Z",
+])
+_NUMBERS = st.one_of(st.integers(0, 20_000).map(str), st.integers(0, 10**11).map(str),
+                     st.sampled_from(["007", "", "12a", "-5", "1e3", "999999999", "1000000000"]))
+_PREFIX = st.sampled_from(["time=", "ts=", "timestamp=", "", "tim=", "time =", "@timestamp="])
+_SEP = st.sampled_from([" ", " ", " ", "  ", "\t", ""])
+_KEY_IN = st.sampled_from(["input_tokens", "input_tokens", "prompt_tokens", "inputtokens", "Input_tokens"])
+_KEY_OUT = st.sampled_from(["output_tokens", "output_tokens", "completion_tokens", "output_token"])
+_TAIL = st.sampled_from(["", "", " model=qwen2.5-7b", "\r", " \r", " ts=9", " time=2026-03-09T2011Z",
+                         " user='a b'", "\x00", " é", "x", " status=200\tok", "\r\r"])
+
+
+@st.composite
+def _key_value_line(draw) -> str:
+    prefix = draw(_PREFIX)
+    head = f"{prefix}{draw(_STAMPS)}{draw(_SEP)}" if prefix else ""
+    return (f"{head}{draw(_KEY_IN)}={draw(_NUMBERS)}{draw(_SEP)}{draw(_KEY_OUT)}={draw(_NUMBERS)}"
+            f"{draw(_TAIL)}")
+
+
+_OTHER = st.one_of(
+    st.just(""), st.just("   "), st.just("\r"),
+    st.builds(lambda a, b: f'{{"usage": {{"prompt_tokens": {a}, "completion_tokens": {b}}}, "created": 1741550000}}',
+              st.integers(0, 9000), st.integers(0, 900)),
+    st.builds(lambda a, b: f"[2025-03-01 12:00:00 TP0] Finish: out={{'meta_info': {{'prompt_tokens': {a}, "
+                           f"'completion_tokens': {b}}}}}", st.integers(0, 9000), st.integers(0, 900)),
+    st.text(max_size=40).filter(lambda s: "\n" not in s and "\r" not in s),
+)
+_LINES = st.lists(st.one_of(_key_value_line(), _key_value_line(), _OTHER), max_size=60)
+
+
+def _write(lines: list[str], newline: str, final: bool) -> Path:
+    fd, name = tempfile.mkstemp(suffix=".log")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write((newline.join(lines) + (newline if final and lines else "")).encode("utf-8", "surrogatepass"))
+    return Path(name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LINES, st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_any_lines_give_the_reference_profile_or_the_same_parse_error(lines, newline, final):
+    path = _write(lines, newline, final)
+    try:
+        expected = _reference(path)
+        assert _fast(path, workers=1) == expected
+        assert _in_ranges(path, 3) == expected
+    finally:
+        path.unlink()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_key_value_line(), min_size=1, max_size=80), st.integers(1, 200))
+def test_tiny_read_chunks_carry_partial_lines_correctly(lines, chunk):
+    path = _write(lines, "\n", True)
+    old = fast.CHUNK_BYTES
+    fast.CHUNK_BYTES = chunk
+    try:
+        assert _fast(path, workers=1) == _reference(path)
+    finally:
+        fast.CHUNK_BYTES = old
+        path.unlink()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes_give_the_reference_result(data):
+    fd, name = tempfile.mkstemp(suffix=".log")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    path = Path(name)
+    try:
+        assert _fast(path) == _reference(path)
+    finally:
+        path.unlink()
+
+
+# ------------------------------------------------------------------ files and processes
+
+
+def _runbook_lines(n: int, start_minute: int = 0) -> list[str]:
+    out = []
+    for k in range(n):
+        m = start_minute + k // 40
+        out.append(f"time=2026-03-09T{8 + m // 60:02d}{m % 60:02d}Z input_tokens={(k * 7919) % 12000} "
+                   f"output_tokens={(k * 104729) % 700} model=qwen2.5-7b")
+    return out
+
+
+def test_several_processes_give_the_single_process_profile(tmp_path):
+    path = tmp_path / "access.log"
+    path.write_text("\n".join([*_runbook_lines(30_000), "noise line", *_runbook_lines(30_000, 750)]) + "\n")
+    scan = scan_access_log(path, workers=2)
+    assert scan.workers == 2
+    assert scan.profile == read_access_log(path)
+    assert scan.profile.skipped_lines == 1
+
+
+def test_untimed_log_keeps_arrival_order_across_processes(tmp_path):
+    lines = [f"input_tokens={100 if k < 6000 else 9000} output_tokens=50" for k in range(12_000)]
+    path = tmp_path / "access.log"
+    path.write_text("\n".join(lines) + "\n")
+    scan = scan_access_log(path, workers=3)
+    assert scan.profile == read_access_log(path)
+    assert (scan.profile.shift.long_share_before, scan.profile.shift.long_share_after) == (0.0, 1.0)
+
+
+def test_a_line_longer_than_the_line_limit_is_read_as_the_reference_reads_it(tmp_path):
+    # the reference reader keeps or drops such a line depending on where its 4 MiB blocks fall
+    body = _runbook_lines(70_000)
+    long_fast = "time=2026-03-09T0800Z input_tokens=5 output_tokens=6 pad=" + "x" * (MAX_LINE_BYTES + 10)
+    long_junk = "y" * (MAX_LINE_BYTES + 10)
+    path = tmp_path / "access.log"
+    path.write_text("\n".join([*body[:20], long_fast, *body[20:60_000], long_junk, *body[60_000:]]) + "\n")
+    scan = scan_access_log(path, workers=2)
+    assert scan.reference_blocks
+    assert scan.profile == read_access_log(path)
+
+
+def test_many_distinct_times_coarsen_the_bins_as_the_reference_does(tmp_path):
+    lines = [f"time=2026-03-{1 + k // 1440:02d}T{k // 60 % 24:02d}{k % 60:02d}Z input_tokens={k % 9000} "
+             f"output_tokens={k % 600}" for k in range(25_000)]
+    path = tmp_path / "access.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_access_log_fast(path) == read_access_log(path)
+
+
+def test_no_lengths_raises_the_reference_parse_error(tmp_path):
+    path = tmp_path / "access.log"
+    path.write_text("GET / 200\nGET /x 404\n")
+    with pytest.raises(ParseError) as e:
+        read_access_log_fast(path, "access.log")
+    assert (e.value.source, e.value.line) == ("access.log", 1)
+
+
+def test_missing_file_raises_os_error(tmp_path):
+    with pytest.raises(OSError):
+        read_access_log_fast(tmp_path / "nope.log")
+
+
+def test_tallied_requests_build_the_profile_that_adding_them_one_by_one_builds():
+    requests = [(300, 100), (7420, 312), (9000, 10), (100, 600), (512, 128)]
+    one = ProfileBuilder()
+    for n_in, n_out in requests:
+        one.add(n_in, n_out)
+    many = ProfileBuilder()
+    many.add_tallied({300: 1, 7420: 1, 9000: 1, 100: 1, 512: 1}, {100: 1, 312: 1, 10: 1, 600: 1, 128: 1},
+                     bytes([0, 2, 3, 3, 0]))
+    assert many.build("x") == one.build("x")
+
+
+def test_tallies_that_disagree_are_refused():
+    with pytest.raises(ValueError):
+        ProfileBuilder().add_tallied({1: 2}, {1: 1}, bytes([0]))
+    with pytest.raises(ValueError):
+        ProfileBuilder().add_tallied({1: 1}, {1: 1}, bytes([4]))
