@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log", "benchmarks.bench_live_latency")
+BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log", "benchmarks.bench_live_latency",
+              "benchmarks.bench_slack_ack")
 
 
 def main() -> None:
