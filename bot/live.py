@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collectors.bundle import write_bundle_json
+from bot.bundle_out import write_bundle_json
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.evidence import Evidence
 from runbooks.report import Report

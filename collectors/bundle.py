@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from collectors.metrics import parse_metrics
 from collectors.model_config import parse_model_config
 from collectors.nvidia_smi import parse_nvidia_smi
 from runbooks.evidence import Evidence, ReadIssue
-from runbooks.serde import SerdeError, from_jsonable, to_jsonable
+from runbooks.serde import SerdeError, from_jsonable
 
 #: files read whole are capped; logs and access logs stream and have no cap
 MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
@@ -164,18 +164,3 @@ def _mtime(root: Path) -> datetime:
 def has_evidence(ev: Evidence) -> bool:
     """True when at least one piece of evidence was read (exit code 3 otherwise)."""
     return any(getattr(ev, n) not in (None, ()) for n in EVIDENCE_FIELDS)
-
-
-def write_bundle_json(directory: str | os.PathLike[str], evidence: Evidence) -> Path:
-    """Write bundle.json (target, time, parsed evidence) atomically: never a half-written file."""
-    root = Path(directory)
-    doc = {
-        "format": "gpumem-bundle/1",
-        "target": evidence.target,
-        "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
-        "evidence": to_jsonable(replace(evidence, sources=evidence.sources)),
-    }
-    tmp = root / ".bundle.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, root / "bundle.json")
-    return root / "bundle.json"

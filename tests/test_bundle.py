@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.bundle import BundleError, has_evidence, load_bundle, write_bundle_json
+from bot.bundle_out import write_bundle_json
+from collectors.bundle import BundleError, has_evidence, load_bundle
 from runbooks.evidence import Evidence, MemoryHistory, MemoryPoint, MemorySeries
 from runbooks.triage import triage
 

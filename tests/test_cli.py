@@ -72,3 +72,16 @@ def test_unknown_language_is_rejected_by_usage(capsys):
     with pytest.raises(SystemExit) as e:
         main(["triage", "--bundle", str(EXAMPLES / "runbook-incident"), "--lang", "fr"])
     assert e.value.code == 2
+
+
+def test_parsing_any_verb_imports_no_heavy_library():
+    """`gpumem --help` and argument errors stay fast: clients load only on the paths that use them."""
+    import subprocess
+    import sys
+
+    heavy = ("kubernetes", "slack_bolt", "slack_sdk", "matplotlib", "numpy", "requests", "pynvml", "waitress")
+    code = ("import sys; from bot.cli import build_parser; build_parser(); "
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.bundle import load_bundle, write_bundle_json
+from bot.bundle_out import write_bundle_json
+from collectors.bundle import load_bundle
 from collectors.kube_client import KubeConfigError, TargetNotFound, make_api_client
 from collectors.kube_evidence import LOG_HEADER, bundle_files, snapshot_evidence
 from collectors.kube_live import KubeSnapshot, gather_workload
