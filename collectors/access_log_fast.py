@@ -24,6 +24,7 @@ import os
 import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -83,18 +84,27 @@ def scan_access_log(path: str | PathLike[str], source: str = "access.log", *, wo
     wanted = max(1, wanted) if size >= PARALLEL_MIN_BYTES or workers is not None else 1
     ranges = _ranges(path, size, wanted)
     try:
-        if len(ranges) == 1:
+        tallies = _scan_ranges(str(path), ranges, detail) if len(ranges) > 1 else None
+        if tallies is None:
+            ranges = [(0, size)]
             tallies = [_scan_range(str(path), 0, size, detail, False)]
-        else:
-            with ProcessPoolExecutor(max_workers=len(ranges), mp_context=_pool_context()) as pool:
-                futures = [pool.submit(_scan_range, str(path), start, end, detail, False) for start, end in ranges]
-                tallies = [f.result() for f in futures]
         used, reference = len(ranges), False
     except LineTooLong:
         tallies = [_scan_range(str(path), 0, size, detail, True)]
         used, reference = 1, True
     profile, built = _merge(tallies, source, detail, max_slices)
     return AccessScan(profile=profile, detail=built, workers=used, reference_blocks=reference)
+
+
+def _scan_ranges(path: str, ranges: list[tuple[int, int]], detail: bool) -> list[BlockTally] | None:
+    """Each range in its own process; None when processes cannot be started or die (then the
+    caller scans here)."""
+    try:
+        with ProcessPoolExecutor(max_workers=len(ranges), mp_context=_pool_context()) as pool:
+            futures = [pool.submit(_scan_range, path, start, end, detail, False) for start, end in ranges]
+            return [f.result() for f in futures]
+    except (BrokenProcessPool, OSError):
+        return None
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

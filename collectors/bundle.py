@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.access_log import read_access_log
+from collectors.access_log_fast import read_access_log_fast
 from collectors.errors import CollectorError, ParseError
 from collectors.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
 from collectors.logs import read_server_log
@@ -131,7 +131,7 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
     if "events" not in acc.fields:
         one("events.txt", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
     one("logs.txt", lambda p: {"logs": read_server_log(p, source=p.name, year=year)})
-    one("access.log", lambda p: {"requests": read_access_log(p, source=p.name)})
+    one("access.log", lambda p: {"requests": read_access_log_fast(p, source=p.name)})
     one("config.json", lambda p: {"model": parse_model_config(_read_text(p), source=p.name)})
 
     wl = acc.fields.get("workload")

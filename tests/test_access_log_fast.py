@@ -211,3 +211,16 @@ def test_tallies_that_disagree_are_refused():
         ProfileBuilder().add_tallied({1: 2}, {1: 1}, bytes([0]))
     with pytest.raises(ValueError):
         ProfileBuilder().add_tallied({1: 1}, {1: 1}, bytes([4]))
+
+
+def test_processes_that_cannot_start_leave_the_scan_to_this_process(tmp_path, monkeypatch):
+    class NoProcesses:
+        def __init__(self, *args, **kwargs):
+            raise OSError("no processes here")
+
+    monkeypatch.setattr(fast, "ProcessPoolExecutor", NoProcesses)
+    path = tmp_path / "access.log"
+    path.write_text("\n".join(_runbook_lines(5000)) + "\n")
+    scan = scan_access_log(path, workers=2)
+    assert scan.workers == 1
+    assert scan.profile == read_access_log(path)
