@@ -9,7 +9,7 @@ from runbooks.evidence import ReadIssue
 from runbooks.report import Action, Fact
 
 #: fact parameters whose values are themselves catalog keys
-_NESTED = {"signal": "signal", "warning": "warning", "what": "what"}
+_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind"}
 _EXAMPLE_CHARS = 160
 
 

@@ -112,8 +112,9 @@ def _priority(findings: list[Finding], ctx: TriageContext) -> str:
         ids & {"pods_restarting", "startup_capacity_error", "container_oomkilled"}
     ):
         return "highest"
-    if ids & {"runtime_cuda_oom", "kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
-              "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus"}:
+    crash_looping = any(f.id == "pods_restarting" and f.severity == "critical" for f in findings)
+    if crash_looping or ids & {"runtime_cuda_oom", "kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
+                               "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus"}:
         return "high"
     if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
               "memory_fraction_at_edge", "aggressive_combination"}:
