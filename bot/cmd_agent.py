@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from bot.argtypes import port, seconds
 from bot.cli import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
 
 DEFAULT_PORT = 9500
@@ -27,9 +28,9 @@ def register(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="serve this node's GPU readings over HTTP (/snapshot, /metrics, /healthz)",
                        description="Serve NVML readings of this machine's GPUs over HTTP for a DaemonSet: "
                                    "GET /snapshot (JSON), /metrics (Prometheus), /healthz.")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 picks one)")
+    p.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 picks one)")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0, every interface)")
-    p.add_argument("--interval", type=_seconds, default=5.0, metavar="S",
+    p.add_argument("--interval", type=seconds(3600), default=5.0, metavar="S",
                    help="seconds a reading is reused before NVML is asked again (default 5)")
     p.add_argument("--node", default=None,
                    help="host name put on every device (default: $NODE_NAME, else this machine's host name)")
@@ -110,21 +111,3 @@ def _on_signals(stop: threading.Event):
     return restore
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be between 0 and 65535")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError("must be between 0 and 3600 seconds")
-    return value

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from bot.argtypes import seconds, whole_number
 from bot.cli import EXIT_NO_EVIDENCE, EXIT_OK, add_common
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, when Ctrl-C comes before the first sample
@@ -28,8 +29,8 @@ def register(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="sample GPU memory on this machine (NVML): used/total/reserved, processes",
                        description="Sample GPU memory, utilisation and processes per GPU and MIG slice on this "
                                    "machine through NVML. Exits 3 when there is no GPU or driver.")
-    p.add_argument("--count", type=_positive_int, default=1, metavar="N", help="samples to take (default 1)")
-    p.add_argument("--interval", type=_seconds, default=2.0, metavar="S",
+    p.add_argument("--count", type=whole_number(1), default=1, metavar="N", help="samples to take (default 1)")
+    p.add_argument("--interval", type=seconds(86400), default=2.0, metavar="S",
                    help="seconds between samples (default 2)")
     p.add_argument("--format", choices=("text", "csv", "json"), default=None,
                    help="text table (default), CSV (one row per device per sample) or JSON (a list of samples)")
@@ -120,21 +121,3 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError("must be between 0 and 86400 seconds")
-    return value

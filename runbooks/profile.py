@@ -77,7 +77,7 @@ def _aware(at: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-def _nearest_rank(counts: Mapping[int, int], total: int, pct: int) -> float | None:
+def nearest_rank(counts: Mapping[int, int], total: int, pct: int) -> float | None:
     """The nearest-rank percentile of a value Counter: the smallest value with rank >= ceil(pct% of n)."""
     if total <= 0:
         return None
@@ -309,8 +309,8 @@ class ProfileBuilder:
             BucketShare(name, count, _share(count, total)) for name, count in zip(BUCKETS, self._classes, strict=True)
         )
         inputs, outputs = _as_ints(self._inputs), _as_ints(self._outputs)
-        p_in = [_nearest_rank(inputs, total, p) for p in _PERCENTILES]
-        p_out = [_nearest_rank(outputs, total, p) for p in _PERCENTILES]
+        p_in = [nearest_rank(inputs, total, p) for p in _PERCENTILES]
+        p_out = [nearest_rank(outputs, total, p) for p in _PERCENTILES]
         return RequestProfile(
             source=source,
             total=total,

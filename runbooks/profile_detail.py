@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from runbooks.evidence import BUCKETS
-from runbooks.profile import bucket_of
+from runbooks.profile import bucket_of, nearest_rank
 
 _BIN_S = 60
 _MAX_BINS = 20_000
@@ -74,19 +74,6 @@ class ProfileDetail:
             if name == bucket:
                 return value
         return None
-
-
-def _nearest_rank(counts: Mapping[int, int], pct: int) -> float | None:
-    total = sum(counts.values())
-    if total <= 0:
-        return None
-    rank = max(1, (pct * total + 99) // 100)
-    seen = 0
-    for value in sorted(counts):
-        seen += counts[value]
-        if seen >= rank:
-            return float(value)
-    return float(max(counts))
 
 
 class DetailBuilder:
@@ -195,11 +182,11 @@ class DetailBuilder:
 
     def build(self, max_slices: int = DEFAULT_SLICES) -> ProfileDetail:
         """The detail of everything added so far, the timeline in at most `max_slices` slices."""
-        p95 = tuple((name, _nearest_rank(self._lengths[i], 95)) for i, name in enumerate(BUCKETS))
+        p95 = tuple((name, nearest_rank(self._lengths[i], sum(self._lengths[i].values()), 95)) for i, name in enumerate(BUCKETS))
         every: Counter[int] = Counter()
         for counts in self._lengths:
             every.update(counts)
-        totals = {f"p{p}_total_tokens": _nearest_rank(every, p) for p in (50, 95, 99)}
+        totals = {f"p{p}_total_tokens": nearest_rank(every, sum(every.values()), p) for p in (50, 95, 99)}
         max_slices = max(1, max_slices)
         if self._timed and self._timed * 2 >= self._total:
             return ProfileDetail(p95, self._time_slices(max_slices), True, **totals)

@@ -10,12 +10,13 @@ serves scenario metrics text at `/metrics` the way vLLM, TGI, SGLang or a DCGM e
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.loopback import LoopbackHTTPServer, LoopbackServer
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -24,7 +25,7 @@ DEFAULT_PORTS = {"vllm": 8000, "tgi": 80, "sglang": 30000, "dcgm": 9400}
 
 
 @dataclass
-class FakeEngine:
+class FakeEngine(LoopbackServer):
     """Serves `metrics_text` at `path`; `/health` answers 200; anything else 404."""
 
     metrics_text: str = ""
@@ -32,39 +33,11 @@ class FakeEngine:
     status: int = 200
     latency_s: float = 0.0
     hits: list[str] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = None
+    _server: LoopbackHTTPServer | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> FakeEngine:
         return cls(Path(path).read_text(encoding="utf-8"), **kwargs)
-
-    def start(self) -> FakeEngine:
-        handler = type("_Bound", (_Handler,), {"engine": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-engine", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "start() first"
-        return self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    #: many clients connect at once (one connection per parallel call); the default backlog
-    #: of 5 would make the kernel drop SYNs and the client retry a second later
-    request_queue_size = 256
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -95,3 +68,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except OSError:
             pass
+
+
+FakeEngine.handler, FakeEngine.handler_attr, FakeEngine.thread_name = _Handler, "engine", "fake-engine"

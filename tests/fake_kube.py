@@ -23,11 +23,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests import fake_kube_rules as rules
+from tests.loopback import LoopbackHTTPServer, LoopbackServer
 
 USER = "system:serviceaccount:gpumem:gpumem"
 
@@ -56,7 +57,7 @@ class _Binding:
 
 
 @dataclass
-class FakeKube:
+class FakeKube(LoopbackServer):
     """The API server state: objects, logs, proxy upstreams, latency, failures, RBAC."""
 
     token: str | None = None
@@ -72,38 +73,9 @@ class FakeKube:
     _bindings: list[_Binding] | None = None
     _rv: int = 1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
-    _thread: threading.Thread | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def start(self) -> FakeKube:
-        handler = type("_Bound", (_Handler,), {"kube": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-kube", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "start() first"
-        return self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> FakeKube:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    _server: LoopbackHTTPServer | None = None
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+    _inflight: int = 0
 
     # ---------------------------------------------------------------- contents
 
@@ -157,15 +129,24 @@ class FakeKube:
 
     def calls(self, **match: Any) -> list[Request]:
         """Recorded requests whose fields equal every given value, e.g. calls(verb="list")."""
-        with self._lock:
+        # a request is recorded after its answer is sent, so a client can be done before the
+        # record lands: wait (briefly) until nothing is in flight
+        with self._idle:
+            self._idle.wait_for(lambda: self._inflight == 0, timeout=2.0)
             recorded = list(self.requests)
         return [r for r in recorded if all(getattr(r, k) == v for k, v in match.items())]
 
     # ---------------------------------------------------------------- serving
 
+    def _begin(self) -> None:
+        with self._idle:
+            self._inflight += 1
+
     def _record(self, req: Request) -> None:
-        with self._lock:
+        with self._idle:
             self.requests.append(req)
+            self._inflight -= 1
+            self._idle.notify_all()
 
     def _delay_for(self, target: str) -> float:
         return self.latency_s + sum(s for pattern, s in self._latency_rules if pattern.search(target))
@@ -227,12 +208,6 @@ def parse_request(method: str, raw_path: str) -> Request:
     return Request(method, split.path, query, verb, group, version, resource, subresource, namespace, name)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    #: many clients connect at once (one connection per parallel call); the default backlog
-    #: of 5 would make the kernel drop SYNs and the client retry a second later
-    request_queue_size = 256
-
 
 class _Handler(BaseHTTPRequestHandler):
     kube: FakeKube
@@ -288,6 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         outcome = kube._failure_for(target)
         code = 0
+        kube._begin()  # nothing is sent before this, so no client can finish unrecorded
         try:
             if outcome == "drop":
                 self.close_connection = True
@@ -405,3 +381,6 @@ class _Handler(BaseHTTPRequestHandler):
             conn.close()
         self._send(code, body, content_type)
         return code
+
+
+FakeKube.handler, FakeKube.handler_attr, FakeKube.thread_name = _Handler, "kube", "fake-kube"
