@@ -22,7 +22,7 @@ from collectors.deadlines import run_parallel
 from collectors.kube_client import make_api_client
 from collectors.kube_evidence import bundle_files, snapshot_evidence
 from collectors.kube_live import KubeSnapshot, gather_workload
-from runbooks.evidence import Evidence, ReadIssue
+from runbooks.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
 
 #: the default deadline per source and for the whole collection, seconds (issue contract)
 SOURCE_DEADLINE_S = 5.0
@@ -107,6 +107,10 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
             extra.update(found)
     else:
         issues.append(ReadIssue("prometheus", "no Prometheus URL configured", kind="skipped"))
+    if ev.gpus is None and "memory_history" in extra:
+        snapshot = latest_gpu_readings(extra["memory_history"])
+        if snapshot is not None:
+            extra["gpus"] = snapshot
     evidence = replace(ev, target=f"{namespace}/{name}", collected_at=now, issues=tuple(issues),
                        sources=tuple(dict.fromkeys(sources)), **extra)
     return LiveCollection(evidence=evidence, files=bundle_files(snap), kube=snap, prometheus=history)
@@ -131,3 +135,26 @@ def _prometheus(opts: PrometheusOptions, namespace: str, pods: list[str], now: d
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return out["prometheus"]
+
+
+def latest_gpu_readings(history: MemoryHistory) -> GpuSnapshot | None:
+    """The last DCGM reading of each device in the window, as a GPU snapshot.
+
+    Live triage has no nvidia-smi; the newest point of Prometheus' history is the closest
+    thing to it (at most one scrape interval old).
+    """
+    devices = []
+    last_at = None
+    for series in history.series:
+        if not series.points:
+            continue
+        point = series.points[-1]
+        host, _, rest = series.label.partition("/")
+        profile = rest.split("/", 1)[1].split("#", 1)[0] if rest.count("/") else None
+        devices.append(GpuDevice(index=series.label, used_bytes=int(point.used_bytes),
+                                 total_bytes=int(point.total_bytes) if point.total_bytes else None,
+                                 host=host or None, mig_profile=profile))
+        last_at = point.at if last_at is None or point.at > last_at else last_at
+    if not devices:
+        return None
+    return GpuSnapshot(source="dcgm", devices=tuple(devices), taken_at=last_at)

@@ -115,3 +115,24 @@ def test_secrets_in_env_never_reach_the_bundle(tmp_path, capsys):
     capsys.readouterr()
     text = "".join(p.read_text(errors="replace") for p in Path(out).iterdir() if p.is_file())
     assert "hf_live_secret_value" not in text
+
+
+def test_latest_dcgm_point_stands_in_for_nvidia_smi():
+    from datetime import UTC, datetime
+
+    from collectors.live import latest_gpu_readings
+    from runbooks.evidence import MemoryHistory, MemoryPoint, MemorySeries
+
+    t1, t2 = datetime(2026, 3, 9, 20, 0, tzinfo=UTC), datetime(2026, 3, 9, 20, 1, tzinfo=UTC)
+    hist = MemoryHistory("prometheus", series=(
+        MemorySeries("node-1/gpu0", (MemoryPoint(t1, 1.0e10, 8.5e10), MemoryPoint(t2, 7.6e10, 8.5e10))),
+        MemorySeries("node-1/gpu2/3g.40gb#1", (MemoryPoint(t2, 3.0e10, 4.2e10),)),
+        MemorySeries("node-2/gpu1", ()),
+    ))
+    snap = latest_gpu_readings(hist)
+    assert snap.source == "dcgm" and snap.taken_at == t2
+    assert [(d.index, d.used_bytes, d.mig_profile, d.host) for d in snap.devices] == [
+        ("node-1/gpu0", 76_000_000_000, None, "node-1"),
+        ("node-1/gpu2/3g.40gb#1", 30_000_000_000, "3g.40gb", "node-1"),
+    ]
+    assert latest_gpu_readings(MemoryHistory("prometheus")) is None
