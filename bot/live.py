@@ -92,7 +92,14 @@ def write_bundle(out: str | os.PathLike[str], collection: LiveCollection) -> Pat
 
 
 def draw_charts(evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
-    """The GPU memory chart (when there is history) and the bucket chart (when there is a profile)."""
+    """The GPU memory chart (when there is history) and the bucket chart (when there is a profile).
+
+    Charts need matplotlib (`pip install 'gpumem[charts]'`); without it both are None.
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None, None
     memory = profile = None
     if evidence.memory_history is not None and evidence.memory_history.series:
         from bot.chart_memory import render_memory_chart
