@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,7 +37,14 @@ def wsgi_app(bolt_app: Any, metrics: BotMetrics, health: Callable[[], dict[str, 
         label = path if path in (EVENTS_PATH, "/health", "/metrics") else "other"
         try:
             if path == EVENTS_PATH and slack is not None and method == "POST":
-                return list(slack(environ, start_response))
+                try:
+                    return list(slack(environ, start_response))
+                except (ValueError, TypeError, AttributeError, KeyError) as e:
+                    # Bolt parses the body (a `payload` field is JSON) before it checks the
+                    # signature; a body it cannot parse is the sender's error, not ours
+                    log.warning("unparseable Slack request body (%s)", type(e).__name__)
+                    start_response("400 Bad Request", _JSON, sys.exc_info())
+                    return [b'{"error": "invalid request body"}']
             if path == "/health" and method in ("GET", "HEAD"):
                 state = health()
                 start_response("200 OK" if state.get("ok") else "503 Service Unavailable", _JSON)
