@@ -36,5 +36,10 @@ def live_guard(lang: str) -> Iterator[Guard]:
         guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=str(e).rstrip("."))
     except SettingsError as e:
         guard.exit_code, guard.message = 2, guard.cat.t("live.bad_config", detail=str(e).rstrip("."))
+    except OSError as e:  # the bundle folder cannot be written (--out, --save-bundle)
+        if e.filename is None:  # not a file: the collectors turn network errors into evidence
+            raise
+        where = e.filename
+        guard.exit_code, guard.message = 2, guard.cat.t("live.cannot_write", path=where, reason=e.strerror or str(e))
     if guard.message:
         print(guard.message, file=sys.stderr)

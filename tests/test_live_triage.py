@@ -136,3 +136,13 @@ def test_latest_dcgm_point_stands_in_for_nvidia_smi():
         ("node-1/gpu2/3g.40gb#1", 30_000_000_000, "3g.40gb", "node-1"),
     ]
     assert latest_gpu_readings(MemoryHistory("prometheus")) is None
+
+
+def test_unwritable_bundle_folder_is_exit_2_with_the_path(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        rc = main(["collect", TARGET, "--kubeconfig", str(sc.kubeconfig), "--out", str(blocker / "b"), "--lang", "en"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "cannot write the bundle to" in err and str(blocker) in err and "Traceback" not in err
