@@ -16,8 +16,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from bot.config import default_lang
-
 EXIT_OK, EXIT_CAUSE, EXIT_USAGE, EXIT_NO_EVIDENCE = 0, 1, 2, 3
 
 #: verb -> module; the order is the order of `gpumem --help`
@@ -48,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from bot.settings import default_lang
+
     lang = args.lang or default_lang(os.environ)
     return importlib.import_module(COMMANDS[args.verb]).run(args, lang)
 

@@ -52,14 +52,9 @@ def split_target(target: str, default_namespace: str | None = None) -> tuple[str
     raise BadTarget(f"{target!r}: expected NAMESPACE/DEPLOYMENT, e.g. llm/vllm-server")
 
 
-def options_from_settings(settings, context: str | None = None, namespace: str | None = None) -> LiveOptions:
-    """LiveOptions for a context, from the Settings tree (bot/settings.py)."""
-    cluster = None
-    wanted = context or settings.default_context
-    for c in settings.clusters:
-        if wanted is None or c.name == wanted or c.context == wanted:
-            cluster = c
-            break
+def options_from_settings(settings, context: str | None = None) -> LiveOptions:
+    """LiveOptions for a context (a configured cluster's name or kube context), from Settings."""
+    cluster = settings.cluster(context)
     prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
     prom_opts = None
     if prom is not None:
@@ -70,14 +65,13 @@ def options_from_settings(settings, context: str | None = None, namespace: str |
             password=prom.password.reveal() if prom.password else None,
             verify=prom.ca_file or True,
         )
-    deadlines = settings.deadlines
     return LiveOptions(
         kubeconfig=cluster.kubeconfig if cluster else None,
         context=(cluster.context if cluster else None) or context,
         in_cluster=bool(cluster and cluster.context == "in-cluster"),
         prometheus=prom_opts,
-        source_deadline_s=getattr(deadlines, "source_s", 5.0),
-        total_deadline_s=getattr(deadlines, "collect_s", 20.0),
+        source_deadline_s=settings.deadlines.source_s,
+        total_deadline_s=settings.deadlines.collect_s,
     )
 
 

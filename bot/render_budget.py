@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-import jinja2
-
 from bot.i18n import Catalog
+from bot.templating import environment
 from bot.wording import pct
 from runbooks.budget_conflicts import Conflict
 from runbooks.budget_plan import ENGINE_FLAGS, BucketCapacity, SafePlan, current_fraction
@@ -26,10 +24,6 @@ _ROWS = (("weights", "weights_gib"), ("activation", "activation_gib"), ("non_tor
          ("cudagraph", "cudagraph_gib"), ("kv", "kv_cache_gib"))
 
 
-@cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("bot", "templates"), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
 @dataclass(frozen=True)
@@ -323,4 +317,4 @@ def page_text(page: Page, lang: str) -> str:
         "what_if": what_if_lines(cat, page) if page.after is not None else [],
         "plan": plan_lines(cat, page) if page.plan is not None else None,
     }
-    return _env().get_template("budget.txt.j2").render(**view)
+    return environment().get_template("budget.txt.j2").render(**view)

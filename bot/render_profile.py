@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
-import jinja2
-
 from bot.i18n import Catalog
+from bot.templating import environment
 from bot.wording import pct, shift_label
 from runbooks.evidence import BUCKETS, ProfileShift, RequestProfile
 from runbooks.profile import BUCKET_LIMITS
@@ -19,10 +17,6 @@ from runbooks.thresholds import LONG_SHARE_SHIFT
 _BAR_CHARS = 30
 
 
-@cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("bot", "templates"), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
 @dataclass(frozen=True)
@@ -175,7 +169,7 @@ def profile_text(view: ProfileView, lang: str) -> str:
     if d is not None:
         p95_buckets = cat.t("profile_cli.bucket_p95", values=" · ".join(
             f"{name} {_int(value)}" for name, value in d.bucket_p95))
-    return _env().get_template("profile.txt.j2").render(
+    return environment().get_template("profile.txt.j2").render(
         t=cat.t,
         title=cat.t("profile_cli.title", source=p.source, total=p.total),
         window=_window(cat, p), notes=notes, buckets=bucket_lines(cat, p),

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-import jinja2
-
 from bot.i18n import Catalog
+from bot.templating import environment
 from bot.wording import action_text, fact_text, issue_text, pct, shift_label
 from runbooks.report import Report
-
-
-@cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("bot", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
 
 
 def view(report: Report, lang: str) -> dict[str, Any]:
@@ -122,4 +109,4 @@ def _i(x: float | None) -> int | None:
 
 
 def render_text(report: Report, lang: str = "en") -> str:
-    return _env().get_template("triage.txt.j2").render(**view(report, lang))
+    return environment().get_template("triage.txt.j2").render(**view(report, lang))

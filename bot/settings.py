@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from bot.config import default_lang
 from bot.settings_yaml import SettingsError, YamlDoc
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -333,3 +332,16 @@ def _read_secret_file(path: Path, what: str) -> str:
     if not value:
         raise SettingsError(f"{what}: {path} is empty")
     return value
+
+
+def default_lang(environ: Mapping[str, str]) -> str:
+    """zh when the locale says Chinese (LC_ALL, LC_MESSAGES, LANG, in POSIX order), else en.
+
+    >>> default_lang({"LANG": "zh_CN.UTF-8"})
+    'zh'
+    """
+    for name in ("GPUMEM_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = environ.get(name)
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"

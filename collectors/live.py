@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from collectors.deadlines import run_parallel
 from collectors.kube_client import make_api_client
 from collectors.kube_evidence import bundle_files, snapshot_evidence
 from collectors.kube_live import KubeSnapshot, gather_workload
@@ -126,15 +126,17 @@ def _prometheus(opts: PrometheusOptions, namespace: str, pods: list[str], now: d
     basic = (opts.username, opts.password) if opts.username and opts.password is not None else None
     client = PrometheusClient(opts.url, bearer_token=opts.bearer_token, basic_auth=basic,
                               timeout_s=per_source_s, verify=opts.verify)
+    limit_s = min(per_source_s + 1.0, remaining_s)
     pool = ThreadPoolExecutor(1, thread_name_prefix="gpumem-prom")
     try:
-        # the client's own timeout bounds each query; this bounds the whole history
-        out = run_parallel(
-            {"prometheus": lambda: gather_history(client, namespace, pods, window_s=opts.window_s, now=now)},
-            pool, per_source_s=per_source_s + 1.0, overall_s=remaining_s)
+        # the client's own timeout bounds each query; this bounds the whole history, and a
+        # history still running when it is up is left behind (shutdown does not wait for it)
+        future = pool.submit(gather_history, client, namespace, pods, window_s=opts.window_s, now=now)
+        return future.result(timeout=limit_s)
+    except FutureTimeout:
+        return ReadIssue("prometheus", f"no answer within {limit_s:.1f} s", kind="timeout")
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    return out["prometheus"]
 
 
 def latest_gpu_readings(history: MemoryHistory) -> GpuSnapshot | None:
