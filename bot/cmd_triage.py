@@ -66,14 +66,14 @@ def live_options(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace, lang: str) -> int:
-    if args.bundle and args.target:
-        print("gpumem triage: give NAMESPACE/DEPLOYMENT or --bundle DIR, not both", file=sys.stderr)
+    if bool(args.bundle) == bool(args.target):
+        from bot.i18n import Catalog
+
+        key = "cli.target_and_bundle" if args.bundle else "cli.no_target"
+        print(Catalog.load(lang).t(key), file=sys.stderr)
         return EXIT_USAGE
     if args.bundle:
         return _offline(args, lang)
-    if not args.target:
-        print("gpumem triage: give NAMESPACE/DEPLOYMENT (live) or --bundle DIR (offline)", file=sys.stderr)
-        return EXIT_USAGE
     return _live(args, lang)
 
 
@@ -89,7 +89,7 @@ def _offline(args: argparse.Namespace, lang: str) -> int:
     try:
         evidence = load_bundle(args.bundle)
     except BundleError as e:
-        print(f"gpumem: {e}", file=sys.stderr)
+        print(cat.t("cli.bundle_unusable", detail=str(e)), file=sys.stderr)
         return EXIT_USAGE
     report = triage(evidence)
     emit_report(report, args.json, lang)
