@@ -165,3 +165,10 @@ def running_scenario(name: str | None, tmp_path: Path | None = None, *, token: s
         kube.stop()
         for engine in scenario.engines.values():
             engine.stop()
+
+
+#: the vllm-incident scenario's namespace and pods (q8wvn restarted once, after a CUDA OOM)
+INCIDENT_NS = "llm"
+INCIDENT_POD_A = "vllm-server-7d9c8b6f4-2xkqp"
+INCIDENT_POD_B = "vllm-server-7d9c8b6f4-q8wvn"
+

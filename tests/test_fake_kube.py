@@ -6,7 +6,6 @@ import json
 import socket
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
@@ -14,17 +13,14 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.fake_engines import FakeEngine
 from tests.fake_kube import USER, FakeKube, parse_request
-from tests.kube_fixtures import TEST_TOKEN, running_scenario
+from tests.kube_fixtures import (
+    INCIDENT_NS,
+    INCIDENT_POD_A,
+    INCIDENT_POD_B,
+    TEST_TOKEN,
+)
 
-NS = "llm"
-POD_A = "vllm-server-7d9c8b6f4-2xkqp"
-POD_B = "vllm-server-7d9c8b6f4-q8wvn"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_scenario("vllm-incident", tmp_path) as scenario:
-        yield scenario
+NS, POD_A, POD_B = INCIDENT_NS, INCIDENT_POD_A, INCIDENT_POD_B
 
 
 def _body(error: ApiException) -> dict:

@@ -18,6 +18,9 @@ from runbooks.evidence import Evidence
 from runbooks.serde import from_jsonable, to_jsonable
 from tests.fake_kube import FakeKube
 from tests.kube_fixtures import (
+    INCIDENT_NS,
+    INCIDENT_POD_A,
+    INCIDENT_POD_B,
     TEST_TOKEN,
     add_replicas,
     load_scenario,
@@ -26,15 +29,7 @@ from tests.kube_fixtures import (
     write_kubeconfig,
 )
 
-NS = "llm"
-POD_A = "vllm-server-7d9c8b6f4-2xkqp"
-POD_B = "vllm-server-7d9c8b6f4-q8wvn"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_scenario("vllm-incident", tmp_path) as scenario:
-        yield scenario
+NS, POD_A, POD_B = INCIDENT_NS, INCIDENT_POD_A, INCIDENT_POD_B
 
 
 @pytest.fixture
