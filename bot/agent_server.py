@@ -26,7 +26,7 @@ from bot.cmd_snapshot import unavailable_text
 from bot.i18n import Catalog
 from bot.render_gpus import snapshot_json
 from collectors.nvml import NvmlUnavailable
-from runbooks.evidence import GpuSnapshot
+from runbooks.model.evidence import GpuSnapshot
 
 DEVICE_LABELS = ("gpu", "uuid", "name", "mig_profile")
 PROCESS_LABELS = (*DEVICE_LABELS, "pid", "process")

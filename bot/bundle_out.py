@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from runbooks.evidence import Evidence
-from runbooks.serde import to_jsonable
+from runbooks.model.evidence import Evidence
+from runbooks.model.serde import to_jsonable
 
 
 def write_bundle_json(directory: str | os.PathLike[str], evidence: Evidence) -> Path:

@@ -12,7 +12,7 @@ import io
 from bot.chart_memory import _rc, chart_lang
 from bot.i18n import Catalog
 from bot.wording import shift_label
-from runbooks.evidence import BUCKETS, RequestProfile
+from runbooks.model.evidence import BUCKETS, RequestProfile
 
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 500, 100
 COLORS = {"S": "#59a14f", "M": "#4e79a7", "L": "#f28e2b", "XL": "#e15759"}

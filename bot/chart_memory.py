@@ -6,7 +6,7 @@ restarts as red ones. matplotlib is imported only when a chart is drawn (Agg, no
 Chinese needs a CJK font (Debian: fonts-wqy-microhei or fonts-noto-cjk); without one the
 chart falls back to English rather than drawing empty boxes.
 
->>> from runbooks.evidence import MemoryHistory
+>>> from runbooks.model.evidence import MemoryHistory
 >>> render_memory_chart(MemoryHistory("prometheus"), "llm/vllm", "en")[:8]
 b'\\x89PNG\\r\\n\\x1a\\n'
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.i18n import Catalog
-from runbooks.evidence import MemoryHistory, MemorySeries
-from runbooks.thresholds import GPU_MEM_PINNED_RATIO
+from runbooks.catalogs.thresholds import GPU_MEM_PINNED_RATIO
+from runbooks.model.evidence import MemoryHistory, MemorySeries
 
 GIB = 2**30
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 500, 100

@@ -14,8 +14,8 @@ from functools import cache
 from typing import Any
 
 from bot.i18n import Catalog
-from runbooks.evidence import BUCKETS
-from runbooks.profile_detail import ProfileDetail
+from runbooks.model.evidence import BUCKETS
+from runbooks.profile.detail import ProfileDetail
 
 WIDTH_PX, HEIGHT_PX, DPI = 1200, 600, 100
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

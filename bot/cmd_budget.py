@@ -93,10 +93,10 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def _run(args: argparse.Namespace, lang: str) -> int:
     from bot import render_budget as render
-    from runbooks.budget import compute_budget
-    from runbooks.budget_conflicts import find_conflicts
-    from runbooks.budget_plan import bucket_capacity, solve_safe_flags
-    from runbooks.budget_whatif import PlanError, apply_what_if, parse_what_if
+    from runbooks.sizing.budget import compute_budget
+    from runbooks.sizing.capacity import bucket_capacity, solve_safe_flags
+    from runbooks.sizing.conflicts import find_conflicts
+    from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
 
     if args.target_headroom is not None and not args.profile:
         raise UsageError("headroom_needs_profile")
@@ -157,8 +157,8 @@ def _read_profile(path: str):
 
 def resolve(args: argparse.Namespace) -> Setup:
     """Model, GPU and BudgetInputs from the flags and the Deployment (flags win)."""
-    from runbooks.budget import inputs_from_config
-    from runbooks.budget_types import BudgetInputs
+    from runbooks.sizing.budget import inputs_from_config
+    from runbooks.sizing.types import BudgetInputs
 
     workload = config = None
     if args.from_deployment:
@@ -224,7 +224,7 @@ def resolve_model(name: str):
     """A catalog model by name, or a config.json (file or folder holding one)."""
     from collectors.errors import ParseError
     from collectors.model_config import load_model_config
-    from runbooks.catalog_models import UnknownModel, find_model
+    from runbooks.catalogs.models import UnknownModel, find_model
 
     path = os.path.join(name, "config.json") if os.path.isdir(name) else name
     if os.path.isfile(path):
@@ -271,7 +271,7 @@ def _read_deployment(path: str):
 
 def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, tuple]:
     """(GpuSpec or None, memory per GPU in GiB, label, notes)."""
-    from runbooks.catalog_gpus import UnknownGpu, find_gpu
+    from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 
     notes: list[tuple[str, dict[str, Any]]] = []
     name = args.gpu
@@ -303,7 +303,7 @@ def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, t
 
 def _gpu_from_workload(workload, notes: list) -> str | None:
     """The GPU a Deployment pins: node label, plus the MIG profile it requests."""
-    from runbooks.catalog_gpus import GPUS
+    from runbooks.catalogs.gpus import GPUS
 
     product = next((workload.node_selector[k] for k in _GPU_LABELS if workload.node_selector.get(k)), None)
     if product and "," in product:

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
         if args.json:
             import json
 
-            from runbooks.serde import to_jsonable
+            from runbooks.model.serde import to_jsonable
 
             json.dump({"bundle": str(out), "files": files, "issues": to_jsonable(ev.issues)}, sys.stdout, indent=2)
             sys.stdout.write("\n")

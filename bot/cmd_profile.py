@@ -65,14 +65,14 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 
 def _threshold() -> float:
-    from runbooks.thresholds import LONG_SHARE_SHIFT
+    from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
 
     return LONG_SHARE_SHIFT
 
 
 def _build(args: argparse.Namespace):
     from bot.render_profile import ProfileView
-    from runbooks.profile import compare
+    from runbooks.profile.requests import compare
 
     if args.access_log:
         scan = _access_log(args.access_log, args.workers)
@@ -135,7 +135,7 @@ def _metrics(args: argparse.Namespace):
     from bot.render_profile import ProfileView
     from collectors.errors import ParseError
     from collectors.request_lengths import profile_from_metrics, read_metrics_file
-    from runbooks.profile import compare
+    from runbooks.profile.requests import compare
 
     texts = {}
     for path in (p for p in (args.metrics, args.baseline) if p):

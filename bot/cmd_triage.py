@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
 def _offline(args: argparse.Namespace, lang: str) -> int:
     from bot.i18n import Catalog
     from collectors.bundle import BundleError, has_evidence, load_bundle
-    from runbooks.triage import triage
+    from runbooks.triage.runbook import triage
 
     cat = Catalog.load(lang)
     if not os.path.isdir(args.bundle):

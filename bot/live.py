@@ -15,9 +15,9 @@ from pathlib import Path
 
 from bot.bundle_out import write_bundle_json
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
-from runbooks.evidence import Evidence
-from runbooks.report import Report
-from runbooks.triage import STEPS, triage
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Report
+from runbooks.triage.runbook import STEPS, triage
 
 #: a live triage reports one more step than the offline one: the collection itself
 LIVE_STEPS = ("collect", *STEPS[1:])

@@ -9,11 +9,11 @@ from typing import Any
 from bot.i18n import Catalog
 from bot.templating import environment
 from bot.wording import pct
-from runbooks.budget_conflicts import Conflict
-from runbooks.budget_plan import ENGINE_FLAGS, BucketCapacity, SafePlan, current_fraction
-from runbooks.budget_types import Budget, BudgetInputs
-from runbooks.budget_whatif import before_value
-from runbooks.evidence import ModelSpec, RequestProfile
+from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.sizing.capacity import ENGINE_FLAGS, BucketCapacity, SafePlan, current_fraction
+from runbooks.sizing.conflicts import Conflict
+from runbooks.sizing.types import Budget, BudgetInputs
+from runbooks.sizing.whatif import before_value
 
 #: Budget fields every budget JSON carries, in this order (the README documents them)
 BUDGET_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_gib", "kv_cache_gib",

@@ -1,11 +1,11 @@
 """GPU snapshots (`gpumem snapshot`, the agent's /snapshot) as JSON, CSV and terminal text.
 
-JSON is the evidence itself: `runbooks.serde.to_jsonable(GpuSnapshot)` plus `schema_version`,
+JSON is the evidence itself: `runbooks.model.serde.to_jsonable(GpuSnapshot)` plus `schema_version`,
 so a sample loads back with `collectors.nvml.parse_snapshot_json`. CSV has one row per
 device per sample, units in the column names. Text is a table per sample, worded through
 the catalog.
 
->>> from runbooks.evidence import GpuSnapshot
+>>> from runbooks.model.evidence import GpuSnapshot
 >>> snapshot_json(GpuSnapshot(source="nvml"))["schema_version"]
 1
 """
@@ -18,8 +18,8 @@ import unicodedata
 from typing import Any
 
 from bot.i18n import Catalog
-from runbooks.evidence import GpuDevice, GpuSnapshot
-from runbooks.serde import to_jsonable
+from runbooks.model.evidence import GpuDevice, GpuSnapshot
+from runbooks.model.serde import to_jsonable
 
 SCHEMA_VERSION = 1
 MIB = 2**20

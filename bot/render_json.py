@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.i18n import Catalog
-from runbooks.report import Report
-from runbooks.serde import to_jsonable
+from runbooks.model.report import Report
+from runbooks.model.serde import to_jsonable
 
 
 def report_json(report: Report, lang: str = "en") -> dict[str, Any]:

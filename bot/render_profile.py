@@ -9,10 +9,10 @@ from typing import Any
 from bot.i18n import Catalog
 from bot.templating import environment
 from bot.wording import pct, shift_label
-from runbooks.evidence import BUCKETS, ProfileShift, RequestProfile
-from runbooks.profile import BUCKET_LIMITS
-from runbooks.profile_detail import ProfileDetail
-from runbooks.thresholds import LONG_SHARE_SHIFT
+from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
+from runbooks.model.evidence import BUCKETS, ProfileShift, RequestProfile
+from runbooks.profile.detail import ProfileDetail
+from runbooks.profile.requests import BUCKET_LIMITS
 
 _BAR_CHARS = 30
 

@@ -19,7 +19,7 @@ from bot.i18n import Catalog
 from bot.render_text import view
 from bot.slack_blocks import Block, Message, esc
 from bot.wording import pct
-from runbooks.report import Report
+from runbooks.model.report import Report
 
 RERUN_ACTION = "gpumem_rerun"
 #: thread messages before the rest goes to a file

@@ -12,8 +12,8 @@ from bot.render_slack import t
 from bot.render_text import view
 from bot.slack_blocks import Block, Message, esc
 from bot.wording import pct
-from runbooks.evidence import BUCKETS, Evidence, GpuDevice
-from runbooks.report import Report
+from runbooks.model.evidence import BUCKETS, Evidence, GpuDevice
+from runbooks.model.report import Report
 
 GIB = 1024**3
 #: how each verb is typed, and an example (syntax, not wording)

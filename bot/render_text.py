@@ -7,7 +7,7 @@ from typing import Any
 from bot.i18n import Catalog
 from bot.templating import environment
 from bot.wording import action_text, fact_text, issue_text, pct, shift_label
-from runbooks.report import Report
+from runbooks.model.report import Report
 
 
 def view(report: Report, lang: str) -> dict[str, Any]:

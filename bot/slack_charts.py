@@ -13,8 +13,8 @@ import io
 import threading
 
 from bot.i18n import Catalog
-from runbooks.evidence import Evidence
-from runbooks.report import Report
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Report
 
 _DRAW = threading.Lock()
 _COLORS = {"weights": "#4e79a7", "static": "#76b7b2", "kv": "#f28e2b", "free": "#d9d9d9", "used": "#e15759"}

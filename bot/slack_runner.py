@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from runbooks.evidence import Evidence
-from runbooks.report import Report
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Report
 
 Progress = Callable[[int, int, str], None]
 
@@ -73,7 +73,7 @@ class BundleRunner:
 
     def __call__(self, target: str, context: str | None, on_step: Progress) -> TriageOutcome:
         from collectors.bundle import load_bundle
-        from runbooks.triage import triage
+        from runbooks.triage.runbook import triage
 
         folder = self.bundles.get(target)
         if folder is None:

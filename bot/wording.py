@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.i18n import Catalog
-from runbooks.evidence import ReadIssue
-from runbooks.report import Action, Fact
+from runbooks.model.evidence import ReadIssue
+from runbooks.model.report import Action, Fact
 
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind"}

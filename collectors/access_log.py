@@ -29,8 +29,8 @@ from typing import Any
 from collectors.errors import ParseError
 from collectors.log_time import epoch_time, parse_time, search_time
 from collectors.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
-from runbooks.evidence import RequestProfile
-from runbooks.profile import ProfileBuilder
+from runbooks.model.evidence import RequestProfile
+from runbooks.profile.requests import ProfileBuilder
 
 NO_LENGTHS = "no request lengths found (expected input_tokens=/output_tokens= or JSON usage)"
 

@@ -37,9 +37,9 @@ from collectors.access_log import NO_LENGTHS
 from collectors.access_log_scan import PAD_BYTES, BlockTally, LineTooLong, scan_block
 from collectors.errors import ParseError
 from collectors.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
-from runbooks.evidence import RequestProfile
-from runbooks.profile import ProfileBuilder
-from runbooks.profile_detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
+from runbooks.model.evidence import RequestProfile
+from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
+from runbooks.profile.requests import ProfileBuilder
 
 #: files smaller than this are scanned in this process (starting workers costs more)
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024

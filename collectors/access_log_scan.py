@@ -27,8 +27,8 @@ import numpy as np
 from collectors.access_log import _FAST, parse_access_line
 from collectors.log_time import parse_time
 from collectors.textio import MAX_LINE_BYTES
-from runbooks.evidence import BUCKETS
-from runbooks.profile import bucket_of
+from runbooks.model.evidence import BUCKETS
+from runbooks.profile.requests import bucket_of
 
 #: bytes a block must have after its last line: the widest word load reaches this far
 PAD_BYTES = 256
@@ -121,7 +121,7 @@ def _count_into(small: np.ndarray, big: Counter[int], values: np.ndarray) -> Non
 
 
 def _classes(v_in: np.ndarray, v_out: np.ndarray) -> np.ndarray:
-    """Bucket index of each request (the runbook's rule, as `runbooks.profile.bucket_of`)."""
+    """Bucket index of each request (the runbook's rule, as `runbooks.profile.requests.bucket_of`)."""
     c_in = (v_in > 512).astype(np.uint8) + (v_in > 2048) + (v_in > 8192)
     c_out = (v_out > 128).astype(np.uint8) + (v_out > 256) + (v_out > 512)
     return np.maximum(c_in, c_out)

@@ -24,8 +24,8 @@ from collectors.logs import read_server_log
 from collectors.metrics import parse_metrics
 from collectors.model_config import parse_model_config
 from collectors.nvidia_smi import parse_nvidia_smi
-from runbooks.evidence import Evidence, ReadIssue
-from runbooks.serde import SerdeError, from_jsonable
+from runbooks.model.evidence import Evidence, ReadIssue
+from runbooks.model.serde import SerdeError, from_jsonable
 
 #: files read whole are capped; logs and access logs stream and have no cap
 MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024

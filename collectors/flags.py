@@ -37,7 +37,7 @@ from collectors.launch_forms import (
     is_engine_release,
     locate_launch,
 )
-from runbooks.evidence import ServerConfig
+from runbooks.model.evidence import ServerConfig
 
 _NUMBER_WORD = re.compile(r"-\d+(\.\d+)?")
 _INT = re.compile(r"[+-]?\d{1,18}")

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from collectors.errors import CollectorError
-from runbooks.evidence import ReadIssue
+from runbooks.model.evidence import ReadIssue
 
 #: enough connections for every pod's logs and metrics at once
 DEFAULT_POOL_MAXSIZE = 64

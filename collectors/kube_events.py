@@ -23,7 +23,7 @@ from typing import Any
 from collectors.errors import ParseError
 from collectors.kube_fields import as_int, as_list, as_mapping, as_str, as_time, parse_instant
 from collectors.kube_yaml import load_yaml_documents
-from runbooks.evidence import K8sEvent, ReadIssue
+from runbooks.model.evidence import K8sEvent, ReadIssue
 
 _HEADER_NAMES = frozenset({
     "NAMESPACE", "LAST SEEN", "FIRST SEEN", "COUNT", "NAME", "KIND", "SUBOBJECT", "TYPE", "REASON",

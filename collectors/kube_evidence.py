@@ -37,7 +37,7 @@ from collectors.logs import parse_server_log
 from collectors.metrics import parse_metrics
 from collectors.metrics_total import sum_server_metrics
 from collectors.textio import iter_lines
-from runbooks.evidence import Evidence, LogSignals, ReadIssue
+from runbooks.model.evidence import Evidence, LogSignals, ReadIssue
 
 try:
     from yaml import CSafeDumper as _Dumper

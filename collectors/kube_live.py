@@ -55,7 +55,7 @@ from collectors.kube_related import colocated_from_object
 from collectors.kube_runner import CallRunner
 from collectors.kube_selectors import selector_query
 from collectors.kube_snapshot import KubeSnapshot, LogTail, Scrape
-from runbooks.evidence import ReadIssue, ServerConfig
+from runbooks.model.evidence import ReadIssue, ServerConfig
 
 DEFAULT_DEADLINE_S = 5.0
 DEFAULT_TAIL_LINES = 2000

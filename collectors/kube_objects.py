@@ -29,7 +29,7 @@ from collectors.kube_events import events_from_objects, parse_events, parse_even
 from collectors.kube_fields import as_int, as_list, as_mapping, as_str, as_time, dig, fail, str_map
 from collectors.kube_pod_spec import gpu_request, node_selector, pick_server_container, probes, shm_size
 from collectors.kube_yaml import load_yaml_documents
-from runbooks.evidence import Autoscaler, ContainerState, PodState, ServerConfig, Workload
+from runbooks.model.evidence import Autoscaler, ContainerState, PodState, ServerConfig, Workload
 
 __all__ = [
     "autoscaler_from_object",

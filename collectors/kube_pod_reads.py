@@ -17,7 +17,7 @@ from typing import Any
 
 from collectors.errors import ParseError
 from collectors.kube_pod_spec import pick_server_container
-from runbooks.evidence import ServerConfig
+from runbooks.model.evidence import ServerConfig
 
 #: where each engine serves HTTP (and /metrics) in its pod unless told otherwise
 ENGINE_PORTS = {"vllm": 8000, "tgi": 80, "sglang": 30000}

@@ -10,7 +10,7 @@ from typing import Any
 
 from collectors.flags import server_config_from_container
 from collectors.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, fail, str_map
-from runbooks.evidence import GpuRequest, Probe, ServerConfig
+from runbooks.model.evidence import GpuRequest, Probe, ServerConfig
 
 MIG_PREFIX = "nvidia.com/mig-"
 WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")

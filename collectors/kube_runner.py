@@ -25,7 +25,7 @@ from typing import Any
 
 from collectors.errors import ParseError
 from collectors.kube_client import Call, issue_for
-from runbooks.evidence import ReadIssue
+from runbooks.model.evidence import ReadIssue
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runbooks.evidence import ReadIssue
+from runbooks.model.evidence import ReadIssue
 
 __all__ = ["KubeSnapshot", "LogTail", "Scrape"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from collectors.kube_client import make_api_client
 from collectors.kube_evidence import bundle_files, snapshot_evidence
 from collectors.kube_live import KubeSnapshot, gather_workload
-from runbooks.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
+from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
 
 #: the default deadline per source and for the whole collection, seconds (issue contract)
 SOURCE_DEADLINE_S = 5.0

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from runbooks.evidence import StartupMemory
+from runbooks.model.evidence import StartupMemory
 
 _F = r"(\d{1,7}(?:\.\d{1,12})?)"
 _GIB = _F + r"\s*Gi?B"

@@ -13,7 +13,7 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
-from runbooks.evidence import StatsSample
+from runbooks.model.evidence import StatsSample
 
 _NUM = r"(\d{1,12}(?:\.\d{1,12})?)"
 

@@ -30,8 +30,8 @@ from collectors.log_startup import StartupReader
 from collectors.log_stats import merge_peak, parse_stats
 from collectors.log_time import month_day_time, parse_time
 from collectors.textio import MAX_LINE_BYTES, decode_line, iter_lines
-from runbooks.evidence import LogSignals, SignalCount, StatsSample
-from runbooks.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
+from runbooks.catalogs.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
+from runbooks.model.evidence import LogSignals, SignalCount, StatsSample
 
 EXAMPLE_CHARS = 300
 

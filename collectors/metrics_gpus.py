@@ -11,7 +11,7 @@ DCGM reports framebuffer memory in MiB; one device per `gpu` label, or per MIG i
 from __future__ import annotations
 
 from collectors.metrics_samples import Labels, Samples, Series, natural_key
-from runbooks.evidence import GpuDevice
+from runbooks.model.evidence import GpuDevice
 
 MIB = 2**20
 

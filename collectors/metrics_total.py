@@ -7,7 +7,7 @@ Each pod is its own server with its own queue and KV cache, so:
 - histograms add up bucket by bucket (bounds every pod shares; a pod with other bounds is
   counted at its nearest bound below, never above).
 
->>> from runbooks.evidence import ServerMetrics
+>>> from runbooks.model.evidence import ServerMetrics
 >>> total = sum_server_metrics([ServerMetrics("a", queue_depth=3.0, kv_cache_usage_ratio=0.5),
 ...                             ServerMetrics("b", queue_depth=4.0, kv_cache_usage_ratio=0.9)])
 >>> total.queue_depth, total.kv_cache_usage_ratio
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from runbooks.evidence import Histogram, ServerMetrics
+from runbooks.model.evidence import Histogram, ServerMetrics
 
 T = TypeVar("T", int, float)
 

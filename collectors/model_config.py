@@ -3,7 +3,7 @@
 Handles the shapes seen across Llama, Qwen 2/2.5/3 (dense and MoE), Mistral/Mixtral, Gemma 2
 and 3 (`text_config` nesting), Phi, DeepSeek V2/V3 (MLA, shared experts), gpt-oss
 (`layer_types`, MXFP4) and multimodal wrappers. The parameter count is estimated from the
-architecture (`runbooks.weights.estimate_params`) with the extra facts only the config has.
+architecture (`runbooks.sizing.weights.estimate_params`) with the extra facts only the config has.
 
 >>> spec = parse_model_config('{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}')
 >>> spec.num_layers, spec.head_dim
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors.errors import ParseError
-from runbooks.evidence import ModelSpec
-from runbooks.weights import estimate_params
+from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.weights import estimate_params
 
 #: counts above this are not a model config (and would overflow float arithmetic)
 _MAX_COUNT = 1 << 40

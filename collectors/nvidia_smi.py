@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from collectors.errors import ParseError
-from runbooks.evidence import GpuDevice, GpuProcess, GpuSnapshot
+from runbooks.model.evidence import GpuDevice, GpuProcess, GpuSnapshot
 
 MIB = 2**20
 

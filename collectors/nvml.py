@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collectors.errors import CollectorError, ParseError
-from runbooks.evidence import GpuDevice, GpuProcess, GpuSnapshot
-from runbooks.serde import SerdeError, from_jsonable
+from runbooks.model.evidence import GpuDevice, GpuProcess, GpuSnapshot
+from runbooks.model.serde import SerdeError, from_jsonable
 
 SOURCE = "nvml"
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 
 from collectors.errors import CollectorError, ParseError
-from runbooks.evidence import ReadIssue
+from runbooks.model.evidence import ReadIssue
 
 SOURCE = "prometheus"
 #: PrometheusError kinds

@@ -24,7 +24,7 @@ from typing import Any
 from collectors import prometheus_promql as q
 from collectors.prometheus import SOURCE, PrometheusClient, PrometheusError, PromSeries, QueryResult
 from collectors.prometheus_lengths import profile_from_lengths
-from runbooks.evidence import (
+from runbooks.model.evidence import (
     MemoryHistory,
     MemoryPoint,
     MemorySeries,

@@ -3,7 +3,7 @@
 The lengths query answers, at the end of the first and of the last quarter of the window,
 `sum by (le) (increase(<prompt|generation>_bucket[quarter]))` tagged `hist="prompt"` or
 `hist="generation"`. Each becomes a `Histogram`, each pair a `RequestProfile`
-(`runbooks.profile.profile_from_histograms`), and the two profiles a `ProfileShift`.
+(`runbooks.profile.requests.profile_from_histograms`), and the two profiles a `ProfileShift`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from collectors.prometheus import SOURCE, QueryResult
-from runbooks.evidence import Histogram, RequestProfile
-from runbooks.profile import compare, profile_from_histograms
+from runbooks.model.evidence import Histogram, RequestProfile
+from runbooks.profile.requests import compare, profile_from_histograms
 
 
 def histograms_from(result: QueryResult) -> dict[float, dict[str, Histogram]]:

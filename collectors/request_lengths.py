@@ -28,9 +28,9 @@ from os import PathLike
 from collectors.access_log import parse_access_line
 from collectors.metrics import parse_metrics
 from collectors.textio import MAX_LINE_BYTES, iter_lines
-from runbooks.evidence import Histogram, RequestProfile, ServerMetrics
-from runbooks.profile import ProfileBuilder, profile_from_histograms
-from runbooks.profile_detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
+from runbooks.model.evidence import Histogram, RequestProfile, ServerMetrics
+from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
+from runbooks.profile.requests import ProfileBuilder, profile_from_histograms
 
 _MARKERS = (b"prompt_tokens", b"input_tokens")
 _ENGINE_HINTS = ((b"text_generation", "tgi"), (b"vllm", "vllm"), (b"sglang", "sglang"), (b" TP0]", "sglang"))

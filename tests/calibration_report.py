@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runbooks.budget import Budget, BudgetInputs, compute_budget
-from runbooks.catalog_models import find_model
-from runbooks.evidence import ModelSpec
+from runbooks.catalogs.models import find_model
+from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.budget import Budget, BudgetInputs, compute_budget
 
 CASES_PATH = Path(__file__).parent / "data" / "calibration" / "startup_cases.json"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from collectors.access_log import NO_LENGTHS, parse_access_line, parse_access_lines, read_access_log
 from collectors.errors import ParseError
-from runbooks.profile import ProfileBuilder
+from runbooks.profile.requests import ProfileBuilder
 
 DATA = Path(__file__).parent / "data" / "access"
 

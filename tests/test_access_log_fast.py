@@ -16,7 +16,7 @@ from collectors.access_log import read_access_log
 from collectors.access_log_fast import read_access_log_fast, scan_access_log
 from collectors.errors import ParseError
 from collectors.textio import MAX_LINE_BYTES
-from runbooks.profile import ProfileBuilder
+from runbooks.profile.requests import ProfileBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted([*ROOT.glob("examples/*/access.log"), *ROOT.glob("tests/data/access/*.log")])

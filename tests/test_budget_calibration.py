@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.budget_types import FAILURE_IDS
+from runbooks.sizing.types import FAILURE_IDS
 from tests.calibration_report import (
     EXCLUDED,
     INPUT_NOTES,

@@ -12,10 +12,10 @@ import pytest
 from bot.cli import main
 from collectors.access_log_fast import scan_access_log
 from collectors.model_config import load_model_config
-from runbooks.budget import compute_budget
-from runbooks.budget_plan import solve_safe_flags
-from runbooks.budget_types import BudgetInputs
-from runbooks.catalog_models import find_model
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import compute_budget
+from runbooks.sizing.capacity import solve_safe_flags
+from runbooks.sizing.types import BudgetInputs
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENT = ROOT / "examples" / "runbook-incident"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.budget import budget_from_config, inputs_from_config
-from runbooks.catalog_models import find_model
-from runbooks.evidence import ServerConfig
+from runbooks.catalogs.models import find_model
+from runbooks.model.evidence import ServerConfig
+from runbooks.sizing.budget import budget_from_config, inputs_from_config
 
 QWEN7 = find_model("Qwen/Qwen2.5-7B-Instruct")
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from runbooks.budget import kv_bytes_per_token
-from runbooks.catalog_models import find_model
-from runbooks.kv import dtype_bytes, kv_heads_per_rank, request_kv_bytes, serving_dtype, window_layers
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import kv_bytes_per_token
+from runbooks.sizing.kv import dtype_bytes, kv_heads_per_rank, request_kv_bytes, serving_dtype, window_layers
 
 
 def test_qwen25_7b_bf16_stores_57344_bytes_per_token_on_one_gpu():

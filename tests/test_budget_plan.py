@@ -8,21 +8,21 @@ from dataclasses import replace
 
 import pytest
 
-from runbooks.budget import compute_budget
-from runbooks.budget_conflicts import find_conflicts
-from runbooks.budget_plan import (
+from runbooks.catalogs.gpus import find_gpu
+from runbooks.catalogs.models import find_model
+from runbooks.model.evidence import BucketShare, RequestProfile
+from runbooks.profile.detail import ProfileDetail
+from runbooks.sizing.budget import compute_budget
+from runbooks.sizing.capacity import (
     SAFE_FRACTION,
     bucket_capacity,
     current_fraction,
     round_context,
     solve_safe_flags,
 )
-from runbooks.budget_types import Budget, BudgetInputs
-from runbooks.budget_whatif import PlanError, apply_what_if, before_value, parse_what_if
-from runbooks.catalog_gpus import find_gpu
-from runbooks.catalog_models import find_model
-from runbooks.evidence import BucketShare, RequestProfile
-from runbooks.profile_detail import ProfileDetail
+from runbooks.sizing.conflicts import find_conflicts
+from runbooks.sizing.types import Budget, BudgetInputs
+from runbooks.sizing.whatif import PlanError, apply_what_if, before_value, parse_what_if
 
 QWEN7B = find_model("Qwen/Qwen2.5-7B-Instruct")
 

@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runbooks.budget import BudgetInputs, compute_budget
-from runbooks.catalog_models import find_model, model_names
+from runbooks.catalogs.models import find_model, model_names
+from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 _VERSIONS = {"vllm": [None, "0.6.4", "0.6.6", "0.7.3", "0.8.5", "0.10.1", "0.11.0", "0.21.0"],
              "sglang": [None, "0.4.3", "0.4.6", "0.5.2"], "tgi": [None, "2.2.0", "3.1.0"]}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.budget import BudgetInputs, compute_budget
-from runbooks.catalog_models import find_model
-from runbooks.engine_defaults import sglang_mem_fraction_static
+from runbooks.catalogs.engine_defaults import sglang_mem_fraction_static
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 QWQ = find_model("Qwen/QwQ-32B")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.budget import BudgetInputs, compute_budget
-from runbooks.budget_tgi import TGI_WIGGLE_ROOM
-from runbooks.catalog_models import find_model
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import BudgetInputs, compute_budget
+from runbooks.sizing.tgi import TGI_WIGGLE_ROOM
 
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
 

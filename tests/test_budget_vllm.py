@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.budget import FAILURE_IDS, BudgetInputs, compute_budget
-from runbooks.catalog_models import find_model
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import FAILURE_IDS, BudgetInputs, compute_budget
 
 QWEN7 = find_model("Qwen/Qwen2.5-7B-Instruct")
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")

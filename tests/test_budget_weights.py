@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from runbooks.budget import weights_bytes
-from runbooks.catalog_models import find_model
-from runbooks.weights import (
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import weights_bytes
+from runbooks.sizing.weights import (
     allocator_slack_bytes,
     estimate_params,
     lora_bytes,

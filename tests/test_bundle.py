@@ -11,8 +11,8 @@ import pytest
 
 from bot.bundle_out import write_bundle_json
 from collectors.bundle import BundleError, has_evidence, load_bundle
-from runbooks.evidence import Evidence, MemoryHistory, MemoryPoint, MemorySeries
-from runbooks.triage import triage
+from runbooks.model.evidence import Evidence, MemoryHistory, MemoryPoint, MemorySeries
+from runbooks.triage.runbook import triage
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runbooks.catalog_gpus import GPUS, UnknownGpu, find_gpu, gpu_names
-from runbooks.catalog_models import UnknownModel, find_model, model_names, split_quantization
-from runbooks.kv import kv_bytes_per_token
+from runbooks.catalogs.gpus import GPUS, UnknownGpu, find_gpu, gpu_names
+from runbooks.catalogs.models import UnknownModel, find_model, model_names, split_quantization
+from runbooks.sizing.kv import kv_bytes_per_token
 
 CALIBRATION = json.loads((Path(__file__).parent / "data" / "calibration" / "startup_cases.json").read_text())
 

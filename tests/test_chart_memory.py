@@ -10,7 +10,7 @@ import pytest
 
 from bot import chart_memory
 from bot.chart_memory import HEIGHT_PX, WIDTH_PX, chart_lang, cjk_font, render_memory_chart
-from runbooks.evidence import MemoryHistory, MemoryPoint, MemorySeries
+from runbooks.model.evidence import MemoryHistory, MemoryPoint, MemorySeries
 
 GIB = 2**30
 START = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.i18n import LANGS, Catalog, MissingMessage
-from runbooks.report import VERDICT_IDS
+from runbooks.model.report import VERDICT_IDS
 
 RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
 

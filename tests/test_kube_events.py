@@ -10,8 +10,8 @@ import pytest
 from collectors.errors import ParseError
 from collectors.kube_events import event_from_object, parse_events_with_issues
 from collectors.kube_objects import parse_events
-from runbooks.evidence import K8sEvent
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import K8sEvent
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "kube"
 

@@ -14,8 +14,8 @@ from collectors.bundle import load_bundle
 from collectors.kube_client import KubeConfigError, TargetNotFound, make_api_client
 from collectors.kube_evidence import LOG_HEADER, bundle_files, snapshot_evidence
 from collectors.kube_live import KubeSnapshot, gather_workload
-from runbooks.evidence import Evidence
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import Evidence
+from runbooks.model.serde import from_jsonable, to_jsonable
 from tests.fake_kube import FakeKube
 from tests.kube_fixtures import (
     INCIDENT_NS,

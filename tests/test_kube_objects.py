@@ -20,8 +20,8 @@ from collectors.kube_objects import (
     pod_state_from_object,
     workload_from_object,
 )
-from runbooks.evidence import GpuRequest, Probe, Workload
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import GpuRequest, Probe, Workload
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "kube"
 

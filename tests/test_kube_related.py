@@ -20,7 +20,7 @@ from collectors.kube_related import (
     routes_from_objects,
 )
 from collectors.kube_selectors import map_selects, selector_matches, selector_query
-from runbooks.evidence import ServerConfig
+from runbooks.model.evidence import ServerConfig
 
 # ------------------------------------------------------------------------ selectors
 

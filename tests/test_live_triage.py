@@ -122,7 +122,7 @@ def test_latest_dcgm_point_stands_in_for_nvidia_smi():
     from datetime import UTC, datetime
 
     from collectors.live import latest_gpu_readings
-    from runbooks.evidence import MemoryHistory, MemoryPoint, MemorySeries
+    from runbooks.model.evidence import MemoryHistory, MemoryPoint, MemorySeries
 
     t1, t2 = datetime(2026, 3, 9, 20, 0, tzinfo=UTC), datetime(2026, 3, 9, 20, 1, tzinfo=UTC)
     hist = MemoryHistory("prometheus", series=(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from collectors.logs import parse_server_log, read_server_log
-from runbooks.evidence import LogSignals, StartupMemory
-from runbooks.serde import from_jsonable, to_jsonable
-from runbooks.signals import RUNBOOK_SIGNALS, SIGNAL_KEYS, match_line
+from runbooks.catalogs.signals import RUNBOOK_SIGNALS, SIGNAL_KEYS, match_line
+from runbooks.model.evidence import LogSignals, StartupMemory
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "logs"
 

@@ -10,8 +10,8 @@ import pytest
 from collectors.errors import ParseError
 from collectors.metrics import parse_metrics
 from collectors.metrics_samples import read_samples
-from runbooks.evidence import ServerMetrics
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import ServerMetrics
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "metrics"
 MIB = 2**20

@@ -6,7 +6,7 @@ import math
 
 from collectors.metrics import parse_metrics
 from collectors.metrics_total import merge_histograms, sum_server_metrics
-from runbooks.evidence import GpuDevice, Histogram, ServerMetrics
+from runbooks.model.evidence import GpuDevice, Histogram, ServerMetrics
 
 
 def test_queues_and_counters_add_up_usage_is_the_fullest_pod_capacity_the_smallest():

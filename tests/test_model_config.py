@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from collectors.errors import ParseError
 from collectors.model_config import load_model_config, parse_model_config
-from runbooks.catalog_models import find_model
-from runbooks.evidence import ModelSpec
-from runbooks.kv import kv_bytes_per_token
+from runbooks.catalogs.models import find_model
+from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.kv import kv_bytes_per_token
 
 DATA = Path(__file__).parent / "data" / "model_configs"
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from collectors.errors import ParseError
 from collectors.nvidia_smi import parse_nvidia_smi
-from runbooks.evidence import GpuProcess, GpuSnapshot
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import GpuProcess, GpuSnapshot
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
 MIB = 2**20

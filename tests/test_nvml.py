@@ -22,8 +22,8 @@ from collectors.nvml import (
     parse_snapshot_json,
     read_gpus,
 )
-from runbooks.evidence import GpuDevice, GpuSnapshot
-from runbooks.serde import to_jsonable
+from runbooks.model.evidence import GpuDevice, GpuSnapshot
+from runbooks.model.serde import to_jsonable
 from tests import fake_nvml
 from tests.fake_nvml import GIB, MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
 

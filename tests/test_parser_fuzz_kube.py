@@ -24,7 +24,7 @@ from collectors.kube_objects import (
     pods_from_objects,
     workload_from_object,
 )
-from runbooks.evidence import Autoscaler, K8sEvent, PodState, ReadIssue, ServerConfig, Workload
+from runbooks.model.evidence import Autoscaler, K8sEvent, PodState, ReadIssue, ServerConfig, Workload
 
 DATA = Path(__file__).parent / "data" / "kube"
 FUZZ = settings(max_examples=200, deadline=None)

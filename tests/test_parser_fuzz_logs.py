@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from collectors.access_log import parse_access_line, parse_access_lines, read_access_log
 from collectors.errors import ParseError
 from collectors.logs import parse_server_log, read_server_log
-from runbooks.evidence import LogSignals, RequestProfile
-from runbooks.signals import SIGNAL_KEYS
+from runbooks.catalogs.signals import SIGNAL_KEYS
+from runbooks.model.evidence import LogSignals, RequestProfile
 
 # pieces of real lines, glued together at random so the fuzz reaches the deeper branches
 _FRAGMENTS = [

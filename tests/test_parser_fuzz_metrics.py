@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from collectors.errors import ParseError
 from collectors.metrics import parse_metrics
-from runbooks.evidence import ServerMetrics
+from runbooks.model.evidence import ServerMetrics
 
 DATA = Path(__file__).parent / "data" / "metrics"
 

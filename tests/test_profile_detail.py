@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from runbooks.profile_detail import DetailBuilder
+from runbooks.profile.detail import DetailBuilder
 
 T0 = datetime(2026, 3, 9, 18, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ import pytest
 from collectors import prometheus_history as history_module
 from collectors.prometheus import PrometheusClient, PrometheusError
 from collectors.prometheus_history import QUERY_KEYS, gather_history
-from runbooks.evidence import Evidence
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import Evidence
+from runbooks.model.serde import from_jsonable, to_jsonable
 from tests import prom_harness as h
 
 MIB = 2**20

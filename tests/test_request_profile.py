@@ -1,4 +1,4 @@
-"""runbooks.profile: the runbook's buckets, exact percentiles, the long-share shift, histograms."""
+"""runbooks.profile.requests: the runbook's buckets, exact percentiles, the long-share shift, histograms."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runbooks.evidence import Histogram, RequestProfile
-from runbooks.profile import (
+from runbooks.model.evidence import Histogram, RequestProfile
+from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.profile.requests import (
     ProfileBuilder,
     bucket_of,
     compare,
     profile_from_histograms,
     profile_of,
 )
-from runbooks.serde import from_jsonable, to_jsonable
 
 T0 = datetime(2026, 3, 9, 20, 0, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ from collectors.flags import (
     server_config_from_container,
 )
 from collectors.kube_yaml import load_yaml_documents
-from runbooks.evidence import ServerConfig
-from runbooks.serde import from_jsonable, to_jsonable
+from runbooks.model.evidence import ServerConfig
+from runbooks.model.serde import from_jsonable, to_jsonable
 
 DATA = Path(__file__).parent / "data" / "kube"
 

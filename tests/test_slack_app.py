@@ -27,7 +27,7 @@ from bot.slack_api import ConnectionRetries, SlackPoster
 from bot.slack_app import listeners, register
 from bot.slack_metrics import BotMetrics
 from bot.slack_runner import VerbOutput, live_runner
-from runbooks.evidence import Evidence
+from runbooks.model.evidence import Evidence
 from tests.fake_slack import signed_headers, slash_body
 from tests.slack_kit import (
     CHANNEL,

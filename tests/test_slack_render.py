@@ -19,9 +19,9 @@ from bot import render_slack_verbs as V
 from bot.slack_blocks import MAX_BLOCKS, violations
 from bot.slack_charts import memory_chart, profile_chart
 from collectors.bundle import load_bundle
-from runbooks.evidence import Evidence, GpuDevice, GpuSnapshot
-from runbooks.report import CheckResult, Finding, Report, fact
-from runbooks.triage import triage
+from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
+from runbooks.model.report import CheckResult, Finding, Report, fact
+from runbooks.triage.runbook import triage
 from tests.fake_slack import block_errors
 from tests.slack_kit import EXAMPLES, NOW
 

@@ -10,7 +10,7 @@ import pytest
 
 from bot.cli import main
 from bot.i18n import Catalog
-from runbooks.report import CAUSE_IDS
+from runbooks.model.report import CAUSE_IDS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BUNDLES = sorted(p for p in EXAMPLES.iterdir() if (p / "expected.json").is_file())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from runbooks.evidence import (
+from runbooks.model.evidence import (
     BucketShare,
     ContainerState,
     Evidence,
@@ -19,8 +19,8 @@ from runbooks.evidence import (
     ServerMetrics,
     SignalCount,
 )
-from runbooks.serde import from_jsonable, to_jsonable
-from runbooks.triage import STEPS, triage
+from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.triage.runbook import STEPS, triage
 
 GIB = 1024**3
 
@@ -128,7 +128,7 @@ def test_progress_reports_every_step_in_order():
 
 
 def test_report_round_trips_through_json():
-    from runbooks.report import Report
+    from runbooks.model.report import Report
 
     ev = Evidence(gpus=_gpus(72), server_config=_config(), requests=_profile(0.5, 0.2, 0.3, 0.0))
     report = triage(ev)
@@ -151,7 +151,7 @@ def test_histogram_quantile_interpolates_and_caps_at_last_finite_bound():
 def test_queue_and_cache_sustained_in_prometheus_history_point_at_kv_pressure():
     from datetime import datetime, timedelta
 
-    from runbooks.evidence import ServiceHistory
+    from runbooks.model.evidence import ServiceHistory
 
     t0 = datetime(2026, 3, 9, 19, 0)
     minutes = [t0 + timedelta(minutes=i) for i in range(30)]
@@ -171,7 +171,7 @@ def test_queue_and_cache_sustained_in_prometheus_history_point_at_kv_pressure():
 def test_short_spikes_in_history_are_not_sustained():
     from datetime import datetime, timedelta
 
-    from runbooks.evidence import ServiceHistory
+    from runbooks.model.evidence import ServiceHistory
 
     t0 = datetime(2026, 3, 9, 19, 0)
     queue = tuple((t0 + timedelta(minutes=i), 30.0 if i % 5 == 0 else 1.0) for i in range(60))
@@ -182,7 +182,7 @@ def test_short_spikes_in_history_are_not_sustained():
 def test_oom_kills_remembered_by_prometheus_count_when_pods_forgot_them():
     from datetime import datetime
 
-    from runbooks.evidence import MemoryHistory
+    from runbooks.model.evidence import MemoryHistory
 
     pods = (PodState("p-1", containers=(ContainerState("vllm", restart_count=2, last_termination_reason="Error"),)),)
     hist = MemoryHistory("prometheus", oom_killed_at=(datetime(2026, 3, 9, 19, 40), datetime(2026, 3, 9, 19, 55)))

@@ -1,0 +1,646 @@
+"""Typed evidence: what gpumem knows about a service, whatever source it came from.
+
+Every item is a frozen dataclass that round-trips through JSON (see `runbooks.model.serde`).
+Every item is optional on `Evidence`; an item that could not be gathered leaves a
+`ReadIssue` behind that says which source, which line, and why.
+
+Units are in the names: `*_bytes`, `*_gib`, `*_ratio` (0..1), `*_pct` (0..100), `*_s`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+ENGINES = ("vllm", "tgi", "sglang")
+
+#: kinds of ReadIssue; renderers word each one.
+ISSUE_KINDS = ("unreadable", "missing", "forbidden", "not_found", "timeout", "unreachable", "skipped")
+
+
+@dataclass(frozen=True)
+class ReadIssue:
+    """A source that could not be read (whole or in part), with the reason.
+
+    >>> ReadIssue(source="metrics.txt", line=12, message="bad sample value 'x'")
+    """
+
+    source: str
+    message: str
+    line: int | None = None
+    kind: str = "unreadable"
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int | None = None
+    name: str | None = None
+    used_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU, or one MIG slice of a GPU (then `mig_profile` is set)."""
+
+    index: str
+    name: str | None = None
+    uuid: str | None = None
+    mig_profile: str | None = None
+    used_bytes: int | None = None
+    total_bytes: int | None = None
+    reserved_bytes: int | None = None
+    util_gpu_pct: float | None = None
+    #: bandwidth busy time, NOT fullness (nvidia-smi utilization.memory, DCGM MEM_COPY_UTIL)
+    util_mem_bandwidth_pct: float | None = None
+    host: str | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def used_ratio(self) -> float | None:
+        if self.used_bytes is None or not self.total_bytes:
+            return None
+        return self.used_bytes / self.total_bytes
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """GPU memory readings at one instant. `source`: nvidia-smi.txt, nvml, dcgm, metrics.txt."""
+
+    source: str
+    devices: tuple[GpuDevice, ...] = ()
+    taken_at: datetime | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    at: datetime
+    used_bytes: float
+    total_bytes: float | None = None
+
+
+@dataclass(frozen=True)
+class MemorySeries:
+    """GPU memory of one device (or pod) over time."""
+
+    label: str
+    points: tuple[MemoryPoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryHistory:
+    source: str
+    series: tuple[MemorySeries, ...] = ()
+    restarts_at: tuple[datetime, ...] = ()
+    start: datetime | None = None
+    end: datetime | None = None
+    #: the restarts among `restarts_at` whose container was OOMKilled (host RAM, not GPU memory)
+    oom_killed_at: tuple[datetime, ...] = ()
+
+
+#: a reading over time: (instant, value) pairs, oldest first
+TimeSeries = tuple[tuple[datetime, float], ...]
+
+
+@dataclass(frozen=True)
+class ServiceHistory:
+    """An inference service's engine readings over a window, for all its pods together.
+
+    `queue_depth` is summed over pods and engines; `kv_cache_usage_ratio` is the max over them
+    (the fullest engine is the one that preempts); `preemptions_per_s` is a rate summed over
+    pods; `ttft_p99_s` is the p99 of every pod's requests together. `requests` is the request
+    profile of the last quarter of the window, estimated from the token histograms, with its
+    `shift` against the first quarter.
+    """
+
+    source: str
+    engine: str | None = None
+    flavor: str | None = None
+    queue_depth: TimeSeries = ()
+    kv_cache_usage_ratio: TimeSeries = ()
+    preemptions_per_s: TimeSeries = ()
+    ttft_p99_s: TimeSeries = ()
+    requests: RequestProfile | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    step_s: float | None = None
+
+
+# ------------------------------------------------------------------ histograms
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A cumulative histogram: (upper bound, cumulative count) pairs, +Inf last.
+
+    >>> Histogram(buckets=((10.0, 4.0), (math.inf, 5.0)), count=5.0).quantile(0.5)
+    6.25
+    """
+
+    buckets: tuple[tuple[float, float], ...]
+    count: float
+    sum: float | None = None
+
+    def quantile(self, q: float) -> float | None:
+        """Prometheus-style histogram_quantile: linear interpolation inside a bucket.
+
+        Returns the largest finite bound when the rank falls in +Inf, None when empty.
+        """
+        if not self.buckets or self.count <= 0:
+            return None
+        rank = q * self.count
+        prev_bound, prev_count = 0.0, 0.0
+        for bound, cum in self.buckets:
+            if cum >= rank:
+                if math.isinf(bound):
+                    return prev_bound
+                if cum == prev_count:
+                    return bound
+                return prev_bound + (bound - prev_bound) * (rank - prev_count) / (cum - prev_count)
+            prev_bound, prev_count = bound, cum
+        return prev_bound
+
+    def share_above(self, threshold: float) -> float | None:
+        """Fraction of observations above `threshold`, interpolating inside a bucket."""
+        if not self.buckets or self.count <= 0:
+            return None
+        prev_bound, prev_count = 0.0, 0.0
+        for bound, cum in self.buckets:
+            if bound >= threshold:
+                if math.isinf(bound):
+                    below = prev_count
+                else:
+                    width = bound - prev_bound
+                    frac = (threshold - prev_bound) / width if width > 0 else 1.0
+                    below = prev_count + (cum - prev_count) * frac
+                return max(0.0, min(1.0, 1.0 - below / self.count))
+            prev_bound, prev_count = bound, cum
+        return 0.0
+
+
+# ------------------------------------------------------------- server metrics
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    """An inference server's /metrics, normalised across engines and versions.
+
+    `engine`: vllm, tgi, sglang, or generic (the runbook's `llm_*` names only).
+    `flavor`: finer identification, e.g. "vllm-v0", "vllm-v1".
+    Gauges are summed over V1 `engine` labels (queue, running) or maxed (usage ratio).
+    """
+
+    source: str
+    engine: str = "generic"
+    flavor: str | None = None
+    model_name: str | None = None
+    engine_count: int = 1
+    queue_depth: float | None = None
+    running_requests: float | None = None
+    kv_cache_usage_ratio: float | None = None
+    kv_cache_capacity_tokens: int | None = None
+    kv_cache_used_tokens: float | None = None
+    preemptions_total: float | None = None
+    rejected_total: float | None = None
+    failed_requests_total: float | None = None
+    requests_total: float | None = None
+    ttft_seconds: Histogram | None = None
+    prompt_tokens: Histogram | None = None
+    generation_tokens: Histogram | None = None
+    #: vLLM cache_config_info labels, as printed ("16", "0.9", "None")
+    cache_config: dict[str, str] = field(default_factory=dict)
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    #: from DCGM exporter series or the runbook's gpu_memory_used_bytes
+    gpus: tuple[GpuDevice, ...] = ()
+
+
+# -------------------------------------------------------------- server config
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The server's memory-relevant flags, normalised across engines.
+
+    Engine-independent names:
+    - `max_model_len`: vLLM --max-model-len, SGLang --context-length, TGI --max-total-tokens
+    - `max_num_seqs`: vLLM --max-num-seqs, SGLang --max-running-requests, TGI --max-batch-size
+    - `memory_fraction` with `memory_fraction_kind`:
+      "total" (vLLM --gpu-memory-utilization: share of the card's total memory),
+      "free_static" (SGLang --mem-fraction-static: share of free memory for weights + KV),
+      "process" (TGI --cuda-memory-fraction: torch per-process cap).
+    `flags` keeps every flag seen, by canonical long name without dashes ("max-model-len").
+    """
+
+    source: str
+    engine: str | None = None
+    engine_version: str | None = None
+    launch_form: str | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    memory_fraction: float | None = None
+    memory_fraction_kind: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    enforce_eager: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    max_input_tokens: int | None = None
+    max_batch_prefill_tokens: int | None = None
+    max_batch_total_tokens: int | None = None
+    max_concurrent_requests: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    cpu_offload_gb: float | None = None
+    host: str | None = None
+    port: int | None = None
+    flags: dict[str, str] = field(default_factory=dict)
+    #: launch problems a human should know about, as catalog keys ("serve_repeated", ...)
+    warnings: tuple[str, ...] = ()
+    #: memory-relevant environment variables as the container sets them (VLLM_USE_V1,
+    #: PYTORCH_CUDA_ALLOC_CONF, ...); never secrets
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ workload
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str  # liveness | readiness | startup
+    handler: str | None = None  # "GET /health:8000", "exec", "tcp:8000"
+    initial_delay_s: int = 0
+    period_s: int = 10
+    timeout_s: int = 1
+    failure_threshold: int = 3
+
+    @property
+    def budget_s(self) -> int:
+        """Seconds a container may stay unhealthy from start before this probe kills it."""
+        return self.initial_delay_s + self.period_s * self.failure_threshold
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """GPUs a container asks for: whole GPUs or one MIG profile."""
+
+    resource: str  # "nvidia.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/gpumem"
+    count: int = 1
+    mig_profile: str | None = None
+    #: GPU memory granted per GPU when a vGPU scheduler caps it (HAMi nvidia.com/gpumem, in MiB)
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    name: str
+    restart_count: int = 0
+    ready: bool | None = None
+    state: str | None = None  # running | waiting | terminated
+    state_reason: str | None = None  # CrashLoopBackOff, OOMKilled, ...
+    started_at: datetime | None = None
+    last_termination_reason: str | None = None
+    last_exit_code: int | None = None
+    last_finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    namespace: str | None = None
+    node: str | None = None
+    phase: str | None = None
+    started_at: datetime | None = None
+    containers: tuple[ContainerState, ...] = ()
+    gpu: GpuRequest | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def restarts(self) -> int:
+        return sum(c.restart_count for c in self.containers)
+
+
+@dataclass(frozen=True)
+class K8sEvent:
+    reason: str
+    message: str = ""
+    type: str = "Normal"
+    object_kind: str | None = None
+    object_name: str | None = None
+    count: int = 1
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    name: str
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    #: "Resource:cpu", "Resource:memory", "Pods:llm_queue_depth", "External:..."
+    metrics: tuple[str, ...] = ()
+    current_replicas: int | None = None
+    target_kind: str | None = None
+    target_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The Deployment (or StatefulSet) that runs the server."""
+
+    source: str
+    name: str
+    namespace: str | None = None
+    kind: str = "Deployment"
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    container: str | None = None
+    image: str | None = None
+    gpu: GpuRequest | None = None
+    probes: tuple[Probe, ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    max_surge: str | None = None
+    max_unavailable: str | None = None
+    shm_size: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    generation: int | None = None
+    revision: str | None = None
+
+
+# --------------------------------------------------------------------- logs
+
+
+@dataclass(frozen=True)
+class SignalCount:
+    """How often one log signal appeared. `key` is a stable id (see runbooks.catalogs.signals)."""
+
+    key: str
+    count: int
+    first_line: int | None = None
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    example: str | None = None
+
+
+@dataclass(frozen=True)
+class StartupMemory:
+    """What the engine itself printed about memory at start-up (GiB = 2^30 bytes)."""
+
+    total_gpu_gib: float | None = None
+    gpu_memory_utilization: float | None = None
+    weights_gib: float | None = None
+    activation_gib: float | None = None
+    non_torch_gib: float | None = None
+    kv_cache_gib: float | None = None
+    cudagraph_gib: float | None = None
+    gpu_blocks: int | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_model_len: int | None = None
+    #: the engine's start-up capacity error, verbatim but clipped
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class StatsSample:
+    """One periodic stats line (vLLM "Avg prompt throughput", SGLang "Decode batch")."""
+
+    at: datetime | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage_ratio: float | None = None
+    preemptions: float | None = None
+
+
+@dataclass(frozen=True)
+class LogSignals:
+    source: str
+    lines: int = 0
+    engine: str | None = None
+    engine_version: str | None = None
+    signals: tuple[SignalCount, ...] = ()
+    startup: StartupMemory | None = None
+    stats_last: StatsSample | None = None
+    stats_peak: StatsSample | None = None
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+
+    def count(self, key: str) -> int:
+        return sum(s.count for s in self.signals if s.key == key)
+
+
+# ------------------------------------------------------------ request profile
+
+BUCKETS = ("S", "M", "L", "XL")
+
+
+@dataclass(frozen=True)
+class BucketShare:
+    bucket: str
+    count: int
+    share: float
+
+
+@dataclass(frozen=True)
+class ProfileShift:
+    """The L+XL share early in the window against late in it (or against a baseline)."""
+
+    long_share_before: float
+    long_share_after: float
+    before_count: int
+    after_count: int
+    before_label: str = "first part"
+    after_label: str = "last part"
+
+    @property
+    def delta(self) -> float:
+        return self.long_share_after - self.long_share_before
+
+
+@dataclass(frozen=True)
+class RequestProfile:
+    """Request lengths bucketed as the runbook does; percentiles in tokens."""
+
+    source: str
+    total: int = 0
+    buckets: tuple[BucketShare, ...] = ()
+    p50_input_tokens: float | None = None
+    p95_input_tokens: float | None = None
+    p99_input_tokens: float | None = None
+    p50_output_tokens: float | None = None
+    p95_output_tokens: float | None = None
+    p99_output_tokens: float | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    shift: ProfileShift | None = None
+    skipped_lines: int = 0
+    #: True when built from histograms (metrics) rather than per-request lines
+    estimated: bool = False
+
+    def share(self, *names: str) -> float:
+        return sum(b.share for b in self.buckets if b.bucket in names)
+
+
+# -------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture facts that size memory. From the catalog or a config.json."""
+
+    name: str
+    source: str = "catalog"
+    architecture: str | None = None
+    num_layers: int | None = None
+    hidden_size: int | None = None
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    vocab_size: int | None = None
+    intermediate_size: int | None = None
+    num_params: float | None = None
+    active_params: float | None = None
+    native_dtype: str | None = None
+    max_position_embeddings: int | None = None
+    sliding_window: int | None = None
+    #: layers that use full attention when some use a sliding window (None: all full)
+    full_attention_layers: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    num_experts: int | None = None
+    experts_per_token: int | None = None
+    moe_intermediate_size: int | None = None
+    tie_word_embeddings: bool | None = None
+    quantization: str | None = None
+    quant_bits: int | None = None
+    #: MLA query compression rank (DeepSeek V2/V3; None: queries not compressed)
+    q_lora_rank: int | None = None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+
+# ---------------------------------------------------------- cluster context
+
+
+@dataclass(frozen=True)
+class ReplicaSetInfo:
+    """One ReplicaSet of the Deployment: one revision of its pod template."""
+
+    name: str
+    revision: str | None = None
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    created_at: datetime | None = None
+    #: the server container's image in this revision
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """A PodDisruptionBudget covering the pods (minAvailable / maxUnavailable as written)."""
+
+    name: str
+    min_available: str | None = None
+    max_unavailable: str | None = None
+    disruptions_allowed: int | None = None
+    current_healthy: int | None = None
+    desired_healthy: int | None = None
+    expected_pods: int | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    """A Service selecting the pods, with the Ingresses that send traffic to it."""
+
+    service: str
+    type: str | None = None  # ClusterIP, NodePort, LoadBalancer, ...
+    #: "80->http/TCP" (service port -> target port / protocol)
+    ports: tuple[str, ...] = ()
+    ingresses: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node running the pods: labels and GPU resources, whole GPUs and MIG slices.
+
+    >>> NodeInfo("gpu-node-03", gpu_allocatable={"nvidia.com/gpu": 8}).gpu_allocatable["nvidia.com/gpu"]
+    8
+    """
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    #: "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", ... -> count
+    gpu_capacity: dict[str, int] = field(default_factory=dict)
+    gpu_allocatable: dict[str, int] = field(default_factory=dict)
+    ready: bool | None = None
+    unschedulable: bool = False
+    #: the nvidia.com/gpu.product label (GPU feature discovery)
+    gpu_product: str | None = None
+    #: the nvidia.com/gpu.memory label (MiB per GPU) in bytes
+    gpu_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ColocatedPod:
+    """Another pod asking for GPUs on a node that runs the service's pods."""
+
+    name: str
+    namespace: str | None = None
+    node: str | None = None
+    phase: str | None = None
+    gpu: GpuRequest | None = None
+    #: the controlling owner, "ReplicaSet/name"
+    owner: str | None = None
+
+
+# ----------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything gathered for one triage. Every field is optional."""
+
+    target: str | None = None
+    collected_at: datetime | None = None
+    gpus: GpuSnapshot | None = None
+    memory_history: MemoryHistory | None = None
+    server_config: ServerConfig | None = None
+    server_metrics: ServerMetrics | None = None
+    workload: Workload | None = None
+    pods: tuple[PodState, ...] = ()
+    events: tuple[K8sEvent, ...] = ()
+    hpa: Autoscaler | None = None
+    logs: LogSignals | None = None
+    requests: RequestProfile | None = None
+    model: ModelSpec | None = None
+    #: what was read (file names or live sources)
+    sources: tuple[str, ...] = ()
+    issues: tuple[ReadIssue, ...] = ()
+    service_history: ServiceHistory | None = None
+    replica_sets: tuple[ReplicaSetInfo, ...] = ()
+    pdb: Disruption | None = None
+    routes: tuple[Route, ...] = ()
+    nodes: tuple[NodeInfo, ...] = ()
+    colocated: tuple[ColocatedPod, ...] = ()
+    #: each pod's own /metrics (source "metrics-<pod>.txt"); server_metrics holds their total
+    pod_metrics: tuple[ServerMetrics, ...] = ()

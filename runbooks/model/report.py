@@ -1,0 +1,163 @@
+"""The one message model every surface renders: findings, causes, verdict, report.
+
+Runbooks never hold wording. A `Fact` is a message key plus values; the renderers in `bot/`
+look the key up in the English or Chinese catalog. Keys are stable: tests check that every key
+the runbooks can emit has wording in both catalogs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runbooks.model.evidence import ReadIssue, RequestProfile
+
+#: causes in the runbook's root-cause matrix, in its order
+CAUSE_IDS = (
+    "weights_too_large",
+    "kv_cache_pressure",
+    "mixed_pool",
+    "params_near_edge",
+    "parallelism_misconfig",
+    "platform_amplifier",
+)
+VERDICT_IDS = (*CAUSE_IDS, "healthy", "insufficient_evidence")
+
+SEVERITIES = ("critical", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One statement backed by evidence: a catalog key, its values, and where it came from.
+
+    >>> Fact("gpu_mem_used", {"used_gib": 71.6, "total_gib": 80.0}, source="nvidia-smi.txt")
+    """
+
+    key: str
+    params: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+
+def fact(key: str, source: str | None = None, **params: Any) -> Fact:
+    """Shorthand: `fact("kv_usage", "metrics.txt", usage_pct=98.3)`."""
+    return Fact(key=key, params=params, source=source)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check concluded. `supports` names the cause ids it is evidence for."""
+
+    id: str
+    round: int
+    severity: str
+    facts: tuple[Fact, ...] = ()
+    supports: tuple[str, ...] = ()
+    #: how strongly it points at its causes, 0..1 (severity alone is too coarse to rank)
+    weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One runbook round: its findings, the evidence it used and the evidence it lacked."""
+
+    check: str
+    round: int
+    findings: tuple[Finding, ...] = ()
+    used: tuple[str, ...] = ()
+    missing: tuple[Fact, ...] = ()
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.used)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A next step. `tier`: "now" (on-call may do it), "escalate" (needs owners, load tests)."""
+
+    id: str
+    params: dict[str, Any] = field(default_factory=dict)
+    tier: str = "now"
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str
+    confidence: float
+    confidence_label: str
+    evidence_for: tuple[Fact, ...] = ()
+    evidence_against: tuple[Fact, ...] = ()
+    rule_out: tuple[Fact, ...] = ()
+    actions: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True)
+class Misjudgement:
+    """A common wrong conclusion that this evidence contradicts."""
+
+    id: str
+    facts: tuple[Fact, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    primary: str
+    causes: tuple[Cause, ...] = ()
+    misjudgements: tuple[Misjudgement, ...] = ()
+    #: the runbook's priority: highest (OOM restarting pods), high (rejects), medium, low
+    priority: str = "low"
+    #: 0..1: how much of the evidence the runbook wants was there to look at
+    evidence_coverage: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemorySplit:
+    """Static (weights, runtime reserve, graphs) against dynamic (KV cache) memory, per GPU."""
+
+    gpu_total_gib: float | None = None
+    gpu_used_gib: float | None = None
+    static_gib: float | None = None
+    dynamic_gib: float | None = None
+    weights_gib: float | None = None
+    #: where the split came from: "engine_log" (what the engine printed) or "budget" (computed)
+    basis: str = "budget"
+    kv_cache_usage_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class EdgeFlag:
+    """A server flag at or past its safe edge, and the value the runbook would use."""
+
+    flag: str
+    value: str
+    safe_value: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    schema_version: int = 1
+    target: str | None = None
+    generated_at: datetime | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    gpu: str | None = None
+    verdict: Verdict = field(default_factory=lambda: Verdict(primary="insufficient_evidence"))
+    memory: MemorySplit | None = None
+    budget: dict[str, Any] | None = None
+    profile: RequestProfile | None = None
+    flags_at_edge: tuple[EdgeFlag, ...] = ()
+    checks: tuple[CheckResult, ...] = ()
+    actions: tuple[Action, ...] = ()
+    read_issues: tuple[ReadIssue, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(f for c in self.checks for f in c.findings)
+
+    @property
+    def not_checked(self) -> tuple[Fact, ...]:
+        return tuple(m for c in self.checks for m in c.missing)

@@ -1,0 +1,96 @@
+"""Flag combinations that contradict the GPU, the checkpoint or the Deployment.
+
+A conflict is `fatal` when the engine cannot run the combination at all (it stops with an
+error before it sizes memory); the rest still run, differently from what was asked. The
+budget's own start-up failures (heads not divisible by TP, no memory for the cache, ...)
+are in `Budget.failure`, not here.
+
+>>> from runbooks.sizing.types import BudgetInputs
+>>> from runbooks.catalogs.gpus import find_gpu
+>>> from runbooks.catalogs.models import find_model
+>>> [c.id for c in find_conflicts(find_model("Qwen/Qwen2.5-7B-Instruct"),
+...     BudgetInputs(engine="vllm", gpu_total_gib=14.56, quantization="fp8", tp=2), find_gpu("T4"), gpus_requested=1)]
+['tp_exceeds_gpus_requested', 'quantization_needs_newer_gpu']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runbooks.catalogs.gpus import GpuSpec
+from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.types import BudgetInputs
+
+#: the lowest compute capability each quantization method's kernels run on (the engines'
+#: minimum-capability checks; FP8 below 8.9 runs weight-only through Marlin kernels)
+QUANT_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
+    "awq": (7, 5),
+    "gptq": (6, 0),
+    "awq_marlin": (8, 0),
+    "gptq_marlin": (8, 0),
+    "marlin": (8, 0),
+    "fp8": (8, 0),
+    "int8": (7, 5),
+    "w8a8": (7, 5),
+    "bitsandbytes": (7, 0),
+    "mxfp4": (8, 0),
+}
+
+#: methods the engines accept as another name of the checkpoint's own method
+_SAME_METHOD = {"awq_marlin": "awq", "gptq_marlin": "gptq", "marlin": "gptq", "bnb": "bitsandbytes",
+                "eetq": "int8", "w8a8": "int8"}
+_BF16 = ("bfloat16", "bf16")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One contradiction: a stable id, whether the engine cannot run it, and its values."""
+
+    id: str
+    fatal: bool
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _cc(text: tuple[int, int]) -> str:
+    return f"{text[0]}.{text[1]}"
+
+
+def _method(name: str | None) -> str | None:
+    if not name:
+        return None
+    low = name.lower().replace("-", "_")
+    if low in ("none", "auto"):
+        return None
+    return _SAME_METHOD.get(low, low)
+
+
+def find_conflicts(model: ModelSpec, inputs: BudgetInputs, gpu: GpuSpec | None,
+                   gpus_requested: int | None = None) -> tuple[Conflict, ...]:
+    """Every conflict between the launch, the GPU (None: unknown) and the GPUs the Deployment asks for."""
+    out: list[Conflict] = []
+    ranks = max(1, inputs.tp) * max(1, inputs.pp)
+    if gpus_requested is not None and ranks > gpus_requested:
+        out.append(Conflict("tp_exceeds_gpus_requested", True,
+                            {"tp": inputs.tp, "pp": inputs.pp, "ranks": ranks, "gpus": gpus_requested}))
+    if gpu is not None and gpu.mig_profile and ranks > 1:
+        # CUDA shows a process one MIG device: ranks cannot reach each other's slices
+        out.append(Conflict("parallel_on_mig", True, {"ranks": ranks, "profile": gpu.mig_profile}))
+    asked, stored = _method(inputs.quantization), _method(model.quantization)
+    if asked and stored and asked != stored:
+        out.append(Conflict("quantization_mismatch", True,
+                            {"asked": inputs.quantization, "checkpoint": model.quantization}))
+    method = asked or stored
+    have = gpu.compute_capability if gpu is not None else None
+    if method and have is not None:
+        need = QUANT_MIN_CAPABILITY.get(method)
+        if need is not None and have < need:
+            out.append(Conflict("quantization_needs_newer_gpu", True,
+                                {"quantization": method, "gpu": gpu.name if gpu else None, "need": _cc(need),
+                                 "have": _cc(have)}))
+    if gpu is not None and not gpu.supports_bf16 and (inputs.dtype or "").lower() in _BF16:
+        out.append(Conflict("bf16_needs_newer_gpu", True, {"gpu": gpu.name, "have": _cc(have) if have else None}))
+    if inputs.kv_cache_memory_gib is not None and inputs.gpu_memory_utilization is not None:
+        out.append(Conflict("kv_cache_memory_overrides_utilization", False,
+                            {"utilization": inputs.gpu_memory_utilization}))
+    return tuple(out)

@@ -1,0 +1,118 @@
+"""Inputs and result of the capacity budget (see `runbooks.sizing.budget`).
+
+All memory figures are GiB (2^30 bytes) per GPU, as the engines print them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = float(1 << 30)
+
+#: stable ids of start-up failures the budget predicts (renderers word them)
+FAILURE_IDS = (
+    "kv_below_one_sequence",  # vLLM: one max-length request does not fit the KV cache
+    "no_cache_blocks",  # vLLM: nothing left for KV after weights, activations, non-torch
+    "free_below_target",  # vLLM V1 >= 0.9: free memory at start below util x total
+    "weights_exceed_gpu",  # CUDA OOM while loading weights
+    "sglang_not_enough_memory",  # SGLang: KV pool size <= 0
+    "heads_not_divisible_by_tp",  # vLLM/SGLang config check
+    "max_model_len_exceeds_model",  # vLLM config check
+    "kv_allocation_oom",  # V0 >= 0.6.5 budget larger than what other processes left
+    "tgi_prefill_oom",  # TGI warm-up of the largest prefill batch ran out of memory
+)
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    """How one engine instance is launched on one kind of GPU.
+
+    `gpu_total_gib` is the card's memory as CUDA reports it to a process (e.g. 79.15 for an
+    A100 80GB). None for a setting means the engine default for `engine_version`
+    (None: the newest version this module knows); every default used is listed in
+    `Budget.assumptions`.
+
+    >>> BudgetInputs(engine="vllm", gpu_total_gib=79.15, engine_version="0.10.1",
+    ...              max_model_len=8192, gpu_memory_utilization=0.95)
+    """
+
+    engine: str
+    gpu_total_gib: float
+    engine_version: str | None = None
+    tp: int = 1
+    pp: int = 1
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    cuda_memory_fraction: float | None = None
+    enforce_eager: bool | None = None
+    block_size: int | None = None
+    other_process_gib: float = 0.0
+    gpu_name: str | None = None
+    max_batch_prefill_tokens: int | None = None
+    #: free memory when the engine starts, when known (SGLang logs it as "avail mem")
+    free_gib: float | None = None
+    #: vLLM 0.8-0.10 ran V1 by default; False selects the V0 engine (VLLM_USE_V1=0)
+    use_v1: bool | None = None
+    #: vLLM --kv-cache-memory (bytes given in GiB here): skips the utilization budget
+    kv_cache_memory_gib: float | None = None
+    #: vLLM --cpu-offload-gb: weights kept in host memory
+    cpu_offload_gib: float = 0.0
+    enable_chunked_prefill: bool | None = None
+    #: TGI --max-input-tokens / --max-total-tokens (sizes of the warm-up batch)
+    max_input_tokens: int | None = None
+    max_total_tokens: int | None = None
+    #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off) and --max-loras
+    max_lora_rank: int | None = None
+    max_loras: int = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Where one GPU's memory goes under an engine's own arithmetic.
+
+    `budget_gib` is the memory the engine allows itself (vLLM util x total, SGLang
+    mem_fraction_static x free, TGI fraction x total); `static_gib` is weights + activation
+    + non-torch + CUDA graphs; `headroom_gib` is what stays free on the card once the engine
+    holds everything, graphs included (negative: it cannot hold it).
+    """
+
+    engine: str
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    cudagraph_gib: float
+    kv_cache_gib: float
+    kv_bytes_per_token: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    max_model_len: int
+    budget_gib: float
+    static_gib: float
+    gpu_total_gib: float
+    headroom_gib: float
+    fits: bool
+    failure: str | None = None
+    failure_id: str | None = None
+    assumptions: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: the arithmetic regime used, e.g. "vllm-v0", "vllm-v1", "sglang-0.4", "tgi-2"
+    regime: str = ""
+    gpu_blocks: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    #: free memory the engine sees at start (total - context - other processes)
+    free_gib: float | None = None
+
+    def assumption(self, name: str) -> str | None:
+        """The value assumed for `name`, or None when it was given."""
+        for key, value in self.assumptions:
+            if key == name:
+                return value
+        return None

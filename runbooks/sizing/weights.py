@@ -1,0 +1,274 @@
+"""Parameter counts from the architecture, and weight bytes per GPU after quantization and sharding.
+
+Engines keep embeddings, the LM head, MoE routers and norms in 16 bits whatever the
+quantization; AWQ/GPTQ store 4-bit weights plus one fp16 scale and one packed zero per
+group of 128; MXFP4 (gpt-oss) quantizes only the MoE experts. Everything except routers and
+MLA's compressed-KV projection is split by tensor parallelism; pipeline stages split layers,
+the first stage holding the embedding and the last the LM head.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.kv import dtype_bytes, serving_dtype
+
+#: vLLM pads the vocabulary of embeddings and LM heads to a multiple of this
+VOCAB_PADDING = 64
+_GROUP = 128
+
+_NON_GATED_MLP = ("PhiForCausalLM", "GPT2", "GPTNeoX", "GPTBigCode", "Falcon", "OPT", "Bloom", "Starcoder2")
+_MULTIMODAL_MARKS = ("VL", "Vision", "ConditionalGeneration", "Llava", "Mllama", "Multimodal")
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameters by role, whole model. `other` is the rest of a stated total (vision tower,
+    shared experts, norms, biases) and is negative when the architecture over-counts."""
+
+    embed: float = 0.0
+    lm_head: float = 0.0
+    attention: float = 0.0
+    mlp: float = 0.0
+    experts: float = 0.0
+    router: float = 0.0
+    replicated: float = 0.0
+    other: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (self.embed + self.lm_head + self.attention + self.mlp + self.experts
+                + self.router + self.replicated + self.other)
+
+
+def is_multimodal(model: ModelSpec) -> bool:
+    arch = model.architecture or ""
+    return any(mark in arch for mark in _MULTIMODAL_MARKS)
+
+
+def estimate_params(model: ModelSpec, *, shared_experts: int = 0, shared_intermediate: int | None = None,
+                    first_dense_layers: int = 0, qk_nope_head_dim: int | None = None,
+                    v_head_dim: int | None = None, vision_params: float = 0.0,
+                    gated_mlp: bool | None = None) -> ParamBreakdown:
+    """Parameters implied by the architecture alone (norms and biases left out).
+
+    >>> from runbooks.catalogs.models import find_model
+    >>> round(estimate_params(find_model("Qwen/Qwen2.5-7B")).total / 1e9, 2)
+    7.62
+    """
+    layers = model.num_layers or 0
+    hidden = model.hidden_size or 0
+    vocab = model.vocab_size or 0
+    embed = float(vocab * hidden)
+    lm_head = 0.0 if model.tie_word_embeddings else embed
+    attention, replicated = _attention_params(model, qk_nope_head_dim, v_head_dim)
+    gated = gated_mlp if gated_mlp is not None else has_gated_mlp(model)
+    mats = 3 if gated else 2
+    experts = router = mlp = 0.0
+    if model.num_experts:
+        moe_layers = max(0, layers - first_dense_layers)
+        moe_inter = model.moe_intermediate_size or model.intermediate_size or 0
+        experts = float(moe_layers * model.num_experts * mats * hidden * moe_inter)
+        router = float(moe_layers * model.num_experts * hidden)
+        shared = shared_experts * mats * hidden * (shared_intermediate or moe_inter)
+        mlp = float(first_dense_layers * mats * hidden * (model.intermediate_size or 0) + moe_layers * shared)
+    else:
+        mlp = float(layers * mats * hidden * (model.intermediate_size or 0))
+    return ParamBreakdown(embed=embed, lm_head=lm_head, attention=attention * layers, mlp=mlp,
+                          experts=experts, router=router, replicated=replicated * layers,
+                          other=float(vision_params))
+
+
+def param_breakdown(model: ModelSpec) -> ParamBreakdown:
+    """`estimate_params`, with `other` set so the total matches `model.num_params` when stated."""
+    est = estimate_params(model)
+    if not model.num_params:
+        return est
+    return ParamBreakdown(embed=est.embed, lm_head=est.lm_head, attention=est.attention, mlp=est.mlp,
+                          experts=est.experts, router=est.router, replicated=est.replicated,
+                          other=model.num_params - (est.total - est.other))
+
+
+def quantized_bytes_per_param(quantization: str | None, bits: int | None) -> float | None:
+    """Bytes one quantized weight takes, scales included; None when not quantized.
+
+    >>> round(quantized_bytes_per_param("awq", 4), 4)
+    0.5195
+    """
+    if not quantization:
+        return None
+    q = quantization.lower().replace("-", "_")
+    if q in ("none", "auto"):
+        return None
+    if q in ("fp8", "fbgemm_fp8", "fp8_e4m3", "ptpc_fp8", "modelopt", "experts_int8", "int8", "w8a8",
+             "smoothquant", "sq"):
+        return 1.0
+    if q in ("mxfp4",):
+        return (4 + 8 / 32) / 8
+    if q in ("nvfp4", "modelopt_fp4", "fp4"):
+        return (4 + 8 / 16) / 8
+    if q in ("bitsandbytes", "bnb"):
+        # nf4 with double-quantised absmax per 64 weights; int8 keeps a per-row scale
+        return (4 + 8 / 64 + 32 / (64 * 256)) / 8 if (bits or 4) <= 4 else 1.0
+    if q in ("gguf",):
+        return ((bits or 4) + 0.5) / 8
+    group_bits = (16 + (bits or 4)) / _GROUP  # one fp16 scale and one packed zero per group
+    if q in ("awq", "awq_marlin", "gptq", "gptq_marlin", "marlin", "gptq_marlin_24", "auto_round",
+             "autoround", "int4", "w4a16", "exl2", "hqq", "aqlm", "compressed_tensors"):
+        return ((bits or 4) + group_bits) / 8
+    return ((bits or 8) + group_bits) / 8
+
+
+def quant_bits_default(quantization: str | None) -> int | None:
+    """Bits of a quantization method when a checkpoint does not say."""
+    if not quantization:
+        return None
+    q = quantization.lower().replace("-", "_")
+    if q in ("fp8", "fbgemm_fp8", "int8", "w8a8", "smoothquant", "experts_int8", "ptpc_fp8"):
+        return 8
+    return 4
+
+
+def weights_bytes(model: ModelSpec, dtype: str | None = None, quantization: str | None = None,
+                  tp: int = 1, pp: int = 1) -> float:
+    """Weight bytes on the most loaded GPU (pipeline stage 0 or the last; TP rank 0).
+
+    `quantization` None means the checkpoint's own (`model.quantization`).
+
+    >>> from runbooks.catalogs.models import find_model
+    >>> round(weights_bytes(find_model("Qwen/Qwen2.5-7B-Instruct")) / 2**30, 2)
+    14.19
+    """
+    tp, pp = max(1, tp), max(1, pp)
+    parts = param_breakdown(model)
+    quant = quantization or model.quantization
+    bits = model.quant_bits if (model.quantization and quant == model.quantization) else quant_bits_default(quant)
+    q_bytes = quantized_bytes_per_param(quant, bits)
+    w_bytes = dtype_bytes(serving_dtype(model, dtype))
+    linear_bytes = q_bytes if q_bytes is not None else w_bytes
+    experts_only = bool(quant) and quant.lower() == "mxfp4"
+    dense_bytes = w_bytes if experts_only else linear_bytes
+    other_bytes = w_bytes if (is_multimodal(model) or experts_only) else linear_bytes
+
+    pad = _padded_vocab(model) / model.vocab_size if model.vocab_size else 1.0
+    embed = parts.embed * pad * w_bytes / tp
+    lm_head = parts.lm_head * pad * w_bytes / tp
+    sharded = (parts.attention * dense_bytes + parts.mlp * dense_bytes + parts.experts * linear_bytes
+               + parts.other * other_bytes) / tp
+    whole = (parts.router + parts.replicated) * w_bytes
+    stage_share = math.ceil((model.num_layers or 1) / pp) / max(1, model.num_layers or 1)
+    layers_bytes = (sharded + whole) * stage_share
+    if pp == 1:
+        return max(0.0, layers_bytes + embed + lm_head)
+    # pipeline stages: the first holds the embedding, the last the LM head (tied: both)
+    return max(0.0, layers_bytes + max(embed, lm_head if not model.tie_word_embeddings else embed))
+
+
+def _padded_vocab(model: ModelSpec) -> int:
+    vocab = model.vocab_size or 0
+    return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+
+
+def has_gated_mlp(model: ModelSpec) -> bool:
+    """True for gate/up/down MLPs (Llama, Qwen, Mistral...), False for two-matrix ones (GPT-2, Phi-1/2)."""
+    arch = model.architecture or ""
+    return not any(arch.startswith(prefix) for prefix in _NON_GATED_MLP)
+
+
+def _attention_params(model: ModelSpec, nope: int | None, v_dim: int | None) -> tuple[float, float]:
+    """(TP-sharded, replicated) attention parameters of one layer."""
+    hidden = model.hidden_size or 0
+    heads = model.num_attention_heads or 0
+    if model.is_mla:
+        rope = model.qk_rope_head_dim or 0
+        nope = nope or model.head_dim or 128
+        v_dim = v_dim or model.head_dim or 128
+        kv_lora = model.kv_lora_rank or 0
+        if model.q_lora_rank:
+            q = hidden * model.q_lora_rank + model.q_lora_rank * heads * (nope + rope)
+            replicated = float(hidden * model.q_lora_rank)
+            q -= hidden * model.q_lora_rank
+        else:
+            q = hidden * heads * (nope + rope)
+            replicated = 0.0
+        kv_a = hidden * (kv_lora + rope)
+        kv_b = kv_lora * heads * (nope + v_dim)
+        o = heads * v_dim * hidden
+        return float(q + kv_b + o), replicated + float(kv_a)
+    head_dim = model.head_dim or (hidden // heads if heads else 0)
+    kv_heads = model.num_kv_heads or heads
+    qkv = hidden * (heads + 2 * kv_heads) * head_dim
+    o = heads * head_dim * hidden
+    return float(qkv + o), 0.0
+
+
+_MIB = float(1 << 20)
+#: PyTorch's caching allocator rounds allocations of 10 MiB and more up to 2 MiB
+_ROUND_LARGE = 2 * _MIB
+_LARGE_FROM = 10 * _MIB
+
+
+def allocator_slack_bytes(model: ModelSpec, dtype: str | None = None, quantization: str | None = None,
+                          tp: int = 1, pp: int = 1) -> float:
+    """Bytes the caching allocator reserves beyond the weights themselves (each large tensor
+    rounded up to 2 MiB); engines that measure weights as a drop in free memory see it."""
+    tp, pp = max(1, tp), max(1, pp)
+    quant = quantization or model.quantization
+    bits = model.quant_bits if (model.quantization and quant == model.quantization) else quant_bits_default(quant)
+    elem = quantized_bytes_per_param(quant, bits) or dtype_bytes(serving_dtype(model, dtype))
+    w_elem = dtype_bytes(serving_dtype(model, dtype))
+    slack = sum(_round_slack(n * elem) for n in _layer_tensors(model, tp)) * math.ceil((model.num_layers or 0) / pp)
+    rows = _padded_vocab(model) / tp * (model.hidden_size or 0)
+    slack += _round_slack(rows * w_elem) * (1 if model.tie_word_embeddings else 2)
+    return slack
+
+
+def lora_bytes(model: ModelSpec, max_lora_rank: int, max_loras: int = 1, tp: int = 1, dtype: str | None = None,
+               extra_vocab: int = 256) -> float:
+    """vLLM's preallocated LoRA slots: A and B for q/k/v, o, gate/up and down of every layer
+    (column-parallel A and row-parallel B whole, the other half split by TP), plus the
+    extra-vocabulary embedding slots."""
+    if max_lora_rank <= 0:
+        return 0.0
+    tp = max(1, tp)
+    hidden = model.hidden_size or 0
+    heads = model.num_attention_heads or 0
+    head_dim = model.head_dim or (hidden // heads if heads else 0)
+    kv_heads = model.num_kv_heads or heads
+    inter = model.intermediate_size or 0
+    q_out, kv_out = heads * head_dim / tp, max(1, kv_heads // tp) * head_dim
+    per_layer = (3 * hidden + q_out + 2 * kv_out  # qkv: A whole per slice, B split
+                 + heads * head_dim / tp + hidden  # o_proj: A split, B whole
+                 + 2 * hidden + 2 * inter / tp  # gate_up
+                 + inter / tp + hidden)  # down
+    vocab = (model.vocab_size or 0) + extra_vocab
+    total = per_layer * (model.num_layers or 0) * max_lora_rank + vocab * max_lora_rank + extra_vocab * hidden
+    return total * max_loras * dtype_bytes(serving_dtype(model, dtype))
+
+
+def _round_slack(size: float) -> float:
+    if size < _LARGE_FROM:
+        return 0.0
+    return math.ceil(size / _ROUND_LARGE) * _ROUND_LARGE - size
+
+
+def _layer_tensors(model: ModelSpec, tp: int) -> list[float]:
+    """Element counts of one layer's large weight tensors on one TP rank."""
+    hidden = model.hidden_size or 0
+    heads = model.num_attention_heads or 0
+    head_dim = model.head_dim or (hidden // heads if heads else 0)
+    kv_heads = model.num_kv_heads or heads
+    tensors: list[float] = []
+    if not model.is_mla:
+        tensors.append((heads / tp + 2 * max(1, kv_heads // tp)) * head_dim * hidden)
+        tensors.append(heads / tp * head_dim * hidden)
+    mats = 2 if has_gated_mlp(model) else 1
+    if model.num_experts:
+        inter = (model.moe_intermediate_size or model.intermediate_size or 0) / tp
+        tensors += [model.num_experts * mats * inter * hidden, model.num_experts * inter * hidden]
+    else:
+        inter = (model.intermediate_size or 0) / tp
+        tensors += [mats * inter * hidden, inter * hidden]
+    return tensors

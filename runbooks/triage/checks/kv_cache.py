@@ -1,0 +1,123 @@
+"""Round 2: is the KV cache (long context x concurrency) the main cause?"""
+
+from __future__ import annotations
+
+from runbooks.catalogs import thresholds as T
+from runbooks.model.report import CheckResult, Finding, fact
+from runbooks.triage.checks._util import longest_above, missing, pct
+from runbooks.triage.context import TriageContext
+
+ROUND = 2
+_KV_LOG_SIGNALS = ("kv_insufficient", "vllm_preemption", "sglang_retraction", "prefill_rejected")
+
+
+def check(ctx: TriageContext) -> CheckResult:
+    ev = ctx.evidence
+    findings: list[Finding] = []
+    used: list[str] = []
+    lacking = []
+    prof = ev.requests
+
+    if ctx.kv_usage_ratio is not None:
+        used.append("server_metrics")
+        ratio = ctx.kv_usage_ratio.value
+        f = fact("kv_usage", ctx.kv_usage_ratio.source, usage_pct=pct(ratio))
+        if ratio >= T.KV_USAGE_HIGH_RATIO:
+            findings.append(Finding("kv_usage_high", ROUND, "critical" if ratio >= 0.97 else "warning",
+                                    (f,), ("kv_cache_pressure",), 0.8))
+        else:
+            findings.append(Finding("kv_usage_ok", ROUND, "info", (f,)))
+    else:
+        lacking.append(missing("kv_usage", ev.issues, "metrics.txt", "logs.txt"))
+
+    hist = ev.service_history
+    if hist is not None and hist.kv_cache_usage_ratio:
+        used.append("service_history")
+        secs = longest_above(hist.kv_cache_usage_ratio, T.KV_USAGE_HIGH_RATIO)
+        if secs >= T.SUSTAINED_S:
+            findings.append(Finding("kv_usage_sustained", ROUND, "warning",
+                                    (fact("sustained", hist.source, what="kv_usage",
+                                          threshold=pct(T.KV_USAGE_HIGH_RATIO), minutes=round(secs / 60),
+                                          peak=pct(max(v for _, v in hist.kv_cache_usage_ratio))),),
+                                    ("kv_cache_pressure",), 0.6))
+
+    if ctx.preemptions is not None and ctx.preemptions.value > 0:
+        findings.append(Finding("preemptions_seen", ROUND, "warning",
+                                (fact("preemptions", ctx.preemptions.source, count=int(ctx.preemptions.value)),),
+                                ("kv_cache_pressure",), 0.6))
+
+    if ev.logs is not None:
+        used.append("logs")
+        rejects = [s for s in ev.logs.signals if s.key in ("kv_insufficient", "prefill_rejected", "queue_full")]
+        if rejects:
+            findings.append(Finding("kv_rejects_logged", ROUND, "critical",
+                                    tuple(fact("log_signal", ev.logs.source, signal=s.key, count=s.count,
+                                               example=s.example) for s in rejects),
+                                    ("kv_cache_pressure",), 0.9))
+
+    if prof is not None and prof.total > 0:
+        used.append("request_profile")
+        long_share = prof.share("L", "XL")
+        short_share = prof.share("S")
+        f_prof = fact("profile_shares", prof.source, total=prof.total,
+                      s_pct=pct(prof.share("S")), m_pct=pct(prof.share("M")),
+                      l_pct=pct(prof.share("L")), xl_pct=pct(prof.share("XL")),
+                      p95_in=prof.p95_input_tokens, p99_in=prof.p99_input_tokens)
+        if prof.shift is not None and prof.shift.delta >= T.LONG_SHARE_SHIFT:
+            findings.append(Finding("long_share_jumped", ROUND, "critical",
+                                    (fact("long_share_shift", prof.source,
+                                          before_pct=pct(prof.shift.long_share_before),
+                                          after_pct=pct(prof.shift.long_share_after),
+                                          before_label=prof.shift.before_label,
+                                          after_label=prof.shift.after_label), f_prof),
+                                    ("kv_cache_pressure",), 0.9))
+        elif long_share >= T.LONG_SHARE_HIGH:
+            findings.append(Finding("long_share_high", ROUND, "warning", (f_prof,),
+                                    ("kv_cache_pressure",), 0.6))
+        mixed = short_share >= T.MIXED_SHORT_SHARE and long_share >= T.MIXED_LONG_SHARE
+        if mixed:
+            supporting = [f_prof]
+            ttft = ev.server_metrics.ttft_seconds if ev.server_metrics else None
+            p99 = ttft.quantile(0.99) if ttft else None
+            severity, weight = "warning", 0.6
+            if p99 is not None and p99 >= T.TTFT_P99_SLOW_S:
+                # short requests waiting seconds for a first token behind long ones: the pool,
+                # not the card, is the problem
+                supporting.append(fact("ttft_p99", ev.server_metrics.source, seconds=round(p99, 2)))
+                severity, weight = "critical", 0.9
+            findings.append(Finding("mixed_pool", ROUND, severity, tuple(supporting), ("mixed_pool",), weight))
+        elif long_share < T.LONG_SHARE_HIGH and (prof.shift is None or prof.shift.delta < T.LONG_SHARE_SHIFT):
+            findings.append(Finding("profile_ok", ROUND, "info", (f_prof,)))
+        demand = _demand_finding(ctx)
+        if demand is not None:
+            findings.append(demand)
+    else:
+        lacking.append(missing("request_profile", ev.issues, "access.log", "metrics.txt"))
+
+    return CheckResult("kv_cache", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+def _demand_finding(ctx: TriageContext) -> Finding | None:
+    """KV the live mix needs (concurrent requests x p95 length) against what the pool holds."""
+    prof = ctx.evidence.requests
+    cap = ctx.kv_capacity_tokens
+    if prof is None or cap is None or not cap.value or prof.p95_input_tokens is None:
+        return None
+    concurrent = None
+    if ctx.running is not None:
+        concurrent = ctx.running.value + (ctx.queue_depth.value if ctx.queue_depth else 0)
+    cfg = ctx.config
+    if not concurrent and cfg is not None and cfg.max_num_seqs:
+        concurrent = cfg.max_num_seqs
+    if not concurrent:
+        return None
+    per_request = prof.p95_input_tokens + (prof.p95_output_tokens or 0)
+    demand = concurrent * per_request
+    ratio = demand / cap.value
+    f = fact("kv_demand", cap.source, concurrent=int(concurrent), tokens_per_request=int(per_request),
+             demand_tokens=int(demand), capacity_tokens=int(cap.value), demand_pct=pct(ratio))
+    if ratio >= 1.0:
+        return Finding("kv_demand_exceeds_capacity", ROUND, "critical", (f,), ("kv_cache_pressure",), 0.85)
+    if ratio >= T.SAFE_KV_TARGET_RATIO:
+        return Finding("kv_demand_near_capacity", ROUND, "warning", (f,), ("kv_cache_pressure",), 0.5)
+    return Finding("kv_demand_ok", ROUND, "info", (f,))

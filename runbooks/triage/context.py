@@ -1,0 +1,201 @@
+"""The numbers every check needs, derived once from the evidence, each with its source.
+
+A reading can come from several places (KV usage from /metrics or from the log's stats lines;
+KV capacity from the engine's own start-up line, its cache_config_info, or our budget).
+`TriageContext` picks the most direct one and remembers where it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from runbooks.catalogs.gpus import UnknownGpu, find_gpu
+from runbooks.catalogs.models import UnknownModel, find_model
+from runbooks.model.evidence import Evidence, GpuDevice, ModelSpec
+from runbooks.sizing.budget import Budget, budget_from_config
+
+T = TypeVar("T")
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Reading(Generic[T]):
+    value: T
+    source: str
+
+
+@dataclass(frozen=True)
+class TriageContext:
+    evidence: Evidence
+    engine: str | None
+    model: ModelSpec | None
+    gpu_name: str | None
+    gpu_total_gib: Reading[float] | None
+    gpu_used_gib: Reading[float] | None
+    gpu_util_pct: Reading[float] | None
+    budget: Budget | None
+    kv_capacity_tokens: Reading[int] | None
+    kv_usage_ratio: Reading[float] | None
+    queue_depth: Reading[float] | None
+    running: Reading[float] | None
+    rejected: Reading[float] | None
+    preemptions: Reading[float] | None
+    gpus_requested: int | None
+
+    @property
+    def config(self):
+        return self.evidence.server_config
+
+
+def _server_devices(ev: Evidence) -> tuple[tuple[GpuDevice, ...], str] | None:
+    if ev.gpus and ev.gpus.devices:
+        return ev.gpus.devices, ev.gpus.source
+    if ev.server_metrics and ev.server_metrics.gpus:
+        return ev.server_metrics.gpus, ev.server_metrics.source
+    return None
+
+
+def _busiest(devices: tuple[GpuDevice, ...]) -> GpuDevice:
+    """The device closest to full: an OOM happens on the fullest card, not the average one."""
+    return max(devices, key=lambda d: (d.used_ratio or 0.0, d.used_bytes or 0))
+
+
+def _model(ev: Evidence) -> ModelSpec | None:
+    if ev.model is not None:
+        return ev.model
+    cfg = ev.server_config
+    for name in (cfg.model, cfg.served_model_name) if cfg else ():
+        if not name:
+            continue
+        try:
+            return find_model(name)
+        except UnknownModel:
+            continue
+    if ev.server_metrics and ev.server_metrics.model_name:
+        try:
+            return find_model(ev.server_metrics.model_name)
+        except UnknownModel:
+            return None
+    return None
+
+
+def _gpu_name(ev: Evidence) -> str | None:
+    """The GPU the server runs on; a MIG slice when the device or the pod's request says so."""
+    requested = ev.workload.gpu.mig_profile if ev.workload and ev.workload.gpu else None
+    found = _server_devices(ev)
+    if found:
+        dev = _busiest(found[0])
+        if dev.name:
+            profile = dev.mig_profile or requested
+            return f"{dev.name} MIG {profile}" if profile else dev.name
+    return None
+
+
+def _gpu_total(ev: Evidence, gpu_name: str | None) -> Reading[float] | None:
+    found = _server_devices(ev)
+    if found:
+        dev = _busiest(found[0])
+        if dev.total_bytes:
+            return Reading(dev.total_bytes / GIB, found[1])
+    if gpu_name:
+        try:
+            return Reading(find_gpu(gpu_name).total_gib, "catalog")
+        except UnknownGpu:
+            return None
+    return None
+
+
+def _usable_gib(gpu_name: str | None, total: Reading[float] | None) -> float | None:
+    """Memory the engines can use: nvidia-smi's total counts memory the driver keeps back
+    (an H100 shows 81559 MiB, CUDA reports 79.19 GiB), so the catalog's figure wins."""
+    if gpu_name:
+        try:
+            return find_gpu(gpu_name).total_gib
+        except UnknownGpu:
+            pass
+    return total.value if total is not None else None
+
+
+def build_context(ev: Evidence) -> TriageContext:
+    """Derive the shared readings. Pure; never raises on missing evidence."""
+    m = ev.server_metrics
+    logs = ev.logs
+    cfg = ev.server_config
+    engine = (cfg.engine if cfg else None) or (m.engine if m and m.engine != "generic" else None) or (
+        logs.engine if logs else None
+    )
+    model = _model(ev)
+    gpu_name = _gpu_name(ev)
+    total = _gpu_total(ev, gpu_name)
+
+    used = util = None
+    found = _server_devices(ev)
+    if found:
+        dev = _busiest(found[0])
+        if dev.used_bytes is not None:
+            used = Reading(dev.used_bytes / GIB, found[1])
+        if dev.util_gpu_pct is not None:
+            util = Reading(dev.util_gpu_pct, found[1])
+
+    budget = None
+    usable = _usable_gib(gpu_name, total)
+    if cfg is not None and model is not None and usable is not None:
+        if cfg.engine is None:
+            cfg = _with_engine(cfg, engine or "vllm")
+        budget = budget_from_config(cfg, model, usable, gpu_name=gpu_name)
+
+    kv_cap: Reading[int] | None = None
+    if m and m.kv_cache_capacity_tokens:
+        kv_cap = Reading(m.kv_cache_capacity_tokens, m.source)
+    elif logs and logs.startup and logs.startup.kv_cache_tokens:
+        kv_cap = Reading(logs.startup.kv_cache_tokens, logs.source)
+    elif budget is not None and budget.kv_cache_tokens:
+        kv_cap = Reading(int(budget.kv_cache_tokens), "budget")
+
+    kv_use: Reading[float] | None = None
+    if m and m.kv_cache_usage_ratio is not None:
+        kv_use = Reading(m.kv_cache_usage_ratio, m.source)
+    elif logs and logs.stats_peak and logs.stats_peak.kv_cache_usage_ratio is not None:
+        kv_use = Reading(logs.stats_peak.kv_cache_usage_ratio, logs.source)
+
+    def _metric(name: str, log_name: str | None = None) -> Reading[float] | None:
+        if m and getattr(m, name) is not None:
+            return Reading(getattr(m, name), m.source)
+        if log_name and logs and logs.stats_peak and getattr(logs.stats_peak, log_name) is not None:
+            return Reading(getattr(logs.stats_peak, log_name), logs.source)
+        return None
+
+    preempt = _metric("preemptions_total")
+    if preempt is None and logs is not None:
+        n = logs.count("vllm_preemption") + logs.count("sglang_retraction")
+        if n:
+            preempt = Reading(float(n), logs.source)
+
+    gpus_requested = None
+    if ev.workload and ev.workload.gpu:
+        gpus_requested = ev.workload.gpu.count
+
+    return TriageContext(
+        evidence=ev,
+        engine=engine,
+        model=model,
+        gpu_name=gpu_name,
+        gpu_total_gib=total,
+        gpu_used_gib=used,
+        gpu_util_pct=util,
+        budget=budget,
+        kv_capacity_tokens=kv_cap,
+        kv_usage_ratio=kv_use,
+        queue_depth=_metric("queue_depth", "waiting"),
+        running=_metric("running_requests", "running"),
+        rejected=_metric("rejected_total"),
+        preemptions=preempt,
+        gpus_requested=gpus_requested,
+    )
+
+
+def _with_engine(cfg, engine: str):
+    from dataclasses import replace
+
+    return replace(cfg, engine=engine)

@@ -1,0 +1,124 @@
+"""The triage runbook: evidence in, report out. One entry point for CLI, Slack and tests.
+
+>>> report = triage(Evidence(target="llm/qwen"))
+>>> report.verdict.primary
+'insufficient_evidence'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from runbooks.catalogs import thresholds as T
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Action, EdgeFlag, MemorySplit, Report
+from runbooks.model.serde import to_jsonable
+from runbooks.triage.actions import safe_flags
+from runbooks.triage.checks import ROUNDS
+from runbooks.triage.context import GIB, TriageContext, build_context
+from runbooks.triage.verdict import decide
+
+#: steps reported as progress ("3/7 kv_cache"): evidence, the five rounds, the verdict
+STEPS: tuple[str, ...] = ("evidence", *(name for name, _ in ROUNDS), "verdict")
+
+Progress = Callable[[int, int, str], None]
+
+
+def triage(evidence: Evidence, now: datetime | None = None, on_step: Progress | None = None) -> Report:
+    """Run the five rounds over the evidence and decide. Pure: `now` only stamps the report."""
+    total = len(STEPS)
+
+    def step(i: int, name: str) -> None:
+        if on_step is not None:
+            on_step(i, total, name)
+
+    step(1, "evidence")
+    ctx = build_context(evidence)
+    results = []
+    for i, (name, check) in enumerate(ROUNDS, start=2):
+        step(i, name)
+        results.append(check(ctx))
+    checks = tuple(results)
+    step(total, "verdict")
+    verdict = decide(checks, ctx)
+    actions: dict[str, Action] = {}
+    for cause in verdict.causes:
+        for a in cause.actions:
+            actions.setdefault(a.id, a)
+    cfg = evidence.server_config
+    return Report(
+        target=evidence.target or (evidence.workload.name if evidence.workload else None),
+        generated_at=now,
+        engine=ctx.engine,
+        engine_version=(cfg.engine_version if cfg else None) or (evidence.logs.engine_version if evidence.logs else None),
+        model=ctx.model.name if ctx.model else (cfg.model if cfg else None),
+        gpu=ctx.gpu_name,
+        verdict=verdict,
+        memory=_memory_split(ctx),
+        budget=to_jsonable(ctx.budget) if ctx.budget is not None else None,
+        profile=evidence.requests,
+        flags_at_edge=_flags_at_edge(ctx),
+        checks=checks,
+        actions=tuple(actions.values()),
+        read_issues=evidence.issues,
+        sources=evidence.sources,
+    )
+
+
+def _memory_split(ctx: TriageContext) -> MemorySplit | None:
+    ev = ctx.evidence
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    used = ctx.gpu_used_gib.value if ctx.gpu_used_gib else None
+    kv_ratio = ctx.kv_usage_ratio.value if ctx.kv_usage_ratio else None
+    startup = ev.logs.startup if ev.logs else None
+    if startup is not None and startup.weights_gib is not None and startup.kv_cache_gib is not None:
+        static = startup.weights_gib + sum(
+            x or 0.0 for x in (startup.activation_gib, startup.non_torch_gib, startup.cudagraph_gib)
+        )
+        return MemorySplit(total or startup.total_gpu_gib, used, round(static, 2), round(startup.kv_cache_gib, 2),
+                           round(startup.weights_gib, 2), "engine_log", kv_ratio)
+    b = ctx.budget
+    if b is not None:
+        return MemorySplit(total, used, round(b.static_gib, 2), round(b.kv_cache_gib, 2), round(b.weights_gib, 2),
+                           "budget", kv_ratio)
+    if total is None and used is None:
+        return None
+    return MemorySplit(total, used, None, None, None, "gpus", kv_ratio)
+
+
+def _flags_at_edge(ctx: TriageContext) -> tuple[EdgeFlag, ...]:
+    cfg = ctx.config
+    if cfg is None:
+        return ()
+    safe = safe_flags(ctx)
+    out: list[EdgeFlag] = []
+    if cfg.memory_fraction is not None and cfg.memory_fraction_kind == "total" and (
+        cfg.memory_fraction >= T.VLLM_UTIL_EDGE
+    ):
+        out.append(EdgeFlag("gpu-memory-utilization", f"{cfg.memory_fraction:g}",
+                            f"{safe.get('gpu_memory_utilization', T.SAFE_VLLM_UTIL):g}", "edge_memory_fraction"))
+    if cfg.memory_fraction is not None and cfg.memory_fraction_kind == "free_static" and (
+        cfg.memory_fraction >= T.SGLANG_MFS_EDGE
+    ):
+        out.append(EdgeFlag("mem-fraction-static", f"{cfg.memory_fraction:g}",
+                            f"{safe.get('mem_fraction_static', 0.85):g}", "edge_memory_fraction"))
+    cap = ctx.kv_capacity_tokens.value if ctx.kv_capacity_tokens else None
+    prof = ctx.evidence.requests
+    if cfg.max_num_seqs and cfg.max_model_len and cap:
+        # with a profile: do max-num-seqs requests of the p95 length fit? without: full length, 2x slack
+        if prof is not None and prof.p95_input_tokens is not None:
+            over = cfg.max_num_seqs * (prof.p95_input_tokens + (prof.p95_output_tokens or 0)) > cap
+        else:
+            over = cfg.max_num_seqs * cfg.max_model_len > 2 * cap
+        if over and safe["max_num_seqs"] < cfg.max_num_seqs:
+            out.append(EdgeFlag("max-num-seqs", str(cfg.max_num_seqs), str(safe["max_num_seqs"]),
+                                "edge_seqs_over_cache"))
+    if cfg.max_model_len and prof is not None and prof.p99_input_tokens is not None and (
+        cfg.max_model_len > 2 * (prof.p99_input_tokens + (prof.p99_output_tokens or 0))
+    ):
+        out.append(EdgeFlag("max-model-len", str(cfg.max_model_len), str(safe["max_model_len"]), "edge_len_over_p99"))
+    return tuple(out)
+
+
+__all__ = ["GIB", "STEPS", "triage"]

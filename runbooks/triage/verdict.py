@@ -1,0 +1,140 @@
+"""From findings to a ranked verdict: the runbook's root-cause matrix, with confidence.
+
+Each finding points at causes with a weight; a cause's score combines its findings as
+independent pieces of evidence (noisy-OR), so two strong signals beat five weak ones and no
+single weak signal names a cause. Confidence is the score, discounted when the evidence the
+runbook asks for (memory, logs, request profile, flags, metrics) was not there to look at.
+"""
+
+from __future__ import annotations
+
+from runbooks.catalogs import thresholds as T
+from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
+from runbooks.triage.actions import actions_for
+from runbooks.triage.context import TriageContext
+
+_SEVERITY_FACTOR = {"critical": 1.0, "warning": 0.7, "info": 0.0}
+#: a cause below this score is not named at all
+MIN_SCORE = 0.3
+#: findings that count against a cause when present
+_AGAINST = {
+    "kv_cache_pressure": ("kv_usage_ok", "kv_demand_ok"),
+    "weights_too_large": ("static_ok",),
+    "mixed_pool": ("profile_ok",),
+}
+#: what would rule each cause out: catalog keys, worded by the renderers
+_RULE_OUT = {
+    "weights_too_large": ("rule_out_weights",),
+    "kv_cache_pressure": ("rule_out_kv",),
+    "mixed_pool": ("rule_out_mixed_pool",),
+    "params_near_edge": ("rule_out_params",),
+    "parallelism_misconfig": ("rule_out_parallelism",),
+    "platform_amplifier": ("rule_out_platform",),
+}
+#: evidence kinds the runbook wants together, and how much each adds to coverage
+_COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
+
+
+def coverage(checks: tuple[CheckResult, ...], ctx: TriageContext) -> float:
+    ev = ctx.evidence
+    have = {
+        "gpus": ctx.gpu_used_gib is not None or ev.memory_history is not None,
+        "logs": ev.logs is not None,
+        "request_profile": ev.requests is not None and ev.requests.total > 0,
+        "server_config": ev.server_config is not None,
+        "server_metrics": ev.server_metrics is not None,
+    }
+    return round(sum(w for k, w in _COVERAGE.items() if have[k]), 2)
+
+
+def _label(confidence: float) -> str:
+    if confidence >= 0.75:
+        return "high"
+    if confidence >= 0.5:
+        return "medium"
+    return "low"
+
+
+def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
+    """Rank the causes the findings support; `healthy` or `insufficient_evidence` otherwise."""
+    findings = [f for c in checks for f in c.findings]
+    cover = coverage(checks, ctx)
+    causes: list[Cause] = []
+    for cause_id in CAUSE_IDS:
+        support = [f for f in findings if cause_id in f.supports and _SEVERITY_FACTOR[f.severity] > 0]
+        if not support:
+            continue
+        miss = 1.0
+        for f in support:
+            miss *= 1.0 - f.weight * _SEVERITY_FACTOR[f.severity]
+        score = 1.0 - miss
+        against = [f for f in findings if f.id in _AGAINST.get(cause_id, ())]
+        score *= 0.8 ** len(against)
+        if score < MIN_SCORE:
+            continue
+        confidence = round(score * (0.6 + 0.4 * cover), 2)
+        causes.append(Cause(
+            id=cause_id,
+            confidence=confidence,
+            confidence_label=_label(confidence),
+            evidence_for=_facts(support),
+            evidence_against=_facts(against),
+            rule_out=tuple(fact(k) for k in _RULE_OUT[cause_id]),
+            actions=actions_for(cause_id, support, ctx),
+        ))
+    causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
+    if causes:
+        primary = causes[0].id
+    elif cover >= 0.4:
+        primary = "healthy"
+    else:
+        primary = "insufficient_evidence"
+    return Verdict(
+        primary=primary,
+        causes=tuple(causes),
+        misjudgements=_misjudgements(causes, findings, ctx),
+        priority=_priority(findings, ctx),
+        evidence_coverage=cover,
+    )
+
+
+def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
+    seen: dict[tuple, Fact] = {}
+    for f in sorted(findings, key=lambda f: -f.weight * _SEVERITY_FACTOR[f.severity]):
+        for x in f.facts:
+            seen.setdefault((x.key, tuple(sorted(map(str, x.params.items())))), x)
+    return tuple(seen.values())
+
+
+def _priority(findings: list[Finding], ctx: TriageContext) -> str:
+    ids = {f.id for f in findings}
+    if ids & {"runtime_cuda_oom", "container_oomkilled", "startup_capacity_error"} and (
+        ids & {"pods_restarting", "startup_capacity_error", "container_oomkilled"}
+    ):
+        return "highest"
+    crash_looping = any(f.id == "pods_restarting" and f.severity == "critical" for f in findings)
+    if crash_looping or ids & {"runtime_cuda_oom", "kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
+                               "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus"}:
+        return "high"
+    if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
+              "memory_fraction_at_edge", "aggressive_combination"}:
+        return "medium"
+    return "low"
+
+
+def _misjudgements(causes: list[Cause], findings: list[Finding], ctx: TriageContext) -> tuple[Misjudgement, ...]:
+    ids = {c.id for c in causes}
+    dynamic = bool(ids & {"kv_cache_pressure", "mixed_pool"})
+    out: list[Misjudgement] = []
+    util = ctx.gpu_util_pct
+    if dynamic and util is not None and util.value < T.LOW_GPU_UTIL_PCT:
+        out.append(Misjudgement("low_util_not_memory", (fact("gpu_util", util.source, util_pct=util.value),)))
+    if dynamic and "weights_too_large" not in ids:
+        static = next((f for f in findings if f.id == "static_ok"), None)
+        out.append(Misjudgement("quantization_will_fix", static.facts if static else ()))
+    tp = ctx.config.tensor_parallel_size if ctx.config else None
+    if dynamic and (tp or 1) > 1:
+        out.append(Misjudgement("more_tp_will_fix", (fact("tp_size", ctx.config.source, tp=tp),)))
+    if "mixed_pool" in ids:
+        out.append(Misjudgement("bigger_gpu_will_fix", ()))
+    return tuple(out)
