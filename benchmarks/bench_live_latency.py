@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collectors.kube_live import warm_up
+from collectors.kube.live import warm_up
 from collectors.live import LiveOptions, collect_live
 from tests.kube_fixtures import add_replicas, running_scenario
 

@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     mawk = shutil.which("mawk")
     if mawk is None:
         raise SystemExit("mawk is not installed (Debian: apt-get install mawk)")
-    from collectors.access_log_fast import MAX_WORKERS, available_cpus
+    from collectors.parsers.access_log_fast import MAX_WORKERS, available_cpus
 
     cpus = available_cpus()
     workers = args.workers or min(cpus, MAX_WORKERS)

@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 from bot.cmd_snapshot import unavailable_text
 from bot.i18n import Catalog
 from bot.render_gpus import snapshot_json
-from collectors.nvml import NvmlUnavailable
+from collectors.nvml.reader import NvmlUnavailable
 from runbooks.model.evidence import GpuSnapshot
 
 DEVICE_LABELS = ("gpu", "uuid", "name", "mig_profile")

@@ -55,7 +55,7 @@ def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
     from bot.agent_server import SnapshotCache, make_server
     from bot.cmd_snapshot import unavailable_text
     from bot.i18n import Catalog
-    from collectors.nvml import NvmlUnavailable, read_gpus
+    from collectors.nvml.reader import NvmlUnavailable, read_gpus
 
     cat = Catalog.load(lang)
     err = io.err or sys.stderr

@@ -140,8 +140,8 @@ def _run(args: argparse.Namespace, lang: str) -> int:
 
 
 def _read_profile(path: str):
-    from collectors.access_log_fast import scan_access_log
     from collectors.errors import ParseError
+    from collectors.parsers.access_log_fast import scan_access_log
 
     try:
         scan = scan_access_log(path, os.path.basename(path), detail=True)
@@ -223,7 +223,7 @@ def _apply_flags(inputs, args: argparse.Namespace):
 def resolve_model(name: str):
     """A catalog model by name, or a config.json (file or folder holding one)."""
     from collectors.errors import ParseError
-    from collectors.model_config import load_model_config
+    from collectors.parsers.model_config import load_model_config
     from runbooks.catalogs.models import UnknownModel, find_model
 
     path = os.path.join(name, "config.json") if os.path.isdir(name) else name
@@ -251,7 +251,7 @@ def _first_model(names: list[str]):
 
 def _read_deployment(path: str):
     from collectors.errors import ParseError
-    from collectors.kube_objects import parse_deployment
+    from collectors.parsers.kube_objects import parse_deployment
 
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:

@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction, verb: str) -> None:
 def run(args: argparse.Namespace, lang: str) -> int:
     from bot.live import MEMORY_CHART, draw_charts, split_target, write_bundle
     from bot.live_errors import live_guard
-    from collectors.bundle import has_evidence
     from collectors.live import collect_live
+    from collectors.parsers.bundle import has_evidence
 
     with live_guard(lang) as guard:
         opts, settings = live_options(args)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def snapshot(args: argparse.Namespace, lang: str, io: Io) -> int:
     from bot.i18n import Catalog
-    from collectors.nvml import NvmlSession, NvmlUnavailable
+    from collectors.nvml.reader import NvmlSession, NvmlUnavailable
 
     cat = Catalog.load(lang)
     out, err = io.out or sys.stdout, io.err or sys.stderr

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def _offline(args: argparse.Namespace, lang: str) -> int:
     from bot.i18n import Catalog
-    from collectors.bundle import BundleError, has_evidence, load_bundle
+    from collectors.parsers.bundle import BundleError, has_evidence, load_bundle
     from runbooks.triage.runbook import triage
 
     cat = Catalog.load(lang)

@@ -23,7 +23,7 @@ def live_guard(lang: str) -> Iterator[Guard]:
     with one line on stderr; never a traceback."""
     from bot.live import BadTarget
     from bot.settings import SettingsError
-    from collectors.kube_client import KubeConfigError, TargetNotFound
+    from collectors.kube.client import KubeConfigError, TargetNotFound
 
     guard = Guard(Catalog.load(lang))
     try:

@@ -1,7 +1,7 @@
 """GPU snapshots (`gpumem snapshot`, the agent's /snapshot) as JSON, CSV and terminal text.
 
 JSON is the evidence itself: `runbooks.model.serde.to_jsonable(GpuSnapshot)` plus `schema_version`,
-so a sample loads back with `collectors.nvml.parse_snapshot_json`. CSV has one row per
+so a sample loads back with `collectors.nvml.reader.parse_snapshot_json`. CSV has one row per
 device per sample, units in the column names. Text is a table per sample, worded through
 the catalog.
 

@@ -72,7 +72,7 @@ class BundleRunner:
         self.lang = lang
 
     def __call__(self, target: str, context: str | None, on_step: Progress) -> TriageOutcome:
-        from collectors.bundle import load_bundle
+        from collectors.parsers.bundle import load_bundle
         from runbooks.triage.runbook import triage
 
         folder = self.bundles.get(target)

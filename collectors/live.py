@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from collectors.kube_client import make_api_client
-from collectors.kube_evidence import bundle_files, snapshot_evidence
-from collectors.kube_live import KubeSnapshot, gather_workload
+from collectors.kube.client import make_api_client
+from collectors.kube.evidence import bundle_files, snapshot_evidence
+from collectors.kube.live import KubeSnapshot, gather_workload
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
 
 #: the default deadline per source and for the whole collection, seconds (issue contract)
@@ -71,7 +71,7 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
                  clock: Callable[[], float] = time.monotonic) -> LiveCollection:
     """Everything gpumem can read about `namespace/name`, within the deadlines.
 
-    Raises `collectors.kube_client.TargetNotFound` when the workload does not exist and
+    Raises `collectors.kube.client.TargetNotFound` when the workload does not exist and
     `KubeConfigError` when no cluster is configured; every other failure is a ReadIssue.
     """
     start = clock()
@@ -118,8 +118,8 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
 
 def _prometheus(opts: PrometheusOptions, namespace: str, pods: list[str], now: datetime,
                 per_source_s: float, remaining_s: float):
-    from collectors.prometheus import PrometheusClient
-    from collectors.prometheus_history import gather_history
+    from collectors.prometheus.client import PrometheusClient
+    from collectors.prometheus.history import gather_history
 
     if remaining_s <= 0:
         return ReadIssue("prometheus", "the collection deadline was spent before Prometheus", kind="timeout")

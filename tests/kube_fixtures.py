@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from collectors.kube_client import make_api_client
+from collectors.kube.client import make_api_client
 from tests.fake_engines import FakeEngine
 from tests.fake_kube import FakeKube
 

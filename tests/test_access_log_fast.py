@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import collectors.access_log_fast as fast
-from collectors.access_log import read_access_log
-from collectors.access_log_fast import read_access_log_fast, scan_access_log
+import collectors.parsers.access_log_fast as fast
 from collectors.errors import ParseError
-from collectors.textio import MAX_LINE_BYTES
+from collectors.parsers.access_log import read_access_log
+from collectors.parsers.access_log_fast import read_access_log_fast, scan_access_log
+from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
 
 ROOT = Path(__file__).resolve().parent.parent

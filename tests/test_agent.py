@@ -23,7 +23,7 @@ from bot.agent_server import AgentServer, SnapshotCache, make_server
 from bot.cli import build_parser
 from bot.cmd_agent import AgentIo, serve
 from bot.i18n import Catalog
-from collectors.nvml import read_gpus
+from collectors.nvml.reader import read_gpus
 from tests import fake_nvml
 from tests.fake_nvml import GIB, MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
 

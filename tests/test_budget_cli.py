@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from collectors.access_log_fast import scan_access_log
-from collectors.model_config import load_model_config
+from collectors.parsers.access_log_fast import scan_access_log
+from collectors.parsers.model_config import load_model_config
 from runbooks.catalogs.models import find_model
 from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import solve_safe_flags

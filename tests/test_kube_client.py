@@ -10,7 +10,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from collectors.kube_client import (
+from collectors.kube.client import (
     Call,
     HttpStatusError,
     KubeConfigError,

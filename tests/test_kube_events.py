@@ -1,4 +1,4 @@
-"""Kubernetes events from YAML and from printed tables (collectors.kube_events)."""
+"""Kubernetes events from YAML and from printed tables (collectors.parsers.kube_events)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from collectors.errors import ParseError
-from collectors.kube_events import event_from_object, parse_events_with_issues
-from collectors.kube_objects import parse_events
+from collectors.parsers.kube_events import event_from_object, parse_events_with_issues
+from collectors.parsers.kube_objects import parse_events
 from runbooks.model.evidence import K8sEvent
 from runbooks.model.serde import from_jsonable, to_jsonable
 

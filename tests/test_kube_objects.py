@@ -1,4 +1,4 @@
-"""Deployments, StatefulSets, pods and HPAs as typed evidence (collectors.kube_objects)."""
+"""Deployments, StatefulSets, pods and HPAs as typed evidence (collectors.parsers.kube_objects)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from kubernetes import client
 
 from collectors.errors import ParseError
-from collectors.kube_objects import (
+from collectors.parsers.kube_objects import (
     autoscaler_from_object,
     load_yaml_documents,
     parse_deployment,

@@ -10,16 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.kube_pick import owns_pod, related_events, selecting_pdbs, selecting_services, target_hpa
-from collectors.kube_pod_reads import metrics_ports, scrub, started, trim_pod
-from collectors.kube_related import (
+from collectors.kube.pick import owns_pod, related_events, selecting_pdbs, selecting_services, target_hpa
+from collectors.kube.pod_reads import metrics_ports, scrub, started, trim_pod
+from collectors.kube.selectors import map_selects, selector_matches, selector_query
+from collectors.parsers.kube_related import (
     colocated_from_object,
     disruption_from_object,
     node_from_object,
     replica_set_from_object,
     routes_from_objects,
 )
-from collectors.kube_selectors import map_selects, selector_matches, selector_query
 from runbooks.model.evidence import ServerConfig
 
 # ------------------------------------------------------------------------ selectors

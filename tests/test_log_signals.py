@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.logs import parse_server_log, read_server_log
+from collectors.parsers.logs import parse_server_log, read_server_log
 from runbooks.catalogs.signals import RUNBOOK_SIGNALS, SIGNAL_KEYS, match_line
 from runbooks.model.evidence import LogSignals, StartupMemory
 from runbooks.model.serde import from_jsonable, to_jsonable

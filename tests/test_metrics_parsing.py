@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from collectors.errors import ParseError
-from collectors.metrics import parse_metrics
-from collectors.metrics_samples import read_samples
+from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.metrics_samples import read_samples
 from runbooks.model.evidence import ServerMetrics
 from runbooks.model.serde import from_jsonable, to_jsonable
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from collectors.metrics import parse_metrics
-from collectors.metrics_total import merge_histograms, sum_server_metrics
+from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.metrics_total import merge_histograms, sum_server_metrics
 from runbooks.model.evidence import GpuDevice, Histogram, ServerMetrics
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.model_config import load_model_config, parse_model_config
+from collectors.parsers.model_config import load_model_config, parse_model_config
 from runbooks.catalogs.models import find_model
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.kv import kv_bytes_per_token

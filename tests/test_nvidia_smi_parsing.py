@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.nvidia_smi import parse_nvidia_smi
+from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import GpuProcess, GpuSnapshot
 from runbooks.model.serde import from_jsonable, to_jsonable
 

@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.nvidia_smi import parse_nvidia_smi
-from collectors.nvml import (
+from collectors.nvml.reader import (
     NvmlSession,
     NvmlUnavailable,
     _unavailable,
@@ -22,6 +21,7 @@ from collectors.nvml import (
     parse_snapshot_json,
     read_gpus,
 )
+from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import GpuDevice, GpuSnapshot
 from runbooks.model.serde import to_jsonable
 from tests import fake_nvml

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.flags import parse_command_line, server_config_from_container
-from collectors.kube_events import event_from_object, parse_events_with_issues
-from collectors.kube_objects import (
+from collectors.parsers.flags import parse_command_line, server_config_from_container
+from collectors.parsers.kube_events import event_from_object, parse_events_with_issues
+from collectors.parsers.kube_objects import (
     autoscaler_from_object,
     load_yaml_documents,
     parse_deployment,

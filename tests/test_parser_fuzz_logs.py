@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.access_log import parse_access_line, parse_access_lines, read_access_log
 from collectors.errors import ParseError
-from collectors.logs import parse_server_log, read_server_log
+from collectors.parsers.access_log import parse_access_line, parse_access_lines, read_access_log
+from collectors.parsers.logs import parse_server_log, read_server_log
 from runbooks.catalogs.signals import SIGNAL_KEYS
 from runbooks.model.evidence import LogSignals, RequestProfile
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.metrics import parse_metrics
+from collectors.parsers.metrics import parse_metrics
 from runbooks.model.evidence import ServerMetrics
 
 DATA = Path(__file__).parent / "data" / "metrics"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.cli import main
 from collectors.errors import ParseError
-from collectors.request_lengths import (
+from collectors.parsers.request_lengths import (
     LogLengths,
     MetricsLengths,
     parse_server_log_requests,

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from collectors import prometheus_history as history_module
-from collectors.prometheus import PrometheusClient, PrometheusError
-from collectors.prometheus_history import QUERY_KEYS, gather_history
+from collectors.prometheus import history as history_module
+from collectors.prometheus.client import PrometheusClient, PrometheusError
+from collectors.prometheus.history import QUERY_KEYS, gather_history
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
 from tests import prom_harness as h

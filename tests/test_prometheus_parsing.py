@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors import prometheus_promql as q
 from collectors.errors import ParseError
-from collectors.prometheus import (
+from collectors.prometheus import promql as q
+from collectors.prometheus.client import (
     PrometheusClient,
     PrometheusError,
     PromSeries,
@@ -26,8 +26,8 @@ from collectors.prometheus import (
     load_response_text,
     parse_query_response,
 )
-from collectors.prometheus_history import engine_of, memory_from, restarts_from, service_from
-from collectors.prometheus_lengths import histograms_from, profile_from_lengths
+from collectors.prometheus.history import engine_of, memory_from, restarts_from, service_from
+from collectors.prometheus.lengths import histograms_from, profile_from_lengths
 
 DATA = Path(__file__).parent / "data" / "prometheus"
 MIB = 2**20

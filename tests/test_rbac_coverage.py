@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collectors.kube_evidence import snapshot_evidence
-from collectors.kube_live import gather_workload
+from collectors.kube.evidence import snapshot_evidence
+from collectors.kube.live import gather_workload
 from tests.fake_kube import Request
 from tests.fake_kube_rules import rule_allows
 from tests.kube_fixtures import RBAC_MANIFEST, RBAC_NAMESPACED_MANIFEST, rbac_rules, running_scenario

@@ -18,7 +18,7 @@ from bot import render_slack as R
 from bot import render_slack_verbs as V
 from bot.slack_blocks import MAX_BLOCKS, violations
 from bot.slack_charts import memory_chart, profile_chart
-from collectors.bundle import load_bundle
+from collectors.parsers.bundle import load_bundle
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.model.report import CheckResult, Finding, Report, fact
 from runbooks.triage.runbook import triage

@@ -10,7 +10,7 @@ import pytest
 
 from bot.cli import build_parser, main
 from bot.cmd_snapshot import Io, snapshot
-from collectors.nvml import parse_snapshot_json
+from collectors.nvml.reader import parse_snapshot_json
 from tests import fake_nvml
 from tests.fake_nvml import MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
 

@@ -3,14 +3,14 @@
 DCGM reports framebuffer memory in MiB; one device per `gpu` label, or per MIG instance
 (`GPU_I_ID`) when the GPU is partitioned, since the `gpu` index then repeats.
 
->>> from collectors.metrics_samples import read_samples
+>>> from collectors.parsers.metrics_samples import read_samples
 >>> devices_from_samples(read_samples('DCGM_FI_DEV_FB_USED{gpu="0"} 1024\\nDCGM_FI_DEV_FB_FREE{gpu="0"} 1024\\n'))[0].total_bytes
 2147483648
 """
 
 from __future__ import annotations
 
-from collectors.metrics_samples import Labels, Samples, Series, natural_key
+from collectors.parsers.metrics_samples import Labels, Samples, Series, natural_key
 from runbooks.model.evidence import GpuDevice
 
 MIB = 2**20

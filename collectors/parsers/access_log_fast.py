@@ -33,10 +33,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from collectors.access_log import NO_LENGTHS
-from collectors.access_log_scan import PAD_BYTES, BlockTally, LineTooLong, scan_block
 from collectors.errors import ParseError
-from collectors.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
+from collectors.parsers.access_log import NO_LENGTHS
+from collectors.parsers.access_log_scan import PAD_BYTES, BlockTally, LineTooLong, scan_block
+from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
 from runbooks.model.evidence import RequestProfile
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder

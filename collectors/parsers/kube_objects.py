@@ -25,10 +25,16 @@ from __future__ import annotations
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.kube_events import events_from_objects, parse_events, parse_events_with_issues
-from collectors.kube_fields import as_int, as_list, as_mapping, as_str, as_time, dig, fail, str_map
-from collectors.kube_pod_spec import gpu_request, node_selector, pick_server_container, probes, shm_size
-from collectors.kube_yaml import load_yaml_documents
+from collectors.parsers.kube_events import events_from_objects, parse_events, parse_events_with_issues
+from collectors.parsers.kube_fields import as_int, as_list, as_mapping, as_str, as_time, dig, fail, str_map
+from collectors.parsers.kube_pod_spec import (
+    gpu_request,
+    node_selector,
+    pick_server_container,
+    probes,
+    shm_size,
+)
+from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.model.evidence import Autoscaler, ContainerState, PodState, ServerConfig, Workload
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.kube_fields import as_list, as_mapping, as_str, fail, str_map
+from collectors.parsers.kube_fields import as_list, as_mapping, as_str, fail, str_map
 
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 

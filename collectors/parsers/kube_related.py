@@ -13,8 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, as_time, dig, fail, str_map
-from collectors.kube_pod_spec import HAMI_MEMORY_RESOURCE, MIG_PREFIX, gpu_request, pick_server_container
+from collectors.parsers.kube_fields import (
+    as_bool,
+    as_int,
+    as_list,
+    as_mapping,
+    as_str,
+    as_time,
+    dig,
+    fail,
+    str_map,
+)
+from collectors.parsers.kube_pod_spec import (
+    HAMI_MEMORY_RESOURCE,
+    MIG_PREFIX,
+    gpu_request,
+    pick_server_container,
+)
 from runbooks.model.evidence import ColocatedPod, Disruption, GpuRequest, NodeInfo, ReplicaSetInfo, Route
 
 #: resources counted as GPU capacity on a node

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.kube_fields import as_int, as_list, as_mapping, as_str, as_time, parse_instant
-from collectors.kube_yaml import load_yaml_documents
+from collectors.parsers.kube_fields import as_int, as_list, as_mapping, as_str, as_time, parse_instant
+from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.model.evidence import K8sEvent, ReadIssue
 
 _HEADER_NAMES = frozenset({

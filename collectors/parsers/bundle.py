@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.access_log_fast import read_access_log_fast
 from collectors.errors import CollectorError, ParseError
-from collectors.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
-from collectors.logs import read_server_log
-from collectors.metrics import parse_metrics
-from collectors.model_config import parse_model_config
-from collectors.nvidia_smi import parse_nvidia_smi
+from collectors.parsers.access_log_fast import read_access_log_fast
+from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
+from collectors.parsers.logs import read_server_log
+from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.model_config import parse_model_config
+from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import Evidence, ReadIssue
 from runbooks.model.serde import SerdeError, from_jsonable
 

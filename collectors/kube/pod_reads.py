@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.kube_pod_spec import pick_server_container
+from collectors.parsers.kube_pod_spec import pick_server_container
 from runbooks.model.evidence import ServerConfig
 
 #: where each engine serves HTTP (and /metrics) in its pod unless told otherwise

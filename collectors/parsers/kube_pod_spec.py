@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.flags import server_config_from_container
-from collectors.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, fail, str_map
+from collectors.parsers.flags import server_config_from_container
+from collectors.parsers.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, fail, str_map
 from runbooks.model.evidence import GpuRequest, Probe, ServerConfig
 
 MIG_PREFIX = "nvidia.com/mig-"

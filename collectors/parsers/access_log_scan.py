@@ -1,7 +1,7 @@
 """Vectorised scan of key=value access-log blocks (numpy), for `access_log_fast`.
 
 A line is taken by the scan only when it has exactly this shape (a strict subset of what the
-reference reader's fast regex in `collectors.access_log` takes, read the same way):
+reference reader's fast regex in `collectors.parsers.access_log` takes, read the same way):
 
     [time=|ts=|timestamp=STAMP ]input_tokens=N output_tokens=M[ anything][\\r]
 
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from collectors.access_log import _FAST, parse_access_line
-from collectors.log_time import parse_time
-from collectors.textio import MAX_LINE_BYTES
+from collectors.parsers.access_log import _FAST, parse_access_line
+from collectors.parsers.log_time import parse_time
+from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.evidence import BUCKETS
 from runbooks.profile.requests import bucket_of
 

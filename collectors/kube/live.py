@@ -13,7 +13,7 @@ Calls run in parallel in dependent waves, each started as soon as what it needs 
 So the depth is three round trips (four at most), whatever the number of pods. The whole
 gathering has one deadline; each call gets what is left of it as its timeout, and a call
 still out when it passes becomes a "timeout" ReadIssue. Every other failure is a ReadIssue
-too (see collectors.kube_client), except a workload that does not exist: TargetNotFound.
+too (see collectors.kube.client), except a workload that does not exist: TargetNotFound.
 
 >>> # api = make_api_client(context="prod")
 >>> # snap = gather_workload(api, "llm", "vllm-server", deadline_s=5.0)
@@ -31,9 +31,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from collectors import kube_pick as pick
 from collectors.errors import ParseError
-from collectors.kube_client import (
+from collectors.kube import pick as pick
+from collectors.kube.client import (
     Call,
     HttpStatusError,
     TargetNotFound,
@@ -42,7 +42,7 @@ from collectors.kube_client import (
     read_json,
     read_text,
 )
-from collectors.kube_pod_reads import (
+from collectors.kube.pod_reads import (
     container_status,
     metrics_ports,
     restarted,
@@ -51,10 +51,10 @@ from collectors.kube_pod_reads import (
     started,
     trim_pod,
 )
-from collectors.kube_related import colocated_from_object
-from collectors.kube_runner import CallRunner
-from collectors.kube_selectors import selector_query
-from collectors.kube_snapshot import KubeSnapshot, LogTail, Scrape
+from collectors.kube.runner import CallRunner
+from collectors.kube.selectors import selector_query
+from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
+from collectors.parsers.kube_related import colocated_from_object
 from runbooks.model.evidence import ReadIssue, ServerConfig
 
 DEFAULT_DEADLINE_S = 5.0

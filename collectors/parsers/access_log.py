@@ -27,8 +27,8 @@ from os import PathLike
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.log_time import epoch_time, parse_time, search_time
-from collectors.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
+from collectors.parsers.log_time import epoch_time, parse_time, search_time
+from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
 from runbooks.model.evidence import RequestProfile
 from runbooks.profile.requests import ProfileBuilder
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from collectors.prometheus import SOURCE, QueryResult
+from collectors.prometheus.client import SOURCE, QueryResult
 from runbooks.model.evidence import Histogram, RequestProfile
 from runbooks.profile.requests import compare, profile_from_histograms
 

@@ -1,7 +1,7 @@
 """What live gathering read from Kubernetes for one workload, as the API sent it.
 
 Plain dicts (camelCase, as `kubectl get -o json` shows them), log tails and /metrics texts,
-plus a ReadIssue for everything that could not be read. Kept apart from collectors.kube_live
+plus a ReadIssue for everything that could not be read. Kept apart from collectors.kube.live
 so turning a snapshot into evidence or bundle files does not load the Kubernetes client.
 
 >>> LogTail("vllm-0", "vllm", previous=True, text="...").previous

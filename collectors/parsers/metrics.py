@@ -21,8 +21,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from collectors.metrics_gpus import devices_from_samples
-from collectors.metrics_samples import Samples, combine, combine_by, label_values, natural_key, read_samples
+from collectors.parsers.metrics_gpus import devices_from_samples
+from collectors.parsers.metrics_samples import (
+    Samples,
+    combine,
+    combine_by,
+    label_values,
+    natural_key,
+    read_samples,
+)
 from runbooks.model.evidence import ServerMetrics
 
 _VLLM_V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc")

@@ -4,7 +4,7 @@
 closes it again. `NvmlSession` keeps NVML open across several readings (sampling loops).
 The library object is a parameter so tests pass a fake with the same API.
 
-Devices use the indexes of `collectors.nvidia_smi`: "0" for a whole GPU, "0:<gpu instance id>"
+Devices use the indexes of `collectors.parsers.nvidia_smi`: "0" for a whole GPU, "0:<gpu instance id>"
 for a MIG slice, whose `name` is the parent GPU's and whose `mig_profile` is "3g.40gb".
 A MIG-enabled GPU with slices is represented by its slices alone (as in nvidia-smi's table).
 

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from collectors.flag_tables import (
+from collectors.parsers.flag_tables import (
     ALIASES,
     BOOLEAN_FLAGS,
     ENV_HINTS,
@@ -28,8 +28,8 @@ from collectors.flag_tables import (
     TGI_ENV_FLAGS,
     known_flags,
 )
-from collectors.kube_fields import as_list, as_mapping, as_str, fail
-from collectors.launch_forms import (
+from collectors.parsers.kube_fields import as_list, as_mapping, as_str, fail
+from collectors.parsers.launch_forms import (
     Launch,
     expand_k8s_refs,
     find_server,

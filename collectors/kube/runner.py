@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.kube_client import Call, issue_for
+from collectors.kube.client import Call, issue_for
 from runbooks.model.evidence import ReadIssue
 
 

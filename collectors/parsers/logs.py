@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from os import PathLike
 
-from collectors.log_startup import StartupReader
-from collectors.log_stats import merge_peak, parse_stats
-from collectors.log_time import month_day_time, parse_time
-from collectors.textio import MAX_LINE_BYTES, decode_line, iter_lines
+from collectors.parsers.log_startup import StartupReader
+from collectors.parsers.log_stats import merge_peak, parse_stats
+from collectors.parsers.log_time import month_day_time, parse_time
+from collectors.parsers.textio import MAX_LINE_BYTES, decode_line, iter_lines
 from runbooks.catalogs.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
 from runbooks.model.evidence import LogSignals, SignalCount, StatsSample
 

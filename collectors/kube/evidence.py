@@ -23,20 +23,20 @@ from typing import Any, TypeVar
 import yaml
 
 from collectors.errors import ParseError
-from collectors.kube_events import events_from_objects
-from collectors.kube_objects import autoscaler_from_object, pods_from_objects, workload_from_object
-from collectors.kube_related import (
+from collectors.kube.snapshot import KubeSnapshot
+from collectors.parsers.kube_events import events_from_objects
+from collectors.parsers.kube_objects import autoscaler_from_object, pods_from_objects, workload_from_object
+from collectors.parsers.kube_related import (
     colocated_from_object,
     disruption_from_object,
     node_from_object,
     replica_set_from_object,
     routes_from_objects,
 )
-from collectors.kube_snapshot import KubeSnapshot
-from collectors.logs import parse_server_log
-from collectors.metrics import parse_metrics
-from collectors.metrics_total import sum_server_metrics
-from collectors.textio import iter_lines
+from collectors.parsers.logs import parse_server_log
+from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.metrics_total import sum_server_metrics
+from collectors.parsers.textio import iter_lines
 from runbooks.model.evidence import Evidence, LogSignals, ReadIssue
 
 try:

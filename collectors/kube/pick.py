@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.kube_related import ingress_backends
-from collectors.kube_selectors import map_selects, selector_matches
+from collectors.kube.selectors import map_selects, selector_matches
+from collectors.parsers.kube_related import ingress_backends
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 

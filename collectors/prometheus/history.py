@@ -21,9 +21,9 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from collectors import prometheus_promql as q
-from collectors.prometheus import SOURCE, PrometheusClient, PrometheusError, PromSeries, QueryResult
-from collectors.prometheus_lengths import profile_from_lengths
+from collectors.prometheus import promql as q
+from collectors.prometheus.client import SOURCE, PrometheusClient, PrometheusError, PromSeries, QueryResult
+from collectors.prometheus.lengths import profile_from_lengths
 from runbooks.model.evidence import (
     MemoryHistory,
     MemoryPoint,

@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from os import PathLike
 
-from collectors.access_log import parse_access_line
-from collectors.metrics import parse_metrics
-from collectors.textio import MAX_LINE_BYTES, iter_lines
+from collectors.parsers.access_log import parse_access_line
+from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.textio import MAX_LINE_BYTES, iter_lines
 from runbooks.model.evidence import Histogram, RequestProfile, ServerMetrics
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder, profile_from_histograms

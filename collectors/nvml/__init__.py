@@ -1,0 +1,1 @@
+"""GPU memory from NVML on the machine this runs on."""
