@@ -1,0 +1,1 @@
+"""The shell: every side effect lives here (terminal, Slack, HTTP, files written)."""

@@ -17,10 +17,10 @@ from typing import Any
 
 from slack_bolt.request import BoltRequest
 
-from bot.cli import add_common, build_parser
-from bot.settings import Settings, load_settings
-from bot.slack_app import Bot, build_bot
-from bot.slack_runner import BundleRunner, TriageOutcome, VerbOutput
+from bot.cli.main import add_common, build_parser
+from bot.service.settings import Settings, load_settings
+from bot.slack.app import Bot, build_bot
+from bot.slack.runner import BundleRunner, TriageOutcome, VerbOutput
 from tests.fake_slack import FakeSlack, action_body, signed_headers, slash_body
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import chart_memory
-from bot.chart_memory import HEIGHT_PX, WIDTH_PX, chart_lang, cjk_font, render_memory_chart
+from bot.render import chart_memory
+from bot.render.chart_memory import HEIGHT_PX, WIDTH_PX, chart_lang, cjk_font, render_memory_chart
 from runbooks.model.evidence import MemoryHistory, MemoryPoint, MemorySeries
 
 GIB = 2**30

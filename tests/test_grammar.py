@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cli import COMMANDS
-from bot.grammar import (
+from bot.cli.main import COMMANDS
+from bot.service.grammar import (
     SLACK_VERBS,
     CommandError,
     Target,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.i18n import LANGS, Catalog, MissingMessage
+from bot.render.i18n import LANGS, Catalog, MissingMessage
 from runbooks.model.report import VERDICT_IDS
 
 RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"

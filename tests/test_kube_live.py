@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bundle_out import write_bundle_json
+from bot.service.bundle_out import write_bundle_json
 from collectors.kube.client import KubeConfigError, TargetNotFound, make_api_client
 from collectors.kube.evidence import LOG_HEADER, bundle_files, snapshot_evidence
 from collectors.kube.live import KubeSnapshot, gather_workload

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_bolt.request import BoltRequest
 
-from bot.grammar import Command, CommandError, parse_command
+from bot.service.grammar import Command, CommandError, parse_command
 from tests.fake_slack import signed_headers
 from tests.slack_kit import CHANNEL, SECRET, running_bot
 
@@ -81,7 +81,7 @@ def _wsgi_post(app, body: str, headers: dict[str, str]) -> tuple[int, bytes]:
                          st.just('{"type": "block_actions"}'), st.just("[]"), st.just("7")),
        signed=st.booleans())
 def test_any_interaction_payload_gets_a_clean_http_answer(bot_and_fake, payload, signed):
-    from bot.slack_http import wsgi_app
+    from bot.slack.http import wsgi_app
 
     _, bot = bot_and_fake
     app = wsgi_app(bot.app, bot.metrics, bot.health)

@@ -21,12 +21,12 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
-import bot.live as live
-from bot.redact import RedactingFilter, install, redact
-from bot.slack_api import ConnectionRetries, SlackPoster
-from bot.slack_app import listeners, register
-from bot.slack_metrics import BotMetrics
-from bot.slack_runner import VerbOutput, live_runner
+import bot.service.triage as live
+from bot.service.redact import RedactingFilter, install, redact
+from bot.slack.api import ConnectionRetries, SlackPoster
+from bot.slack.app import listeners, register
+from bot.slack.metrics import BotMetrics
+from bot.slack.runner import VerbOutput, live_runner
 from runbooks.model.evidence import Evidence
 from tests.fake_slack import signed_headers, slash_body
 from tests.slack_kit import (

@@ -12,8 +12,8 @@ import tarfile
 import pytest
 import requests
 
-from bot.cmd_serve import build_from_settings, serve_http
-from bot.settings import load_settings
+from bot.service.settings import load_settings
+from bot.slack.serve import build_from_settings, serve_http
 from tests.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.kube_fixtures import running_scenario
 from tests.prom_harness import NS, POD_A, POD_B, run_prometheus

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot import render_slack as R
-from bot import render_slack_verbs as V
-from bot.slack_blocks import MAX_BLOCKS, violations
-from bot.slack_charts import memory_chart, profile_chart
+from bot.render import slack_triage as R
+from bot.render import slack_verbs as V
+from bot.render.slack_blocks import MAX_BLOCKS, violations
+from bot.render.triage_charts import memory_chart, profile_chart
 from collectors.parsers.bundle import load_bundle
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.model.report import CheckResult, Finding, Report, fact

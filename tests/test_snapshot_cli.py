@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.cli import build_parser, main
-from bot.cmd_snapshot import Io, snapshot
+from bot.cli.main import build_parser, main
+from bot.cli.snapshot import Io, snapshot
 from collectors.nvml.reader import parse_snapshot_json
 from tests import fake_nvml
 from tests.fake_nvml import MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.i18n import Catalog
+from bot.cli.main import main
+from bot.render.i18n import Catalog
 from runbooks.model.report import CAUSE_IDS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

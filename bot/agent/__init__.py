@@ -1,0 +1,1 @@
+"""The NVML exporter a DaemonSet runs on each GPU node."""

@@ -1,0 +1,113 @@
+"""`gpumem agent`: serve this node's GPU readings over HTTP, for a DaemonSet on GPU nodes.
+
+    gpumem agent --port 9500            # GET /snapshot, /metrics, /healthz
+
+Readings come from NVML and are cached for `--interval` seconds. Without a GPU or driver
+the agent still serves /healthz (503, with the reason) unless `--require-gpu` makes it exit 3.
+SIGTERM and Ctrl-C stop it: the listener closes, requests in flight finish, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+from bot.cli.argtypes import port, seconds
+from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
+
+DEFAULT_PORT = 9500
+
+
+def register(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="serve this node's GPU readings over HTTP (/snapshot, /metrics, /healthz)",
+                       description="Serve NVML readings of this machine's GPUs over HTTP for a DaemonSet: "
+                                   "GET /snapshot (JSON), /metrics (Prometheus), /healthz.")
+    p.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 picks one)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0, every interface)")
+    p.add_argument("--interval", type=seconds(3600), default=5.0, metavar="S",
+                   help="seconds a reading is reused before NVML is asked again (default 5)")
+    p.add_argument("--node", default=None,
+                   help="host name put on every device (default: $NODE_NAME, else this machine's host name)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="exit 3 at start when NVML is unavailable instead of serving /healthz 503")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of messages (default: from the locale)")
+
+
+@dataclass
+class AgentIo:
+    nvml: Any = None
+    err: TextIO | None = None
+    #: set it to stop the agent (the signal handlers do); None: a fresh Event
+    stop: threading.Event | None = None
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    return serve(args, lang, AgentIo())
+
+
+def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
+    from bot.agent.server import SnapshotCache, make_server
+    from bot.cli.snapshot import unavailable_text
+    from bot.render.i18n import Catalog
+    from collectors.nvml.reader import NvmlUnavailable, read_gpus
+
+    cat = Catalog.load(lang)
+    err = io.err or sys.stderr
+    node = args.node or os.environ.get("NODE_NAME") or socket.gethostname()
+
+    def read():
+        snap = read_gpus(io.nvml)
+        return replace(snap, devices=tuple(replace(d, host=node) for d in snap.devices))
+
+    cache = SnapshotCache(read, args.interval)
+    try:
+        cache.get()
+    except NvmlUnavailable as e:
+        if args.require_gpu:
+            print(unavailable_text(cat, e), file=err)
+            return EXIT_NO_EVIDENCE
+        print(cat.t("agent_cli.serving_without_gpu", reason=unavailable_text(cat, e)), file=err)
+    try:
+        server = make_server(args.host, args.port, cache, cat)
+    except OSError as e:
+        # the port as text: the catalog would group its digits like an amount
+        print(cat.t("agent_cli.cannot_listen", host=args.host, port=str(args.port), error=e.strerror or str(e)),
+              file=err)
+        return EXIT_USAGE
+    stop = io.stop or threading.Event()
+    restore = _on_signals(stop)
+    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gpumem-agent",
+                              daemon=True)
+    worker.start()
+    host, port = server.server_address[:2]
+    print(cat.t("agent_cli.listening", url=f"http://{host}:{port}", node=node), file=err, flush=True)
+    try:
+        while not stop.wait(0.5) and worker.is_alive():
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        restore()
+    print(cat.t("agent_cli.stopped"), file=err, flush=True)
+    return EXIT_OK
+
+
+def _on_signals(stop: threading.Event):
+    """SIGTERM (kubelet) and SIGINT set `stop`; returns a function that puts the old handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+    return restore
+
+

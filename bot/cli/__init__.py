@@ -1,0 +1,1 @@
+"""The terminal surface: `gpumem VERB`, one module per verb."""

@@ -1,0 +1,179 @@
+"""`gpumem profile`: the request profile (length buckets, percentiles, shift) of an access log,
+a server log or a metrics scrape, against a baseline when given, with a chart on request.
+
+Exit codes: 0 profiled; 1 the L+XL share rose by the runbook's threshold (15 points) or more
+within the window or against the baseline; 2 bad usage or an unreadable file; 3 no request
+lengths in the input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from bot.cli.main import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE, add_common
+
+
+class _Stop(Exception):
+    """Stop with a message (`profile_cli.error.<key>`) and an exit code."""
+
+    def __init__(self, code: int, key: str, /, **params: Any):
+        self.code, self.key, self.params = code, key, params
+        super().__init__(key)
+
+
+def register(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="request profile: length buckets, percentiles, shift",
+                       description="Bucket requests by length (S, M, L, XL), give exact percentiles and the shift "
+                                   "of the L+XL share, from an access log, a server log or a metrics scrape.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--access-log", metavar="FILE", help="one request per line: key=value or JSON with usage")
+    src.add_argument("--server-log", metavar="FILE", help="an engine's log (SGLang Finish: lines with --log-requests)")
+    src.add_argument("--metrics", metavar="FILE", help="a /metrics scrape with token histograms (estimated profile)")
+    p.add_argument("--baseline", metavar="FILE", help="the same kind of file from a normal period (or an earlier scrape)")
+    p.add_argument("--chart", metavar="PNG", help="write a chart of bucket shares over time")
+    p.add_argument("--workers", type=int, metavar="N", help=argparse.SUPPRESS)
+    add_common(p)
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render.i18n import Catalog
+
+    cat = Catalog.load(lang)
+    try:
+        view = _build(args)
+    except _Stop as e:
+        print(cat.t(f"profile_cli.error.{e.key}", e.params), file=sys.stderr)
+        return e.code
+    chart_ok = True
+    if args.chart:
+        view, chart_ok = _chart(view, args.chart, lang, cat)
+    from bot.render import profile as render
+    if args.json:
+        json.dump(render.profile_json(view, lang), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render.profile_text(view, lang))
+    if not chart_ok:
+        return EXIT_USAGE
+    alarming = any(s is not None and s.delta >= _threshold() for s in (view.profile.shift, view.baseline_shift))
+    return EXIT_CAUSE if alarming else EXIT_OK
+
+
+def _threshold() -> float:
+    from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
+
+    return LONG_SHARE_SHIFT
+
+
+def _build(args: argparse.Namespace):
+    from bot.render.profile import ProfileView
+    from runbooks.profile.requests import compare
+
+    if args.access_log:
+        scan = _access_log(args.access_log, args.workers)
+        base = _access_log(args.baseline, args.workers).profile if args.baseline else None
+        view = ProfileView("access_log", scan.profile, scan.detail, workers=scan.workers)
+    elif args.server_log:
+        found = _server_log(args.server_log)
+        base = _server_log(args.baseline).profile if args.baseline else None
+        view = ProfileView("server_log", found.profile, found.detail)
+    else:
+        return _metrics(args)
+    if base is not None:
+        view = _with_baseline(view, base, compare(view.profile, base))
+    return view
+
+
+def _with_baseline(view, base, shift):
+    from dataclasses import replace
+
+    return replace(view, baseline=base, baseline_shift=shift)
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path) or path
+
+
+def _access_log(path: str, workers: int | None):
+    from collectors.errors import ParseError
+    from collectors.parsers.access_log import NO_LENGTHS
+    from collectors.parsers.access_log_fast import scan_access_log
+
+    try:
+        return scan_access_log(path, _name(path), workers=workers, detail=True)
+    except FileNotFoundError:
+        raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+    except ParseError as e:
+        if e.message == NO_LENGTHS:
+            raise _Stop(EXIT_NO_EVIDENCE, "no_lengths_access_log", path=path) from None
+        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+    except OSError as e:
+        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+
+
+def _server_log(path: str):
+    from collectors.parsers.request_lengths import read_server_log_requests
+
+    try:
+        found = read_server_log_requests(path, _name(path))
+    except FileNotFoundError:
+        raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+    except OSError as e:
+        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+    if found.profile is None:
+        key = f"no_lengths_{found.engine}" if found.engine in ("vllm", "tgi", "sglang") else "no_lengths_log"
+        raise _Stop(EXIT_NO_EVIDENCE, key, path=path)
+    return found
+
+
+def _metrics(args: argparse.Namespace):
+    from bot.render.profile import ProfileView
+    from collectors.errors import ParseError
+    from collectors.parsers.request_lengths import profile_from_metrics, read_metrics_file
+    from runbooks.profile.requests import compare
+
+    texts = {}
+    for path in (p for p in (args.metrics, args.baseline) if p):
+        try:
+            texts[path] = read_metrics_file(path)
+        except FileNotFoundError:
+            raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+        except OSError as e:
+            raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+    try:
+        now = profile_from_metrics(texts[args.metrics], _name(args.metrics),
+                                   texts.get(args.baseline) if args.baseline else None,
+                                   _name(args.baseline) if args.baseline else "baseline")
+        base = profile_from_metrics(texts[args.baseline], _name(args.baseline)) if args.baseline else None
+    except ParseError as e:
+        raise _Stop(EXIT_USAGE, "unreadable", path=e.source, message=str(e)) from None
+    if now.profile is None:
+        raise _Stop(EXIT_NO_EVIDENCE, "no_histograms", path=args.metrics)
+    view = ProfileView("metrics", now.profile, between_scrapes=now.between_scrapes)
+    if base is not None and base.profile is not None:
+        view = _with_baseline(view, base.profile, compare(now.profile, base.profile))
+    return view
+
+
+def _chart(view, path: str, lang: str, cat):
+    """(the view with the chart recorded, whether it was written); failures are told on stderr."""
+    from dataclasses import replace
+
+    from bot.render.chart_profile import ChartUnavailable, write_profile_chart
+
+    if view.detail is None or not view.detail.slices:
+        print(cat.t("profile_cli.error.chart_needs_times"), file=sys.stderr)
+        return view, False
+    try:
+        size = write_profile_chart(path, view.detail, view.profile.source, view.profile.total, lang)
+    except ChartUnavailable:
+        print(cat.t("profile_cli.error.chart_unavailable"), file=sys.stderr)
+        return view, False
+    except OSError as e:
+        print(cat.t("profile_cli.error.chart_unwritable", path=path, message=str(e)), file=sys.stderr)
+        return view, False
+    return replace(view, chart_path=path, chart_bytes=size), True

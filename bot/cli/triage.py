@@ -1,0 +1,114 @@
+"""`gpumem triage`: diagnose GPU memory trouble, live (NAMESPACE/DEPLOYMENT) or from a bundle."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_USAGE, add_common, emit_report, verdict_exit_code
+
+
+def add_live_flags(p: argparse.ArgumentParser) -> None:
+    """Flags shared by every verb that reads a live cluster (triage, collect)."""
+    p.add_argument("--context", help="kube context (default: the config's default, then kubeconfig's current)")
+    p.add_argument("-n", "--namespace", help="namespace when TARGET has none")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG)")
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (token: $GPUMEM_PROMETHEUS_TOKEN)")
+    p.add_argument("--direct-metrics", action="store_true",
+                   help="read /metrics from pod IPs instead of through the API server's pod proxy")
+    p.add_argument("--source-deadline", type=float, metavar="S", default=None,
+                   help="seconds each source may take (default 5)")
+    p.add_argument("--deadline", type=float, metavar="S", default=None,
+                   help="seconds the whole collection may take (default 20)")
+
+
+def register(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="diagnose a service: verdict, evidence, next actions",
+                       description="Diagnose GPU memory trouble: the verdict first, then the evidence, "
+                                   "then the next actions. Live with NAMESPACE/DEPLOYMENT, offline with --bundle.")
+    p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT (live triage)")
+    p.add_argument("--bundle", metavar="DIR", help="an evidence bundle folder (offline triage)")
+    p.add_argument("--save-bundle", metavar="DIR", help="live: also keep the collected bundle in DIR")
+    add_live_flags(p)
+    add_common(p)
+
+
+def live_options(args: argparse.Namespace):
+    """LiveOptions from the config file and environment, then the command-line flags."""
+    from dataclasses import replace
+
+    from bot.service.settings import load_settings
+    from bot.service.triage import options_from_settings
+    from collectors.live import PrometheusOptions
+
+    settings = load_settings(args.config, os.environ)
+    opts = options_from_settings(settings, args.context)
+    changes: dict = {}
+    if args.context:
+        changes["context"] = args.context
+    if args.kubeconfig:
+        changes["kubeconfig"] = args.kubeconfig
+    if args.in_cluster:
+        changes["in_cluster"] = True
+    if args.direct_metrics:
+        changes["direct_metrics"] = True
+    if args.source_deadline is not None:
+        changes["source_deadline_s"] = args.source_deadline
+    if args.deadline is not None:
+        changes["total_deadline_s"] = args.deadline
+    if args.prometheus:
+        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
+        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=token)
+    return replace(opts, **changes), settings
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    if bool(args.bundle) == bool(args.target):
+        from bot.render.i18n import Catalog
+
+        key = "cli.target_and_bundle" if args.bundle else "cli.no_target"
+        print(Catalog.load(lang).t(key), file=sys.stderr)
+        return EXIT_USAGE
+    if args.bundle:
+        return _offline(args, lang)
+    return _live(args, lang)
+
+
+def _offline(args: argparse.Namespace, lang: str) -> int:
+    from bot.render.i18n import Catalog
+    from collectors.parsers.bundle import BundleError, has_evidence, load_bundle
+    from runbooks.triage.runbook import triage
+
+    cat = Catalog.load(lang)
+    if not os.path.isdir(args.bundle):
+        print(cat.t("cli.bundle_not_found", path=args.bundle), file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        evidence = load_bundle(args.bundle)
+    except BundleError as e:
+        print(cat.t("cli.bundle_unusable", detail=str(e)), file=sys.stderr)
+        return EXIT_USAGE
+    report = triage(evidence)
+    emit_report(report, args.json, lang)
+    if not has_evidence(evidence):
+        print(cat.t("cli.nothing_read", path=args.bundle), file=sys.stderr)
+        return EXIT_NO_EVIDENCE
+    return verdict_exit_code(report.verdict.primary)
+
+
+def _live(args: argparse.Namespace, lang: str) -> int:
+    from bot.service.live_errors import live_guard
+    from bot.service.triage import run_live_triage
+
+    with live_guard(lang) as guard:
+        opts, settings = live_options(args)
+        result = run_live_triage(args.target, opts, lang, bundle_dir=args.save_bundle,
+                                 default_namespace=args.namespace or settings.default_namespace)
+        emit_report(result.report, args.json, lang)
+        if args.save_bundle:
+            print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
+        return verdict_exit_code(result.report.verdict.primary)
+    return guard.exit_code

@@ -1,0 +1,82 @@
+"""Message catalogs (bot/render/locales/<lang>.yaml) and the formatting of their values.
+
+All wording lives in the catalogs; code passes keys and values.
+
+>>> Catalog.load("en").t("priority.high")
+'high'
+"""
+
+from __future__ import annotations
+
+import string
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+LANGS = ("en", "zh")
+
+
+class MissingMessage(KeyError):
+    """A key has no wording in a catalog (a test keeps every emitted key covered)."""
+
+
+class _Formatter(string.Formatter):
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, float) and not format_spec:
+            return f"{value:,.2f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
+        if isinstance(value, int) and not isinstance(value, bool) and not format_spec and abs(value) >= 10000:
+            return f"{value:,}"
+        return super().format_field(value, format_spec)
+
+    def get_value(self, key, args, kwargs):
+        if isinstance(key, str):
+            return kwargs.get(key)
+        return super().get_value(key, args, kwargs)
+
+
+_FMT = _Formatter()
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in tree.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = str(v)
+    return out
+
+
+class Catalog:
+    def __init__(self, lang: str, messages: dict[str, str]):
+        self.lang = lang
+        self.messages = messages
+
+    @classmethod
+    @cache
+    def load(cls, lang: str) -> Catalog:
+        if lang not in LANGS:
+            raise ValueError(f"unknown language {lang!r}; use one of {', '.join(LANGS)}")
+        text = resources.files("bot.render").joinpath("locales", f"{lang}.yaml").read_text(encoding="utf-8")
+        return cls(lang, _flatten(yaml.safe_load(text)))
+
+    def has(self, key: str) -> bool:
+        return key in self.messages
+
+    def t(self, key: str, params: dict[str, Any] | None = None, **more: Any) -> str:
+        """The wording for `key` with `{name}` placeholders filled; None shows as n/a."""
+        try:
+            template = self.messages[key]
+        except KeyError:
+            raise MissingMessage(f"{self.lang}: no message for {key!r}") from None
+        values = dict(params or {})
+        values.update(more)
+        return _FMT.vformat(template, (), values)
+
+    def t_or(self, key: str, fallback: str, params: dict[str, Any] | None = None) -> str:
+        return self.t(key, params) if key in self.messages else fallback

@@ -1,0 +1,256 @@
+"""One command grammar for Slack and the CLI: `/gpumem VERB [NAMESPACE/DEPLOYMENT] [--flags]`.
+
+The parser is the CLI's own (`bot.cli.main.build_parser()`), so `/gpumem budget --engine vllm ...`
+takes exactly the flags `gpumem budget` takes. Slack adds three rules on top: only the verbs
+in `SLACK_VERBS`; no flag that reads or writes files on the bot's host (`--bundle`, `--out`,
+`--json`, ...); and a NAMESPACE/DEPLOYMENT target for the verbs that read a service. argparse
+never exits here: a bad flag becomes a `CommandError` carrying the usage text.
+
+>>> parse_command("triage llm/vllm-server --context prod-a").target.name
+'vllm-server'
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+#: verbs Slack may run, in the order `/gpumem help` lists them
+SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "help")
+#: verbs that read one service and so need NAMESPACE/DEPLOYMENT
+TARGET_VERBS = ("triage", "profile", "snapshot")
+#: verbs whose CLI form means something else in Slack: `gpumem snapshot` samples the GPUs of the
+#: machine it runs on and `gpumem profile` reads log files; in Slack both read a service
+SLACK_OWN_VERBS = ("snapshot", "profile")
+#: option destinations Slack refuses: they read or write files on the bot's host, point the bot
+#: at another endpoint with its credentials (--prometheus), or are the operator's to set
+SLACK_REFUSED_DESTS = frozenset({
+    "bundle", "save_bundle", "json", "out", "output", "config", "kubeconfig", "file", "files", "access_log",
+    "server_log", "metrics", "baseline", "chart", "from_deployment", "profile", "prometheus", "in_cluster",
+    "direct_metrics", "source_deadline", "deadline", "workers", "write",
+})
+_REFUSED_METAVAR = re.compile(r"\b(DIR|FILE|PATH|FOLDER|PNG|URL|ACCESS_LOG)\b")
+#: options that take a name or a path: only the name is allowed from Slack
+_NAME_NOT_PATH_DESTS = frozenset({"model"})
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+#: Slack's auto-formatting of what was typed: links, smart quotes, long dashes
+_SLACK_LINK = re.compile(r"<([^<>|]+)(?:\|([^<>]*))?>")
+_SMART = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "\u00a0": " "})
+
+
+@dataclass(frozen=True)
+class Target:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class Command:
+    """A parsed command. `argv` holds the tokens after the verb, as the CLI would get them."""
+
+    verb: str
+    argv: tuple[str, ...] = ()
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    target: Target | None = None
+    context: str | None = None
+    lang: str | None = None
+    #: every option string the verb's parser knows ("--lang", "--engine", ...)
+    options: frozenset[str] = frozenset()
+    #: for `help VERB`: the verb asked about
+    topic: str | None = None
+
+
+class CommandError(Exception):
+    """The command cannot run as typed. `key` names the catalog message (`slack.error.<key>`)."""
+
+    def __init__(self, key: str, usage: str = "", **params: Any):
+        super().__init__(f"{key}: {params}")
+        self.key = key
+        self.usage = usage
+        self.params = params
+
+
+class _ArgparseExit(Exception):
+    def __init__(self, message: str, usage: str, is_help: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+        self.is_help = is_help
+
+
+def normalise(text: str) -> str:
+    """Undo what Slack does to typed text: HTML escapes, link markup, smart quotes, long dashes.
+
+    >>> normalise("triage &lt;http://llm/x|llm/x&gt; —context a")
+    'triage <http://llm/x|llm/x> --context a'
+    """
+    text = _SLACK_LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    text = html.unescape(text).translate(_SMART)
+    return re.sub(r"(^|\s)[—–]+(?=\w)", r"\1--", text).strip()
+
+
+def parse_command(text: str, default_namespace: str | None = None,
+                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> Command:
+    """Parse what follows `/gpumem`. Raises CommandError (`.key`, `.usage`) when it cannot run."""
+    text = normalise(text)
+    try:
+        tokens = shlex.split(text)
+    except ValueError as e:
+        raise CommandError("bad_quotes", detail=str(e)) from None
+    if not tokens or tokens[0] in ("help", "-h", "--help"):
+        topic = tokens[1] if len(tokens) > 1 else None
+        return Command(verb="help", topic=topic if topic in SLACK_VERBS else None)
+    verb, rest = tokens[0].lower(), tokens[1:]
+    root = slack_parser(parser_factory)
+    verbs = _verb_parsers(root)
+    if verb not in SLACK_VERBS or verb not in verbs:
+        raise CommandError("unknown_verb", verb=tokens[0], verbs=", ".join(v for v in SLACK_VERBS if v in verbs or v == "help"))
+    sub = verbs[verb]
+    try:
+        args, extras = root.parse_known_args([verb, *rest])
+    except _ArgparseExit as e:
+        if e.is_help:
+            raise CommandError("help_verb", usage=e.usage, verb=verb) from None
+        raise CommandError("bad_flags", usage=e.usage or sub.format_usage(), detail=e.message) from None
+    if extras:
+        raise CommandError("bad_flags", usage=sub.format_usage(),
+                           detail=f"unrecognized arguments: {' '.join(extras)}")
+    _refuse_host_only(sub, args)
+    target = None
+    if verb in TARGET_VERBS:
+        namespace = getattr(args, "namespace", None) or default_namespace
+        target = parse_target(getattr(args, "target", None), namespace, usage=sub.format_usage())
+    options = frozenset(s for a in sub._actions for s in a.option_strings)
+    return Command(verb=verb, argv=tuple(rest), args=args, target=target, context=getattr(args, "context", None),
+                   lang=getattr(args, "lang", None), options=options)
+
+
+def parse_target(value: str | None, default_namespace: str | None, usage: str = "") -> Target:
+    """`namespace/name`, or `name` in the default namespace; names as Kubernetes allows them."""
+    if not value:
+        raise CommandError("missing_target", usage=usage)
+    ns, _, name = value.strip().rpartition("/")
+    ns = ns or (default_namespace or "")
+    if not ns:
+        raise CommandError("missing_namespace", usage=usage, target=value)
+    if ns.count("/") or not _NAMESPACE.match(ns) or not _NAME.match(name):
+        raise CommandError("bad_target", usage=usage, target=value)
+    return Target(ns, name)
+
+
+def usage_of(verb: str, parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> str:
+    """The usage line of one verb as Slack shows it (`usage: /gpumem budget ...`)."""
+    verbs = _verb_parsers(slack_parser(parser_factory))
+    return verbs[verb].format_usage() if verb in verbs else ""
+
+
+def available_verbs(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> tuple[str, ...]:
+    verbs = _verb_parsers(slack_parser(parser_factory))
+    return tuple(v for v in SLACK_VERBS if v in verbs or v == "help")
+
+
+_local = threading.local()
+
+
+def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
+    """The CLI parser, made safe for Slack: no exits, `/gpumem` in usage, targets on read verbs.
+
+    One per thread and factory: parsing does not change a parser, but argparse promises nothing
+    about threads, and building one costs a few milliseconds on the ack path.
+    """
+    if parser_factory is None:
+        from bot.cli.main import build_parser
+
+        parser_factory = build_parser
+    cache = _local.__dict__.setdefault("parsers", {})
+    if parser_factory not in cache:
+        cache[parser_factory] = _build_slack_parser(parser_factory)
+    return cache[parser_factory]
+
+
+def _build_slack_parser(parser_factory: Callable[[], argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    root = parser_factory()
+    root.prog = "/gpumem"
+    sub_action = _sub_action(root)
+    for verb in TARGET_VERBS:
+        if verb in SLACK_OWN_VERBS:
+            sub_action.choices.pop(verb, None)
+        if verb not in sub_action.choices:
+            sub_action.add_parser(verb, help=f"{verb} NAMESPACE/DEPLOYMENT")
+    for verb, sub in sub_action.choices.items():
+        sub.prog = f"/gpumem {verb}"
+        if verb in TARGET_VERBS:
+            dests = {a.dest for a in sub._actions}
+            if "target" not in dests:
+                sub.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT")
+            if "context" not in dests:
+                sub.add_argument("--context", help="kube context (a cluster in the config)")
+            if "lang" not in dests:
+                sub.add_argument("--lang", choices=("en", "zh"), default=None, help="language of the reply")
+        for action in sub._actions:
+            if _host_only(action):
+                action.help = argparse.SUPPRESS  # not offered in Slack's usage text
+    for p in (root, *sub_action.choices.values()):
+        _no_exit(p)
+    return root
+
+
+def _sub_action(root: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    for action in root._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    raise RuntimeError("the CLI parser has no verbs")  # a programming error, not user input
+
+
+def _verb_parsers(root: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return dict(_sub_action(root).choices)
+
+
+def _no_exit(p: argparse.ArgumentParser) -> None:
+    """argparse prints and exits on errors and -h; raise instead, keeping the text."""
+
+    def error(message: str) -> NoReturn:
+        raise _ArgparseExit(message, p.format_usage())
+
+    def exit_(status: int = 0, message: str | None = None) -> NoReturn:
+        raise _ArgparseExit(message or "", p.format_usage())
+
+    def print_help(file: Any = None) -> NoReturn:
+        raise _ArgparseExit("", p.format_help(), is_help=True)
+
+    p.error = error  # type: ignore[method-assign]
+    p.exit = exit_  # type: ignore[method-assign]
+    p.print_help = print_help  # type: ignore[method-assign]
+    p.exit_on_error = True  # errors go through error(), which raises
+
+
+def _refuse_host_only(sub: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for action in sub._actions:
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        if _host_only(action) or (action.dest in _NAME_NOT_PATH_DESTS and _looks_like_path(value)):
+            raise CommandError("host_only_flag", usage=sub.format_usage(), flag=action.option_strings[-1])
+
+
+def _host_only(action: argparse.Action) -> bool:
+    if not action.option_strings:
+        return False
+    metavar = action.metavar if isinstance(action.metavar, str) else ""
+    return action.dest in SLACK_REFUSED_DESTS or bool(_REFUSED_METAVAR.search(metavar))
+
+
+def _looks_like_path(value: object) -> bool:
+    text = str(value)
+    return (text.startswith(("/", ".", "~", "\\")) or ".." in text or "\\" in text
+            or text.lower().endswith((".json", ".yaml", ".yml", ".safetensors")))

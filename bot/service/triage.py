@@ -1,0 +1,130 @@
+"""Live triage for the CLI and Slack: collect, decide, write the bundle, draw the charts.
+
+`run_live_triage` is the one entry point both surfaces call; the bundle it writes is the
+evidence of record (attach it to the incident, replay it with `gpumem triage --bundle`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.service.bundle_out import write_bundle_json
+from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Report
+from runbooks.triage.runbook import STEPS, triage
+
+#: a live triage reports one more step than the offline one: the collection itself
+LIVE_STEPS = ("collect", *STEPS[1:])
+MEMORY_CHART = "gpu-memory.png"
+PROFILE_CHART = "request-buckets.png"
+
+
+class BadTarget(ValueError):
+    """A target is not NAMESPACE/NAME (or NAME with a default namespace)."""
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    report: Report
+    evidence: Evidence
+    bundle_dir: Path
+    memory_chart_png: bytes | None = None
+    profile_chart_png: bytes | None = None
+
+
+def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
+    """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
+
+    >>> split_target("llm/vllm-server")
+    ('llm', 'vllm-server')
+    """
+    parts = target.strip().split("/")
+    if len(parts) == 2 and all(parts):
+        return parts[0], parts[1]
+    if len(parts) == 1 and parts[0] and default_namespace:
+        return default_namespace, parts[0]
+    raise BadTarget(f"{target!r}: expected NAMESPACE/DEPLOYMENT, e.g. llm/vllm-server")
+
+
+def options_from_settings(settings, context: str | None = None) -> LiveOptions:
+    """LiveOptions for a context (a configured cluster's name or kube context), from Settings."""
+    cluster = settings.cluster(context)
+    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    prom_opts = None
+    if prom is not None:
+        prom_opts = PrometheusOptions(
+            url=prom.url,
+            bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
+            username=prom.username,
+            password=prom.password.reveal() if prom.password else None,
+            verify=prom.ca_file or True,
+        )
+    return LiveOptions(
+        kubeconfig=cluster.kubeconfig if cluster else None,
+        context=(cluster.context if cluster else None) or context,
+        in_cluster=bool(cluster and cluster.context == "in-cluster"),
+        prometheus=prom_opts,
+        source_deadline_s=settings.deadlines.source_s,
+        total_deadline_s=settings.deadlines.collect_s,
+    )
+
+
+def write_bundle(out: str | os.PathLike[str], collection: LiveCollection) -> Path:
+    """Write the bundle files and bundle.json into `out` (created if needed)."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in collection.files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    write_bundle_json(root, collection.evidence)
+    return root
+
+
+def draw_charts(evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+    """The GPU memory chart (when there is history) and the bucket chart (when there is a profile).
+
+    Charts need matplotlib (`pip install 'gpumem[charts]'`); without it both are None.
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None, None
+    memory = profile = None
+    if evidence.memory_history is not None and evidence.memory_history.series:
+        from bot.render.chart_memory import render_memory_chart
+
+        memory = render_memory_chart(evidence.memory_history, evidence.target or "", lang)
+    if evidence.requests is not None and evidence.requests.total:
+        from bot.render.chart_buckets import render_bucket_chart
+
+        profile = render_bucket_chart(evidence.requests, evidence.target or "", lang)
+    return memory, profile
+
+
+def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
+                    on_step: Callable[[int, int, str], None] | None = None,
+                    bundle_dir: str | os.PathLike[str] | None = None,
+                    default_namespace: str | None = None, now: datetime | None = None,
+                    api=None) -> LiveResult:
+    """Collect, triage, write the bundle (with charts), and return it all."""
+    namespace, name = split_target(target, default_namespace)
+    now = now or datetime.now(UTC)
+    total = len(LIVE_STEPS)
+    if on_step:
+        on_step(1, total, "collect")
+    collection = collect_live(namespace, name, options, now, api=api)
+    report = triage(collection.evidence, now=now,
+                    on_step=(lambda i, n, step: on_step(i, total, step)) if on_step else None)
+    out = Path(bundle_dir) if bundle_dir else Path(tempfile.mkdtemp(prefix=f"gpumem-{namespace}-{name}-"))
+    write_bundle(out, collection)
+    memory_png, profile_png = draw_charts(collection.evidence, lang)
+    if memory_png:
+        (out / MEMORY_CHART).write_bytes(memory_png)
+    if profile_png:
+        (out / PROFILE_CHART).write_bytes(profile_png)
+    return LiveResult(report, collection.evidence, out, memory_png, profile_png)

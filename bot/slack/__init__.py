@@ -1,0 +1,1 @@
+"""The Slack surface: the Bolt app, its listeners and middleware, the job pool, the HTTP face."""

@@ -1,0 +1,201 @@
+"""Bolt listeners: parse, check, ack at once, hand the work to the pool. Nothing slow here.
+
+A slash command is acked before anything else can take time: help and refusals are the ack
+itself (ephemeral, nothing in the channel); an accepted command is acked with "on it", then
+its parent message is posted and its job queued. Bolt's listener threads only ever wait on
+that one chat.postMessage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bot.render import slack_triage as R
+from bot.render import slack_verbs as V
+from bot.service.grammar import (
+    SLACK_VERBS,
+    Command,
+    CommandError,
+    available_verbs,
+    parse_command,
+    parse_target,
+    usage_of,
+)
+from bot.service.settings import Settings
+from bot.slack.api import SlackPoster
+from bot.slack.jobs import Claims, JobPool
+from bot.slack.metrics import BotMetrics
+from bot.slack.work import Job, Work
+
+log = logging.getLogger("gpumem.slack")
+
+#: verbs whose work is shown in a parent message while it runs
+PARENT_VERBS = ("triage", "profile", "snapshot")
+_NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found", "is_archived")
+
+
+class Handlers:
+    def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
+                 parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
+                 claims: Claims | None = None, clock: Callable[[], float] = time.monotonic):
+        self.settings = settings
+        self.work = work
+        self.pool = pool
+        self.poster = poster
+        self.metrics = metrics
+        self.parser_factory = parser_factory
+        self.claims = claims or Claims()
+        self.clock = clock
+
+    # ------------------------------------------------------------------ /gpumem
+
+    def on_command(self, ack: Callable[..., Any], command: dict[str, Any], respond: Callable[..., Any]) -> None:
+        acked = _Once(ack)
+        try:
+            self._command(acked, command, respond)
+        except Exception as e:
+            # Bolt answers 404 to Slack when a listener raises, even after ack(): never raise
+            log.exception("/gpumem failed")
+            lang = self.settings.lang_for(command.get("channel_id", ""))
+            msg = V.error_message(lang, "post_failed", error=type(e).__name__)
+            if not acked.called:
+                acked(**msg)
+            else:
+                self._tell(respond, lang, "post_failed", error=type(e).__name__)
+
+    def _command(self, ack: Callable[..., Any], command: dict[str, Any], respond: Callable[..., Any]) -> None:
+        accepted_at = self.clock()
+        channel, user = command.get("channel_id", ""), command.get("user_id", "")
+        lang = self.settings.lang_for(channel)
+        text = command.get("text") or ""
+        first = text.split()[0].lower() if text.split() else "help"
+        if self.settings.channel_policy(channel) is None:
+            log.info("refused /gpumem from channel %s (not in slack.channels)", channel)
+            return self._refuse(ack, lang, _verb_label(first), "channel_not_allowed")
+        try:
+            cmd = parse_command(text, self.settings.default_namespace, self.parser_factory)
+        except CommandError as e:
+            if e.key == "help_verb":
+                self.metrics.command(_verb_label(first), "ok")
+                return ack(**V.verb_help_message(lang, _verb_label(first), e.usage))
+            return self._refuse(ack, lang, _verb_label(first), e.key, e.usage, **e.params)
+        lang = cmd.lang or lang
+        if cmd.verb == "help":
+            self.metrics.command("help", "ok")
+            if cmd.topic and cmd.topic != "help":
+                return ack(**V.verb_help_message(lang, cmd.topic, usage_of(cmd.topic, self.parser_factory)))
+            return ack(**V.help_message(lang, available_verbs(self.parser_factory)))
+        refusal = self._check_target(cmd, channel)
+        if refusal is not None:
+            key, params = refusal
+            return self._refuse(ack, lang, cmd.verb, key, **params)
+        self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
+
+    # ------------------------------------------------------------------ the "Run again" button
+
+    def on_rerun(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        try:
+            self._rerun(body, respond)
+        except Exception:
+            log.exception("rerun failed")
+
+    def _rerun(self, body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        accepted_at = self.clock()
+        user = (body.get("user") or {}).get("id", "")
+        container = body.get("container") or {}
+        channel = container.get("channel_id") or (body.get("channel") or {}).get("id", "")
+        lang = self.settings.lang_for(channel)
+        action = (body.get("actions") or [{}])[0]
+        if self.settings.channel_policy(channel) is None:
+            return self._tell(respond, lang, "channel_not_allowed")
+        if not self.claims.claim((channel, container.get("message_ts"), action.get("action_id"))):
+            return self._tell(respond, lang, "rerun_claimed")
+        try:
+            value = json.loads(action.get("value") or "{}")
+            target = parse_target(str(value.get("target") or ""), self.settings.default_namespace)
+        except (ValueError, AttributeError, CommandError):
+            return self._tell(respond, lang, "bad_target", target=str(action.get("value"))[:100])
+        context = value.get("context") if isinstance(value.get("context"), str) else None
+        cmd = Command(verb="triage", argv=(str(target),), target=target, context=context)
+        refusal = self._check_target(cmd, channel)
+        if refusal is not None:
+            return self._tell(respond, lang, refusal[0], **refusal[1])
+        self._start(cmd, channel, user, lang, accepted_at, ack=None, respond=respond)
+
+    def on_error(self, error: Exception, body: dict[str, Any]) -> None:
+        log.error("listener failed: %s: %s", type(error).__name__, error, exc_info=error)
+
+    # ------------------------------------------------------------------ shared steps
+
+    def _check_target(self, cmd: Command, channel: str) -> tuple[str, dict[str, Any]] | None:
+        if cmd.target is None:
+            return None
+        if not self.settings.context_known(cmd.context):
+            known = ", ".join(c.name for c in self.settings.clusters) or "-"
+            return "unknown_context", {"context": cmd.context, "contexts": known}
+        if not self.settings.namespace_allowed(cmd.target.namespace, cmd.context, channel):
+            allowed = ", ".join(self.settings.namespaces_for(cmd.context, channel)) or "-"
+            return "namespace_not_allowed", {"namespace": cmd.target.namespace, "allowed": allowed}
+        return None
+
+    def _start(self, cmd: Command, channel: str, user: str, lang: str, accepted_at: float,
+               ack: Callable[..., Any] | None, respond: Callable[..., Any]) -> None:
+        ticket = self.pool.reserve()
+        if ticket is None:
+            self.metrics.command(cmd.verb, "busy")
+            if ack is not None:
+                return ack(**V.error_message(lang, "busy", queued=self.pool.queued))
+            return self._tell(respond, lang, "busy", queued=self.pool.queued)
+        target = str(cmd.target) if cmd.target else None
+        with_parent = cmd.verb in PARENT_VERBS
+        if ack is not None:
+            ahead = ticket.ahead if ticket.queued and not with_parent else None
+            ack(**V.ack_text(lang, cmd.verb, target, ahead))
+        parent_ts = None
+        if with_parent:
+            first = (R.queued_message(lang, cmd.verb, target, ticket.ahead, user) if ticket.queued
+                     else R.starting_message(lang, cmd.verb, target, user))
+            parent_ts, error = self.poster.post_or_error(channel, first)
+            if parent_ts is None:
+                self.pool.release(ticket)
+                self.metrics.command(cmd.verb, "error")
+                key = "not_in_channel" if error in _NOT_IN_CHANNEL else "post_failed"
+                return self._tell(respond, lang, key, error=error)
+        job = Job(cmd, channel, user, lang, parent_ts, accepted_at, respond)
+        self.pool.submit(ticket, lambda: self.work.run(job, was_queued=ticket.queued),
+                         cancel=lambda: self.work.cancel(job))
+
+    def _refuse(self, ack: Callable[..., Any], lang: str, verb: str, key: str, usage: str = "", /,
+                **params: Any) -> None:
+        outcome = "refused" if key in ("channel_not_allowed", "namespace_not_allowed", "unknown_context") else "usage"
+        self.metrics.command(verb, outcome)
+        ack(**V.error_message(lang, key, usage, **params))
+
+    def _tell(self, respond: Callable[..., Any], lang: str, key: str, /, **params: Any) -> None:
+        try:
+            respond(response_type="ephemeral", replace_original=False, **V.error_message(lang, key, **params))
+        except Exception as e:  # the response_url may be used up (5 uses) or expired (30 min)
+            log.warning("respond failed (%s): %s", key, type(e).__name__)
+
+
+class _Once:
+    """Bolt's ack, remembering whether it was called."""
+
+    def __init__(self, ack: Callable[..., Any]):
+        self.ack = ack
+        self.called = False
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        self.called = True
+        return self.ack(*args, **kw)
+
+
+def _verb_label(word: str) -> str:
+    """A bounded label for metrics: a known verb or "unknown"."""
+    return word if word in SLACK_VERBS else "unknown"

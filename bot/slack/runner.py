@@ -1,0 +1,178 @@
+"""What the Slack app calls to do the work, injected so tests and deployments choose.
+
+- `TriageRunner`: `(target, context, on_step) -> TriageOutcome`. Live triage
+  (`bot.service.triage.run_live_triage`) fits it through `live_runner(settings)`; `BundleRunner` reads
+  evidence bundles from disk (staging, drills, tests).
+- `VerbRunner`: `(argv, lang) -> VerbOutput`, a CLI verb (`gpumem budget ...`) run as a child
+  process, so its output, exit code and deadline are the CLI's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from runbooks.model.evidence import Evidence
+from runbooks.model.report import Report
+
+Progress = Callable[[int, int, str], None]
+
+#: an evidence bundle larger than this is not uploaded (the thread says so)
+MAX_BUNDLE_UPLOAD_BYTES = 200 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TriageOutcome:
+    """What one triage produced. `bot.service.triage.LiveResult` has the same fields."""
+
+    report: Report
+    evidence: Evidence
+    bundle_dir: str | None = None
+    memory_chart_png: bytes | None = None
+    profile_chart_png: bytes | None = None
+    #: the bundle folder was made for this triage alone: remove it once it is uploaded
+    discard_bundle: bool = False
+
+
+class TriageRunner(Protocol):
+    def __call__(self, target: str, context: str | None, on_step: Progress) -> Any:
+        """Gather evidence for `target` ("namespace/name") and triage it; returns a TriageOutcome."""
+
+
+class TargetNotFound(Exception):
+    """No evidence source knows this target."""
+
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
+class BundleRunner:
+    """Triage from evidence bundles on disk: "namespace/name" -> bundle folder.
+
+    >>> BundleRunner({"llm/vllm-server": "examples/runbook-incident"})("llm/vllm-server", None, print)
+    """
+
+    def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: bool = True,
+                 now: Callable[[], datetime] | None = None, lang: str = "en"):
+        self.bundles = {k: Path(v) for k, v in bundles.items()}
+        self.charts = charts
+        self.now = now or (lambda: datetime.now(UTC))
+        self.lang = lang
+
+    def __call__(self, target: str, context: str | None, on_step: Progress) -> TriageOutcome:
+        from collectors.parsers.bundle import load_bundle
+        from runbooks.triage.runbook import triage
+
+        folder = self.bundles.get(target)
+        if folder is None:
+            raise TargetNotFound(target)
+        evidence = load_bundle(folder)
+        report = triage(evidence, now=self.now(), on_step=on_step)
+        memory_png = profile_png = None
+        if self.charts:
+            from bot.render.triage_charts import memory_chart, profile_chart
+
+            memory_png = memory_chart(report, evidence, self.lang)
+            profile_png = profile_chart(report, self.lang)
+        return TriageOutcome(report, evidence, str(folder), memory_png, profile_png)
+
+
+def live_runner(settings: Any) -> TriageRunner | None:
+    """`bot.service.triage.run_live_triage` as a TriageRunner, or None when this build has no live triage.
+
+    Each run writes its bundle to a fresh temporary folder, uploaded to the thread and then
+    removed, so a long-running bot does not fill its disk.
+    """
+    try:
+        live = importlib.import_module("bot.service.triage")
+    except ModuleNotFoundError as e:
+        if e.name != "bot.service.triage":
+            raise
+        return None
+
+    def runner(target: str, context: str | None, on_step: Progress) -> TriageOutcome:
+        options = live.options_from_settings(settings, context)
+        folder = tempfile.mkdtemp(prefix="gpumem-slack-")
+        try:
+            result = live.run_live_triage(target, options, lang=settings.slack.default_lang, on_step=on_step,
+                                          bundle_dir=folder, default_namespace=settings.default_namespace)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return TriageOutcome(result.report, result.evidence, str(result.bundle_dir), result.memory_chart_png,
+                             result.profile_chart_png, discard_bundle=True)
+
+    return runner
+
+
+def bundle_archive(bundle_dir: str | os.PathLike[str], name: str) -> bytes | None:
+    """The bundle folder as a .tar.gz in memory; None when it is missing or too large to upload."""
+    root = Path(bundle_dir)
+    if not root.is_dir():
+        return None
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()]
+    if sum(p.stat().st_size for p in files) > MAX_BUNDLE_UPLOAD_BYTES * 8:
+        return None  # compresses to more than the cap even at 8:1
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=f"{name}/{path.relative_to(root)}", recursive=False)
+    data = buf.getvalue()
+    return data if len(data) <= MAX_BUNDLE_UPLOAD_BYTES else None
+
+
+# ----------------------------------------------------------------------------- CLI verbs
+
+
+@dataclass(frozen=True)
+class VerbOutput:
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+class VerbRunner(Protocol):
+    def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
+
+
+#: environment names never handed to a child process
+_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "SLACK_", "CREDENTIAL", "API_KEY")
+
+
+class SubprocessVerbRunner:
+    """Run `python -m bot.cli.main VERB ...` with a deadline and an environment without secrets."""
+
+    def __init__(self, timeout_s: float, environ: Mapping[str, str], python: str = sys.executable):
+        self.timeout_s = timeout_s
+        self.python = python
+        self.env = {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+        root = str(Path(__file__).resolve().parent.parent)
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (root, self.env.get("PYTHONPATH")) if p)
+
+    def __call__(self, argv: list[str], lang: str) -> VerbOutput:
+        env = dict(self.env, GPUMEM_LANG=lang)
+        try:
+            done = subprocess.run([self.python, "-m", "bot.cli.main", *argv], capture_output=True, text=True,
+                                  timeout=self.timeout_s, env=env, stdin=subprocess.DEVNULL, check=False)
+        except subprocess.TimeoutExpired as e:
+            return VerbOutput(-1, _text(e.stdout), _text(e.stderr), timed_out=True)
+        return VerbOutput(done.returncode, done.stdout, done.stderr)
+
+
+def _text(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

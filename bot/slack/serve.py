@@ -1,0 +1,125 @@
+"""`gpumem serve`: the Slack bot, over Socket Mode (default) or HTTP (`--http`).
+
+    SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-... gpumem serve --config gpumem.yaml
+    SLACK_BOT_TOKEN=xoxb-... SLACK_SIGNING_SECRET=... gpumem serve --http --port 3000
+
+HTTP serves /slack/events, /health and /metrics on a threaded WSGI server (waitress). Socket
+Mode needs no public endpoint; /health and /metrics are still served on --port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from bot.cli.main import EXIT_OK, EXIT_USAGE
+
+log = logging.getLogger("gpumem.serve")
+
+
+def register(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="run the Slack bot (Socket Mode, or HTTP with --http)",
+                       description="Run the Slack bot: /gpumem triage, profile, snapshot, budget, help. "
+                                   "Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (HTTP), "
+                                   "SLACK_APP_TOKEN (Socket Mode), or their *_FILE variants.")
+    p.add_argument("--http", action="store_true", help="serve HTTP (/slack/events) instead of Socket Mode")
+    p.add_argument("--host", default=None, help="address to listen on (default: http.host, 0.0.0.0)")
+    p.add_argument("--port", type=int, default=None, help="port (default: http.port, 3000; 0: any free port)")
+    p.add_argument("--config", metavar="FILE", default=None, help="YAML settings (default: $GPUMEM_CONFIG)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render.i18n import Catalog
+    from bot.service.settings import SettingsError, load_settings
+
+    cat = Catalog.load(lang)
+    try:
+        settings = load_settings(args.config, os.environ)
+        settings.require("bot_token", "signing_secret" if args.http else "app_token")
+    except SettingsError as e:
+        print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(args.log_level, settings)
+    bot = build_from_settings(settings, os.environ)
+    host = args.host or settings.http.host
+    port = settings.http.port if args.port is None else args.port
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.http:
+        server = serve_http(bot, host, port)
+        print(cat.t("slack.serve.listening_http", url=server.url), file=sys.stderr, flush=True)
+        _wait(stop)
+        server.close()
+    else:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        server = serve_http(bot, host, port, events=False)
+        print(cat.t("slack.serve.listening_socket", url=server.url), file=sys.stderr, flush=True)
+        assert settings.slack.app_token is not None
+        handler = SocketModeHandler(bot.app, settings.slack.app_token.reveal())
+        handler.connect()
+        _wait(stop)
+        handler.close()
+        server.close()
+    print(cat.t("slack.serve.stopping"), file=sys.stderr, flush=True)
+    bot.close(timeout_s=min(30.0, settings.deadlines.triage_s))
+    return EXIT_OK
+
+
+def _wait(stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        pass
+
+
+def configure_logging(level: str, settings: Any) -> None:
+    """Plain logs on stderr, every record passed through the token filter."""
+    from bot.service.redact import install
+    from bot.slack.app import secrets_of
+
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install(secrets_of(settings))
+
+
+def build_from_settings(settings: Any, environ: Mapping[str, str]) -> Any:
+    """The bot with the runners this deployment has: live triage, bundles from the config, CLI verbs."""
+    from bot.slack.app import build_bot
+    from bot.slack.runner import SubprocessVerbRunner
+
+    return build_bot(settings, choose_runner(settings), SubprocessVerbRunner(settings.deadlines.verb_s, environ))
+
+
+def choose_runner(settings: Any) -> Any:
+    """Targets named under `bundles:` read their bundle; every other target goes live (if built in)."""
+    from bot.slack.runner import BundleRunner, TargetNotFound, live_runner
+
+    live = live_runner(settings)
+    bundles = BundleRunner(settings.bundles, lang=settings.slack.default_lang) if settings.bundles else None
+    if live is None and bundles is None:
+        log.warning("no live triage in this build and no bundles in the config: every target is unknown")
+
+    def runner(target: str, context: str | None, on_step: Any) -> Any:
+        if bundles is not None and target in bundles.bundles:
+            return bundles(target, context, on_step)
+        if live is None:
+            raise TargetNotFound(target)
+        return live(target, context, on_step)
+
+    return runner
+
+
+def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:
+    """Start the threaded HTTP server for `bot` on a background thread; returns it (`.url`, `.close()`)."""
+    from bot.slack.http import HttpServer, wsgi_app
+
+    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events)
+    return HttpServer(app, host, port, bot.settings.workers.http_threads).start()

@@ -1,0 +1,252 @@
+"""The jobs the pool runs: triage, profile, snapshot, and CLI verbs, each ending in its parent.
+
+Every job owns one parent message (posted when the command was accepted) and finishes it
+exactly once: the answer, a failure, a timeout, or a cancellation. A job past its deadline is
+reported as timed out at once; whatever the runner returns later is dropped (and logged),
+because a Python thread cannot be stopped from outside.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.render import slack_triage as R
+from bot.render import slack_verbs as V
+from bot.render.i18n import Catalog
+from bot.render.text import render_text
+from bot.service.grammar import Command
+from bot.service.redact import redact
+from bot.slack.api import SlackPoster
+from bot.slack.jobs import Throttle
+from bot.slack.metrics import BotMetrics, outcome_of
+from bot.slack.runner import TargetNotFound, TriageRunner, VerbRunner, bundle_archive
+
+log = logging.getLogger("gpumem.work")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One accepted command: who asked, where, in which language, and its parent message."""
+
+    command: Command
+    channel: str
+    user: str
+    lang: str
+    #: the parent message of a triage, profile or snapshot; CLI verbs post once, when done
+    parent_ts: str | None
+    accepted_at: float
+    #: the command's response_url as Bolt's `respond`: ephemeral replies after the ack
+    respond: Callable[..., Any] | None = None
+
+    @property
+    def target(self) -> str | None:
+        return str(self.command.target) if self.command.target else None
+
+    def slug(self) -> str:
+        return (self.target or self.command.verb).replace("/", "-")
+
+
+class _Finish:
+    """The single transition of a job to its end state (answer, failure, timeout, cancel)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.done = False
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+    def while_open(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` unless the job has ended; an ending waits for it (no progress after a timeout)."""
+        with self._lock:
+            if not self.done:
+                fn()
+
+
+class Work:
+    def __init__(self, poster: SlackPoster, runner: TriageRunner, verb_runner: VerbRunner | None,
+                 metrics: BotMetrics, deadline_s: float, verb_deadline_s: float, progress_interval_s: float,
+                 secrets: tuple[str, ...] = (), clock: Callable[[], float] = time.monotonic):
+        self.poster = poster
+        self.runner = runner
+        self.verb_runner = verb_runner
+        self.metrics = metrics
+        self.deadline_s = deadline_s
+        self.verb_deadline_s = verb_deadline_s
+        self.progress_interval_s = progress_interval_s
+        self.secrets = secrets
+        self.clock = clock
+
+    # ------------------------------------------------------------------ entry points
+
+    def run(self, job: Job, was_queued: bool = False) -> None:
+        verb = job.command.verb
+        if verb in ("triage", "profile", "snapshot"):
+            self._run_target(job, was_queued)
+        else:
+            self._run_verb(job)
+
+    def cancel(self, job: Job) -> None:
+        """The pool shut down before the job started."""
+        self._fail(job, "cancelled", "error")
+
+    # ------------------------------------------------------------------ triage, profile, snapshot
+
+    def _run_target(self, job: Job, was_queued: bool) -> None:
+        verb, finish = job.command.verb, _Finish()
+        throttle = Throttle(self.progress_interval_s, self.clock)
+        if was_queued:
+            throttle.ready()
+            self.poster.update(job.channel, job.parent_ts, R.starting_message(job.lang, verb, job.target, job.user))
+
+        def on_step(i: int, total: int, step: str) -> None:
+            if throttle.ready():
+                msg = R.progress_message(job.lang, verb, job.target, i, total, step, job.user)
+                finish.while_open(lambda: self.poster.update(job.channel, job.parent_ts, msg))
+
+        def expire() -> None:
+            if finish.take():
+                log.warning("%s %s: past its %.0f s deadline", verb, job.target, self.deadline_s)
+                self._fail(job, "timed_out", "timeout", seconds=round(self.deadline_s))
+
+        timer = threading.Timer(self.deadline_s, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            outcome = self.runner(str(job.target), job.command.context, on_step)
+        except TargetNotFound:
+            if finish.take():
+                self._fail(job, "not_found", "error")
+            return
+        except Exception as e:
+            log.exception("%s %s failed", verb, job.target)
+            if finish.take():
+                self._fail(job, "failed", "error", reason=self._reason(e))
+            return
+        finally:
+            timer.cancel()
+        try:
+            if not finish.take():
+                log.warning("%s %s: result arrived after the deadline and was dropped", verb, job.target)
+                return
+            getattr(self, f"_answer_{verb}")(job, outcome)
+        except Exception as e:  # a rendering bug still ends the parent, with the reason
+            log.exception("%s %s: answering failed", verb, job.target)
+            self._fail(job, "failed", "error", reason=self._reason(e))
+        finally:
+            if getattr(outcome, "discard_bundle", False) and outcome.bundle_dir:
+                shutil.rmtree(outcome.bundle_dir, ignore_errors=True)
+
+    def _answer_triage(self, job: Job, outcome: Any) -> None:
+        report = outcome.report
+        elapsed = self.clock() - job.accepted_at
+        msg = R.diagnosis_message(report, job.lang, target=job.target, context=job.command.context,
+                                  user=job.user, elapsed_s=elapsed)
+        if not self.poster.update(job.channel, job.parent_ts, msg):
+            # the parent must not stay on "running": fall back to the headline alone
+            self.poster.update(job.channel, job.parent_ts, {"text": msg["text"]})
+        # the diagnosis is the answer; the thread and the files follow it
+        self.metrics.command("triage", outcome_of(report.verdict.primary), self.clock() - job.accepted_at)
+        detail = R.thread_detail(report, job.lang)
+        for reply in detail.messages:
+            self.poster.post(job.channel, reply, thread_ts=job.parent_ts)
+        self._uploads(job, outcome, report, detail.overflow)
+
+    def _uploads(self, job: Job, outcome: Any, report: Any, overflow: bool) -> None:
+        cat = Catalog.load(job.lang)
+        slug = job.slug()
+        charts = (("memory", outcome.memory_chart_png, "slack.upload.memory_chart"),
+                  ("buckets", outcome.profile_chart_png, "slack.upload.profile_chart"))
+        for name, png, key in charts:
+            if png:
+                self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-{name}.png", png, cat.t(key))
+        if overflow:
+            self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-report-{job.lang}.txt",
+                               render_text(report, job.lang), cat.t("slack.upload.report_file", target=job.target))
+        if outcome.bundle_dir:
+            archive = bundle_archive(outcome.bundle_dir, f"gpumem-{slug}")
+
+            if archive is None:
+                self.poster.post(job.channel, {"text": cat.t("slack.upload.bundle_unavailable")},
+                                 thread_ts=job.parent_ts)
+            else:
+                self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-bundle.tar.gz", archive,
+                                   cat.t("slack.upload.bundle", target=job.target))
+
+    def _answer_profile(self, job: Job, outcome: Any) -> None:
+        msg = V.profile_message(outcome.report, job.lang, job.target or "?", job.user)
+        self.poster.update(job.channel, job.parent_ts, msg)
+        if outcome.profile_chart_png:
+            self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-buckets.png",
+                               outcome.profile_chart_png, Catalog.load(job.lang).t("slack.upload.profile_chart"))
+        self.metrics.command("profile", "ok", self.clock() - job.accepted_at)
+
+    def _answer_snapshot(self, job: Job, outcome: Any) -> None:
+        msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
+        self.poster.update(job.channel, job.parent_ts, msg)
+        self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
+
+    # ------------------------------------------------------------------ CLI verbs (budget)
+
+    def _run_verb(self, job: Job) -> None:
+        """A CLI verb: its output goes to the channel; a failure only to the one who asked."""
+        verb, cat = job.command.verb, Catalog.load(job.lang)
+        argv = [verb, *job.command.argv]
+        if "--lang" in job.command.options and job.command.lang is None:
+            argv += ["--lang", job.lang]
+        if self.verb_runner is None:
+            raise RuntimeError("no CLI verb runner configured")
+        out = self.verb_runner(argv, job.lang)
+        if out.timed_out:
+            self._tell(job, cat.t("slack.error.verb_timed_out", verb=verb, seconds=round(self.verb_deadline_s)))
+            self.metrics.command(verb, "timeout", self.clock() - job.accepted_at)
+            return
+        if out.returncode == 2 or (out.returncode != 0 and not out.stdout.strip()):
+            detail = redact((out.stderr or out.stdout).strip()[-1500:], self.secrets)
+            self._tell(job, cat.t("slack.error.verb_failed", verb=verb, code=out.returncode, detail=detail))
+            self.metrics.command(verb, "usage" if out.returncode == 2 else "error", self.clock() - job.accepted_at)
+            return
+        msg, attach = V.verb_output_message(job.lang, verb, job.command.argv, out.stdout, out.returncode, job.user)
+        ts, error = self.poster.post_or_error(job.channel, msg)
+        if ts is None:
+            self._tell(job, cat.t("slack.error.post_failed", error=error))
+            self.metrics.command(verb, "error", self.clock() - job.accepted_at)
+            return
+        if attach is not None:
+            self.poster.upload(job.channel, ts, f"gpumem-{verb}.txt", attach, cat.t("slack.upload.output_file"))
+        self.metrics.command(verb, "ok", self.clock() - job.accepted_at)
+
+    def _tell(self, job: Job, text: str) -> None:
+        """An ephemeral note to the one who asked, through the command's response_url."""
+        msg = V.note_message(text)
+        try:
+            if job.respond is not None:
+                job.respond(response_type="ephemeral", replace_original=False, **msg)
+                return
+        except Exception as e:
+            log.warning("respond failed: %s", type(e).__name__)
+        self.poster.ephemeral(job.channel, job.user, msg)
+
+    # ------------------------------------------------------------------ endings
+
+    def _fail(self, job: Job, key: str, outcome: str, **params: Any) -> None:
+        msg = R.failed_message(job.lang, job.command.verb, job.target, key, job.user, **params)
+        if job.parent_ts is None:
+            self._tell(job, msg["text"])
+        elif not self.poster.update(job.channel, job.parent_ts, msg):
+            log.error("%s %s: could not report its failure (%s) in the channel", job.command.verb, job.target, key)
+        self.metrics.command(job.command.verb, outcome, self.clock() - job.accepted_at)
+
+    def _reason(self, e: Exception) -> str:
+        text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        return redact(text, self.secrets)[:300]
