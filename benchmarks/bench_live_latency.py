@@ -1,6 +1,6 @@
 """Benchmark: live collection of an 8-pod Deployment when every API call is 100 ms slower.
 
-The stand-in API server (tests/fake_kube.py) serves the incident scenario cloned to 8 pods,
+The stand-in API server (tests/support/fake_kube.py) serves the incident scenario cloned to 8 pods,
 each on its own node, each restarted once (so every pod has a previous log to read). The
 collection runs twice: with no injected latency and with 100 ms on every API call. The
 difference shows how many round trips deep the collection is (the contract: at most 0.6 s,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from collectors.kube.live import warm_up
 from collectors.live import LiveOptions, collect_live
-from tests.kube_fixtures import add_replicas, running_scenario
+from tests.support.kube_fixtures import add_replicas, running_scenario
 
 
 def _one(sc, opts: LiveOptions) -> tuple[float, int]:

@@ -28,7 +28,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fake_slack import FakeSlack, signed_headers, slash_body  # noqa: E402
+from tests.support.fake_slack import FakeSlack, signed_headers, slash_body  # noqa: E402
 
 SECRET = "bench-signing-secret"
 TARGET = "llm/vllm-server"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kube_fixtures import Scenario, running_scenario
+from tests.support.kube_fixtures import Scenario, running_scenario
 
 
 @pytest.fixture

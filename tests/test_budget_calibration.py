@@ -2,7 +2,7 @@
 
 Targets: KV capacity within 5% median and 10% worst, weights within 3%, every reported
 start-up failure predicted with the same failure id. The per-case table is
-`tests.calibration_report.calibration_table()`.
+`tests.support.calibration_report.calibration_table()`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from runbooks.sizing.types import FAILURE_IDS
-from tests.calibration_report import (
+from tests.support.calibration_report import (
     EXCLUDED,
     INPUT_NOTES,
     KV_MEDIAN_TARGET,

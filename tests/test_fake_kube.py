@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.fake_engines import FakeEngine
-from tests.fake_kube import USER, FakeKube, parse_request
-from tests.kube_fixtures import (
+from tests.support.fake_engines import FakeEngine
+from tests.support.fake_kube import USER, FakeKube, parse_request
+from tests.support.kube_fixtures import (
     INCIDENT_NS,
     INCIDENT_POD_A,
     INCIDENT_POD_B,

@@ -15,7 +15,7 @@ from bot.service.grammar import (
     parse_target,
     usage_of,
 )
-from tests.slack_kit import parser_with_budget
+from tests.support.slack_kit import parser_with_budget
 
 
 def _error(text: str, **kw) -> CommandError:

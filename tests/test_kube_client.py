@@ -19,7 +19,7 @@ from collectors.kube.client import (
     issue_for,
     make_api_client,
 )
-from tests.kube_fixtures import TEST_TOKEN, write_kubeconfig
+from tests.support.kube_fixtures import TEST_TOKEN, write_kubeconfig
 
 SERVER = "https://10.0.0.1:6443"
 

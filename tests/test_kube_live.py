@@ -16,8 +16,8 @@ from collectors.kube.live import KubeSnapshot, gather_workload
 from collectors.parsers.bundle import load_bundle
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
-from tests.fake_kube import FakeKube
-from tests.kube_fixtures import (
+from tests.support.fake_kube import FakeKube
+from tests.support.kube_fixtures import (
     INCIDENT_NS,
     INCIDENT_POD_A,
     INCIDENT_POD_B,

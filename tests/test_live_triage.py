@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
-from tests.kube_fixtures import running_scenario
-from tests.prom_harness import NS, POD_A, POD_B, run_prometheus
+from tests.support.kube_fixtures import running_scenario
+from tests.support.prom_harness import NS, POD_A, POD_B, run_prometheus
 
 TARGET = "llm/vllm-server"
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from slack_bolt.request import BoltRequest
 
 from bot.service.grammar import Command, CommandError, parse_command
-from tests.fake_slack import signed_headers
-from tests.slack_kit import CHANNEL, SECRET, running_bot
+from tests.support.fake_slack import signed_headers
+from tests.support.slack_kit import CHANNEL, SECRET, running_bot
 
 _WORDS = st.sampled_from(["triage", "budget", "profile", "snapshot", "help", "llm/vllm-server", "--context",
                           "--lang", "zh", "en", "--engine", "vllm", "--model", "-n", "--json", "--bundle", "/etc",

@@ -1,4 +1,4 @@
-"""gather_history against a real Prometheus loaded with a known history (see tests/prom_harness.py)."""
+"""gather_history against a real Prometheus loaded with a known history (see tests/support/prom_harness.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collectors.prometheus.client import PrometheusClient, PrometheusError
 from collectors.prometheus.history import QUERY_KEYS, gather_history
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
-from tests import prom_harness as h
+from tests.support import prom_harness as h
 
 MIB = 2**20
 

@@ -11,9 +11,9 @@ import yaml
 
 from collectors.kube.evidence import snapshot_evidence
 from collectors.kube.live import gather_workload
-from tests.fake_kube import Request
-from tests.fake_kube_rules import rule_allows
-from tests.kube_fixtures import RBAC_MANIFEST, RBAC_NAMESPACED_MANIFEST, rbac_rules, running_scenario
+from tests.support.fake_kube import Request
+from tests.support.fake_kube_rules import rule_allows
+from tests.support.kube_fixtures import RBAC_MANIFEST, RBAC_NAMESPACED_MANIFEST, rbac_rules, running_scenario
 
 READ_VERBS = {"get", "list", "watch"}
 

@@ -28,8 +28,8 @@ from bot.slack.app import listeners, register
 from bot.slack.metrics import BotMetrics
 from bot.slack.runner import VerbOutput, live_runner
 from runbooks.model.evidence import Evidence
-from tests.fake_slack import signed_headers, slash_body
-from tests.slack_kit import (
+from tests.support.fake_slack import signed_headers, slash_body
+from tests.support.slack_kit import (
     CHANNEL,
     OTHER_CHANNEL,
     ROOT,

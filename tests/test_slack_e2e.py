@@ -28,8 +28,8 @@ from bot.cli.main import COMMANDS
 from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import build_from_settings, serve_http
-from tests.fake_slack import FakeSlack, action_body, signed_headers, slash_body
-from tests.slack_kit import (
+from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body
+from tests.support.slack_kit import (
     CHANNEL,
     OTHER_CHANNEL,
     ROOT,

@@ -14,10 +14,10 @@ import requests
 
 from bot.service.settings import load_settings
 from bot.slack.serve import build_from_settings, serve_http
-from tests.fake_slack import FakeSlack, signed_headers, slash_body
-from tests.kube_fixtures import running_scenario
-from tests.prom_harness import NS, POD_A, POD_B, run_prometheus
-from tests.slack_kit import CHANNEL, SECRET, env_for, is_diagnosis
+from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
+from tests.support.kube_fixtures import running_scenario
+from tests.support.prom_harness import NS, POD_A, POD_B, run_prometheus
+from tests.support.slack_kit import CHANNEL, SECRET, env_for, is_diagnosis
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

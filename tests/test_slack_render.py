@@ -22,8 +22,8 @@ from collectors.parsers.bundle import load_bundle
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.model.report import CheckResult, Finding, Report, fact
 from runbooks.triage.runbook import triage
-from tests.fake_slack import block_errors
-from tests.slack_kit import EXAMPLES, NOW
+from tests.support.fake_slack import block_errors
+from tests.support.slack_kit import EXAMPLES, NOW
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "slack"
 UPDATE = os.environ.get("GPUMEM_UPDATE_GOLDEN") == "1"

@@ -1,4 +1,4 @@
-"""What the stand-in API server (tests/fake_kube.py) knows of Kubernetes: resource names,
+"""What the stand-in API server (tests/support/fake_kube.py) knows of Kubernetes: resource names,
 `Status` error bodies, label and field selectors, and RBAC rule matching.
 
 Written apart from the collectors on purpose: a test double that shared the code under

@@ -21,9 +21,9 @@ from bot.cli.main import add_common, build_parser
 from bot.service.settings import Settings, load_settings
 from bot.slack.app import Bot, build_bot
 from bot.slack.runner import BundleRunner, TriageOutcome, VerbOutput
-from tests.fake_slack import FakeSlack, action_body, signed_headers, slash_body
+from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES = ROOT / "examples"
 SECRET = "test-signing-secret-0123456789"
 NOW = datetime(2026, 3, 9, 21, 0, tzinfo=UTC)

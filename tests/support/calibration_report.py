@@ -1,6 +1,6 @@
 """The capacity budget against real start-up logs (tests/data/calibration/startup_cases.json).
 
-`python -m tests.calibration_report` prints the per-case table (markdown) that the README
+`python -m tests.support.calibration_report` prints the per-case table (markdown) that the README
 quotes; `tests/test_budget_calibration.py` holds the budget to its targets.
 
 Every input the budget uses comes from the case record. Where the record leaves a value null
@@ -21,7 +21,7 @@ from runbooks.catalogs.models import find_model
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.budget import Budget, BudgetInputs, compute_budget
 
-CASES_PATH = Path(__file__).parent / "data" / "calibration" / "startup_cases.json"
+CASES_PATH = Path(__file__).parent.parent / "data" / "calibration" / "startup_cases.json"
 
 KV_MEDIAN_TARGET = 0.05
 KV_WORST_TARGET = 0.10

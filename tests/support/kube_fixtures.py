@@ -26,13 +26,13 @@ import yaml
 from kubernetes import client as k8s
 
 from collectors.kube.client import make_api_client
-from tests.fake_engines import FakeEngine
-from tests.fake_kube import FakeKube
+from tests.support.fake_engines import FakeEngine
+from tests.support.fake_kube import FakeKube
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 SCENARIOS = DATA / "kube_live"
-RBAC_MANIFEST = Path(__file__).parent.parent / "deploy" / "rbac.yaml"
-RBAC_NAMESPACED_MANIFEST = Path(__file__).parent.parent / "deploy" / "rbac-namespaced.yaml"
+RBAC_MANIFEST = Path(__file__).parent.parent.parent / "deploy" / "rbac.yaml"
+RBAC_NAMESPACED_MANIFEST = Path(__file__).parent.parent.parent / "deploy" / "rbac-namespaced.yaml"
 TEST_TOKEN = "test-token-0123456789abcdef"
 
 

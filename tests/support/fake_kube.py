@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests import fake_kube_rules as rules
-from tests.loopback import LoopbackHTTPServer, LoopbackServer
+from tests.support import fake_kube_rules as rules
+from tests.support.loopback import LoopbackHTTPServer, LoopbackServer
 
 USER = "system:serviceaccount:gpumem:gpumem"
 

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.loopback import LoopbackHTTPServer, LoopbackServer
+from tests.support.loopback import LoopbackHTTPServer, LoopbackServer
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
