@@ -2,8 +2,13 @@
 
 All wording lives in the catalogs; code passes keys and values.
 
->>> Catalog.load("en").t("priority.high")
-'high'
+>>> en = Catalog.load("en")
+>>> en.t("priority.high")
+'high: requests are being rejected or pods keep restarting'
+>>> en.t("section.coverage", pct=97)
+'Evidence coverage 97%'
+>>> en.t("fact.kv_usage", usage_pct=None)
+'KV-cache usage n/a%'
 """
 
 from __future__ import annotations

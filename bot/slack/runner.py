@@ -61,7 +61,21 @@ class TargetNotFound(Exception):
 class BundleRunner:
     """Triage from evidence bundles on disk: "namespace/name" -> bundle folder.
 
-    >>> BundleRunner({"llm/vllm-server": "examples/runbook-incident"})("llm/vllm-server", None, print)
+    >>> run = BundleRunner({"llm/vllm-server": "examples/runbook-incident"}, charts=False)
+    >>> out = run("llm/vllm-server", None, print)
+    1 7 evidence
+    2 7 static
+    3 7 kv_cache
+    4 7 concurrency
+    5 7 parallelism
+    6 7 platform
+    7 7 verdict
+    >>> out.report.verdict.primary, out.bundle_dir
+    ('kv_cache_pressure', 'examples/runbook-incident')
+    >>> run("llm/unknown", None, print)
+    Traceback (most recent call last):
+    ...
+    bot.slack.runner.TargetNotFound: llm/unknown
     """
 
     def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: bool = True,

@@ -24,6 +24,9 @@ class ReadIssue:
     """A source that could not be read (whole or in part), with the reason.
 
     >>> ReadIssue(source="metrics.txt", line=12, message="bad sample value 'x'")
+    ReadIssue(source='metrics.txt', message="bad sample value 'x'", line=12, kind='unreadable')
+    >>> ReadIssue("prometheus", "no pods to look up", kind="skipped").kind in ISSUE_KINDS
+    True
     """
 
     source: str

@@ -31,7 +31,11 @@ SEVERITIES = ("critical", "warning", "info")
 class Fact:
     """One statement backed by evidence: a catalog key, its values, and where it came from.
 
-    >>> Fact("gpu_mem_used", {"used_gib": 71.6, "total_gib": 80.0}, source="nvidia-smi.txt")
+    >>> f = Fact("gpu_mem_used", {"used_gib": 71.6, "total_gib": 80.0, "share_pct": 89.5}, source="nvidia-smi.txt")
+    >>> f
+    Fact(key='gpu_mem_used', params={'used_gib': 71.6, 'total_gib': 80.0, 'share_pct': 89.5}, source='nvidia-smi.txt')
+    >>> f == fact("gpu_mem_used", "nvidia-smi.txt", used_gib=71.6, total_gib=80.0, share_pct=89.5)
+    True
     """
 
     key: str

@@ -32,8 +32,15 @@ class BudgetInputs:
     (None: the newest version this module knows); every default used is listed in
     `Budget.assumptions`.
 
-    >>> BudgetInputs(engine="vllm", gpu_total_gib=79.15, engine_version="0.10.1",
-    ...              max_model_len=8192, gpu_memory_utilization=0.95)
+    >>> from runbooks.catalogs.models import find_model
+    >>> from runbooks.sizing.budget import compute_budget
+    >>> inputs = BudgetInputs(engine="vllm", gpu_total_gib=79.15, engine_version="0.10.1",
+    ...                       max_model_len=8192, gpu_memory_utilization=0.95)
+    >>> inputs.max_num_seqs is None
+    True
+    >>> budget = compute_budget(find_model("Qwen/Qwen2.5-7B-Instruct"), inputs)
+    >>> budget.max_num_seqs, budget.assumption("max_num_seqs")
+    (1024, '1024 (vLLM V1 API server default on >= 70 GiB non-A100 GPUs)')
     """
 
     engine: str

@@ -5,9 +5,17 @@ NotSupported for utilisation on MIG slices and for the v2 memory call on old dri
 NotFound for empty MIG slots and for process names outside this PID namespace,
 LibraryNotFound / DriverNotLoaded from `nvmlInit` on a machine without a driver.
 
->>> nvml = FakeNvml([FakeGpu(used_bytes=1024)])
->>> nvml.nvmlInit(); nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).used
+>>> nvml = FakeNvml([FakeGpu(used_bytes=1024, reserved_bytes=4096)])
+>>> nvml.nvmlInit()
+>>> gpu = nvml.nvmlDeviceGetHandleByIndex(0)
+>>> nvml.nvmlDeviceGetMemoryInfo(gpu).used  # v1 counts the driver's reserve as used
+5120
+>>> nvml.nvmlDeviceGetMemoryInfo(gpu, version=nvml.nvmlMemory_v2).used
 1024
+>>> nvml.nvmlDeviceGetHandleByIndex(1)
+Traceback (most recent call last):
+...
+tests.support.fake_nvml.NVMLError_NotFound: Not Found
 """
 
 from __future__ import annotations
