@@ -13,13 +13,8 @@ from runbooks.catalogs.models import find_model
 from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.profile.detail import ProfileDetail
 from runbooks.sizing.budget import compute_budget
-from runbooks.sizing.capacity import (
-    SAFE_FRACTION,
-    bucket_capacity,
-    current_fraction,
-    round_context,
-    solve_safe_flags,
-)
+from runbooks.remediation.solver import SAFE_FRACTION, current_fraction, round_context, solve_safe_flags
+from runbooks.sizing.capacity import bucket_capacity
 from runbooks.sizing.conflicts import find_conflicts
 from runbooks.sizing.types import Budget, BudgetInputs
 from runbooks.sizing.whatif import PlanError, apply_what_if, before_value, parse_what_if
@@ -120,16 +115,17 @@ def incident_inputs() -> BudgetInputs:
 
 def test_solver_takes_p99_length_safe_fraction_and_p95_capacity(incident_inputs):
     plan = solve_safe_flags(QWEN7B, incident_inputs, _profile({"S": 0.5, "L": 0.5}), _detail({}), 0.1)
-    assert plan.max_model_len == 9216  # p99 8,215 rounded up to a multiple of 1024
+    # p99 8,215 rounds up to 9216, but a stop-gap never raises the running 8192
+    assert plan.max_model_len == 8192
     assert plan.memory_fraction == 0.88
     per_request = math.ceil(6400 / 16) * 16
     fits = int(0.9 * plan.budget.kv_cache_tokens // per_request)
     assert plan.max_num_seqs == min(fits, 128)
-    assert plan.budget == compute_budget(QWEN7B, replace(incident_inputs, max_model_len=9216, max_num_seqs=plan.max_num_seqs,
+    assert plan.budget == compute_budget(QWEN7B, replace(incident_inputs, max_model_len=8192, max_num_seqs=plan.max_num_seqs,
                                                          gpu_memory_utilization=0.88))
-    assert plan.args() == ("--max-model-len=9216", f"--max-num-seqs={plan.max_num_seqs}", "--gpu-memory-utilization=0.88")
+    assert plan.args() == ("--max-model-len=8192", f"--max-num-seqs={plan.max_num_seqs}", "--gpu-memory-utilization=0.88")
     assert [(r.flag, r.id) for r in plan.reasons] == [
-        ("max-model-len", "from_p99_exact"), ("max-model-len", "above_current"),
+        ("max-model-len", "from_p99_exact"), ("max-model-len", "kept_current"),
         ("gpu-memory-utilization", "stepped_back"), ("max-num-seqs", "kept_current")]
     assert plan.feasible
 
@@ -149,7 +145,8 @@ def test_solver_uses_summed_percentiles_without_per_request_lengths(incident_inp
 
 
 def test_solver_never_goes_above_the_model_maximum(incident_inputs):
-    plan = solve_safe_flags(QWEN7B, incident_inputs, _profile({"XL": 1.0}), _detail({}, p99_total=100_000.0))
+    unset = replace(incident_inputs, max_model_len=None)
+    plan = solve_safe_flags(QWEN7B, unset, _profile({"XL": 1.0}), _detail({}, p99_total=100_000.0))
     assert plan.max_model_len == QWEN7B.max_position_embeddings == 32768
     assert plan.reasons[0].id == "capped_at_model_max"
 
@@ -189,6 +186,13 @@ def test_solver_reports_a_p95_request_that_does_not_fit_with_the_headroom():
     plan = solve_safe_flags(QWEN7B, inputs, _profile({"XL": 1.0}), _detail({}, p95_total=32000.0, p99_total=32000.0),
                             target_headroom=0.7)
     assert (plan.feasible, plan.problem, plan.max_num_seqs) == (False, "p95_exceeds_pool", 1)
+
+
+def test_solver_never_raises_the_running_context(incident_inputs):
+    plan = solve_safe_flags(QWEN7B, incident_inputs, _profile({"XL": 1.0}), _detail({}, p99_total=20_000.0))
+    assert plan.max_model_len == incident_inputs.max_model_len == 8192
+    assert [(r.id, r.params.get("p99")) for r in plan.reasons if r.flag == "max-model-len"] == [
+        ("from_p99_exact", 20000), ("kept_current", 20000)]
 
 
 def test_solver_rejects_a_headroom_outside_zero_to_one(incident_inputs):

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace, lang: str) -> int:
 def _run(args: argparse.Namespace, lang: str) -> int:
     from bot.render import budget as render
     from runbooks.sizing.budget import compute_budget
-    from runbooks.sizing.capacity import bucket_capacity, solve_safe_flags
+    from runbooks.remediation.solver import solve_safe_flags
+    from runbooks.sizing.capacity import bucket_capacity
     from runbooks.sizing.conflicts import find_conflicts
     from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
 

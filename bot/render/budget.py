@@ -10,7 +10,8 @@ from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.wording import pct
 from runbooks.model.evidence import ModelSpec, RequestProfile
-from runbooks.sizing.capacity import ENGINE_FLAGS, BucketCapacity, SafePlan, current_fraction
+from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan, current_fraction
+from runbooks.sizing.capacity import BucketCapacity
 from runbooks.sizing.conflicts import Conflict
 from runbooks.sizing.types import Budget, BudgetInputs
 from runbooks.sizing.whatif import before_value

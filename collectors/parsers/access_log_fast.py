@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
 from os import PathLike
@@ -93,6 +93,9 @@ def scan_access_log(path: str | PathLike[str], source: str = "access.log", *, wo
         tallies = [_scan_range(str(path), 0, size, detail, True)]
         used, reference = 1, True
     profile, built = _merge(tallies, source, detail, max_slices)
+    if built is not None:
+        profile = replace(profile, p50_total_tokens=built.p50_total_tokens, p95_total_tokens=built.p95_total_tokens,
+                          p99_total_tokens=built.p99_total_tokens)
     return AccessScan(profile=profile, detail=built, workers=used, reference_blocks=reference)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.errors import CollectorError, ParseError
-from collectors.parsers.access_log_fast import read_access_log_fast
+from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
@@ -131,7 +131,7 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
     if "events" not in acc.fields:
         one("events.txt", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
     one("logs.txt", lambda p: {"logs": read_server_log(p, source=p.name, year=year)})
-    one("access.log", lambda p: {"requests": read_access_log_fast(p, source=p.name)})
+    one("access.log", lambda p: {"requests": scan_access_log(p, source=p.name, detail=True).profile})
     one("config.json", lambda p: {"model": parse_model_config(_read_text(p), source=p.name)})
 
     wl = acc.fields.get("workload")

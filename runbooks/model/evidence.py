@@ -496,6 +496,11 @@ class RequestProfile:
     skipped_lines: int = 0
     #: True when built from histograms (metrics) rather than per-request lines
     estimated: bool = False
+    #: exact percentiles of one request's input + output tokens (None: inputs and outputs
+    #: were not paired, as in histograms); the safe-flag solver prefers these to summed ones
+    p50_total_tokens: float | None = None
+    p95_total_tokens: float | None = None
+    p99_total_tokens: float | None = None
 
     def share(self, *names: str) -> float:
         return sum(b.share for b in self.buckets if b.bucket in names)

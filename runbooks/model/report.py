@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runbooks.model.changes import Change
 from runbooks.model.evidence import ReadIssue, RequestProfile
 
 #: causes in the runbook's root-cause matrix, in its order
@@ -83,6 +84,8 @@ class Action:
     id: str
     params: dict[str, Any] = field(default_factory=dict)
     tier: str = "now"
+    #: exactly what applying it changes (empty: advice a person carries out, or escalate tier)
+    changes: tuple[Change, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,23 @@
 
 Tier "now" is what on-call may do at night without a load test (lower concurrency or context,
 add margin, a temporary pool split, fix probes); "escalate" needs owners and load tests
-(quantization, TP, more GPUs).
+(quantization, TP, more GPUs). Flag values come from the one safe-flag solver
+(`runbooks.remediation.solver`), the same one `gpumem budget --profile` uses, and each action
+carries the typed changes (`runbooks.model.changes.Change`) a plan would apply.
 """
 
 from __future__ import annotations
 
-import math
-
 from runbooks.catalogs import thresholds as T
+from runbooks.model.changes import Change
 from runbooks.model.report import Action, Finding
+from runbooks.remediation.solver import (
+    ENGINE_FLAGS,
+    Launched,
+    SafePlan,
+    solve_from_capacity,
+    solve_safe_flags,
+)
 from runbooks.triage.context import TriageContext
 
 _ORDER = (
@@ -19,55 +27,52 @@ _ORDER = (
     "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge", "fix_launch", "add_shm",
     "quantize_weights", "bigger_gpu_or_tp", "review_tp",
 )
+#: the memory-fraction key of `safe_flags` per engine (the engine's flag, underscored)
+_FRACTION_KEY = {engine: flags[2].replace("-", "_") for engine, flags in ENGINE_FLAGS.items()}
+#: which kind of fraction each engine's flag is (ServerConfig.memory_fraction_kind)
+_FRACTION_KIND = {"vllm": "total", "sglang": "free_static", "tgi": "process"}
 
 
-def _round_len(tokens: float) -> int:
-    """Round a context length up to a multiple of 1024 (what people actually set)."""
-    return max(1024, int(math.ceil(tokens / 1024.0)) * 1024)
+def _engine(ctx: TriageContext) -> str:
+    engine = (ctx.config.engine if ctx.config else None) or ctx.engine or "vllm"
+    return engine if engine in ENGINE_FLAGS else "vllm"
+
+
+def safe_plan(ctx: TriageContext) -> SafePlan | None:
+    """The safe flags for this service, from the one solver; None without a server config.
+
+    With the model known, the KV pool comes from the capacity budget (as in `gpumem budget`);
+    otherwise from the capacity the engine reported.
+    """
+    cfg = ctx.config
+    if cfg is None:
+        return None
+    profile = ctx.evidence.requests
+    if ctx.model is not None and ctx.budget_inputs is not None:
+        return solve_safe_flags(ctx.model, ctx.budget_inputs, profile)
+    engine = _engine(ctx)
+    kind = cfg.memory_fraction_kind or _FRACTION_KIND[engine]
+    fraction = cfg.memory_fraction if kind == _FRACTION_KIND[engine] else None
+    if fraction is None and engine == "vllm" and kind == "total":
+        fraction = 0.9  # vLLM's default --gpu-memory-utilization
+    launched = Launched(engine, cfg.max_model_len, cfg.max_num_seqs, fraction)
+    cap = ctx.kv_capacity_tokens.value if ctx.kv_capacity_tokens else None
+    return solve_from_capacity(
+        launched, cap, profile, block_size=cfg.block_size, kv_cache_gib=_kv_gib(ctx),
+        gpu_total_gib=ctx.gpu_total_gib.value if ctx.gpu_total_gib else None,
+        model_max=ctx.model.max_position_embeddings if ctx.model else None)
 
 
 def safe_flags(ctx: TriageContext) -> dict[str, float | int]:
-    """The runbook's stop-the-bleeding template, sized to this service instead of fixed.
-
-    max-model-len covers the p99 request (input + output) instead of a blanket 4096;
-    max-num-seqs is what the KV pool holds at that length with 10% margin; the memory fraction
-    steps back from the edge. Falls back to the runbook's template where evidence is missing.
-    """
-    cfg = ctx.config
-    prof = ctx.evidence.requests
-    out: dict[str, float | int] = {}
-    cur_len = cfg.max_model_len if cfg else None
-    if prof is not None and prof.p99_input_tokens is not None:
-        want = _round_len(prof.p99_input_tokens + (prof.p99_output_tokens or 0))
-        length = min(want, cur_len) if cur_len else want
-    else:
-        length = min(T.SAFE_MAX_MODEL_LEN, cur_len) if cur_len else T.SAFE_MAX_MODEL_LEN
-    out["max_model_len"] = length
-    cap = ctx.kv_capacity_tokens.value if ctx.kv_capacity_tokens else None
-    new_fraction = None
-    if cfg and cfg.memory_fraction_kind == "total":
-        new_fraction = min(cfg.memory_fraction or 0.9, T.SAFE_VLLM_UTIL)
-    if cap and new_fraction is not None and cfg.memory_fraction and ctx.gpu_total_gib is not None:
-        # stepping the fraction back shrinks the cache by exactly that share of the card
-        kv_gib = _kv_gib(ctx)
-        if kv_gib:
-            shrink = (cfg.memory_fraction - new_fraction) * ctx.gpu_total_gib.value
-            cap = cap * max(0.0, kv_gib - shrink) / kv_gib
-    per_request = None
-    if prof is not None and prof.p95_input_tokens is not None:
-        per_request = prof.p95_input_tokens + (prof.p95_output_tokens or 0)
-    if cap:
-        seqs = int(cap * T.SAFE_KV_TARGET_RATIO // (per_request or length))
-        seqs = max(1, seqs)
-    else:
-        seqs = T.SAFE_MAX_NUM_SEQS
-    if cfg and cfg.max_num_seqs:
-        seqs = min(seqs, cfg.max_num_seqs)
-    out["max_num_seqs"] = seqs
-    if new_fraction is not None:
-        out["gpu_memory_utilization"] = new_fraction
-    elif cfg and cfg.memory_fraction_kind == "free_static":
-        out["mem_fraction_static"] = min(cfg.memory_fraction or 0.88, 0.85)
+    """The safe plan's values under engine-independent keys (max_model_len, max_num_seqs) and
+    the engine's memory-fraction key (gpu_memory_utilization, mem_fraction_static,
+    cuda_memory_fraction)."""
+    plan = safe_plan(ctx)
+    if plan is None:
+        return {}
+    out: dict[str, float | int] = {"max_model_len": plan.max_model_len, "max_num_seqs": plan.max_num_seqs}
+    if plan.memory_fraction is not None:
+        out[_FRACTION_KEY[plan.engine]] = plan.memory_fraction
     return out
 
 
@@ -78,35 +83,66 @@ def _kv_gib(ctx: TriageContext) -> float | None:
     return ctx.budget.kv_cache_gib if ctx.budget is not None else None
 
 
+def _current_fraction(ctx: TriageContext, plan: SafePlan) -> float | None:
+    cfg = ctx.config
+    if cfg is not None and cfg.memory_fraction is not None and (cfg.memory_fraction_kind or
+                                                                 _FRACTION_KIND[plan.engine]) == _FRACTION_KIND[plan.engine]:
+        return cfg.memory_fraction
+    return None
+
+
+def _plan_changes(ctx: TriageContext, plan: SafePlan, container: str | None) -> tuple[Change, ...]:
+    """set_arg changes for every flag the plan moves (flags already at their value are left out)."""
+    cfg = ctx.config
+    length_flag, seqs_flag, fraction_flag = plan.flags
+    out = []
+    if plan.max_input_tokens is not None and plan.max_input_tokens != cfg.max_input_tokens:
+        out.append(Change.set_arg(container, "max-input-tokens", cfg.max_input_tokens, plan.max_input_tokens))
+    if plan.max_model_len != cfg.max_model_len:
+        out.append(Change.set_arg(container, length_flag, cfg.max_model_len, plan.max_model_len))
+    if plan.max_num_seqs != cfg.max_num_seqs:
+        out.append(Change.set_arg(container, seqs_flag, cfg.max_num_seqs, plan.max_num_seqs))
+    current = _current_fraction(ctx, plan)
+    if plan.memory_fraction is not None and plan.memory_fraction != current:
+        out.append(Change.set_arg(container, fraction_flag, current, plan.memory_fraction))
+    return tuple(out)
+
+
 def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> tuple[Action, ...]:
     ids = {f.id for f in findings}
     cfg = ctx.config
     wl = ctx.evidence.workload
-    safe = safe_flags(ctx) if cfg is not None else {}
+    container = wl.container if wl else None
+    plan = safe_plan(ctx)
     acts: dict[str, Action] = {}
 
-    def add(action_id: str, tier: str = "now", **params) -> None:
-        acts.setdefault(action_id, Action(action_id, params, tier))
+    def add(action_id: str, tier: str = "now", changes: tuple[Change, ...] = (), **params) -> None:
+        acts.setdefault(action_id, Action(action_id, params, tier, changes))
 
     if cause_id == "kv_cache_pressure":
-        if cfg and cfg.max_num_seqs and safe.get("max_num_seqs", cfg.max_num_seqs) < cfg.max_num_seqs:
-            add("lower_max_num_seqs", current=cfg.max_num_seqs, target=safe["max_num_seqs"])
-        if cfg and cfg.max_model_len and safe.get("max_model_len", cfg.max_model_len) < cfg.max_model_len:
-            add("cap_max_model_len", current=cfg.max_model_len, target=safe["max_model_len"])
+        if plan is not None and cfg.max_num_seqs and plan.max_num_seqs < cfg.max_num_seqs:
+            add("lower_max_num_seqs", current=cfg.max_num_seqs, target=plan.max_num_seqs, flag=plan.flags[1],
+                changes=(Change.set_arg(container, plan.flags[1], cfg.max_num_seqs, plan.max_num_seqs),))
+        if plan is not None and cfg.max_model_len and plan.max_model_len < cfg.max_model_len:
+            add("cap_max_model_len", current=cfg.max_model_len, target=plan.max_model_len, flag=plan.flags[0],
+                changes=(Change.set_arg(container, plan.flags[0], cfg.max_model_len, plan.max_model_len),))
         replicas = wl.replicas if wl else None
         if replicas:
-            add("scale_out", current=replicas, target=replicas + max(1, replicas // 2))
+            target = replicas + max(1, replicas // 2)
+            add("scale_out", current=replicas, target=target, changes=(Change.scale(replicas, target),))
         long_share = ctx.evidence.requests.share("L", "XL") if ctx.evidence.requests else None
         if long_share and long_share >= T.MIXED_LONG_SHARE:
             add("split_pools", "escalate", long_pct=round(long_share * 100, 1))
     elif cause_id == "params_near_edge":
-        if safe:
-            add("set_safe_flags", **safe)
-        if cfg and cfg.memory_fraction and cfg.memory_fraction_kind == "total" and (
-            cfg.memory_fraction >= T.VLLM_UTIL_EDGE
-        ):
-            add("lower_memory_fraction", flag="gpu-memory-utilization", current=cfg.memory_fraction,
-                target=T.SAFE_VLLM_UTIL)
+        if plan is not None:
+            changes = _plan_changes(ctx, plan, container)
+            if changes:
+                add("set_safe_flags", changes=changes, args=" ".join(plan.args()), **safe_flags(ctx))
+        current = _current_fraction(ctx, plan) if plan is not None else None
+        if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
+            target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
+            add("lower_memory_fraction", flag="gpu-memory-utilization", current=current, target=target,
+                changes=(Change.set_arg(container, "gpu-memory-utilization", current, target),))
     elif cause_id == "weights_too_large":
         add("quantize_weights", "escalate", model=ctx.model.name if ctx.model else None)
         add("bigger_gpu_or_tp", "escalate", gpu=ctx.gpu_name)
@@ -120,13 +156,13 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         add("review_tp", "escalate")
     elif cause_id == "platform_amplifier":
         if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
-            add("add_startup_probe", budget_s=600)
+            add("add_startup_probe", budget_s=600, changes=(Change("add_startup_probe", container=container, new=600),))
         if "container_oomkilled" in ids:
             add("raise_memory_limit")
         if "gpu_shared" in ids:
             add("isolate_gpu")
         if "hpa_cpu_only" in ids:
-            add("hpa_on_queue_depth", target=6)
+            add("hpa_on_queue_depth", target=6, changes=(Change("hpa_on_queue_depth", new=6),))
         if "mig_slice_small" in ids:
             add("bigger_mig_profile", "escalate",
                 profile=wl.gpu.mig_profile if wl and wl.gpu else None)

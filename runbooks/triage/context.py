@@ -13,7 +13,8 @@ from typing import Generic, TypeVar
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.catalogs.models import UnknownModel, find_model
 from runbooks.model.evidence import Evidence, GpuDevice, ModelSpec
-from runbooks.sizing.budget import Budget, budget_from_config
+from runbooks.sizing.budget import Budget, compute_budget, inputs_from_config
+from runbooks.sizing.types import BudgetInputs
 
 T = TypeVar("T")
 GIB = 1024**3
@@ -35,6 +36,8 @@ class TriageContext:
     gpu_used_gib: Reading[float] | None
     gpu_util_pct: Reading[float] | None
     budget: Budget | None
+    #: the launch the budget was computed for (None when there is no budget)
+    budget_inputs: BudgetInputs | None
     kv_capacity_tokens: Reading[int] | None
     kv_usage_ratio: Reading[float] | None
     queue_depth: Reading[float] | None
@@ -138,12 +141,13 @@ def build_context(ev: Evidence) -> TriageContext:
         if dev.util_gpu_pct is not None:
             util = Reading(dev.util_gpu_pct, found[1])
 
-    budget = None
+    budget = inputs = None
     usable = _usable_gib(gpu_name, total)
     if cfg is not None and model is not None and usable is not None:
         if cfg.engine is None:
             cfg = _with_engine(cfg, engine or "vllm")
-        budget = budget_from_config(cfg, model, usable, gpu_name=gpu_name)
+        inputs = inputs_from_config(cfg, usable, gpu_name=gpu_name)
+        budget = compute_budget(model, inputs)
 
     kv_cap: Reading[int] | None = None
     if m and m.kv_cache_capacity_tokens:
@@ -185,6 +189,7 @@ def build_context(ev: Evidence) -> TriageContext:
         gpu_used_gib=used,
         gpu_util_pct=util,
         budget=budget,
+        budget_inputs=inputs,
         kv_capacity_tokens=kv_cap,
         kv_usage_ratio=kv_use,
         queue_depth=_metric("queue_depth", "waiting"),

@@ -1,0 +1,67 @@
+"""Triage and `gpumem budget --profile` give the same safe flags: one solver answers both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli.main import main
+from collectors.parsers.bundle import load_bundle
+from runbooks.triage.actions import safe_plan
+from runbooks.triage.context import build_context
+from runbooks.triage.runbook import triage
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+WITH_PROFILE = sorted(p.name for p in EXAMPLES.iterdir()
+                      if (p / "access.log").exists() and (p / "deployment.yaml").exists())
+
+
+def _budget_plan(capsys, example: Path, gpu: str, engine_version: str | None) -> dict:
+    argv = ["budget", "--from-deployment", str(example / "deployment.yaml"), "--profile", str(example / "access.log"),
+            "--gpu", gpu, "--json"]
+    if engine_version:
+        argv += ["--engine-version", engine_version]
+    rc = main(argv)
+    out = capsys.readouterr().out
+    assert rc in (0, 1), out
+    return json.loads(out)["plan"]
+
+
+def test_the_examples_with_a_profile_are_the_ones_compared():
+    assert WITH_PROFILE == ["healthy-vllm-v1", "mixed-pool-vllm-v1", "params-edge-sglang", "runbook-incident"]
+
+
+@pytest.mark.parametrize("name", WITH_PROFILE)
+def test_triage_and_budget_recommend_the_same_flags(name, capsys):
+    evidence = load_bundle(EXAMPLES / name)
+    ctx = build_context(evidence)
+    plan = safe_plan(ctx)
+    assert plan is not None and plan.budget is not None, "the model is known: the budget sizes the pool"
+    budget = _budget_plan(capsys, EXAMPLES / name, ctx.gpu_name, ctx.budget_inputs.engine_version)
+    assert budget["args"] == list(plan.args())
+    assert (budget["max_model_len"], budget["max_num_seqs"]) == (plan.max_model_len, plan.max_num_seqs)
+
+
+@pytest.mark.parametrize("name", WITH_PROFILE)
+def test_every_flag_a_report_prints_is_a_typed_change_of_the_same_value(name):
+    evidence = load_bundle(EXAMPLES / name)
+    report = triage(evidence)
+    plan = safe_plan(build_context(evidence))
+    values = plan.values()
+    for action in report.actions:
+        for change in action.changes:
+            if change.kind == "set_arg" and change.flag in values:
+                assert change.new == values[change.flag], (action.id, change)
+        if action.id == "set_safe_flags":
+            assert action.params["args"] == " ".join(plan.args())
+
+
+def test_the_runbook_incident_gets_the_numbers_both_surfaces_print(capsys):
+    report = triage(load_bundle(EXAMPLES / "runbook-incident"))
+    by_id = {a.id: a for a in report.actions}
+    assert by_id["lower_max_num_seqs"].params == {"current": 128, "target": 115, "flag": "max-num-seqs"}
+    assert [(c.flag, c.old, c.new) for c in by_id["set_safe_flags"].changes] == [
+        ("max-num-seqs", 128, 115), ("gpu-memory-utilization", 0.95, 0.88)]
+    assert [(c.kind, c.old, c.new) for c in by_id["scale_out"].changes] == [("scale", 2, 3)]
