@@ -23,7 +23,7 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-MIB = 1024 * 1024
+from runbooks.model.units import MIB
 
 
 def write_access_log(path: Path, size_mb: float, stamps: str = "minute", seed: int = 7) -> int:

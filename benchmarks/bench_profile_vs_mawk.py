@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-MIB = 1024 * 1024
+from runbooks.model.units import MIB
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: the runbook's bucket rule: the smallest bucket holding both input and output

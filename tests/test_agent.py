@@ -24,8 +24,9 @@ from bot.agent.server import AgentServer, SnapshotCache, make_server
 from bot.cli.main import build_parser
 from bot.render.i18n import Catalog
 from collectors.nvml.reader import read_gpus
+from runbooks.model.units import GIB, MIB
 from tests.support import fake_nvml
-from tests.support.fake_nvml import GIB, MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
+from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "deploy" / "gpumem-agent-daemonset.yaml"

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from runbooks.catalogs.models import find_model
+from runbooks.model.units import GIB
 from runbooks.sizing.budget import weights_bytes
 from runbooks.sizing.weights import (
     allocator_slack_bytes,
@@ -15,8 +16,6 @@ from runbooks.sizing.weights import (
     param_breakdown,
     quantized_bytes_per_param,
 )
-
-GIB = 2**30
 
 
 def gib(value: float) -> float:

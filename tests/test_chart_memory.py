@@ -11,8 +11,8 @@ import pytest
 from bot.render import chart_memory
 from bot.render.chart_memory import HEIGHT_PX, WIDTH_PX, chart_lang, cjk_font, render_memory_chart
 from runbooks.model.evidence import MemoryHistory, MemoryPoint, MemorySeries
+from runbooks.model.units import GIB
 
-GIB = 2**30
 START = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 
 

@@ -12,9 +12,9 @@ from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_samples import read_samples
 from runbooks.model.evidence import ServerMetrics
 from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.model.units import MIB
 
 DATA = Path(__file__).parent / "data" / "metrics"
-MIB = 2**20
 
 
 def _load(name: str) -> ServerMetrics:

@@ -12,9 +12,9 @@ from collectors.errors import ParseError
 from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import GpuProcess, GpuSnapshot
 from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.model.units import MIB
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
-MIB = 2**20
 
 
 def _load(name: str) -> GpuSnapshot:

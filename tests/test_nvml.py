@@ -24,8 +24,9 @@ from collectors.nvml.reader import (
 from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import GpuDevice, GpuSnapshot
 from runbooks.model.serde import to_jsonable
+from runbooks.model.units import GIB, MIB
 from tests.support import fake_nvml
-from tests.support.fake_nvml import GIB, MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
+from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess
 
 DATA = Path(__file__).resolve().parent / "data" / "nvidia_smi"
 AT = datetime(2026, 7, 14, 11, 2, 9, tzinfo=UTC)

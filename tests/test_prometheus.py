@@ -12,9 +12,8 @@ from collectors.prometheus.client import PrometheusClient, PrometheusError
 from collectors.prometheus.history import QUERY_KEYS, gather_history
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.model.units import MIB
 from tests.support import prom_harness as h
-
-MIB = 2**20
 
 
 @pytest.fixture(scope="module")

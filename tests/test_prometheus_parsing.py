@@ -28,9 +28,9 @@ from collectors.prometheus.client import (
 )
 from collectors.prometheus.history import engine_of, memory_from, restarts_from, service_from
 from collectors.prometheus.lengths import histograms_from, profile_from_lengths
+from runbooks.model.units import MIB
 
 DATA = Path(__file__).parent / "data" / "prometheus"
-MIB = 2**20
 
 
 def _load(name: str) -> QueryResult:

@@ -11,8 +11,9 @@ import pytest
 from bot.cli.main import build_parser, main
 from bot.cli.snapshot import Io, snapshot
 from collectors.nvml.reader import parse_snapshot_json
+from runbooks.model.units import MIB
 from tests.support import fake_nvml
-from tests.support.fake_nvml import MIB, FakeGpu, FakeMig, FakeNvml, FakeProcess
+from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess
 
 START = datetime(2026, 7, 14, 11, 2, 9, tzinfo=UTC)
 

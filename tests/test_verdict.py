@@ -20,9 +20,8 @@ from runbooks.model.evidence import (
     SignalCount,
 )
 from runbooks.model.serde import from_jsonable, to_jsonable
+from runbooks.model.units import GIB
 from runbooks.triage.runbook import STEPS, triage
-
-GIB = 1024**3
 
 
 def _gpus(used_gib: float, total_gib: float = 80.0, util: float = 40.0) -> GpuSnapshot:

@@ -23,8 +23,8 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.catalogs.thresholds import GPU_MEM_PINNED_RATIO
 from runbooks.model.evidence import MemoryHistory, MemorySeries
+from runbooks.model.units import GIB
 
-GIB = 2**30
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 500, 100
 #: devices drawn at most; the rest are counted in the legend
 MAX_DEVICES = 8

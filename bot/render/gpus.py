@@ -20,9 +20,9 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import GpuDevice, GpuSnapshot
 from runbooks.model.serde import to_jsonable
+from runbooks.model.units import MIB
 
 SCHEMA_VERSION = 1
-MIB = 2**20
 
 #: CSV header, stable: units in the names, MiB rounded to whole numbers like nvidia-smi
 CSV_COLUMNS = (

@@ -14,8 +14,8 @@ from bot.render.text import view
 from bot.render.wording import pct
 from runbooks.model.evidence import BUCKETS, Evidence, GpuDevice
 from runbooks.model.report import Report
+from runbooks.model.units import GIB
 
-GIB = 1024**3
 #: how each verb is typed, and an example (syntax, not wording)
 FORMS = {
     "triage": ("/gpumem triage NAMESPACE/DEPLOYMENT [--context C]", "/gpumem triage llm/vllm-server"),

@@ -56,12 +56,13 @@ from collectors.kube.selectors import selector_query
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
 from collectors.parsers.kube_related import colocated_from_object
 from runbooks.model.evidence import ReadIssue, ServerConfig
+from runbooks.model.units import MIB
 
 DEFAULT_DEADLINE_S = 5.0
 DEFAULT_TAIL_LINES = 2000
 #: enough for ~3 calls per pod and 2 per node of an 8-pod Deployment at once, with room
 DEFAULT_WORKERS = 64
-_LOG_LIMIT_BYTES = 16 * 2**20
+_LOG_LIMIT_BYTES = 16 * MIB
 
 
 def warm_up() -> None:

@@ -30,6 +30,7 @@ from collectors.errors import ParseError
 from collectors.parsers.log_time import epoch_time, parse_time, search_time
 from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
 from runbooks.model.evidence import RequestProfile
+from runbooks.model.units import MIB
 from runbooks.profile.requests import ProfileBuilder
 
 NO_LENGTHS = "no request lengths found (expected input_tokens=/output_tokens= or JSON usage)"
@@ -60,7 +61,7 @@ _OUT_KEYS = ("output_tokens", "completion_tokens")
 _TIME_KEYS = ("time", "timestamp", "ts", "@timestamp")
 
 _MAX_TIME_CACHE = 200_000
-_TEXT_BLOCK_BYTES = 1024 * 1024
+_TEXT_BLOCK_BYTES = MIB
 
 
 def _tokens(value: Any) -> int | None:

@@ -38,11 +38,12 @@ from collectors.parsers.access_log import NO_LENGTHS
 from collectors.parsers.access_log_scan import PAD_BYTES, BlockTally, LineTooLong, scan_block
 from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
 from runbooks.model.evidence import RequestProfile
+from runbooks.model.units import MIB
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder
 
 #: files smaller than this are scanned in this process (starting workers costs more)
-PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+PARALLEL_MIN_BYTES = 32 * MIB
 MAX_WORKERS = 8
 
 

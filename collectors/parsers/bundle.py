@@ -26,9 +26,10 @@ from collectors.parsers.model_config import parse_model_config
 from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import Evidence, ReadIssue
 from runbooks.model.serde import SerdeError, from_jsonable
+from runbooks.model.units import MIB
 
 #: files read whole are capped; logs and access logs stream and have no cap
-MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
+MAX_WHOLE_FILE_BYTES = 64 * MIB
 
 #: every file a bundle may hold, in the order they are read
 BUNDLE_FILES = (
@@ -56,8 +57,8 @@ class _Acc:
 def _read_text(path: Path) -> str:
     size = path.stat().st_size
     if size > MAX_WHOLE_FILE_BYTES:
-        raise ParseError(path.name, f"file is {size // (1024 * 1024)} MiB, over the "
-                                    f"{MAX_WHOLE_FILE_BYTES // (1024 * 1024)} MiB limit for this kind; trim it")
+        raise ParseError(path.name, f"file is {size // MIB} MiB, over the "
+                                    f"{MAX_WHOLE_FILE_BYTES // MIB} MiB limit for this kind; trim it")
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read()
 

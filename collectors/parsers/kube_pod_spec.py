@@ -11,6 +11,7 @@ from typing import Any
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, fail, str_map
 from runbooks.model.evidence import GpuRequest, Probe, ServerConfig
+from runbooks.model.units import MIB
 
 MIG_PREFIX = "nvidia.com/mig-"
 WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
@@ -23,7 +24,6 @@ GPU_NODE_LABELS = (
     "node.kubernetes.io/instance-type",
 )
 _PROBES = (("liveness", "livenessProbe"), ("readiness", "readinessProbe"), ("startup", "startupProbe"))
-_MIB = 2**20
 
 
 def gpu_request(container: dict[str, Any], path: str, source: str) -> GpuRequest | None:
@@ -51,7 +51,7 @@ def _gpu_from_amounts(amounts: dict[str, Any], path: str, source: str) -> GpuReq
     count = _count(amounts[whole], f"{path}.{whole}", source) if whole else 0
     if HAMI_MEMORY_RESOURCE in amounts:
         mib = _count(amounts[HAMI_MEMORY_RESOURCE], f"{path}.{HAMI_MEMORY_RESOURCE}", source)
-        return GpuRequest(resource=HAMI_MEMORY_RESOURCE, count=count or 1, memory_bytes=mib * _MIB)
+        return GpuRequest(resource=HAMI_MEMORY_RESOURCE, count=count or 1, memory_bytes=mib * MIB)
     if whole and count > 0:
         return GpuRequest(resource=whole, count=count)
     return None

@@ -31,10 +31,10 @@ from collectors.parsers.kube_pod_spec import (
     pick_server_container,
 )
 from runbooks.model.evidence import ColocatedPod, Disruption, GpuRequest, NodeInfo, ReplicaSetInfo, Route
+from runbooks.model.units import MIB
 
 #: resources counted as GPU capacity on a node
 _GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", MIG_PREFIX, HAMI_MEMORY_RESOURCE, "amd.com/gpu")
-_MIB = 2**20
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 
 
@@ -175,7 +175,7 @@ def node_from_object(obj: Any, source: str = "nodes.yaml") -> NodeInfo:
         ready=ready,
         unschedulable=bool(as_bool(spec.get("unschedulable"), "spec.unschedulable", source)),
         gpu_product=labels.get("nvidia.com/gpu.product"),
-        gpu_memory_bytes=int(memory_mib) * _MIB if memory_mib.isdigit() else None,
+        gpu_memory_bytes=int(memory_mib) * MIB if memory_mib.isdigit() else None,
     )
 
 

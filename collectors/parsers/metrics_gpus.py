@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collectors.parsers.metrics_samples import Labels, Samples, Series, natural_key
 from runbooks.model.evidence import GpuDevice
-
-MIB = 2**20
+from runbooks.model.units import MIB
 
 #: device field -> metric names, current DCGM name first, then the 1.x compatibility name (-o)
 _DCGM_FIELDS: dict[str, tuple[str, ...]] = {

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from collectors.errors import ParseError
 from runbooks.model.evidence import GpuDevice, GpuProcess, GpuSnapshot
-
-MIB = 2**20
+from runbooks.model.units import GIB, MIB
 
 #: `--query-gpu` field -> GpuDevice attribute (memory fields converted to bytes)
 _QUERY_FIELDS = {
@@ -38,7 +37,7 @@ _QUERY_FIELDS = {
 _HEADERLESS_COLUMNS = ("index", "utilization.gpu", "utilization.memory", "memory.used", "memory.total")
 #: dmon column -> GpuDevice attribute; `fb` is MiB, `sm` is what --query-gpu calls utilization.gpu
 _DMON_FIELDS = {"gpu": "index", "fb": "used_bytes", "sm": "util_gpu_pct", "mem": "util_mem_bandwidth_pct"}
-_UNIT_BYTES = {"b": 1, "kib": 2**10, "mib": MIB, "gib": 2**30, "mb": MIB}
+_UNIT_BYTES = {"b": 1, "kib": 2**10, "mib": MIB, "gib": GIB, "mb": MIB}
 
 _HEADER_CELL = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?:\s*\[[^\]]*\])?$", re.IGNORECASE)
 _VALUE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)$")

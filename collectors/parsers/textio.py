@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-CHUNK_BYTES = 4 * 1024 * 1024
+from runbooks.model.units import MIB
+
+CHUNK_BYTES = 4 * MIB
 MAX_LINE_BYTES = 64 * 1024
 
 

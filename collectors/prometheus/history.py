@@ -31,8 +31,8 @@ from runbooks.model.evidence import (
     ReadIssue,
     ServiceHistory,
 )
+from runbooks.model.units import MIB
 
-MIB = 2**20
 #: the queries gather_history sends, one each
 QUERY_KEYS = ("memory", "restarts", "queue", "kv_usage", "preemptions", "ttft_p99", "lengths")
 #: points per series when no step is given (Prometheus refuses more than 11,000)

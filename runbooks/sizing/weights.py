@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.units import MIB
 from runbooks.sizing.kv import dtype_bytes, serving_dtype
 
 #: vLLM pads the vocabulary of embeddings and LM heads to a multiple of this
@@ -138,7 +139,8 @@ def weights_bytes(model: ModelSpec, dtype: str | None = None, quantization: str 
     `quantization` None means the checkpoint's own (`model.quantization`).
 
     >>> from runbooks.catalogs.models import find_model
-    >>> round(weights_bytes(find_model("Qwen/Qwen2.5-7B-Instruct")) / 2**30, 2)
+    >>> from runbooks.model.units import GIB
+    >>> round(weights_bytes(find_model("Qwen/Qwen2.5-7B-Instruct")) / GIB, 2)
     14.19
     """
     tp, pp = max(1, tp), max(1, pp)
@@ -204,10 +206,9 @@ def _attention_params(model: ModelSpec, nope: int | None, v_dim: int | None) -> 
     return float(qkv + o), 0.0
 
 
-_MIB = float(1 << 20)
 #: PyTorch's caching allocator rounds allocations of 10 MiB and more up to 2 MiB
-_ROUND_LARGE = 2 * _MIB
-_LARGE_FROM = 10 * _MIB
+_ROUND_LARGE = 2.0 * MIB
+_LARGE_FROM = 10.0 * MIB
 
 
 def allocator_slack_bytes(model: ModelSpec, dtype: str | None = None, quantization: str | None = None,

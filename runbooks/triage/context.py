@@ -13,11 +13,11 @@ from typing import Generic, TypeVar
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.catalogs.models import UnknownModel, find_model
 from runbooks.model.evidence import Evidence, GpuDevice, ModelSpec
+from runbooks.model.units import GIB
 from runbooks.sizing.budget import Budget, compute_budget, inputs_from_config
 from runbooks.sizing.types import BudgetInputs
 
 T = TypeVar("T")
-GIB = 1024**3
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-GIB = 2**30
-MIB = 2**20
+from runbooks.model.units import GIB, MIB
 
 nvmlMemory_v2 = 0x02000028
 NVML_DEVICE_MIG_DISABLE = 0
