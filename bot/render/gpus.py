@@ -20,7 +20,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import GpuDevice, GpuSnapshot
 from runbooks.model.serde import to_jsonable
-from runbooks.model.units import MIB
+from runbooks.model.units import MIB, pct
 
 SCHEMA_VERSION = 1
 
@@ -49,7 +49,7 @@ def csv_rows(snapshot: GpuSnapshot) -> str:
     at = snapshot.taken_at.isoformat() if snapshot.taken_at else ""
     return "".join(_csv_line((
         at, d.host, d.index, d.uuid, d.name, d.mig_profile, _mib(d.used_bytes), _mib(d.total_bytes),
-        _mib(d.reserved_bytes), _pct(d.used_ratio), _num(d.util_gpu_pct), _num(d.util_mem_bandwidth_pct),
+        _mib(d.reserved_bytes), pct(d.used_ratio), _num(d.util_gpu_pct), _num(d.util_mem_bandwidth_pct),
         len(d.processes), ";".join(f"{p.pid}={_mib(p.used_bytes) if p.used_bytes is not None else ''}"
                                    for p in d.processes),
     )) for d in snapshot.devices)
@@ -76,7 +76,7 @@ def render_text(snapshot: GpuSnapshot, cat: Catalog) -> str:
 
 def _text_cells(d: GpuDevice) -> list[str]:
     return [d.index, d.name or "?", d.mig_profile or "-", _dash(_mib(d.used_bytes)), _dash(_mib(d.total_bytes)),
-            _dash(_mib(d.reserved_bytes)), _dash(_pct(d.used_ratio)), _dash(_num(d.util_gpu_pct)),
+            _dash(_mib(d.reserved_bytes)), _dash(pct(d.used_ratio)), _dash(_num(d.util_gpu_pct)),
             _dash(_num(d.util_mem_bandwidth_pct)), str(len(d.processes))]
 
 
@@ -88,10 +88,6 @@ def _csv_line(cells: Any) -> str:
 
 def _mib(value: int | None) -> int | None:
     return None if value is None else round(value / MIB)
-
-
-def _pct(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio * 100, 1)
 
 
 def _num(value: float | None) -> int | float | None:

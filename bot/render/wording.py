@@ -7,6 +7,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
+from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind"}
@@ -47,10 +48,6 @@ def action_text(cat: Catalog, a: Action) -> dict[str, str]:
 def issue_text(cat: Catalog, issue: ReadIssue) -> str:
     key = "issue.line" if issue.line is not None else "issue.noline"
     return cat.t(key, source=issue.source, line=issue.line, message=issue.message)
-
-
-def pct(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio * 100, 1)
 
 
 def shift_label(cat: Catalog, label: object) -> object:

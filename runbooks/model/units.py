@@ -1,4 +1,4 @@
-"""Units, one definition each: bytes per GiB and MiB.
+"""Units, one definition each: bytes per GiB and MiB, and a ratio shown as a percent.
 
 `GIB` and `MIB` are ints, so byte counts built from them stay exact ints; to get GiB as a
 float, divide (`/` is true division in Python 3 and gives the same float as dividing by
@@ -19,3 +19,11 @@ GIB = 1 << 30
 #: bytes in one MiB (2^20)
 MIB = 1 << 20
 
+
+def pct(ratio: float | None) -> float | None:
+    """A ratio (0..1) as a percent rounded to one decimal, as the catalogs show it; None stays None.
+
+    >>> pct(0.983), pct(0.2075), pct(1), pct(None)
+    (98.3, 20.8, 100, None)
+    """
+    return None if ratio is None else round(ratio * 100, 1)

@@ -18,10 +18,6 @@ def gib(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def pct(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio * 100, 1)
-
-
 def longest_above(series, threshold: float) -> float:
     """Seconds of the longest run of a time series at or above `threshold` (0 when none).
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
-from runbooks.triage.checks._util import longest_above, missing, pct
+from runbooks.model.units import pct
+from runbooks.triage.checks._util import longest_above, missing
 from runbooks.triage.context import TriageContext
 
 ROUND = 2
