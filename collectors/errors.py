@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class CollectorError(Exception):
-    """Base of every collector error."""
+    """Base of every collector error.
+
+    An error that a person reads as the answer (a workload that does not exist) is also a
+    `runbooks.model.errors.GpumemError`, so the surfaces word it without knowing collectors.
+    """
 
 
 class ParseError(CollectorError):

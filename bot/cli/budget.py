@@ -18,19 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.cli.main import EXIT_CAUSE, EXIT_OK, EXIT_USAGE, add_common
+from runbooks.model.errors import UsageError
+
+#: bad input raises UsageError(code, **params); `bot.cli.main` words it from `budget_cli.error.<code>`
+ERROR_KEYS = "budget_cli.error"
 
 _ENGINES = ("vllm", "sglang", "tgi")
 #: Deployment node labels that name the GPU model
 _GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
-
-
-class UsageError(Exception):
-    """Bad input: `key` names the message in the catalog (`budget_cli.error.*`), `params` its values."""
-
-    def __init__(self, key: str, /, **params: Any):
-        self.key = key
-        self.params = params
-        super().__init__(key)
 
 
 def register(sub: argparse._SubParsersAction, verb: str) -> None:
@@ -78,17 +73,8 @@ class Setup:
 
 
 def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render.i18n import Catalog
-
-    cat = Catalog.load(lang)
-    try:
-        return _run(args, lang)
-    except UsageError as e:
-        params = dict(e.params)
-        if e.key == "what_if_bad_value":
-            params["expected"] = cat.t(f"budget_cli.kind.{params.get('expected')}")
-        print(cat.t(f"budget_cli.error.{e.key}", params), file=sys.stderr)
-        return EXIT_USAGE
+    """Budget one launch; bad input raises UsageError, which `bot.cli.main` tells and exits 2 on."""
+    return _run(args, lang)
 
 
 def _run(args: argparse.Namespace, lang: str) -> int:
@@ -119,8 +105,13 @@ def _run(args: argparse.Namespace, lang: str) -> int:
     if args.what_if:
         try:
             after_inputs, applied = apply_what_if(setup.inputs, parse_what_if(args.what_if))
-        except PlanError as e:
-            raise UsageError(e.code, **e.params) from None
+        except PlanError as e:  # the kind of value expected, in the reader's words
+            params = dict(e.params)
+            if e.code == "what_if_bad_value":
+                from bot.render.i18n import Catalog
+
+                params["expected"] = Catalog.load(lang).t(f"budget_cli.kind.{params.get('expected')}")
+            raise UsageError(e.code, **params) from None
         after_budget = compute_budget(setup.model, after_inputs)
         after = render.Side(after_inputs, after_budget, find_conflicts(setup.model, after_inputs, setup.gpu,
                                                                        setup.gpus_requested),

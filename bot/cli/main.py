@@ -6,6 +6,10 @@ inside `run`, so `gpumem --help` stays fast.
 
 Exit codes: 0 healthy / ok, 1 a cause was found, 2 bad usage or unreadable input,
 3 nothing could be read (or too little to decide).
+
+A verb that cannot go on raises a `runbooks.model.errors.GpumemError`; `main` maps it in one
+place (`fail`): one line on stderr worded by the catalogs, and the exit code its class calls
+for. A verb names the catalog section of its own codes in `ERROR_KEYS` ("budget_cli.error").
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+
+from runbooks.model.errors import EvidenceUnavailable, GpumemError, TemporaryError
 
 EXIT_OK, EXIT_CAUSE, EXIT_USAGE, EXIT_NO_EVIDENCE = 0, 1, 2, 3
 
@@ -49,7 +55,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.service.settings import default_lang
 
     lang = args.lang or default_lang(os.environ)
-    return importlib.import_module(COMMANDS[args.verb]).run(args, lang)
+    verb = importlib.import_module(COMMANDS[args.verb])
+    try:
+        return verb.run(args, lang)
+    except GpumemError as e:
+        return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+
+
+def exit_code(error: GpumemError) -> int:
+    """The exit code an error calls for: 3 when nothing could be read (EvidenceUnavailable) or
+    the server could not answer now (TemporaryError), since running it again may help; else 2
+    (UsageError, PlanError, TargetNotFound, NotPermitted, Conflict: something must change first).
+    """
+    if isinstance(error, (EvidenceUnavailable, TemporaryError)):
+        return EXIT_NO_EVIDENCE
+    return EXIT_USAGE
+
+
+def fail(error: GpumemError, lang: str, keys: str | None = None) -> int:
+    """Tell `error` as one line on stderr and return its exit code: the CLI's only error mapping.
+
+    The line is `<keys>.<code>` from the catalog when the verb words that code itself;
+    otherwise the wording every surface shares (`bot.service.live_errors.error_line`), so a
+    workload that does not exist reads the same here and in Slack.
+    """
+    from bot.render.i18n import Catalog
+    from bot.service.live_errors import error_line
+
+    cat = Catalog.load(lang)
+    key = f"{keys}.{error.code}" if keys else None
+    print(cat.t(key, error.params) if key and cat.has(key) else error_line(cat, error), file=sys.stderr)
+    return exit_code(error)
 
 
 def verdict_exit_code(primary: str) -> int:

@@ -12,17 +12,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
 
-from bot.cli.main import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE, add_common
+from bot.cli.main import EXIT_CAUSE, EXIT_OK, EXIT_USAGE, add_common
+from runbooks.model.errors import EvidenceUnavailable, UsageError
 
-
-class _Stop(Exception):
-    """Stop with a message (`profile_cli.error.<key>`) and an exit code."""
-
-    def __init__(self, code: int, key: str, /, **params: Any):
-        self.code, self.key, self.params = code, key, params
-        super().__init__(key)
+#: a file that cannot be used raises UsageError (exit 2), one without request lengths
+#: EvidenceUnavailable (exit 3); `bot.cli.main` words both from `profile_cli.error.<code>`
+ERROR_KEYS = "profile_cli.error"
 
 
 def register(sub: argparse._SubParsersAction, verb: str) -> None:
@@ -43,11 +39,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
     from bot.render.i18n import Catalog
 
     cat = Catalog.load(lang)
-    try:
-        view = _build(args)
-    except _Stop as e:
-        print(cat.t(f"profile_cli.error.{e.key}", e.params), file=sys.stderr)
-        return e.code
+    view = _build(args)
     chart_ok = True
     if args.chart:
         view, chart_ok = _chart(view, args.chart, lang, cat)
@@ -106,13 +98,13 @@ def _access_log(path: str, workers: int | None):
     try:
         return scan_access_log(path, _name(path), workers=workers, detail=True)
     except FileNotFoundError:
-        raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+        raise UsageError("file_not_found", path=path) from None
     except ParseError as e:
         if e.message == NO_LENGTHS:
-            raise _Stop(EXIT_NO_EVIDENCE, "no_lengths_access_log", path=path) from None
-        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+            raise EvidenceUnavailable("no_lengths_access_log", path=path) from None
+        raise UsageError("unreadable", path=path, message=str(e)) from None
     except OSError as e:
-        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+        raise UsageError("unreadable", path=path, message=str(e)) from None
 
 
 def _server_log(path: str):
@@ -121,12 +113,12 @@ def _server_log(path: str):
     try:
         found = read_server_log_requests(path, _name(path))
     except FileNotFoundError:
-        raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+        raise UsageError("file_not_found", path=path) from None
     except OSError as e:
-        raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+        raise UsageError("unreadable", path=path, message=str(e)) from None
     if found.profile is None:
         key = f"no_lengths_{found.engine}" if found.engine in ("vllm", "tgi", "sglang") else "no_lengths_log"
-        raise _Stop(EXIT_NO_EVIDENCE, key, path=path)
+        raise EvidenceUnavailable(key, path=path)
     return found
 
 
@@ -141,18 +133,18 @@ def _metrics(args: argparse.Namespace):
         try:
             texts[path] = read_metrics_file(path)
         except FileNotFoundError:
-            raise _Stop(EXIT_USAGE, "file_not_found", path=path) from None
+            raise UsageError("file_not_found", path=path) from None
         except OSError as e:
-            raise _Stop(EXIT_USAGE, "unreadable", path=path, message=str(e)) from None
+            raise UsageError("unreadable", path=path, message=str(e)) from None
     try:
         now = profile_from_metrics(texts[args.metrics], _name(args.metrics),
                                    texts.get(args.baseline) if args.baseline else None,
                                    _name(args.baseline) if args.baseline else "baseline")
         base = profile_from_metrics(texts[args.baseline], _name(args.baseline)) if args.baseline else None
     except ParseError as e:
-        raise _Stop(EXIT_USAGE, "unreadable", path=e.source, message=str(e)) from None
+        raise UsageError("unreadable", path=e.source, message=str(e)) from None
     if now.profile is None:
-        raise _Stop(EXIT_NO_EVIDENCE, "no_histograms", path=args.metrics)
+        raise EvidenceUnavailable("no_histograms", path=args.metrics)
     view = ProfileView("metrics", now.profile, between_scrapes=now.between_scrapes)
     if base is not None and base.profile is not None:
         view = _with_baseline(view, base.profile, compare(now.profile, base.profile))

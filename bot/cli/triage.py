@@ -6,7 +6,12 @@ import argparse
 import os
 import sys
 
-from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_USAGE, add_common, emit_report, verdict_exit_code
+from bot.cli.main import EXIT_NO_EVIDENCE, add_common, emit_report, verdict_exit_code
+from runbooks.model.errors import UsageError
+
+#: bad usage raises UsageError, worded by `bot.cli.main` from `cli.<code>`; a workload that does
+#: not exist (TargetNotFound) passes through the live guard to the same mapping
+ERROR_KEYS = "cli"
 
 
 def add_live_flags(p: argparse.ArgumentParser) -> None:
@@ -67,11 +72,7 @@ def live_options(args: argparse.Namespace):
 
 def run(args: argparse.Namespace, lang: str) -> int:
     if bool(args.bundle) == bool(args.target):
-        from bot.render.i18n import Catalog
-
-        key = "cli.target_and_bundle" if args.bundle else "cli.no_target"
-        print(Catalog.load(lang).t(key), file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("target_and_bundle" if args.bundle else "no_target")
     if args.bundle:
         return _offline(args, lang)
     return _live(args, lang)
@@ -84,13 +85,11 @@ def _offline(args: argparse.Namespace, lang: str) -> int:
 
     cat = Catalog.load(lang)
     if not os.path.isdir(args.bundle):
-        print(cat.t("cli.bundle_not_found", path=args.bundle), file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("bundle_not_found", path=args.bundle)
     try:
         evidence = load_bundle(args.bundle)
     except BundleError as e:
-        print(cat.t("cli.bundle_unusable", detail=str(e)), file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("bundle_unusable", detail=str(e)) from None
     report = triage(evidence)
     emit_report(report, args.json, lang)
     if not has_evidence(evidence):

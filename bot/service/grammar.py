@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from runbooks.model.errors import UsageError
+
 #: verbs Slack may run, in the order `/gpumem help` lists them
 SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "help")
 #: verbs that read one service and so need NAMESPACE/DEPLOYMENT
@@ -70,14 +72,24 @@ class Command:
     topic: str | None = None
 
 
-class CommandError(Exception):
-    """The command cannot run as typed. `key` names the catalog message (`slack.error.<key>`)."""
+class CommandError(UsageError):
+    """The command cannot run as typed: the one who typed it can correct it.
+
+    `key` (the UsageError's `code`) names the catalog message (`slack.error.<key>`), `params`
+    its values, and `usage` the verb's usage text shown under it (not a wording value).
+
+    >>> e = CommandError("bad_target", "usage: /gpumem triage ...", target="LLM/x")
+    >>> e.key, e.code, e.params, isinstance(e, UsageError)
+    ('bad_target', 'bad_target', {'target': 'LLM/x'}, True)
+    """
 
     def __init__(self, key: str, usage: str = "", **params: Any):
-        super().__init__(f"{key}: {params}")
-        self.key = key
+        super().__init__(key, **params)
         self.usage = usage
-        self.params = params
+
+    @property
+    def key(self) -> str:
+        return self.code
 
 
 class _ArgparseExit(Exception):

@@ -1,4 +1,9 @@
-"""Map the errors of a live collection to on-call wording and exit codes, in one place."""
+"""Map the errors of a live collection to on-call wording and exit codes, in one place.
+
+`error_line` words a `runbooks.model.errors.GpumemError` the same way on every surface: the
+CLI prints it (`bot.cli.main.fail`) and Slack ends the job with it (`bot.slack.work`), so a
+workload that does not exist reads alike in a terminal and in a channel.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from bot.render.i18n import Catalog
+from runbooks.model.errors import (
+    Conflict,
+    EvidenceUnavailable,
+    GpumemError,
+    NotPermitted,
+    TargetNotFound,
+    TemporaryError,
+)
 
 
 @dataclass
@@ -17,21 +30,47 @@ class Guard:
     message: str | None = field(default=None)
 
 
+def error_line(cat: Catalog, error: GpumemError) -> str:
+    """One line for a person about an error that stopped the work, by what it means.
+
+    A workload that does not exist, a missing RBAC permission (named), an object changed
+    under us, a server that cannot answer now (with the delay), nothing to read; any other
+    error by its code and params, which carry nothing secret.
+
+    >>> line = error_line(Catalog.load("en"), TargetNotFound("Deployment", "llm", "nope", "prod"))
+    >>> line.split(". ")[0]
+    'gpumem: Deployment llm/nope not found in context prod'
+    """
+    if isinstance(error, TargetNotFound):
+        return cat.t("live.not_found", detail=str(error).rstrip("."))
+    if isinstance(error, NotPermitted):
+        return cat.t("live.forbidden", permission=error.permission)
+    if isinstance(error, Conflict):
+        return cat.t("live.conflict")
+    if isinstance(error, TemporaryError):
+        return cat.t("live.temporary", seconds=error.delay_s)
+    if isinstance(error, EvidenceUnavailable):
+        return cat.t("live.unavailable", detail=error.params.get("detail") or error.code)
+    return cat.t("live.error", detail=str(error))
+
+
 @contextmanager
 def live_guard(lang: str) -> Iterator[Guard]:
-    """Turn a bad target, a missing workload or an unusable kube/gpumem config into exit 2
-    with one line on stderr; never a traceback."""
+    """Turn a bad target or an unusable kube/gpumem config into exit 2 with one line on stderr;
+    never a traceback.
+
+    A GpumemError (a workload that does not exist, ...) passes through to `bot.cli.main`,
+    which maps every verb's errors in one place with the same wording (`error_line`).
+    """
     from bot.service.settings import SettingsError
     from bot.service.triage import BadTarget
-    from collectors.kube.client import KubeConfigError, TargetNotFound
+    from collectors.kube.client import KubeConfigError
 
     guard = Guard(Catalog.load(lang))
     try:
         yield guard
     except BadTarget as e:
         guard.exit_code, guard.message = 2, guard.cat.t("live.bad_target", detail=str(e).rstrip("."))
-    except TargetNotFound as e:
-        guard.exit_code, guard.message = 2, guard.cat.t("live.not_found", detail=str(e).rstrip("."))
     except KubeConfigError as e:
         guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=str(e).rstrip("."))
     except SettingsError as e:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from runbooks.model import errors
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
 
@@ -50,12 +51,25 @@ class TriageRunner(Protocol):
         """Gather evidence for `target` ("namespace/name") and triage it; returns a TriageOutcome."""
 
 
-class TargetNotFound(Exception):
-    """No evidence source knows this target."""
+class TargetNotFound(errors.TargetNotFound):
+    """No evidence source of this bot knows the target: no bundle is configured for it and no
+    live triage can ask a cluster.
+
+    The one `runbooks.model.errors.TargetNotFound`, so the Slack work path that catches it
+    also catches the cluster's own "does not exist" (`collectors.kube.client.TargetNotFound`).
+    Its code is `NO_SOURCE`, not "not_found": it says nothing about whether the workload
+    exists, and Slack words it so. `str()` is the target.
+    """
+
+    NO_SOURCE = "no_source"
 
     def __init__(self, target: str):
-        super().__init__(target)
+        namespace, _, name = target.rpartition("/")
+        super().__init__("workload", namespace, name, code=self.NO_SOURCE)
         self.target = target
+
+    def __str__(self) -> str:
+        return self.target
 
 
 class BundleRunner:

@@ -21,11 +21,14 @@ from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
 from bot.render.text import render_text
 from bot.service.grammar import Command
+from bot.service.live_errors import error_line
 from bot.service.redact import redact
 from bot.slack.api import SlackPoster
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
-from bot.slack.runner import TargetNotFound, TriageRunner, VerbRunner, bundle_archive
+from bot.slack.runner import TargetNotFound as NoEvidenceSource
+from bot.slack.runner import TriageRunner, VerbRunner, bundle_archive
+from runbooks.model.errors import GpumemError
 
 log = logging.getLogger("gpumem.work")
 
@@ -50,6 +53,19 @@ class Job:
 
     def slug(self) -> str:
         return (self.target or self.command.verb).replace("/", "-")
+
+
+def error_reply(cat: Catalog, error: GpumemError, target: str | None) -> str:
+    """The Slack wording of a GpumemError that ended a job: the Slack surface's one mapping.
+
+    It is the line the CLI prints for the same error (`bot.service.live_errors.error_line`),
+    so "Deployment llm/x not found in context prod" reads alike in a terminal and a channel; a
+    target that no evidence source of this bot knows keeps its own words, since it says
+    nothing about whether the workload exists.
+    """
+    if isinstance(error, NoEvidenceSource):
+        return cat.t("slack.status.not_found", target=target or "")
+    return error_line(cat, error)
 
 
 class _Finish:
@@ -124,9 +140,10 @@ class Work:
         timer.start()
         try:
             outcome = self.runner(str(job.target), job.command.context, on_step)
-        except TargetNotFound:
+        except GpumemError as e:  # an answer (no such workload, ...), not a crash: no traceback
+            log.info("%s %s: %s", verb, job.target, e.code)
             if finish.take():
-                self._fail(job, "not_found", "error")
+                self._fail(job, "error", "error", reason=error_reply(Catalog.load(job.lang), e, job.target))
             return
         except Exception as e:
             log.exception("%s %s failed", verb, job.target)

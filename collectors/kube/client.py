@@ -11,15 +11,22 @@ subresource, namespace); `issue_for` turns what went wrong with it into a ReadIs
 - no answer in time -> "timeout"; refused, DNS, TLS, dropped connection -> "unreachable" with
   the cluster URL (never the token)
 
+A call whose failure ends the work rather than leaving a gap in the evidence is instead mapped
+by `api_error` to a `runbooks.model.errors.GpumemError` that says what to do: TargetNotFound
+(404), NotPermitted (403), Conflict (409), TemporaryError (429, 5xx: retry after Retry-After).
+
 >>> Call("list", "pods", "llm").permission
 'list pods in namespace llm'
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -29,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from collectors.errors import CollectorError
+from runbooks.model import errors
 from runbooks.model.evidence import ReadIssue
 
 #: enough connections for every pod's logs and metrics at once
@@ -43,20 +51,19 @@ class KubeConfigError(KubeError):
     """No usable kubeconfig, context or in-cluster service account."""
 
 
-class TargetNotFound(KubeError):
-    """The Deployment/StatefulSet to triage does not exist (the CLI exits 2).
+class TargetNotFound(KubeError, errors.TargetNotFound):
+    """The Deployment/StatefulSet to triage (or any object a call names) does not exist.
 
-    >>> str(TargetNotFound("Deployment", "llm", "x", "prod"))
-    'Deployment llm/x not found in context prod'
+    The one `runbooks.model.errors.TargetNotFound`, so every surface that catches that one
+    catches this (the CLI exits 2, Slack answers "not found"), and still a KubeError for code
+    that catches the collector's errors.
+
+    >>> e = TargetNotFound("Deployment", "llm", "x", "prod")
+    >>> str(e), (e.kind, e.namespace, e.name, e.context), e.code
+    ('Deployment llm/x not found in context prod', ('Deployment', 'llm', 'x', 'prod'), 'not_found')
+    >>> isinstance(e, errors.TargetNotFound)
+    True
     """
-
-    def __init__(self, kind: str, namespace: str, name: str, context: str | None = None):
-        self.kind = kind
-        self.namespace = namespace
-        self.name = name
-        self.context = context
-        where = f" in context {context}" if context else ""
-        super().__init__(f"{kind} {namespace}/{name} not found{where}")
 
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None,
@@ -160,6 +167,88 @@ def _http_issue(code: int, message: str, call: Call, server: str) -> ReadIssue:
     if code == 504:
         return ReadIssue(call.source, f"{code}: {message}", kind="timeout")
     return ReadIssue(call.source, f"HTTP {code}: {message}", kind="unreadable")
+
+
+#: HTTP statuses that say "not now" rather than "not this": the same call may succeed later
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: the retry delay when a retryable answer names none
+DEFAULT_RETRY_DELAY_S = 1.0
+#: the most of an answer's body an error carries (into logs and replies)
+MAX_BODY_CHARS = 256
+#: resource -> kind, so a missing object reads as `kubectl` would name it
+_KINDS = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet",
+          "pods": "Pod", "nodes": "Node", "services": "Service", "namespaces": "Namespace"}
+
+
+def api_error(error: ApiException, call: Call) -> errors.GpumemError:
+    """What a failed API call means, as the GpumemError a surface can word and act on.
+
+    404 -> TargetNotFound (the object `call` names); 403 -> NotPermitted naming the verb and
+    resource the call needs; 409 -> Conflict; 429 and 500/502/503/504 -> TemporaryError with the
+    Retry-After header as `delay_s` (1 s when there is none); 401 -> EvidenceUnavailable
+    "unauthorized"; anything else -> EvidenceUnavailable "api_error". The ApiException is kept
+    as `__cause__`; body text is cut to 256 characters, and the headers (which may echo
+    credentials back) are never copied.
+
+    >>> e = api_error(ApiException(status=403, reason="Forbidden"), Call("list", "pods", "llm"))
+    >>> type(e).__name__, e.permission, str(e)
+    ('NotPermitted', 'list pods in namespace llm', 'forbidden: list pods in namespace llm')
+    """
+    status = error.status or 0
+    detail = _body_text(error)
+    mapped: errors.GpumemError
+    if status == 404:
+        kind = _KINDS.get(call.resource, call.resource_path)
+        mapped = TargetNotFound(kind, call.namespace or "", call.name or "")
+    elif status == 403:
+        group = f".{call.group}" if call.group else ""
+        sub = f"/{call.subresource}" if call.subresource else ""
+        mapped = errors.NotPermitted(call.verb, f"{call.resource}{group}{sub}", call.namespace, detail=detail)
+    elif status == 409:
+        mapped = errors.Conflict(resource=call.resource_path, namespace=call.namespace, name=call.name,
+                                 detail=detail)
+    elif status in RETRYABLE_STATUSES:
+        mapped = errors.TemporaryError(retry_after_s(error), status=status, source=call.source, detail=detail)
+    elif status == 401:
+        mapped = errors.EvidenceUnavailable("unauthorized", status=status, source=call.source, detail=detail)
+    else:
+        mapped = errors.EvidenceUnavailable("api_error", status=status, source=call.source, detail=detail)
+    mapped.__cause__ = error
+    return mapped
+
+
+def retry_after_s(error: ApiException, default: float = DEFAULT_RETRY_DELAY_S) -> float:
+    """The Retry-After header of an answer in seconds (delta-seconds or an HTTP date), else `default`.
+
+    >>> from types import SimpleNamespace
+    >>> retry_after_s(ApiException(http_resp=SimpleNamespace(status=429, reason="", data=b"",
+    ...                                                      headers={"Retry-After": "7"})))
+    7.0
+    """
+    value = next((str(v) for k, v in (error.headers or {}).items() if str(k).lower() == "retry-after"), "")
+    value = value.strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            at = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return default
+        if at.tzinfo is None:
+            return default
+        seconds = (at - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else default
+
+
+def _body_text(error: ApiException) -> str:
+    """The Status message of an answer, else its body, else its reason: one line, at most 256 characters."""
+    body = error.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    text = status_message(error) if isinstance(body, str) and body.strip().startswith("{") else (body or "")
+    return " ".join(str(text or error.reason or "").split())[:MAX_BODY_CHARS]
 
 
 def status_message(error: ApiException) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from runbooks.model.errors import UsageError
 from runbooks.sizing.types import BudgetInputs
 
 #: what-if key -> (BudgetInputs field, value kind); kinds: int (>= 1), fraction (0 < x <= 1),
@@ -55,14 +56,20 @@ WHAT_IF_ALIASES: dict[str, str] = {
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-class PlanError(ValueError):
+class PlanError(UsageError, ValueError):
     """An input to a what-if or a plan that cannot be used: `code` is a stable id (worded by
-    the renderers), `params` its values."""
+    the renderers), `params` its values.
 
-    def __init__(self, code: str, /, **params: Any):
-        self.code = code
-        self.params = params
-        super().__init__(f"{code}: {params}")
+    A UsageError, because the person can correct the flags or the profile they gave; still a
+    ValueError, as it always was, for callers that catch that.
+
+    >>> e = PlanError("what_if_syntax", item="tp")
+    >>> (e.code, e.params, str(e))
+    ('what_if_syntax', {'item': 'tp'}, "what_if_syntax: {'item': 'tp'}")
+    """
+
+    def __init__(self, code: str, /, **params: Any):  # no default code: each says which input
+        super().__init__(code, **params)
 
 
 def valid_what_if_keys() -> tuple[str, ...]:
