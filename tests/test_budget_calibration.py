@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.sizing.types import FAILURE_IDS
+from runbooks.model.budget import FAILURE_IDS
 from tests.support.calibration_report import (
     EXCLUDED,
     INPUT_NOTES,

@@ -13,9 +13,9 @@ from bot.cli.main import main
 from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.model_config import load_model_config
 from runbooks.catalogs.models import find_model
-from runbooks.sizing.budget import compute_budget
+from runbooks.model.budget import BudgetInputs
 from runbooks.remediation.solver import solve_safe_flags
-from runbooks.sizing.types import BudgetInputs
+from runbooks.sizing.budget import compute_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENT = ROOT / "examples" / "runbook-incident"

@@ -10,13 +10,13 @@ import pytest
 
 from runbooks.catalogs.gpus import find_gpu
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.profile.detail import ProfileDetail
-from runbooks.sizing.budget import compute_budget
 from runbooks.remediation.solver import SAFE_FRACTION, current_fraction, round_context, solve_safe_flags
+from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import bucket_capacity
 from runbooks.sizing.conflicts import find_conflicts
-from runbooks.sizing.types import Budget, BudgetInputs
 from runbooks.sizing.whatif import PlanError, apply_what_if, before_value, parse_what_if
 
 QWEN7B = find_model("Qwen/Qwen2.5-7B-Instruct")

@@ -79,8 +79,8 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def _run(args: argparse.Namespace, lang: str) -> int:
     from bot.render import budget as render
-    from runbooks.sizing.budget import compute_budget
     from runbooks.remediation.solver import solve_safe_flags
+    from runbooks.sizing.budget import compute_budget
     from runbooks.sizing.capacity import bucket_capacity
     from runbooks.sizing.conflicts import find_conflicts
     from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
@@ -149,8 +149,8 @@ def _read_profile(path: str):
 
 def resolve(args: argparse.Namespace) -> Setup:
     """Model, GPU and BudgetInputs from the flags and the Deployment (flags win)."""
+    from runbooks.model.budget import BudgetInputs
     from runbooks.sizing.budget import inputs_from_config
-    from runbooks.sizing.types import BudgetInputs
 
     workload = config = None
     if args.from_deployment:

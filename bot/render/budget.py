@@ -9,11 +9,11 @@ from typing import Any
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.wording import pct
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan, current_fraction
 from runbooks.sizing.capacity import BucketCapacity
 from runbooks.sizing.conflicts import Conflict
-from runbooks.sizing.types import Budget, BudgetInputs
 from runbooks.sizing.whatif import before_value
 
 #: Budget fields every budget JSON carries, in this order (the README documents them)

@@ -5,7 +5,7 @@ at the edge, the next actions; short lines and one status emoji. The detail (why
 action's risk and rollback, the numbers, the findings, what was not checked and why, what
 could not be read) goes to the thread, split into as many messages as Slack's limits need,
 and past `MAX_THREAD_MESSAGES` into a text file. Wording comes from the catalogs through the
-same view the terminal renderer uses (`bot.render.text.view`).
+same view the terminal renderer uses (`bot.render.view.view`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
-from bot.render.text import view
+from bot.render.view import ReportView, view
 from bot.render.wording import pct
 from runbooks.model.report import Report
 
@@ -131,17 +131,17 @@ def key_numbers(cat: Catalog, report: Report) -> list[tuple[str, str]]:
     return out
 
 
-def _confidence_line(cat: Catalog, v: dict[str, Any]) -> str:
+def _confidence_line(cat: Catalog, v: ReportView) -> str:
     parts = []
-    top = v["primary_cause"]
+    top = v.primary_cause
     if top is not None:
-        parts.append(t(cat, "slack.diag.confidence", label=top["label"], value=f"{top['confidence']:.2f}"))
-    parts.append(t(cat, "slack.diag.priority", priority=v["priority"]))
+        parts.append(t(cat, "slack.diag.confidence", label=top.label, value=f"{top.confidence:.2f}"))
+    parts.append(t(cat, "slack.diag.priority", priority=v.priority))
     return " · ".join(parts)
 
 
-def _service_line(cat: Catalog, v: dict[str, Any], user: str | None, elapsed_s: float | None) -> str:
-    bits = [esc(x) for x in (v["target"], v["service"]) if x] + [t(cat, "slack.diag.coverage", pct=v["coverage"])]
+def _service_line(cat: Catalog, v: ReportView, user: str | None, elapsed_s: float | None) -> str:
+    bits = [esc(x) for x in (v.target, v.service) if x] + [t(cat, "slack.diag.coverage", pct=v.coverage)]
     if user:
         bits.append(_asked_by(cat, user))
     if elapsed_s is not None:
@@ -154,9 +154,9 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
     """The parent once the verdict is in. At most ~10 blocks whatever the report holds."""
     cat = Catalog.load(lang)
     v = view(report, lang)
-    target = target or v["target"]
+    target = target or v.target
     emoji = status_emoji(report.verdict.primary, report.verdict.priority)
-    headline = f"{emoji} *{esc(v['primary_title'])}*\n{_confidence_line(cat, v)}"
+    headline = f"{emoji} *{esc(v.primary_title)}*\n{_confidence_line(cat, v)}"
     blocks: list[Block] = [B.section(headline), B.context(_service_line(cat, v, user, elapsed_s))]
     numbers = key_numbers(cat, report)
     if numbers:
@@ -166,20 +166,20 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                                                 "safe": B.code(e.safe_value or "?")})
                  for e in report.flags_at_edge]
         blocks += B.text_sections(cat.t("section.flags"), B.bullets(lines))
-    if v["actions"]:
-        shown = v["actions"][:PARENT_ACTIONS]
-        lines = [f"{i}. {esc(a['title'])} _({esc(a['tier'])})_" for i, a in enumerate(shown, 1)]
-        if len(v["actions"]) > PARENT_ACTIONS:
-            lines.append(t(cat, "slack.diag.more_actions", count=len(v["actions"]) - PARENT_ACTIONS))
+    if v.actions:
+        shown = v.actions[:PARENT_ACTIONS]
+        lines = [f"{i}. {esc(a.title)} _({esc(a.tier)})_" for i, a in enumerate(shown, 1)]
+        if len(v.actions) > PARENT_ACTIONS:
+            lines.append(t(cat, "slack.diag.more_actions", count=len(v.actions) - PARENT_ACTIONS))
         blocks += B.text_sections(cat.t("section.actions"), lines)
-    others = [t(cat, "slack.diag.cause", cause=cat.t(f"slack.cause_short.{c['id']}"), label=c["label"],
-                value=f"{c['confidence']:.2f}") for c in v["other_causes"][:4]]
+    others = [t(cat, "slack.diag.cause", cause=cat.t(f"slack.cause_short.{c.id}"), label=c.label,
+                value=f"{c.confidence:.2f}") for c in v.other_causes[:4]]
     notes = [t(cat, "slack.diag.also", causes=" · ".join(others))] if others else []
     notes.append(":thread: " + t(cat, "slack.diag.thread_note"))
     blocks.append(B.context(*notes))
     value = json.dumps({"target": target, "context": context}, separators=(",", ":"))
     blocks.append(B.actions("gpumem_diagnosis", B.button(cat.t("slack.diag.rerun"), RERUN_ACTION, value)))
-    fallback = f"{emoji} {v['primary_title']} · {target}"
+    fallback = f"{emoji} {v.primary_title} · {target}"
     return B.message(fallback, blocks)
 
 
@@ -194,60 +194,60 @@ class ThreadDetail:
     overflow: bool
 
 
-def _why_blocks(cat: Catalog, v: dict[str, Any]) -> list[Block]:
-    top = v["primary_cause"]
+def _why_blocks(cat: Catalog, v: ReportView) -> list[Block]:
+    top = v.primary_cause
     blocks: list[Block] = []
     if top is not None:
-        blocks += B.text_sections(f"{cat.t('section.why')} · {top['title']}", B.bullets(map(esc, top["evidence"])))
-        if top["against"]:
-            blocks += B.text_sections(cat.t("section.against"), B.bullets(map(esc, top["against"])))
-        if top["rule_out"]:
-            blocks += B.text_sections(cat.t("section.rule_out"), B.bullets(map(esc, top["rule_out"])))
-    for c in v["other_causes"]:
-        title = f"{cat.t('section.other_causes')} · {c['title']} ({c['label']} {c['confidence']:.2f})"
-        blocks += B.text_sections(title, B.bullets(map(esc, c["evidence"][:4])))
-    if v["misjudgements"]:
-        blocks += B.text_sections(cat.t("section.misjudgements"), B.bullets(map(esc, v["misjudgements"])))
+        blocks += B.text_sections(f"{cat.t('section.why')} · {top.title}", B.bullets(map(esc, top.evidence)))
+        if top.against:
+            blocks += B.text_sections(cat.t("section.against"), B.bullets(map(esc, top.against)))
+        if top.rule_out:
+            blocks += B.text_sections(cat.t("section.rule_out"), B.bullets(map(esc, top.rule_out)))
+    for c in v.other_causes:
+        title = f"{cat.t('section.other_causes')} · {c.title} ({c.label} {c.confidence:.2f})"
+        blocks += B.text_sections(title, B.bullets(map(esc, c.evidence[:4])))
+    if v.misjudgements:
+        blocks += B.text_sections(cat.t("section.misjudgements"), B.bullets(map(esc, v.misjudgements)))
     return blocks
 
 
-def _action_blocks(cat: Catalog, v: dict[str, Any]) -> list[Block]:
+def _action_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     lines = []
-    for i, a in enumerate(v["actions"], 1):
-        lines.append(f"*{i}. {esc(a['title'])}* _({esc(a['tier'])})_\n"
-                     f"      {esc(cat.t('section.risk'))}: {esc(a['risk'])}\n"
-                     f"      {esc(cat.t('section.rollback'))}: {esc(a['rollback'])}")
+    for i, a in enumerate(v.actions, 1):
+        lines.append(f"*{i}. {esc(a.title)}* _({esc(a.tier)})_\n"
+                     f"      {esc(cat.t('section.risk'))}: {esc(a.risk)}\n"
+                     f"      {esc(cat.t('section.rollback'))}: {esc(a.rollback)}")
     return B.text_sections(cat.t("section.actions"), lines) if lines else []
 
 
-def _number_blocks(cat: Catalog, v: dict[str, Any]) -> list[Block]:
+def _number_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     blocks: list[Block] = []
     for key, name in (("memory", "section.memory"), ("budget", "section.budget"), ("profile", "section.profile"),
                       ("flags", "section.flags")):
-        if v[key]:
-            blocks += B.text_sections(cat.t(name), B.bullets(map(esc, v[key])))
+        if getattr(v, key):
+            blocks += B.text_sections(cat.t(name), B.bullets(map(esc, getattr(v, key))))
     return blocks
 
 
-def _finding_blocks(cat: Catalog, v: dict[str, Any]) -> list[Block]:
+def _finding_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     lines = []
-    for c in v["checks"]:
-        lines.append(f"*{esc(c['title'])}*")
-        for f in c["findings"]:
-            lines.append(f"{_SEVERITY.get(f['severity'], '•')} {esc(f['title'])}")
-            lines += [f"      {esc(x)}" for x in f["facts"]]
-        if not c["findings"]:
-            lines.append("      " + esc(cat.t("section.nothing_found" if c["checked"] else "section.not_run")))
+    for c in v.checks:
+        lines.append(f"*{esc(c.title)}*")
+        for f in c.findings:
+            lines.append(f"{_SEVERITY.get(f.severity, '•')} {esc(f.title)}")
+            lines += [f"      {esc(x)}" for x in f.facts]
+        if not c.findings:
+            lines.append("      " + esc(cat.t("section.nothing_found" if c.checked else "section.not_run")))
     return B.text_sections(cat.t("section.findings"), lines)
 
 
-def _gaps_blocks(cat: Catalog, v: dict[str, Any]) -> list[Block]:
-    not_checked = B.bullets(map(esc, v["not_checked"])) or [esc(cat.t("section.none"))]
+def _gaps_blocks(cat: Catalog, v: ReportView) -> list[Block]:
+    not_checked = B.bullets(map(esc, v.not_checked)) or [esc(cat.t("section.none"))]
     blocks = B.text_sections(cat.t("section.not_checked"), not_checked)
-    if v["could_not_read"]:
-        blocks += B.text_sections(cat.t("section.could_not_read"), B.bullets(map(esc, v["could_not_read"])))
-    if v["sources"]:
-        blocks.append(B.context(esc(cat.t("section.sources", sources=v["sources"]))))
+    if v.could_not_read:
+        blocks += B.text_sections(cat.t("section.could_not_read"), B.bullets(map(esc, v.could_not_read)))
+    if v.sources:
+        blocks.append(B.context(esc(cat.t("section.sources", sources=v.sources))))
     return blocks
 
 
@@ -268,6 +268,6 @@ def thread_detail(report: Report, lang: str) -> ThreadDetail:
     if overflow:
         pages = pages[: MAX_THREAD_MESSAGES - 1]
         pages.append([B.section(t(cat, "slack.thread.overflow"))])
-    title = cat.t("section.title", target=v["target"])
+    title = cat.t("section.title", target=v.target)
     messages = tuple(B.message(f"{title} ({i}/{len(pages)})", page) for i, page in enumerate(pages, 1))
     return ThreadDetail(messages, overflow)

@@ -10,7 +10,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
-from bot.render.text import view
+from bot.render.view import view
 from bot.render.wording import pct
 from runbooks.model.evidence import BUCKETS, Evidence, GpuDevice
 from runbooks.model.report import Report
@@ -106,7 +106,7 @@ def profile_message(report: Report, lang: str, target: str, user: str | None = N
                    count=by_bucket[b].count if b in by_bucket else 0)) for b in BUCKETS]
     blocks.append(B.section(f":bar_chart: *{title}*"))
     blocks.append(B.fields(pairs))
-    lines = [esc(x) for x in view(report, lang)["profile"]]
+    lines = [esc(x) for x in view(report, lang).profile]
     blocks += B.text_sections(None, lines)
     ctx = [t(cat, "slack.profile.source", source=p.source)]
     if user:

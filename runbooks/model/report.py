@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runbooks.model.budget import Budget
 from runbooks.model.changes import Change
 from runbooks.model.evidence import ReadIssue, RequestProfile
 
@@ -153,7 +154,8 @@ class Report:
     gpu: str | None = None
     verdict: Verdict = field(default_factory=lambda: Verdict(primary="insufficient_evidence"))
     memory: MemorySplit | None = None
-    budget: dict[str, Any] | None = None
+    #: the capacity budget of the launch as configured (None: model, GPU or flags unknown)
+    budget: Budget | None = None
     profile: RequestProfile | None = None
     flags_at_edge: tuple[EdgeFlag, ...] = ()
     checks: tuple[CheckResult, ...] = ()

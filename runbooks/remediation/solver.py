@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_fraction_static
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.profile.detail import ProfileDetail
 from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import blocks_tokens
-from runbooks.sizing.types import Budget, BudgetInputs
 from runbooks.sizing.whatif import PlanError
 
 #: the memory fraction the safe template steps back to, per engine (never raised)

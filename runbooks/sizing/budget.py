@@ -15,11 +15,11 @@ memory, CUDA graphs) and `engine_defaults` (versions and defaults).
 
 from __future__ import annotations
 
+from runbooks.model.budget import FAILURE_IDS, GIB, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, ServerConfig
 from runbooks.sizing.kv import kv_bytes_per_token
 from runbooks.sizing.sglang import compute_sglang
 from runbooks.sizing.tgi import compute_tgi
-from runbooks.sizing.types import FAILURE_IDS, GIB, Budget, BudgetInputs
 from runbooks.sizing.vllm import compute_vllm
 from runbooks.sizing.weights import weights_bytes
 

@@ -14,7 +14,7 @@ to x* = (kv_tokens / N - short) / (long - short); above it the engine preempts (
 retracts (SGLang). Requests arrive in the measured mix, but long ones also stay longer,
 so x* is an upper bound.
 
->>> from runbooks.sizing.types import Budget
+>>> from runbooks.model.budget import Budget
 >>> b = Budget(engine="vllm", weights_gib=14.2, activation_gib=1.0, non_torch_gib=0.1, cudagraph_gib=0.1,
 ...            kv_cache_gib=10.0, kv_bytes_per_token=57344, kv_cache_tokens=187232, max_concurrency=22.9,
 ...            max_model_len=8192, budget_gib=25.0, static_gib=15.4, gpu_total_gib=79.15, headroom_gib=50.0,
@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from runbooks.model.budget import Budget
 from runbooks.model.evidence import BUCKETS, RequestProfile
 from runbooks.profile.detail import ProfileDetail
 from runbooks.profile.requests import BUCKET_LIMITS
-from runbooks.sizing.types import Budget
 
 #: representative length of a bucket without a profile: its input + output limits
 BUCKET_LIMIT_TOKENS = {name: inp + out for name, inp, out in BUCKET_LIMITS}

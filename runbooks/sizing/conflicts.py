@@ -5,7 +5,7 @@ error before it sizes memory); the rest still run, differently from what was ask
 budget's own start-up failures (heads not divisible by TP, no memory for the cache, ...)
 are in `Budget.failure`, not here.
 
->>> from runbooks.sizing.types import BudgetInputs
+>>> from runbooks.model.budget import BudgetInputs
 >>> from runbooks.catalogs.gpus import find_gpu
 >>> from runbooks.catalogs.models import find_model
 >>> [c.id for c in find_conflicts(find_model("Qwen/Qwen2.5-7B-Instruct"),
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runbooks.catalogs.gpus import GpuSpec
+from runbooks.model.budget import BudgetInputs
 from runbooks.model.evidence import ModelSpec
-from runbooks.sizing.types import BudgetInputs
 
 #: the lowest compute capability each quantization method's kernels run on (the engines'
 #: minimum-capability checks; FP8 below 8.9 runs weight-only through Marlin kernels)

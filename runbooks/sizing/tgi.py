@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from runbooks.catalogs.engine_defaults import LATEST, parse_version, tgi_limits, version_text
+from runbooks.model.budget import GIB, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.activation import (
     comm_buffers_gib,
@@ -21,7 +22,6 @@ from runbooks.sizing.activation import (
 )
 from runbooks.sizing.common import Notes, heads_failure, resolve
 from runbooks.sizing.kv import dtype_bytes, kv_bytes_per_token, layers_per_stage
-from runbooks.sizing.types import GIB, Budget, BudgetInputs
 from runbooks.sizing.weights import weights_bytes
 
 TGI_WIGGLE_ROOM = 0.90

@@ -24,6 +24,7 @@ from runbooks.catalogs.engine_defaults import (
     vllm_v1_error_wording,
     vllm_v1_limits,
 )
+from runbooks.model.budget import GIB, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.activation import (
     NON_TORCH_BASE_GIB,
@@ -46,7 +47,6 @@ from runbooks.sizing.kv import (
     request_kv_bytes,
     window_layers,
 )
-from runbooks.sizing.types import GIB, Budget, BudgetInputs
 from runbooks.sizing.weights import is_multimodal, lora_bytes, weights_bytes
 
 _TRY_V0 = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."

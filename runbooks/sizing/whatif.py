@@ -3,7 +3,7 @@
 Keys are the engines' own flag names (any engine's spelling; `_` and `-` alike), values as
 typed on a command line: `max-num-seqs=32,max-model-len=4096`.
 
->>> from runbooks.sizing.types import BudgetInputs
+>>> from runbooks.model.budget import BudgetInputs
 >>> base = BudgetInputs(engine="vllm", gpu_total_gib=79.15, max_num_seqs=256)
 >>> after, changed = apply_what_if(base, parse_what_if("max-num-seqs=32, gpu_memory_utilization=0.85"))
 >>> after.max_num_seqs, after.gpu_memory_utilization, list(changed)
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from runbooks.model.budget import BudgetInputs
 from runbooks.model.errors import UsageError
-from runbooks.sizing.types import BudgetInputs
 
 #: what-if key -> (BudgetInputs field, value kind); kinds: int (>= 1), fraction (0 < x <= 1),
 #: gib (> 0), gib0 (>= 0), bool, text

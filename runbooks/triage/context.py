@@ -12,10 +12,10 @@ from typing import Generic, TypeVar
 
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.catalogs.models import UnknownModel, find_model
+from runbooks.model.budget import BudgetInputs
 from runbooks.model.evidence import Evidence, GpuDevice, ModelSpec
 from runbooks.model.units import GIB
 from runbooks.sizing.budget import Budget, compute_budget, inputs_from_config
-from runbooks.sizing.types import BudgetInputs
 
 T = TypeVar("T")
 

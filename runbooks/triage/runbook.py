@@ -13,7 +13,6 @@ from datetime import datetime
 from runbooks.catalogs import thresholds as T
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Action, EdgeFlag, MemorySplit, Report
-from runbooks.model.serde import to_jsonable
 from runbooks.triage.actions import safe_flags
 from runbooks.triage.checks import ROUNDS
 from runbooks.triage.context import GIB, TriageContext, build_context
@@ -56,7 +55,7 @@ def triage(evidence: Evidence, now: datetime | None = None, on_step: Progress | 
         gpu=ctx.gpu_name,
         verdict=verdict,
         memory=_memory_split(ctx),
-        budget=to_jsonable(ctx.budget) if ctx.budget is not None else None,
+        budget=ctx.budget,
         profile=evidence.requests,
         flags_at_edge=_flags_at_edge(ctx),
         checks=checks,

@@ -1,0 +1,191 @@
+"""The one view model of a triage report: every line a surface shows, already worded.
+
+Terminal text (jinja templates), Slack blocks and any later surface render the same
+`ReportView`; they only lay it out. Building it is the only place a Report is worded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from bot.render.i18n import Catalog
+from bot.render.wording import action_text, fact_text, issue_text, pct, shift_label
+from runbooks.model.report import Action, Cause, Report
+
+
+@dataclass(frozen=True)
+class CauseView:
+    id: str
+    title: str
+    confidence: float
+    label: str
+    evidence: tuple[str, ...]
+    against: tuple[str, ...]
+    rule_out: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ActionView:
+    id: str
+    title: str
+    risk: str
+    rollback: str
+    #: "on-call" or "escalate", worded
+    tier: str
+    #: the typed changes as human diffs ("--max-num-seqs 128 -> 115")
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FindingView:
+    severity: str
+    sev: str
+    title: str
+    facts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckView:
+    title: str
+    checked: bool
+    findings: tuple[FindingView, ...]
+
+
+@dataclass(frozen=True)
+class ReportView:
+    #: the catalog's lookup, for the few labels a layout adds itself
+    t: Callable[..., str]
+    target: str
+    service: str
+    primary: str
+    primary_title: str
+    primary_cause: CauseView | None
+    other_causes: tuple[CauseView, ...]
+    priority: str
+    coverage: int
+    memory: tuple[str, ...]
+    budget: tuple[str, ...]
+    profile: tuple[str, ...]
+    flags: tuple[str, ...]
+    checks: tuple[CheckView, ...]
+    not_checked: tuple[str, ...]
+    could_not_read: tuple[str, ...]
+    actions: tuple[ActionView, ...]
+    misjudgements: tuple[str, ...]
+    sources: str
+
+    def as_template_vars(self) -> dict[str, Any]:
+        """The top-level names a jinja template sees (a shallow mapping of the fields)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _cause(cat: Catalog, c: Cause) -> CauseView:
+    return CauseView(c.id, cat.t(f"verdict.{c.id}"), c.confidence, cat.t(f"confidence.{c.confidence_label}"),
+                     tuple(fact_text(cat, f) for f in c.evidence_for),
+                     tuple(fact_text(cat, f) for f in c.evidence_against),
+                     tuple(fact_text(cat, f) for f in c.rule_out))
+
+
+def _action(cat: Catalog, a: Action) -> ActionView:
+    text = action_text(cat, a)
+    return ActionView(a.id, text["title"], text["risk"], text["rollback"], text["tier"],
+                      tuple(ch.describe() for ch in a.changes))
+
+
+def _memory_lines(cat: Catalog, report: Report) -> list[str]:
+    mem = report.memory
+    lines: list[str] = []
+    if mem is None:
+        return lines
+    if mem.static_gib is not None:
+        lines.append(cat.t(f"memory.line_{mem.basis}", static_gib=mem.static_gib, weights_gib=mem.weights_gib,
+                           dynamic_gib=mem.dynamic_gib, total_gib=_r(mem.gpu_total_gib)))
+    elif mem.gpu_used_gib is not None:
+        lines.append(cat.t("memory.line_gpus", used_gib=_r(mem.gpu_used_gib), total_gib=_r(mem.gpu_total_gib)))
+    if mem.gpu_used_gib is not None and mem.gpu_total_gib and mem.static_gib is not None:
+        lines.append(cat.t("memory.used", used_gib=_r(mem.gpu_used_gib), total_gib=_r(mem.gpu_total_gib),
+                           pct=pct(mem.gpu_used_gib / mem.gpu_total_gib)))
+    if mem.kv_cache_usage_ratio is not None:
+        lines.append(cat.t("memory.kv_usage", pct=pct(mem.kv_cache_usage_ratio)))
+    return lines
+
+
+def _budget_lines(cat: Catalog, report: Report) -> list[str]:
+    b = report.budget
+    if b is None:
+        return []
+    lines = [
+        cat.t("budget.line", kv_cache_gib=_r(b.kv_cache_gib), kv_cache_tokens=b.kv_cache_tokens,
+              kv_bytes_per_token=b.kv_bytes_per_token, max_concurrency=_r(b.max_concurrency),
+              max_model_len=b.max_model_len),
+        cat.t("budget.static", weights_gib=_r(b.weights_gib), activation_gib=_r(b.activation_gib),
+              non_torch_gib=_r(b.non_torch_gib), cudagraph_gib=_r(b.cudagraph_gib), headroom_gib=_r(b.headroom_gib)),
+    ]
+    if b.failure:
+        lines.append(cat.t("budget.fails", failure=b.failure))
+    return lines
+
+
+def _profile_lines(cat: Catalog, report: Report) -> list[str]:
+    p = report.profile
+    if p is None or not p.total:
+        return []
+    lines = [cat.t("profile.line", total=p.total, s=pct(p.share("S")), m=pct(p.share("M")), l=pct(p.share("L")),
+                   xl=pct(p.share("XL"))) + (" " + cat.t("profile.estimated") if p.estimated else ""),
+             cat.t("profile.pct", p50_in=_i(p.p50_input_tokens), p95_in=_i(p.p95_input_tokens),
+                   p99_in=_i(p.p99_input_tokens), p50_out=_i(p.p50_output_tokens),
+                   p95_out=_i(p.p95_output_tokens), p99_out=_i(p.p99_output_tokens))]
+    if p.shift is not None:
+        lines.append(cat.t("profile.shift", before=pct(p.shift.long_share_before), after=pct(p.shift.long_share_after),
+                           before_label=shift_label(cat, p.shift.before_label),
+                           after_label=shift_label(cat, p.shift.after_label)))
+    return lines
+
+
+def view(report: Report, lang: str) -> ReportView:
+    """Word a Report once, for every surface."""
+    cat = Catalog.load(lang)
+    v = report.verdict
+    causes = [_cause(cat, c) for c in v.causes]
+    checks = tuple(
+        CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(
+            FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"),
+                        tuple(fact_text(cat, x) for x in f.facts))
+            for f in c.findings))
+        for c in report.checks)
+    service = ""
+    if report.engine or report.model or report.gpu:
+        service = cat.t("section.service", engine=report.engine or "?", version=report.engine_version or "",
+                        model=report.model or "?", gpu=report.gpu or "?")
+    return ReportView(
+        t=cat.t,
+        target=report.target or "?",
+        service=service,
+        primary=v.primary,
+        primary_title=cat.t(f"verdict.{v.primary}"),
+        primary_cause=causes[0] if causes else None,
+        other_causes=tuple(causes[1:]),
+        priority=cat.t(f"priority.{v.priority}"),
+        coverage=round(v.evidence_coverage * 100),
+        memory=tuple(_memory_lines(cat, report)),
+        budget=tuple(_budget_lines(cat, report)),
+        profile=tuple(_profile_lines(cat, report)),
+        flags=tuple(cat.t("edge.line", flag=e.flag, value=e.value, safe=e.safe_value, reason=cat.t(f"edge.{e.reason}"))
+                    for e in report.flags_at_edge),
+        checks=checks,
+        not_checked=tuple(fact_text(cat, f) for f in report.not_checked),
+        could_not_read=tuple(issue_text(cat, i) for i in report.read_issues),
+        actions=tuple(_action(cat, a) for a in report.actions),
+        misjudgements=tuple(cat.t(f"misjudgement.{m.id}") for m in v.misjudgements),
+        sources=", ".join(report.sources),
+    )
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+def _i(x: float | None) -> int | None:
+    return None if x is None else int(round(x))
