@@ -160,7 +160,7 @@ def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int]:
 
 
 def _gpumem_cmd(path: Path, workers: int | None) -> list[str]:
-    cmd = [sys.executable, "-m", "bot.cli.main", "profile", "--access-log", str(path), "--json", "--lang", "en"]
+    cmd = [sys.executable, "-m", "bot", "profile", "--access-log", str(path), "--json", "--lang", "en"]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     return cmd

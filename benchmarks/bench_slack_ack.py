@@ -50,7 +50,7 @@ def _config(folder: Path, workers: int, queue: int) -> Path:
 def _start_server(config: Path, fake: FakeSlack) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "SLACK_BOT_TOKEN": fake.token, "SLACK_SIGNING_SECRET": SECRET,
            "GPUMEM_SLACK_API_URL": fake.api_url, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "serve", "--http", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
                              "--port", "0", "--config", str(config), "--log-level", "WARNING", "--lang", "en"],
                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -51,7 +51,7 @@ def write_access_log(path: Path, size_mb: int, seed: int = 1) -> int:
 
 def _gpumem() -> list[str]:
     exe = Path(sys.executable).with_name("gpumem")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "bot.cli.main"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "bot"]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     return cmd

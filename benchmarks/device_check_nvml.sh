@@ -38,7 +38,7 @@ if "$PY" -m pip install -q --no-deps --no-index --no-build-isolation --target "$
   pass "pip install . into $SITE (the gpumem entry point, locales as package data)"
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  GPUMEM=("$PY" -m bot.cli.main)
+  GPUMEM=("$PY" -m bot)
   echo "NOTE pip install failed (see $OUT/install.log); running from the source tree"
 fi
 

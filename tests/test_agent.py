@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.agent.command import AgentIo, serve
 from bot.agent.server import AgentServer, SnapshotCache, make_server
-from bot.cli.main import build_parser
 from bot.render.i18n import Catalog
+from bot.service.commands import build_parser
 from collectors.nvml.reader import read_gpus
 from runbooks.model.units import GIB, MIB
 from tests.support import fake_nvml
@@ -274,7 +274,7 @@ class _LineWriter(io.StringIO):
 def test_sigterm_stops_the_real_process_cleanly():
     """The DaemonSet's shutdown path: the real CLI in a child process, real pynvml, SIGTERM."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "agent", "--host", "127.0.0.1", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "agent", "--host", "127.0.0.1", "--port", "0",
                              "--lang", "en"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
         lines = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.main import main
+from bot.main import main
 from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.model_config import load_model_config
 from runbooks.catalogs.models import find_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cli.main import COMMANDS
+from bot.main import COMMANDS
 from bot.service.grammar import (
     SLACK_VERBS,
     CommandError,

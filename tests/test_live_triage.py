@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.main import main
+from bot.main import main
 from tests.support.kube_fixtures import running_scenario
 from tests.support.prom_harness import NS, POD_A, POD_B, run_prometheus
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.main import main
+from bot.main import main
 from collectors.parsers.bundle import load_bundle
 from runbooks.triage.actions import safe_plan
 from runbooks.triage.context import build_context

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.cli.main import main
+from bot.main import main
 from collectors.errors import ParseError
 from collectors.parsers.request_lengths import (
     LogLengths,

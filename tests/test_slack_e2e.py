@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 import requests
 
-from bot.cli.main import COMMANDS
+from bot.main import COMMANDS
 from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import build_from_settings, serve_http
@@ -245,7 +245,7 @@ def test_gpumem_serve_http_as_a_process_answers_and_never_logs_a_token(tmp_path)
     with FakeSlack() as fake:
         config = write_config(tmp_path, extra=_bundles_yaml())
         env = {**os.environ, **env_for(fake), "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "serve", "--http", "--host", "127.0.0.1",
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
                                  "--port", "0", "--config", str(config), "--log-level", "DEBUG", "--lang", "en"],
                                 cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
         lines: list[str] = []

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.cli.main import build_parser, main
 from bot.cli.snapshot import Io, snapshot
+from bot.main import main
+from bot.service.commands import build_parser
 from collectors.nvml.reader import parse_snapshot_json
 from runbooks.model.units import MIB
 from tests.support import fake_nvml

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.main import main
+from bot.main import main
 from bot.render.i18n import Catalog
 from runbooks.model.report import CAUSE_IDS
 

@@ -18,25 +18,9 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from bot.cli.argtypes import port, seconds
-from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
+from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
 
 DEFAULT_PORT = 9500
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="serve this node's GPU readings over HTTP (/snapshot, /metrics, /healthz)",
-                       description="Serve NVML readings of this machine's GPUs over HTTP for a DaemonSet: "
-                                   "GET /snapshot (JSON), /metrics (Prometheus), /healthz.")
-    p.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 picks one)")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0, every interface)")
-    p.add_argument("--interval", type=seconds(3600), default=5.0, metavar="S",
-                   help="seconds a reading is reused before NVML is asked again (default 5)")
-    p.add_argument("--node", default=None,
-                   help="host name put on every device (default: $NODE_NAME, else this machine's host name)")
-    p.add_argument("--require-gpu", action="store_true",
-                   help="exit 3 at start when NVML is unavailable instead of serving /healthz 503")
-    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of messages (default: from the locale)")
 
 
 @dataclass
@@ -53,7 +37,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
     from bot.agent.server import SnapshotCache, make_server
-    from bot.cli.snapshot import unavailable_text
+    from bot.render.gpus import unavailable_text
     from bot.render.i18n import Catalog
     from collectors.nvml.reader import NvmlUnavailable, read_gpus
 

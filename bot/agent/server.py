@@ -22,8 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.cli.snapshot import unavailable_text
-from bot.render.gpus import snapshot_json
+from bot.render.gpus import snapshot_json, unavailable_text
 from bot.render.i18n import Catalog
 from collectors.nvml.reader import NvmlUnavailable
 from runbooks.model.evidence import GpuSnapshot

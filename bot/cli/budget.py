@@ -17,47 +17,15 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.cli.main import EXIT_CAUSE, EXIT_OK, EXIT_USAGE, add_common
+from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import UsageError
 
-#: bad input raises UsageError(code, **params); `bot.cli.main` words it from `budget_cli.error.<code>`
+#: bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
 ERROR_KEYS = "budget_cli.error"
 
 _ENGINES = ("vllm", "sglang", "tgi")
 #: Deployment node labels that name the GPU model
 _GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="capacity budget: weights, activations, KV cache, concurrency",
-                       description="Where one GPU's memory goes under vLLM's, SGLang's or TGI's own start-up "
-                                   "arithmetic, what KV capacity is left, and whether the engine starts.")
-    p.add_argument("--engine", choices=_ENGINES, help="inference engine (default: from --from-deployment)")
-    p.add_argument("--model", metavar="NAME_OR_CONFIG",
-                   help="model id from the catalog (Qwen/Qwen2.5-7B-Instruct) or a config.json path (or its folder)")
-    gpu = p.add_argument_group("GPU (one of them, or from the Deployment)")
-    gpu.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. A100-80GB, H100, L4, 'A100-80GB MIG 3g.40gb'")
-    gpu.add_argument("--gpu-mem-gib", type=float, metavar="N", help="memory one GPU reports to CUDA, in GiB")
-    p.add_argument("--from-deployment", metavar="FILE", help="read engine, model, flags and GPU from a Deployment")
-    p.add_argument("--tp", type=int, metavar="N", help="tensor parallel size")
-    p.add_argument("--pp", type=int, metavar="N", help="pipeline parallel size")
-    p.add_argument("--dtype", help="model dtype (auto, bfloat16, float16)")
-    p.add_argument("--quantization", metavar="Q", help="awq, gptq, fp8, int8, bitsandbytes, mxfp4 (default: the checkpoint's)")
-    p.add_argument("--kv-cache-dtype", metavar="D", help="auto, fp8, fp8_e4m3, fp8_e5m2")
-    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (SGLang --context-length, TGI --max-total-tokens)")
-    p.add_argument("--max-num-seqs", type=int, metavar="N", help="concurrent sequences (SGLang --max-running-requests)")
-    p.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="tokens per step (SGLang --chunked-prefill-size)")
-    p.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="vLLM: share of the card's memory")
-    p.add_argument("--mem-fraction-static", type=float, metavar="F", help="SGLang: share of free memory for weights + KV")
-    p.add_argument("--cuda-memory-fraction", type=float, metavar="F", help="TGI: share of the card's memory")
-    p.add_argument("--engine-version", metavar="V", help="engine version, e.g. 0.10.1 (default: the newest known)")
-    p.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
-    p.add_argument("--other-process-gib", type=float, metavar="N", help="GPU memory other processes already hold")
-    p.add_argument("--what-if", metavar="K=V,...", help="show the budget before and after, e.g. 'max-num-seqs=32,max-model-len=4096'")
-    p.add_argument("--profile", metavar="ACCESS_LOG", help="measured requests: per-bucket capacity and the safest flags")
-    p.add_argument("--target-headroom", type=float, metavar="F",
-                   help="share of the KV cache the safe flags keep free (default 0.1; needs --profile)")
-    add_common(p)
 
 
 @dataclass(frozen=True)
@@ -73,7 +41,7 @@ class Setup:
 
 
 def run(args: argparse.Namespace, lang: str) -> int:
-    """Budget one launch; bad input raises UsageError, which `bot.cli.main` tells and exits 2 on."""
+    """Budget one launch; bad input raises UsageError, which `bot.main` tells and exits 2 on."""
     return _run(args, lang)
 
 

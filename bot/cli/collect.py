@@ -6,18 +6,8 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_OK, add_common
-from bot.cli.triage import add_live_flags, live_options
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="save a live evidence bundle (replay it with triage --bundle)",
-                       description="Gather the evidence of a running Deployment and write it as a bundle "
-                                   "that `gpumem triage --bundle DIR` reads back to the same verdict.")
-    p.add_argument("target", help="NAMESPACE/DEPLOYMENT")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if needed)")
-    add_live_flags(p)
-    add_common(p)
+from bot.cli.triage import live_options
+from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
 
 
 def run(args: argparse.Namespace, lang: str) -> int:

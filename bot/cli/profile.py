@@ -13,26 +13,12 @@ import json
 import os
 import sys
 
-from bot.cli.main import EXIT_CAUSE, EXIT_OK, EXIT_USAGE, add_common
+from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import EvidenceUnavailable, UsageError
 
 #: a file that cannot be used raises UsageError (exit 2), one without request lengths
-#: EvidenceUnavailable (exit 3); `bot.cli.main` words both from `profile_cli.error.<code>`
+#: EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
 ERROR_KEYS = "profile_cli.error"
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="request profile: length buckets, percentiles, shift",
-                       description="Bucket requests by length (S, M, L, XL), give exact percentiles and the shift "
-                                   "of the L+XL share, from an access log, a server log or a metrics scrape.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--access-log", metavar="FILE", help="one request per line: key=value or JSON with usage")
-    src.add_argument("--server-log", metavar="FILE", help="an engine's log (SGLang Finish: lines with --log-requests)")
-    src.add_argument("--metrics", metavar="FILE", help="a /metrics scrape with token histograms (estimated profile)")
-    p.add_argument("--baseline", metavar="FILE", help="the same kind of file from a normal period (or an earlier scrape)")
-    p.add_argument("--chart", metavar="PNG", help="write a chart of bucket shares over time")
-    p.add_argument("--workers", type=int, metavar="N", help=argparse.SUPPRESS)
-    add_common(p)
 
 
 def run(args: argparse.Namespace, lang: str) -> int:

@@ -19,22 +19,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from bot.cli.argtypes import seconds, whole_number
-from bot.cli.main import EXIT_NO_EVIDENCE, EXIT_OK, add_common
+from bot.render.gpus import unavailable_text
+from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, when Ctrl-C comes before the first sample
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="sample GPU memory on this machine (NVML): used/total/reserved, processes",
-                       description="Sample GPU memory, utilisation and processes per GPU and MIG slice on this "
-                                   "machine through NVML. Exits 3 when there is no GPU or driver.")
-    p.add_argument("--count", type=whole_number(1), default=1, metavar="N", help="samples to take (default 1)")
-    p.add_argument("--interval", type=seconds(86400), default=2.0, metavar="S",
-                   help="seconds between samples (default 2)")
-    p.add_argument("--format", choices=("text", "csv", "json"), default=None,
-                   help="text table (default), CSV (one row per device per sample) or JSON (a list of samples)")
-    add_common(p)
 
 
 @dataclass
@@ -81,14 +69,6 @@ def snapshot(args: argparse.Namespace, lang: str, io: Io) -> int:
         return EXIT_OK if writer.samples else EXIT_INTERRUPTED
     writer.close()
     return EXIT_OK
-
-
-def unavailable_text(cat, error) -> str:
-    """The catalog's wording of an NvmlUnavailable, with the library's own words when useful."""
-    text = cat.t_or(f"snapshot_cli.unavailable.{error.reason}", str(error))
-    if error.detail and error.reason in ("init_failed", "no_permission", "module_missing"):
-        text = cat.t("snapshot_cli.unavailable_detail", text=text, detail=error.detail)
-    return text
 
 
 class _Writer:

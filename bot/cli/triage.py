@@ -6,39 +6,13 @@ import argparse
 import os
 import sys
 
-from bot.cli.main import EXIT_NO_EVIDENCE, add_common, emit_report, verdict_exit_code
+from bot.cli.output import emit_report
+from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from runbooks.model.errors import UsageError
 
-#: bad usage raises UsageError, worded by `bot.cli.main` from `cli.<code>`; a workload that does
+#: bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
 #: not exist (TargetNotFound) passes through the live guard to the same mapping
 ERROR_KEYS = "cli"
-
-
-def add_live_flags(p: argparse.ArgumentParser) -> None:
-    """Flags shared by every verb that reads a live cluster (triage, collect)."""
-    p.add_argument("--context", help="kube context (default: the config's default, then kubeconfig's current)")
-    p.add_argument("-n", "--namespace", help="namespace when TARGET has none")
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    p.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
-    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG)")
-    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (token: $GPUMEM_PROMETHEUS_TOKEN)")
-    p.add_argument("--direct-metrics", action="store_true",
-                   help="read /metrics from pod IPs instead of through the API server's pod proxy")
-    p.add_argument("--source-deadline", type=float, metavar="S", default=None,
-                   help="seconds each source may take (default 5)")
-    p.add_argument("--deadline", type=float, metavar="S", default=None,
-                   help="seconds the whole collection may take (default 20)")
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="diagnose a service: verdict, evidence, next actions",
-                       description="Diagnose GPU memory trouble: the verdict first, then the evidence, "
-                                   "then the next actions. Live with NAMESPACE/DEPLOYMENT, offline with --bundle.")
-    p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT (live triage)")
-    p.add_argument("--bundle", metavar="DIR", help="an evidence bundle folder (offline triage)")
-    p.add_argument("--save-bundle", metavar="DIR", help="live: also keep the collected bundle in DIR")
-    add_live_flags(p)
-    add_common(p)
 
 
 def live_options(args: argparse.Namespace):

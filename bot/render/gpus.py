@@ -108,3 +108,11 @@ def _width(text: str) -> int:
 def _pad(text: str, width: int, right: bool) -> str:
     space = " " * (width - _width(text))
     return space + text if right else text + space
+
+
+def unavailable_text(cat, error) -> str:
+    """The catalog's wording of an NvmlUnavailable, with the library's own words when useful."""
+    text = cat.t_or(f"snapshot_cli.unavailable.{error.reason}", str(error))
+    if error.detail and error.reason in ("init_failed", "no_permission", "module_missing"):
+        text = cat.t("snapshot_cli.unavailable_detail", text=text, detail=error.detail)
+    return text

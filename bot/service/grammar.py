@@ -1,6 +1,6 @@
 """One command grammar for Slack and the CLI: `/gpumem VERB [NAMESPACE/DEPLOYMENT] [--flags]`.
 
-The parser is the CLI's own (`bot.cli.main.build_parser()`), so `/gpumem budget --engine vllm ...`
+The parser is the one command grammar (`bot.service.commands.build_parser()`), so `/gpumem budget --engine vllm ...`
 takes exactly the flags `gpumem budget` takes. Slack adds three rules on top: only the verbs
 in `SLACK_VERBS`; no flag that reads or writes files on the bot's host (`--bundle`, `--out`,
 `--json`, ...); and a NAMESPACE/DEPLOYMENT target for the verbs that read a service. argparse
@@ -181,8 +181,7 @@ def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = 
     about threads, and building one costs a few milliseconds on the ack path.
     """
     if parser_factory is None:
-        from bot.cli.main import build_parser
-
+        from bot.service.commands import build_parser
         parser_factory = build_parser
     cache = _local.__dict__.setdefault("parsers", {})
     if parser_factory not in cache:

@@ -1,7 +1,7 @@
 """Map the errors of a live collection to on-call wording and exit codes, in one place.
 
 `error_line` words a `runbooks.model.errors.GpumemError` the same way on every surface: the
-CLI prints it (`bot.cli.main.fail`) and Slack ends the job with it (`bot.slack.work`), so a
+CLI prints it (`bot.main.fail`) and Slack ends the job with it (`bot.slack.work`), so a
 workload that does not exist reads alike in a terminal and in a channel.
 """
 
@@ -59,7 +59,7 @@ def live_guard(lang: str) -> Iterator[Guard]:
     """Turn a bad target or an unusable kube/gpumem config into exit 2 with one line on stderr;
     never a traceback.
 
-    A GpumemError (a workload that does not exist, ...) passes through to `bot.cli.main`,
+    A GpumemError (a workload that does not exist, ...) passes through to `bot.main`,
     which maps every verb's errors in one place with the same wording (`error_line`).
     """
     from bot.service.settings import SettingsError

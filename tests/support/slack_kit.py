@@ -17,7 +17,7 @@ from typing import Any
 
 from slack_bolt.request import BoltRequest
 
-from bot.cli.main import add_common, build_parser
+from bot.service.commands import add_common, build_parser
 from bot.service.settings import Settings, load_settings
 from bot.slack.app import Bot, build_bot
 from bot.slack.runner import BundleRunner, TriageOutcome, VerbOutput

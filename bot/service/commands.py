@@ -1,0 +1,171 @@
+"""The command grammar: every verb's arguments, one argparse tree for the CLI and Slack.
+
+The surfaces (`bot.cli`, `bot.slack`, `bot.agent`) run verbs; this module only says what each
+verb takes, so `/gpumem budget --engine vllm ...` and `gpumem budget --engine vllm ...` parse
+the same way without one surface importing another. `VERBS` is the explicit, ordered
+registry (the order of `gpumem --help`).
+
+>>> build_parser().parse_args(["budget", "--engine", "vllm", "--max-num-seqs", "64"]).max_num_seqs
+64
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from bot.service.argtypes import port, seconds, whole_number
+
+ENGINES = ("vllm", "sglang", "tgi")
+#: the NVML agent's default port
+AGENT_PORT = 9500
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    """--json and --lang, shared by every verb."""
+    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
+
+
+def add_live_flags(p: argparse.ArgumentParser) -> None:
+    """Flags shared by every verb that reads a live cluster (triage, collect)."""
+    p.add_argument("--context", help="kube context (default: the config's default, then kubeconfig's current)")
+    p.add_argument("-n", "--namespace", help="namespace when TARGET has none")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG)")
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (token: $GPUMEM_PROMETHEUS_TOKEN)")
+    p.add_argument("--direct-metrics", action="store_true",
+                   help="read /metrics from pod IPs instead of through the API server's pod proxy")
+    p.add_argument("--source-deadline", type=float, metavar="S", default=None,
+                   help="seconds each source may take (default 5)")
+    p.add_argument("--deadline", type=float, metavar="S", default=None,
+                   help="seconds the whole collection may take (default 20)")
+
+
+def _triage(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="diagnose a service: verdict, evidence, next actions",
+                       description="Diagnose GPU memory trouble: the verdict first, then the evidence, "
+                                   "then the next actions. Live with NAMESPACE/DEPLOYMENT, offline with --bundle.")
+    p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT (live triage)")
+    p.add_argument("--bundle", metavar="DIR", help="an evidence bundle folder (offline triage)")
+    p.add_argument("--save-bundle", metavar="DIR", help="live: also keep the collected bundle in DIR")
+    add_live_flags(p)
+    add_common(p)
+
+
+def _budget(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="capacity budget: weights, activations, KV cache, concurrency",
+                       description="Where one GPU's memory goes under vLLM's, SGLang's or TGI's own start-up "
+                                   "arithmetic, what KV capacity is left, and whether the engine starts.")
+    p.add_argument("--engine", choices=ENGINES, help="inference engine (default: from --from-deployment)")
+    p.add_argument("--model", metavar="NAME_OR_CONFIG",
+                   help="model id from the catalog (Qwen/Qwen2.5-7B-Instruct) or a config.json path (or its folder)")
+    gpu = p.add_argument_group("GPU (one of them, or from the Deployment)")
+    gpu.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. A100-80GB, H100, L4, 'A100-80GB MIG 3g.40gb'")
+    gpu.add_argument("--gpu-mem-gib", type=float, metavar="N", help="memory one GPU reports to CUDA, in GiB")
+    p.add_argument("--from-deployment", metavar="FILE", help="read engine, model, flags and GPU from a Deployment")
+    p.add_argument("--tp", type=int, metavar="N", help="tensor parallel size")
+    p.add_argument("--pp", type=int, metavar="N", help="pipeline parallel size")
+    p.add_argument("--dtype", help="model dtype (auto, bfloat16, float16)")
+    p.add_argument("--quantization", metavar="Q", help="awq, gptq, fp8, int8, bitsandbytes, mxfp4 (default: the checkpoint's)")
+    p.add_argument("--kv-cache-dtype", metavar="D", help="auto, fp8, fp8_e4m3, fp8_e5m2")
+    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (SGLang --context-length, TGI --max-total-tokens)")
+    p.add_argument("--max-num-seqs", type=int, metavar="N", help="concurrent sequences (SGLang --max-running-requests)")
+    p.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="tokens per step (SGLang --chunked-prefill-size)")
+    p.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="vLLM: share of the card's memory")
+    p.add_argument("--mem-fraction-static", type=float, metavar="F", help="SGLang: share of free memory for weights + KV")
+    p.add_argument("--cuda-memory-fraction", type=float, metavar="F", help="TGI: share of the card's memory")
+    p.add_argument("--engine-version", metavar="V", help="engine version, e.g. 0.10.1 (default: the newest known)")
+    p.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
+    p.add_argument("--other-process-gib", type=float, metavar="N", help="GPU memory other processes already hold")
+    p.add_argument("--what-if", metavar="K=V,...", help="show the budget before and after, e.g. 'max-num-seqs=32,max-model-len=4096'")
+    p.add_argument("--profile", metavar="ACCESS_LOG", help="measured requests: per-bucket capacity and the safest flags")
+    p.add_argument("--target-headroom", type=float, metavar="F",
+                   help="share of the KV cache the safe flags keep free (default 0.1; needs --profile)")
+    add_common(p)
+
+
+def _profile(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="request profile: length buckets, percentiles, shift",
+                       description="Bucket requests by length (S, M, L, XL), give exact percentiles and the shift "
+                                   "of the L+XL share, from an access log, a server log or a metrics scrape.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--access-log", metavar="FILE", help="one request per line: key=value or JSON with usage")
+    src.add_argument("--server-log", metavar="FILE", help="an engine's log (SGLang Finish: lines with --log-requests)")
+    src.add_argument("--metrics", metavar="FILE", help="a /metrics scrape with token histograms (estimated profile)")
+    p.add_argument("--baseline", metavar="FILE", help="the same kind of file from a normal period (or an earlier scrape)")
+    p.add_argument("--chart", metavar="PNG", help="write a chart of bucket shares over time")
+    p.add_argument("--workers", type=int, metavar="N", help=argparse.SUPPRESS)
+    add_common(p)
+
+
+def _collect(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="save a live evidence bundle (replay it with triage --bundle)",
+                       description="Gather the evidence of a running Deployment and write it as a bundle "
+                                   "that `gpumem triage --bundle DIR` reads back to the same verdict.")
+    p.add_argument("target", help="NAMESPACE/DEPLOYMENT")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if needed)")
+    add_live_flags(p)
+    add_common(p)
+
+
+def _snapshot(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="sample GPU memory on this machine (NVML): used/total/reserved, processes",
+                       description="Sample GPU memory, utilisation and processes per GPU and MIG slice on this "
+                                   "machine through NVML. Exits 3 when there is no GPU or driver.")
+    p.add_argument("--count", type=whole_number(1), default=1, metavar="N", help="samples to take (default 1)")
+    p.add_argument("--interval", type=seconds(86400), default=2.0, metavar="S",
+                   help="seconds between samples (default 2)")
+    p.add_argument("--format", choices=("text", "csv", "json"), default=None,
+                   help="text table (default), CSV (one row per device per sample) or JSON (a list of samples)")
+    add_common(p)
+
+
+def _agent(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="serve this node's GPU readings over HTTP (/snapshot, /metrics, /healthz)",
+                       description="Serve NVML readings of this machine's GPUs over HTTP for a DaemonSet: "
+                                   "GET /snapshot (JSON), /metrics (Prometheus), /healthz.")
+    p.add_argument("--port", type=port, default=AGENT_PORT, help=f"TCP port (default {AGENT_PORT}; 0 picks one)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0, every interface)")
+    p.add_argument("--interval", type=seconds(3600), default=5.0, metavar="S",
+                   help="seconds a reading is reused before NVML is asked again (default 5)")
+    p.add_argument("--node", default=None,
+                   help="host name put on every device (default: $NODE_NAME, else this machine's host name)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="exit 3 at start when NVML is unavailable instead of serving /healthz 503")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of messages (default: from the locale)")
+
+
+def _serve(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="run the Slack bot (Socket Mode, or HTTP with --http)",
+                       description="Run the Slack bot: /gpumem triage, profile, snapshot, budget, help. "
+                                   "Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (HTTP), "
+                                   "SLACK_APP_TOKEN (Socket Mode), or their *_FILE variants.")
+    p.add_argument("--http", action="store_true", help="serve HTTP (/slack/events) instead of Socket Mode")
+    p.add_argument("--host", default=None, help="address to listen on (default: http.host, 0.0.0.0)")
+    p.add_argument("--port", type=int, default=None, help="port (default: http.port, 3000; 0: any free port)")
+    p.add_argument("--config", metavar="FILE", default=None, help="YAML settings (default: $GPUMEM_CONFIG)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
+
+
+#: verb -> its arguments; the order is the order of `gpumem --help`
+VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
+    "triage": _triage,
+    "budget": _budget,
+    "profile": _profile,
+    "collect": _collect,
+    "snapshot": _snapshot,
+    "agent": _agent,
+    "serve": _serve,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `gpumem` argument tree."""
+    p = argparse.ArgumentParser(prog="gpumem", description="GPU memory triage for LLM serving on Kubernetes.")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, add in VERBS.items():
+        add(sub, verb)
+    return p
