@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = float(1 << 30)
-
 #: stable ids of start-up failures the budget predicts (renderers word them)
 FAILURE_IDS = (
     "kv_below_one_sequence",  # vLLM: one max-length request does not fit the KV cache

@@ -15,8 +15,9 @@ memory, CUDA graphs) and `engine_defaults` (versions and defaults).
 
 from __future__ import annotations
 
-from runbooks.model.budget import FAILURE_IDS, GIB, Budget, BudgetInputs
+from runbooks.model.budget import FAILURE_IDS, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, ServerConfig
+from runbooks.model.units import GIB
 from runbooks.sizing.kv import kv_bytes_per_token
 from runbooks.sizing.sglang import compute_sglang
 from runbooks.sizing.tgi import compute_tgi

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runbooks.catalogs.gpus import GpuSpec, UnknownGpu, find_gpu
-from runbooks.model.budget import GIB, BudgetInputs
+from runbooks.model.budget import BudgetInputs
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.units import GIB
 from runbooks.sizing.kv import serving_dtype
 from runbooks.sizing.weights import quant_bits_default
 

@@ -17,8 +17,9 @@ from runbooks.catalogs.engine_defaults import (
     sglang_mem_fraction_static,
     version_text,
 )
-from runbooks.model.budget import GIB, Budget, BudgetInputs
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.units import GIB
 from runbooks.sizing.activation import comm_buffers_gib, cuda_context_gib, cudagraph_gib, forward_peak_bytes
 from runbooks.sizing.common import Notes, heads_failure, resolve, rotary_cache_gib
 from runbooks.sizing.kv import kv_bytes_per_layer_token, kv_bytes_per_token, layers_per_stage, window_layers

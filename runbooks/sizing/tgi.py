@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 
 from runbooks.catalogs.engine_defaults import LATEST, parse_version, tgi_limits, version_text
-from runbooks.model.budget import GIB, Budget, BudgetInputs
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.units import GIB
 from runbooks.sizing.activation import (
     comm_buffers_gib,
     cuda_context_gib,

@@ -24,8 +24,9 @@ from runbooks.catalogs.engine_defaults import (
     vllm_v1_error_wording,
     vllm_v1_limits,
 )
-from runbooks.model.budget import GIB, Budget, BudgetInputs
+from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.units import GIB
 from runbooks.sizing.activation import (
     NON_TORCH_BASE_GIB,
     SAMPLER_UNITS_V0,
