@@ -105,7 +105,7 @@ def test_the_surfaces_usage_errors_are_the_one_usage_error():
     e = CommandError("bad_target", "usage: /gpumem triage", target="X/y")
     assert isinstance(e, UsageError)
     assert (e.key, e.code, e.params, e.usage) == ("bad_target", "bad_target", {"target": "X/y"}, "usage: /gpumem triage")
-    from bot.cli import budget, profile
+    from bot.service import budget, profile
 
     assert budget.UsageError is UsageError
     assert not hasattr(profile, "_Stop")

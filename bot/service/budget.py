@@ -1,0 +1,281 @@
+"""The budget use case (`gpumem budget`, `/gpumem budget`): where one GPU's memory goes under an
+engine's own start-up arithmetic.
+
+Flags come from the command line, or from a Deployment (`--from-deployment FILE`) with the
+command line overriding it. `--what-if` shows a change side by side; `--profile ACCESS_LOG`
+adds per-bucket capacity for the measured traffic and the safest flags that still serve it.
+
+Exit codes: 0 the engine starts and fits; 1 it would not start (or the plan cannot serve the
+profile); 2 bad usage, unknown names, or a flag combination the engine cannot run at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from runbooks.model.errors import UsageError
+
+_ENGINES = ("vllm", "sglang", "tgi")
+#: Deployment node labels that name the GPU model
+_GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything resolved from the command line and the Deployment."""
+
+    model: Any
+    inputs: Any
+    gpu: Any
+    gpu_label: str
+    gpus_requested: int | None
+    notes: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
+class BudgetOutcome:
+    """The page to render and the exit code it calls for."""
+
+    page: Any
+    exit_code: int
+
+
+def run_budget(args: argparse.Namespace, lang: str) -> BudgetOutcome:
+    """Budget one launch from parsed `budget` arguments (`bot.service.commands`).
+
+    Bad input raises UsageError(code, **params), worded from `budget_cli.error.<code>`; `lang`
+    only words the kind of value a what-if expected.
+    """
+    from bot.render import budget as render
+    from runbooks.remediation.solver import solve_safe_flags
+    from runbooks.sizing.budget import compute_budget
+    from runbooks.sizing.capacity import bucket_capacity
+    from runbooks.sizing.conflicts import find_conflicts
+    from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
+
+    if args.target_headroom is not None and not args.profile:
+        raise UsageError("headroom_needs_profile")
+    setup = resolve(args)
+    conflicts = find_conflicts(setup.model, setup.inputs, setup.gpu, setup.gpus_requested)
+    budget = compute_budget(setup.model, setup.inputs)
+    profile = detail = None
+    if args.profile:
+        profile, detail = _read_profile(args.profile)
+    side = render.Side(setup.inputs, budget, conflicts, bucket_capacity(budget, profile, detail))
+    plan = None
+    if profile is not None:
+        try:
+            plan = solve_safe_flags(setup.model, setup.inputs, profile, detail,
+                                    0.1 if args.target_headroom is None else args.target_headroom)
+        except PlanError as e:
+            raise UsageError(f"plan_{e.code}", **e.params) from None
+    after = changed = None
+    if args.what_if:
+        try:
+            after_inputs, applied = apply_what_if(setup.inputs, parse_what_if(args.what_if))
+        except PlanError as e:  # the kind of value expected, in the reader's words
+            params = dict(e.params)
+            if e.code == "what_if_bad_value":
+                from bot.render.i18n import Catalog
+
+                params["expected"] = Catalog.load(lang).t(f"budget_cli.kind.{params.get('expected')}")
+            raise UsageError(e.code, **params) from None
+        after_budget = compute_budget(setup.model, after_inputs)
+        after = render.Side(after_inputs, after_budget, find_conflicts(setup.model, after_inputs, setup.gpu,
+                                                                       setup.gpus_requested),
+                            bucket_capacity(after_budget, profile, detail))
+        changed = render.changes(side, after, applied)
+    page = render.Page(setup.model, setup.gpu_label, side, after, changed, plan, profile, setup.notes)
+    final = after or side
+    if any(c.fatal for c in final.conflicts):
+        return BudgetOutcome(page, EXIT_USAGE)
+    if not final.budget.fits or (plan is not None and not plan.feasible):
+        return BudgetOutcome(page, EXIT_CAUSE)
+    return BudgetOutcome(page, EXIT_OK)
+
+
+def _read_profile(path: str):
+    from collectors.errors import ParseError
+    from collectors.parsers.access_log_fast import scan_access_log
+
+    try:
+        scan = scan_access_log(path, os.path.basename(path), detail=True)
+    except FileNotFoundError:
+        raise UsageError("file_not_found", path=path) from None
+    except (ParseError, OSError) as e:
+        raise UsageError("profile_unreadable", path=path, message=str(e)) from None
+    return scan.profile, scan.detail
+
+
+# ---------------------------------------------------------------------- resolution
+
+
+def resolve(args: argparse.Namespace) -> Setup:
+    """Model, GPU and BudgetInputs from the flags and the Deployment (flags win)."""
+    from runbooks.model.budget import BudgetInputs
+    from runbooks.sizing.budget import inputs_from_config
+
+    workload = config = None
+    if args.from_deployment:
+        workload, config = _read_deployment(args.from_deployment)
+    engine = args.engine or (config.engine if config else None)
+    if not engine:
+        raise UsageError("no_engine")
+    if config is not None and config.engine != engine:
+        config = replace(config, engine=engine)
+    if args.model:
+        model = resolve_model(args.model)
+    else:
+        names = [n for n in ((config.model, config.served_model_name) if config else ()) if n]
+        if not names:
+            raise UsageError("no_model")
+        model = _first_model(names)
+    gpu, total, label, notes = _resolve_gpu(args, workload)
+    if config is not None:
+        inputs = inputs_from_config(config, total, gpu.name if gpu else None)
+    else:
+        inputs = BudgetInputs(engine=engine, gpu_total_gib=total, gpu_name=gpu.name if gpu else None)
+    inputs = _apply_flags(inputs, args)
+    gpus = _gpus_for_ranks(workload, config)
+    return Setup(model, inputs, gpu, label, gpus, notes)
+
+
+def _gpus_for_ranks(workload, config) -> int | None:
+    """GPUs the engine's ranks can use: the pod's request, times the nodes of a multi-node
+    launch (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray)."""
+    if workload is None or workload.gpu is None:
+        return None
+    flags = config.flags if config is not None else {}
+    if (flags.get("distributed-executor-backend") or "").lower() == "ray":
+        return None
+    try:
+        nodes = max(1, int(flags.get("nnodes") or 1))
+    except ValueError:
+        return None
+    return workload.gpu.count * nodes
+
+
+def _apply_flags(inputs, args: argparse.Namespace):
+    names = ("tp", "pp", "dtype", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
+             "gpu_memory_utilization", "mem_fraction_static", "cuda_memory_fraction", "engine_version",
+             "enforce_eager")
+    fields = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.other_process_gib is not None:
+        fields["other_process_gib"] = args.other_process_gib
+    if args.max_model_len is not None:
+        fields["max_total_tokens" if inputs.engine == "tgi" else "max_model_len"] = args.max_model_len
+    for name in ("tp", "pp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError("not_positive", flag=name.replace("_", "-"), value=value)
+    for name in ("gpu_memory_utilization", "mem_fraction_static", "cuda_memory_fraction"):
+        value = getattr(args, name)
+        if value is not None and not 0 < value <= 1:
+            raise UsageError("bad_fraction", flag=name.replace("_", "-"), value=value)
+    return replace(inputs, **fields)
+
+
+def resolve_model(name: str):
+    """A catalog model by name, or a config.json (file or folder holding one)."""
+    from collectors.errors import ParseError
+    from collectors.parsers.model_config import load_model_config
+    from runbooks.catalogs.models import UnknownModel, find_model
+
+    path = os.path.join(name, "config.json") if os.path.isdir(name) else name
+    if os.path.isfile(path):
+        try:
+            return load_model_config(path)
+        except ParseError as e:
+            raise UsageError("config_unreadable", path=path, message=str(e)) from None
+    try:
+        return find_model(name)
+    except UnknownModel as e:
+        raise UsageError("unknown_model", name=name, nearest=", ".join(e.nearest) or "-") from None
+
+
+def _first_model(names: list[str]):
+    """The first of a Deployment's model names (model, then served name) that resolves."""
+    first_error = None
+    for name in names:
+        try:
+            return resolve_model(name)
+        except UsageError as e:
+            first_error = first_error or e
+    raise first_error  # type: ignore[misc]
+
+
+def _read_deployment(path: str):
+    from collectors.errors import ParseError
+    from collectors.parsers.kube_objects import parse_deployment
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise UsageError("file_not_found", path=path) from None
+    except OSError as e:
+        raise UsageError("deployment_unreadable", path=path, message=str(e)) from None
+    try:
+        workload, config = parse_deployment(text, os.path.basename(path))
+    except ParseError as e:
+        raise UsageError("deployment_unreadable", path=path, message=str(e)) from None
+    if config is None:
+        raise UsageError("no_server_in_deployment", path=path)
+    return workload, config
+
+
+def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, tuple]:
+    """(GpuSpec or None, memory per GPU in GiB, label, notes)."""
+    from runbooks.catalogs.gpus import UnknownGpu, find_gpu
+
+    notes: list[tuple[str, dict[str, Any]]] = []
+    name = args.gpu
+    request = workload.gpu if workload is not None else None
+    if name is None and workload is not None:
+        name = _gpu_from_workload(workload, notes)
+    gpu = None
+    if name is not None:
+        try:
+            gpu = find_gpu(name)
+        except UnknownGpu as e:
+            raise UsageError("unknown_gpu", name=name, nearest=", ".join(e.nearest) or "-") from None
+    if args.gpu_mem_gib is not None:
+        if args.gpu_mem_gib <= 0:
+            raise UsageError("not_positive", flag="gpu-mem-gib", value=args.gpu_mem_gib)
+        total = args.gpu_mem_gib
+        label = f"{gpu.name} ({total:g} GiB)" if gpu else f"{total:g} GiB"
+        return gpu, total, label, tuple(notes)
+    if gpu is None:
+        raise UsageError("no_gpu")
+    total = gpu.total_gib
+    if request is not None and request.memory_bytes:
+        capped = min(total, request.memory_bytes / 2**30)
+        if capped < total:
+            notes.append(("gpu_memory_limited", {"resource": request.resource, "gib": round(capped, 2)}))
+            total = capped
+    return gpu, total, gpu.name, tuple(notes)
+
+
+def _gpu_from_workload(workload, notes: list) -> str | None:
+    """The GPU a Deployment pins: node label, plus the MIG profile it requests."""
+    from runbooks.catalogs.gpus import GPUS
+
+    product = next((workload.node_selector[k] for k in _GPU_LABELS if workload.node_selector.get(k)), None)
+    if product and "," in product:
+        product = product.split(",")[0]
+        notes.append(("gpu_first_of_several", {"gpu": product}))
+    profile = workload.gpu.mig_profile if workload.gpu is not None else None
+    if product:
+        notes.append(("gpu_from_deployment", {"gpu": product + (f" MIG {profile}" if profile else "")}))
+        return f"{product} MIG {profile}" if profile else product
+    if profile:
+        owners = [g.name for g in GPUS if profile in g.mig_profiles]
+        if len(owners) == 1:
+            notes.append(("gpu_from_mig", {"profile": profile, "gpu": owners[0]}))
+            return f"{owners[0]} MIG {profile}"
+        raise UsageError("mig_ambiguous", profile=profile, gpus=", ".join(owners) or "-")
+    return None

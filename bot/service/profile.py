@@ -1,0 +1,140 @@
+"""The profile use case (`gpumem profile`): the request profile (length buckets, percentiles, shift) of an access log,
+a server log or a metrics scrape, against a baseline when given, with a chart on request.
+
+Exit codes: 0 profiled; 1 the L+XL share rose by the runbook's threshold (15 points) or more
+within the window or against the baseline; 2 bad usage or an unreadable file; 3 no request
+lengths in the input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from runbooks.model.errors import EvidenceUnavailable, UsageError
+
+
+def build_profile(args: argparse.Namespace):
+    """The ProfileView of parsed `profile` arguments: access log, server log or metrics, with a
+    baseline when given. A file that cannot be used raises UsageError (exit 2), one without
+    request lengths EvidenceUnavailable (exit 3); both are worded from `profile_cli.error.<code>`."""
+    return _build(args)
+
+
+def is_alarming(view) -> bool:
+    """The L+XL share rose by the runbook's threshold or more, in the window or against the baseline."""
+    return any(s is not None and s.delta >= _threshold() for s in (view.profile.shift, view.baseline_shift))
+
+
+def _threshold() -> float:
+    from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
+
+    return LONG_SHARE_SHIFT
+
+
+def _build(args: argparse.Namespace):
+    from bot.render.profile import ProfileView
+    from runbooks.profile.requests import compare
+
+    if args.access_log:
+        scan = _access_log(args.access_log, args.workers)
+        base = _access_log(args.baseline, args.workers).profile if args.baseline else None
+        view = ProfileView("access_log", scan.profile, scan.detail, workers=scan.workers)
+    elif args.server_log:
+        found = _server_log(args.server_log)
+        base = _server_log(args.baseline).profile if args.baseline else None
+        view = ProfileView("server_log", found.profile, found.detail)
+    else:
+        return _metrics(args)
+    if base is not None:
+        view = _with_baseline(view, base, compare(view.profile, base))
+    return view
+
+
+def _with_baseline(view, base, shift):
+    from dataclasses import replace
+
+    return replace(view, baseline=base, baseline_shift=shift)
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path) or path
+
+
+def _access_log(path: str, workers: int | None):
+    from collectors.errors import ParseError
+    from collectors.parsers.access_log import NO_LENGTHS
+    from collectors.parsers.access_log_fast import scan_access_log
+
+    try:
+        return scan_access_log(path, _name(path), workers=workers, detail=True)
+    except FileNotFoundError:
+        raise UsageError("file_not_found", path=path) from None
+    except ParseError as e:
+        if e.message == NO_LENGTHS:
+            raise EvidenceUnavailable("no_lengths_access_log", path=path) from None
+        raise UsageError("unreadable", path=path, message=str(e)) from None
+    except OSError as e:
+        raise UsageError("unreadable", path=path, message=str(e)) from None
+
+
+def _server_log(path: str):
+    from collectors.parsers.request_lengths import read_server_log_requests
+
+    try:
+        found = read_server_log_requests(path, _name(path))
+    except FileNotFoundError:
+        raise UsageError("file_not_found", path=path) from None
+    except OSError as e:
+        raise UsageError("unreadable", path=path, message=str(e)) from None
+    if found.profile is None:
+        key = f"no_lengths_{found.engine}" if found.engine in ("vllm", "tgi", "sglang") else "no_lengths_log"
+        raise EvidenceUnavailable(key, path=path)
+    return found
+
+
+def _metrics(args: argparse.Namespace):
+    from bot.render.profile import ProfileView
+    from collectors.errors import ParseError
+    from collectors.parsers.request_lengths import profile_from_metrics, read_metrics_file
+    from runbooks.profile.requests import compare
+
+    texts = {}
+    for path in (p for p in (args.metrics, args.baseline) if p):
+        try:
+            texts[path] = read_metrics_file(path)
+        except FileNotFoundError:
+            raise UsageError("file_not_found", path=path) from None
+        except OSError as e:
+            raise UsageError("unreadable", path=path, message=str(e)) from None
+    try:
+        now = profile_from_metrics(texts[args.metrics], _name(args.metrics),
+                                   texts.get(args.baseline) if args.baseline else None,
+                                   _name(args.baseline) if args.baseline else "baseline")
+        base = profile_from_metrics(texts[args.baseline], _name(args.baseline)) if args.baseline else None
+    except ParseError as e:
+        raise UsageError("unreadable", path=e.source, message=str(e)) from None
+    if now.profile is None:
+        raise EvidenceUnavailable("no_histograms", path=args.metrics)
+    view = ProfileView("metrics", now.profile, between_scrapes=now.between_scrapes)
+    if base is not None and base.profile is not None:
+        view = _with_baseline(view, base.profile, compare(now.profile, base.profile))
+    return view
+
+
+def write_chart(view, path: str, lang: str):
+    """(the view with the chart recorded, None) or (the view, (catalog key, params)) when the
+    chart could not be written."""
+    from dataclasses import replace
+
+    from bot.render.chart_profile import ChartUnavailable, write_profile_chart
+
+    if view.detail is None or not view.detail.slices:
+        return view, ("profile_cli.error.chart_needs_times", {})
+    try:
+        size = write_profile_chart(path, view.detail, view.profile.source, view.profile.total, lang)
+    except ChartUnavailable:
+        return view, ("profile_cli.error.chart_unavailable", {})
+    except OSError as e:
+        return view, ("profile_cli.error.chart_unwritable", {"path": path, "message": str(e)})
+    return replace(view, chart_path=path, chart_bytes=size), None
