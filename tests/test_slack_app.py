@@ -23,10 +23,11 @@ from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryInt
 
 import bot.service.triage as live
 from bot.service.redact import RedactingFilter, install, redact
+from bot.service.runners import live_runner
+from bot.service.verbs import VerbOutput
 from bot.slack.api import ConnectionRetries, SlackPoster
 from bot.slack.app import listeners, register
 from bot.slack.metrics import BotMetrics
-from bot.slack.runner import VerbOutput, live_runner
 from runbooks.model.evidence import Evidence
 from tests.support.fake_slack import signed_headers, slash_body
 from tests.support.slack_kit import (
@@ -407,7 +408,7 @@ def test_live_triage_is_called_with_the_settings_options_and_its_bundle_folder_i
         seen.update(target=target, options=options, lang=lang, bundle_dir=bundle_dir, ns=default_namespace)
         (Path(bundle_dir) / "logs.txt").write_text("INFO ok\n")
         report = ExampleRunner(charts=False)("llm/vllm-server", None, on_step).report
-        return live.LiveResult(report, Evidence(), Path(bundle_dir))
+        return live.TriageOutcome(report, Evidence(), str(bundle_dir))
 
     monkeypatch.setattr(live, "run_live_triage", fake_live)
     monkeypatch.setattr(live, "options_from_settings", lambda settings, context=None: ("options", context))

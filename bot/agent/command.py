@@ -39,7 +39,7 @@ def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
     from bot.agent.server import SnapshotCache, make_server
     from bot.render.gpus import unavailable_text
     from bot.render.i18n import Catalog
-    from collectors.nvml.reader import NvmlUnavailable, read_gpus
+    from bot.service.gpus import NvmlUnavailable, read_gpus
 
     cat = Catalog.load(lang)
     err = io.err or sys.stderr

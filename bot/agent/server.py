@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from bot.render.gpus import snapshot_json, unavailable_text
 from bot.render.i18n import Catalog
-from collectors.nvml.reader import NvmlUnavailable
+from bot.service.gpus import NvmlUnavailable
 from runbooks.model.evidence import GpuSnapshot
 
 DEVICE_LABELS = ("gpu", "uuid", "name", "mig_profile")

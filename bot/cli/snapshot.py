@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
 def snapshot(args: argparse.Namespace, lang: str, io: Io) -> int:
     from bot.render.i18n import Catalog
-    from collectors.nvml.reader import NvmlSession, NvmlUnavailable
+    from bot.service.gpus import NvmlUnavailable, nvml_session
 
     cat = Catalog.load(lang)
     out, err = io.out or sys.stdout, io.err or sys.stderr
@@ -51,7 +51,7 @@ def snapshot(args: argparse.Namespace, lang: str, io: Io) -> int:
     writer = _Writer(fmt, out, cat)
     host = io.host()
     try:
-        with NvmlSession(io.nvml) as session:
+        with nvml_session(io.nvml) as session:
             start = io.now()
             for n in range(args.count):
                 if n:

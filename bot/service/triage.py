@@ -6,6 +6,7 @@ evidence of record (attach it to the incident, replay it with `gpumem triage --b
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from bot.service.bundle_out import write_bundle_json
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
+from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
 from runbooks.triage.runbook import STEPS, triage
@@ -30,12 +32,19 @@ class BadTarget(ValueError):
 
 
 @dataclass(frozen=True)
-class LiveResult:
+class TriageOutcome:
+    """What one triage produced, live or from a bundle, for every surface."""
+
     report: Report
     evidence: Evidence
-    bundle_dir: Path
+    #: the evidence of record: the bundle read, or the one written for a live triage
+    bundle_dir: str | None = None
     memory_chart_png: bytes | None = None
     profile_chart_png: bytes | None = None
+    #: the bundle folder was made for this triage alone: remove it once it is uploaded
+    discard_bundle: bool = False
+    #: anything at all could be read (False: an empty or unreadable bundle, exit 3)
+    evidence_found: bool = True
 
 
 def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
@@ -110,7 +119,7 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
                     on_step: Callable[[int, int, str], None] | None = None,
                     bundle_dir: str | os.PathLike[str] | None = None,
                     default_namespace: str | None = None, now: datetime | None = None,
-                    api=None) -> LiveResult:
+                    api=None) -> TriageOutcome:
     """Collect, triage, write the bundle (with charts), and return it all."""
     namespace, name = split_target(target, default_namespace)
     now = now or datetime.now(UTC)
@@ -127,4 +136,46 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
         (out / MEMORY_CHART).write_bytes(memory_png)
     if profile_png:
         (out / PROFILE_CHART).write_bytes(profile_png)
-    return LiveResult(report, collection.evidence, out, memory_png, profile_png)
+    return TriageOutcome(report, collection.evidence, str(out), memory_png, profile_png)
+
+
+def live_options(args: argparse.Namespace):
+    """LiveOptions from the config file and environment, then the command-line flags."""
+    from dataclasses import replace
+
+    from bot.service.settings import load_settings
+
+    settings = load_settings(args.config, os.environ)
+    opts = options_from_settings(settings, args.context)
+    changes: dict = {}
+    if args.context:
+        changes["context"] = args.context
+    if args.kubeconfig:
+        changes["kubeconfig"] = args.kubeconfig
+    if args.in_cluster:
+        changes["in_cluster"] = True
+    if args.direct_metrics:
+        changes["direct_metrics"] = True
+    if args.source_deadline is not None:
+        changes["source_deadline_s"] = args.source_deadline
+    if args.deadline is not None:
+        changes["total_deadline_s"] = args.deadline
+    if args.prometheus:
+        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
+        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=token)
+    return replace(opts, **changes), settings
+
+
+def triage_bundle(path: str | os.PathLike[str], now: datetime | None = None) -> TriageOutcome:
+    """Offline triage of an evidence bundle folder. Raises UsageError bundle_not_found or
+    bundle_unusable (worded from `cli.<code>`)."""
+    from collectors.parsers.bundle import BundleError, has_evidence, load_bundle
+
+    if not os.path.isdir(path):
+        raise UsageError("bundle_not_found", path=str(path))
+    try:
+        evidence = load_bundle(path)
+    except BundleError as e:
+        raise UsageError("bundle_unusable", detail=str(e)) from None
+    report = triage(evidence, now=now)
+    return TriageOutcome(report, evidence, str(path), evidence_found=has_evidence(evidence))

@@ -22,12 +22,13 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from bot.render.slack_triage import RERUN_ACTION
+from bot.service.runners import TriageRunner
 from bot.service.settings import Settings
+from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
 from bot.slack.metrics import BotMetrics
-from bot.slack.runner import TriageRunner, VerbRunner
 from bot.slack.work import Work
 
 log = logging.getLogger("gpumem.slack")

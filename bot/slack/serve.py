@@ -18,22 +18,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from bot.cli.main import EXIT_OK, EXIT_USAGE
+from bot.service.exits import EXIT_OK, EXIT_USAGE
 
 log = logging.getLogger("gpumem.serve")
-
-
-def register(sub: argparse._SubParsersAction, verb: str) -> None:
-    p = sub.add_parser(verb, help="run the Slack bot (Socket Mode, or HTTP with --http)",
-                       description="Run the Slack bot: /gpumem triage, profile, snapshot, budget, help. "
-                                   "Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (HTTP), "
-                                   "SLACK_APP_TOKEN (Socket Mode), or their *_FILE variants.")
-    p.add_argument("--http", action="store_true", help="serve HTTP (/slack/events) instead of Socket Mode")
-    p.add_argument("--host", default=None, help="address to listen on (default: http.host, 0.0.0.0)")
-    p.add_argument("--port", type=int, default=None, help="port (default: http.port, 3000; 0: any free port)")
-    p.add_argument("--config", metavar="FILE", default=None, help="YAML settings (default: $GPUMEM_CONFIG)")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
 
 
 def run(args: argparse.Namespace, lang: str) -> int:
@@ -91,16 +78,16 @@ def configure_logging(level: str, settings: Any) -> None:
 
 
 def build_from_settings(settings: Any, environ: Mapping[str, str]) -> Any:
-    """The bot with the runners this deployment has: live triage, bundles from the config, CLI verbs."""
+    """The bot with the runners this deployment has: live triage, bundles from the config, verbs in a worker."""
+    from bot.service.verbs import WorkerVerbRunner
     from bot.slack.app import build_bot
-    from bot.slack.runner import SubprocessVerbRunner
 
-    return build_bot(settings, choose_runner(settings), SubprocessVerbRunner(settings.deadlines.verb_s, environ))
+    return build_bot(settings, choose_runner(settings), WorkerVerbRunner(settings.deadlines.verb_s))
 
 
 def choose_runner(settings: Any) -> Any:
     """Targets named under `bundles:` read their bundle; every other target goes live (if built in)."""
-    from bot.slack.runner import BundleRunner, TargetNotFound, live_runner
+    from bot.service.runners import BundleRunner, TargetNotFound, live_runner
 
     live = live_runner(settings)
     bundles = BundleRunner(settings.bundles, lang=settings.slack.default_lang) if settings.bundles else None

@@ -23,11 +23,12 @@ from bot.render.text import render_text
 from bot.service.grammar import Command
 from bot.service.live_errors import error_line
 from bot.service.redact import redact
+from bot.service.runners import TargetNotFound as NoEvidenceSource
+from bot.service.runners import TriageRunner, bundle_archive
+from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
-from bot.slack.runner import TargetNotFound as NoEvidenceSource
-from bot.slack.runner import TriageRunner, VerbRunner, bundle_archive
 from runbooks.model.errors import GpumemError
 
 log = logging.getLogger("gpumem.work")
@@ -228,12 +229,12 @@ class Work:
             self._tell(job, cat.t("slack.error.verb_timed_out", verb=verb, seconds=round(self.verb_deadline_s)))
             self.metrics.command(verb, "timeout", self.clock() - job.accepted_at)
             return
-        if out.returncode == 2 or (out.returncode != 0 and not out.stdout.strip()):
-            detail = redact((out.stderr or out.stdout).strip()[-1500:], self.secrets)
+        if out.returncode == 2 or (out.returncode != 0 and not out.text.strip()):
+            detail = redact((out.error or out.text).strip()[-1500:], self.secrets)
             self._tell(job, cat.t("slack.error.verb_failed", verb=verb, code=out.returncode, detail=detail))
             self.metrics.command(verb, "usage" if out.returncode == 2 else "error", self.clock() - job.accepted_at)
             return
-        msg, attach = V.verb_output_message(job.lang, verb, job.command.argv, out.stdout, out.returncode, job.user)
+        msg, attach = V.verb_output_message(job.lang, verb, job.command.argv, out.text, out.returncode, job.user)
         ts, error = self.poster.post_or_error(job.channel, msg)
         if ts is None:
             self._tell(job, cat.t("slack.error.post_failed", error=error))

@@ -1,10 +1,8 @@
-"""What the Slack app calls to do the work, injected so tests and deployments choose.
+"""Where a triage gets its evidence, injected so surfaces, tests and deployments choose.
 
-- `TriageRunner`: `(target, context, on_step) -> TriageOutcome`. Live triage
-  (`bot.service.triage.run_live_triage`) fits it through `live_runner(settings)`; `BundleRunner` reads
-  evidence bundles from disk (staging, drills, tests).
-- `VerbRunner`: `(argv, lang) -> VerbOutput`, a CLI verb (`gpumem budget ...`) run as a child
-  process, so its output, exit code and deadline are the CLI's own.
+`TriageRunner`: `(target, context, on_step) -> TriageOutcome`. Live triage
+(`bot.service.triage.run_live_triage`) fits it through `live_runner(settings)`; `BundleRunner`
+reads evidence bundles from disk (staging, drills, tests).
 """
 
 from __future__ import annotations
@@ -13,37 +11,21 @@ import importlib
 import io
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.service.triage import TriageOutcome
 from runbooks.model import errors
-from runbooks.model.evidence import Evidence
-from runbooks.model.report import Report
 
 Progress = Callable[[int, int, str], None]
 
 #: an evidence bundle larger than this is not uploaded (the thread says so)
 MAX_BUNDLE_UPLOAD_BYTES = 200 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class TriageOutcome:
-    """What one triage produced. `bot.service.triage.LiveResult` has the same fields."""
-
-    report: Report
-    evidence: Evidence
-    bundle_dir: str | None = None
-    memory_chart_png: bytes | None = None
-    profile_chart_png: bytes | None = None
-    #: the bundle folder was made for this triage alone: remove it once it is uploaded
-    discard_bundle: bool = False
 
 
 class TriageRunner(Protocol):
@@ -89,7 +71,7 @@ class BundleRunner:
     >>> run("llm/unknown", None, print)
     Traceback (most recent call last):
     ...
-    bot.slack.runner.TargetNotFound: llm/unknown
+    bot.service.runners.TargetNotFound: llm/unknown
     """
 
     def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: bool = True,
@@ -139,8 +121,7 @@ def live_runner(settings: Any) -> TriageRunner | None:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        return TriageOutcome(result.report, result.evidence, str(result.bundle_dir), result.memory_chart_png,
-                             result.profile_chart_png, discard_bundle=True)
+        return replace(result, discard_bundle=True)
 
     return runner
 
@@ -159,48 +140,3 @@ def bundle_archive(bundle_dir: str | os.PathLike[str], name: str) -> bytes | Non
             tar.add(path, arcname=f"{name}/{path.relative_to(root)}", recursive=False)
     data = buf.getvalue()
     return data if len(data) <= MAX_BUNDLE_UPLOAD_BYTES else None
-
-
-# ----------------------------------------------------------------------------- CLI verbs
-
-
-@dataclass(frozen=True)
-class VerbOutput:
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-
-class VerbRunner(Protocol):
-    def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
-
-
-#: environment names never handed to a child process
-_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "SLACK_", "CREDENTIAL", "API_KEY")
-
-
-class SubprocessVerbRunner:
-    """Run `python -m bot.cli.main VERB ...` with a deadline and an environment without secrets."""
-
-    def __init__(self, timeout_s: float, environ: Mapping[str, str], python: str = sys.executable):
-        self.timeout_s = timeout_s
-        self.python = python
-        self.env = {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
-        root = str(Path(__file__).resolve().parent.parent)
-        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (root, self.env.get("PYTHONPATH")) if p)
-
-    def __call__(self, argv: list[str], lang: str) -> VerbOutput:
-        env = dict(self.env, GPUMEM_LANG=lang)
-        try:
-            done = subprocess.run([self.python, "-m", "bot.cli.main", *argv], capture_output=True, text=True,
-                                  timeout=self.timeout_s, env=env, stdin=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired as e:
-            return VerbOutput(-1, _text(e.stdout), _text(e.stderr), timed_out=True)
-        return VerbOutput(done.returncode, done.stdout, done.stderr)
-
-
-def _text(value: str | bytes | None) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -1,0 +1,39 @@
+"""The collect use case (`gpumem collect`): gather a running Deployment's evidence and write it as
+a bundle that `gpumem triage --bundle DIR` reads back to the same verdict."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runbooks.model.evidence import Evidence
+
+
+@dataclass(frozen=True)
+class CollectOutcome:
+    bundle_dir: Path
+    #: the files written, by name
+    files: tuple[str, ...]
+    evidence: Evidence
+    #: anything at all could be read (False: exit 3)
+    evidence_found: bool
+
+
+def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
+    """Collect `args.target` live with the settings and flags of `args`, write the bundle to
+    `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
+    from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
+    from collectors.live import collect_live
+    from collectors.parsers.bundle import has_evidence
+
+    opts, settings = live_options(args)
+    namespace, name = split_target(args.target, args.namespace or settings.default_namespace)
+    collection = collect_live(namespace, name, opts, datetime.now(UTC))
+    out = write_bundle(args.out, collection)
+    memory_png, _ = draw_charts(collection.evidence, lang)
+    if memory_png:
+        (out / MEMORY_CHART).write_bytes(memory_png)
+    files = tuple(sorted(p.name for p in out.iterdir()))
+    return CollectOutcome(out, files, collection.evidence, has_evidence(collection.evidence))

@@ -1,0 +1,124 @@
+"""Verbs that Slack runs as they are in a terminal (`/gpumem budget ...`), through the same use
+cases the CLI calls, in a worker process that a deadline can stop.
+
+`run_verb(argv, lang)` parses with the one grammar (`bot.service.commands`), calls the use case
+and renders its terminal text; `WorkerVerbRunner` runs that in a fresh process from a fork
+server and kills it at the deadline, so a runaway computation never holds a bot thread.
+
+>>> out = run_verb(["budget", "--engine", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct",
+...                 "--gpu", "A100-80GB", "--max-model-len", "8192"], "en")
+>>> out.returncode, "KV cache" in out.text, out.error
+(0, True, '')
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.service.exits import EXIT_USAGE, exit_code
+from runbooks.model.errors import GpumemError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VerbOutput:
+    """A verb's answer: its exit code, the text it shows, one worded error line when it could not
+    go on, and whether it ran past the deadline."""
+
+    returncode: int
+    text: str
+    error: str = ""
+    timed_out: bool = False
+
+
+class VerbRunner(Protocol):
+    def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
+
+
+def _budget(args: argparse.Namespace, lang: str) -> VerbOutput:
+    from bot.render import budget as render
+    from bot.service.budget import run_budget
+
+    outcome = run_budget(args, lang)
+    return VerbOutput(outcome.exit_code, render.page_text(outcome.page, lang))
+
+
+#: verb -> (its use case rendered as text, the catalog section of its own error codes)
+VERBS: dict[str, tuple[Callable[[argparse.Namespace, str], VerbOutput], str]] = {
+    "budget": (_budget, "budget_cli.error"),
+}
+
+
+def run_verb(argv: list[str], lang: str) -> VerbOutput:
+    """Run one verb here, in this process. Errors a person can act on come back worded."""
+    from bot.render.i18n import Catalog
+    from bot.service.commands import build_parser
+    from bot.service.live_errors import error_line
+
+    verb = argv[0] if argv else ""
+    if verb not in VERBS:
+        return VerbOutput(EXIT_USAGE, "", f"unknown verb {verb!r}")
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # argparse has already said why on stderr; Slack parsed it first anyway
+        return VerbOutput(EXIT_USAGE, "", f"usage: gpumem {verb} ...")
+    use_case, keys = VERBS[verb]
+    try:
+        return use_case(args, lang)
+    except GpumemError as e:
+        cat = Catalog.load(lang)
+        key = f"{keys}.{e.code}"
+        return VerbOutput(exit_code(e), "", cat.t(key, e.params) if cat.has(key) else error_line(cat, e))
+
+
+def _child(conn, argv: list[str], lang: str) -> None:
+    try:
+        out = run_verb(argv, lang)
+    except BaseException as e:  # the parent logs it; the channel gets no exception text
+        out = VerbOutput(-1, "", type(e).__name__)
+    with contextlib.suppress(OSError, ValueError):
+        conn.send(out)
+    conn.close()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A fork server: each verb forks from a clean, single-threaded process that has already
+    imported this module (a bot's threads are never forked)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["bot.service.verbs"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class WorkerVerbRunner:
+    """Run `run_verb` in a worker process with a deadline; past it the worker is killed."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self._ctx = _context()
+
+    def __call__(self, argv: list[str], lang: str) -> VerbOutput:
+        receive, send = self._ctx.Pipe(duplex=False)
+        worker = self._ctx.Process(target=_child, args=(send, list(argv), lang), daemon=True)
+        worker.start()
+        send.close()
+        try:
+            out = receive.recv() if receive.poll(self.timeout_s) else VerbOutput(-1, "", timed_out=True)
+        except EOFError:  # the worker died without an answer (killed, out of memory)
+            out = VerbOutput(-1, "", "worker_died")
+        finally:
+            receive.close()
+            if worker.is_alive():
+                worker.kill()
+            worker.join(5)
+        if out.returncode == -1 and not out.timed_out:
+            log.error("%s: the worker failed (%s, exit %s)", argv[0] if argv else "?", out.error, worker.exitcode)
+        return out
