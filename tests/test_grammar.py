@@ -180,3 +180,18 @@ def test_parse_target_checks_the_shape():
 ])
 def test_every_argparse_failure_becomes_a_command_error_never_an_exit(text, key):
     assert _error(text, parser_factory=parser_with_budget).key == key
+
+
+@pytest.mark.parametrize(("target", "key"), [("LLM/x", "bad_target"), ("vllm-server", "missing_namespace"),
+                                             ("a/b/c", "bad_target")])
+def test_the_cli_and_slack_refuse_the_same_targets_in_the_same_words(target, key, capsys, monkeypatch):
+    from bot.main import main
+    from bot.render.i18n import Catalog
+
+    monkeypatch.delenv("GPUMEM_CONFIG", raising=False)
+    with pytest.raises(CommandError) as slack:
+        parse_command(f"triage {target}")
+    assert slack.value.key == key
+    assert main(["triage", target, "--lang", "en"]) == 2
+    worded = Catalog.load("en").t(f"slack.error.{key}", slack.value.params).rstrip(".")
+    assert capsys.readouterr().err.strip() == f"gpumem: {worded}"

@@ -62,15 +62,16 @@ def live_guard(lang: str) -> Iterator[Guard]:
     A GpumemError (a workload that does not exist, ...) passes through to `bot.main`,
     which maps every verb's errors in one place with the same wording (`error_line`).
     """
+    from bot.service.grammar import CommandError
     from bot.service.settings import SettingsError
-    from bot.service.triage import BadTarget
     from collectors.kube.client import KubeConfigError
 
     guard = Guard(Catalog.load(lang))
     try:
         yield guard
-    except BadTarget as e:
-        guard.exit_code, guard.message = 2, guard.cat.t("live.bad_target", detail=str(e).rstrip("."))
+    except CommandError as e:  # the target is not NAMESPACE/DEPLOYMENT: worded as Slack words it
+        detail = guard.cat.t(f"slack.error.{e.key}", e.params).rstrip(".")
+        guard.exit_code, guard.message = 2, guard.cat.t("live.bad_target", detail=detail)
     except KubeConfigError as e:
         guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=str(e).rstrip("."))
     except SettingsError as e:

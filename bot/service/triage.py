@@ -27,10 +27,6 @@ MEMORY_CHART = "gpu-memory.png"
 PROFILE_CHART = "request-buckets.png"
 
 
-class BadTarget(ValueError):
-    """A target is not NAMESPACE/NAME (or NAME with a default namespace)."""
-
-
 @dataclass(frozen=True)
 class TriageOutcome:
     """What one triage produced, live or from a bundle, for every surface."""
@@ -50,15 +46,17 @@ class TriageOutcome:
 def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
     """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
 
+    The one target grammar (`bot.service.grammar.parse_target`), so a name the CLI accepts is
+    one Slack accepts. Raises CommandError (a UsageError) missing_target, missing_namespace or
+    bad_target.
+
     >>> split_target("llm/vllm-server")
     ('llm', 'vllm-server')
     """
-    parts = target.strip().split("/")
-    if len(parts) == 2 and all(parts):
-        return parts[0], parts[1]
-    if len(parts) == 1 and parts[0] and default_namespace:
-        return default_namespace, parts[0]
-    raise BadTarget(f"{target!r}: expected NAMESPACE/DEPLOYMENT, e.g. llm/vllm-server")
+    from bot.service.grammar import parse_target
+
+    found = parse_target(target, default_namespace)
+    return found.namespace, found.name
 
 
 def options_from_settings(settings, context: str | None = None) -> LiveOptions:
