@@ -40,7 +40,15 @@ from runbooks.model.errors import (
 from runbooks.sizing.whatif import PlanError, parse_what_if
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import running_scenario
-from tests.support.slack_kit import CHANNEL, SECRET, dispatch_command, drain, env_for, running_bot
+from tests.support.slack_kit import (
+    CHANNEL,
+    SECRET,
+    dispatch_command,
+    drain,
+    env_for,
+    live_config,
+    running_bot,
+)
 
 EN = Catalog.load("en")
 NOT_FOUND_LINE = ("gpumem: Deployment llm/nope not found in context prod. Check the name and namespace "
@@ -325,26 +333,6 @@ def test_slack_names_a_missing_permission(tmp_path, caplog):
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def _live_config(tmp_path, kubeconfig) -> str:
-    path = tmp_path / "gpumem.yaml"
-    path.write_text(f"""\
-default_namespace: llm
-allowed_namespaces: [llm]
-default_context: prod
-clusters:
-  - name: prod
-    context: prod
-    kubeconfig: {kubeconfig}
-slack:
-  default_lang: en
-  channels:
-    {CHANNEL}: {{lang: en}}
-workers: {{pool_size: 2, queue_length: 8}}
-deadlines: {{triage_s: 60, progress_interval_s: 0.0001, source_s: 5, collect_s: 20}}
-""")
-    return str(path)
-
-
 def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, caplog):
     """The reproduction: `gpumem serve --http`, the real live runner and kubernetes client, a
     stand-in API server without llm/nope. The parent ends with the CLI's "not found" line, and
@@ -355,7 +343,7 @@ def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, ca
     caplog.set_level(logging.INFO)
     with running_scenario("vllm-incident", tmp_path) as sc, FakeSlack() as fake:
         env = env_for(fake)
-        settings = load_settings(_live_config(tmp_path, sc.kubeconfig), env)
+        settings = load_settings(live_config(tmp_path, sc.kubeconfig), env)
         bot = build_from_settings(settings, {**os.environ, **env})
         server = serve_http(bot, "127.0.0.1", 0)
         try:

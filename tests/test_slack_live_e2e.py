@@ -17,7 +17,7 @@ from bot.slack.serve import build_from_settings, serve_http
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import running_scenario
 from tests.support.prom_harness import NS, POD_A, POD_B, run_prometheus
-from tests.support.slack_kit import CHANNEL, SECRET, env_for, is_diagnosis
+from tests.support.slack_kit import CHANNEL, SECRET, env_for, is_diagnosis, live_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -26,28 +26,6 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def prometheus(tmp_path_factory):
     with run_prometheus(tmp_path_factory.mktemp("prom-slack")) as server:
         yield server
-
-
-def _config(tmp_path, kubeconfig, prometheus_url: str | None) -> str:
-    prom = f"\n    prometheus: {{url: {prometheus_url}}}" if prometheus_url else ""
-    text = f"""\
-default_namespace: llm
-allowed_namespaces: [llm]
-default_context: prod
-clusters:
-  - name: prod
-    context: prod
-    kubeconfig: {kubeconfig}{prom}
-slack:
-  default_lang: en
-  channels:
-    {CHANNEL}: {{lang: en}}
-workers: {{pool_size: 2, queue_length: 8}}
-deadlines: {{triage_s: 60, progress_interval_s: 0.0001, source_s: 5, collect_s: 20}}
-"""
-    path = tmp_path / "gpumem.yaml"
-    path.write_text(text)
-    return str(path)
 
 
 def _clone_pod(kube, name: str) -> None:
@@ -60,7 +38,7 @@ def _clone_pod(kube, name: str) -> None:
 def _run(tmp_path, sc, prometheus_url: str | None):
     with FakeSlack() as fake:
         env = env_for(fake)
-        settings = load_settings(_config(tmp_path, sc.kubeconfig, prometheus_url), env)
+        settings = load_settings(live_config(tmp_path, sc.kubeconfig, prometheus_url), env)
         bot = build_from_settings(settings, {**os.environ, **env})
         server = serve_http(bot, "127.0.0.1", 0)
         try:

@@ -166,3 +166,26 @@ def drain(bot: Bot) -> None:
     """Wait until every listener and job has finished: what was posted is then all there is."""
     bot.app.listener_runner.listener_executor.shutdown(wait=True)
     bot.close(timeout_s=30)
+
+
+def live_config(tmp_path, kubeconfig, prometheus_url: str | None = None) -> str:
+    """A gpumem config with one cluster (context prod) read through `kubeconfig`, and Prometheus when given."""
+    prom = f"\n    prometheus: {{url: {prometheus_url}}}" if prometheus_url else ""
+    text = f"""\
+default_namespace: llm
+allowed_namespaces: [llm]
+default_context: prod
+clusters:
+  - name: prod
+    context: prod
+    kubeconfig: {kubeconfig}{prom}
+slack:
+  default_lang: en
+  channels:
+    {CHANNEL}: {{lang: en}}
+workers: {{pool_size: 2, queue_length: 8}}
+deadlines: {{triage_s: 60, progress_interval_s: 0.0001, source_s: 5, collect_s: 20}}
+"""
+    path = tmp_path / "gpumem.yaml"
+    path.write_text(text)
+    return str(path)
