@@ -65,3 +65,24 @@ def test_the_runbook_incident_gets_the_numbers_both_surfaces_print(capsys):
     assert [(c.flag, c.old, c.new) for c in by_id["set_safe_flags"].changes] == [
         ("max-num-seqs", 128, 115), ("gpu-memory-utilization", 0.95, 0.88)]
     assert [(c.kind, c.old, c.new) for c in by_id["scale_out"].changes] == [("scale", 2, 3)]
+
+
+WITH_DEPLOYMENT = sorted(p.name for p in EXAMPLES.iterdir() if (p / "deployment.yaml").exists())
+
+
+@pytest.mark.parametrize("name", WITH_DEPLOYMENT)
+def test_triage_and_budget_size_the_same_launch_the_same_way(name, capsys):
+    """Every example with a Deployment: the budget triage reports is the one `gpumem budget` prints."""
+    ctx = build_context(load_bundle(EXAMPLES / name))
+    if ctx.budget is None:
+        assert ctx.model is None or ctx.gpu_total_gib is None or ctx.config is None, name
+        return
+    argv = ["budget", "--from-deployment", str(EXAMPLES / name / "deployment.yaml"), "--gpu", ctx.gpu_name,
+            "--engine", ctx.budget_inputs.engine, "--json"]
+    if ctx.budget_inputs.engine_version:
+        argv += ["--engine-version", ctx.budget_inputs.engine_version]
+    rc = main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    assert rc in (0, 1)
+    assert (doc["kv_cache_tokens"], doc["max_concurrency"]) == pytest.approx((ctx.budget.kv_cache_tokens,
+                                                                               ctx.budget.max_concurrency), abs=1e-3), name
