@@ -77,7 +77,8 @@ def test_triage_and_budget_size_the_same_launch_the_same_way(name, capsys):
     if ctx.budget is None:
         assert ctx.model is None or ctx.gpu_total_gib is None or ctx.config is None, name
         return
-    argv = ["budget", "--from-deployment", str(EXAMPLES / name / "deployment.yaml"), "--gpu", ctx.gpu_name,
+    gpu = ["--gpu", ctx.gpu_name] if ctx.gpu_name else ["--gpu-mem-gib", str(ctx.budget_inputs.gpu_total_gib)]
+    argv = ["budget", "--from-deployment", str(EXAMPLES / name / "deployment.yaml"), *gpu,
             "--engine", ctx.budget_inputs.engine, "--json"]
     if ctx.budget_inputs.engine_version:
         argv += ["--engine-version", ctx.budget_inputs.engine_version]
