@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import UsageError
+from runbooks.model.units import GIB
 
 _ENGINES = ("vllm", "sglang", "tgi")
 #: Deployment node labels that name the GPU model
@@ -253,7 +254,7 @@ def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, t
         raise UsageError("no_gpu")
     total = gpu.total_gib
     if request is not None and request.memory_bytes:
-        capped = min(total, request.memory_bytes / 2**30)
+        capped = min(total, request.memory_bytes / GIB)
         if capped < total:
             notes.append(("gpu_memory_limited", {"resource": request.resource, "gib": round(capped, 2)}))
             total = capped

@@ -21,11 +21,12 @@ from typing import Any, Protocol
 
 from bot.service.triage import TriageOutcome
 from runbooks.model import errors
+from runbooks.model.units import MIB
 
 Progress = Callable[[int, int, str], None]
 
 #: an evidence bundle larger than this is not uploaded (the thread says so)
-MAX_BUNDLE_UPLOAD_BYTES = 200 * 1024 * 1024
+MAX_BUNDLE_UPLOAD_BYTES = 200 * MIB
 
 
 class TriageRunner(Protocol):
