@@ -30,7 +30,10 @@ INCIDENT_INPUTS = BudgetInputs(engine="vllm", gpu_total_gib=79.15, engine_versio
 
 
 def _run(capsys, *argv: str, lang: str = "en") -> tuple[int, str, str]:
-    rc = main(["budget", *argv, "--lang", lang])
+    try:
+        rc = main(["budget", *argv, "--lang", lang])
+    except SystemExit as e:  # argparse refused a flag's value: exit 2 with its usage line
+        rc = e.code
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 
@@ -269,8 +272,8 @@ def test_a_launch_the_engine_refuses_exits_1_with_its_reason(capsys):
     (("--model", QWEN, "--gpu", "A100"), "pass --engine vllm|sglang|tgi"),
     (("--engine", "vllm", "--gpu", "A100"), "pass --model NAME"),
     (("--engine", "vllm", "--model", QWEN, "--gpu", "A100", "--gpu-memory-utilization", "1.5"),
-     "--gpu-memory-utilization must be above 0 and at most 1 (got 1.5)"),
-    (("--engine", "vllm", "--model", QWEN, "--gpu", "A100", "--tp", "0"), "--tp must be above 0 (got 0)"),
+     "argument --gpu-memory-utilization: must be above 0 and at most 1"),
+    (("--engine", "vllm", "--model", QWEN, "--gpu", "A100", "--tp", "0"), "argument --tp: must be between 1 and 1024"),
     (("--from-deployment", "/no/such/deployment.yaml"), "/no/such/deployment.yaml: no such file"),
 ])
 def test_bad_usage_exits_2_with_a_message(capsys, argv, words):
@@ -282,3 +285,22 @@ def test_bad_usage_exits_2_with_a_message(capsys, argv, words):
 def test_a_multi_node_launch_counts_the_gpus_of_every_node(capsys):
     rc, doc = _json(capsys, "--from-deployment", str(KUBE / "statefulset-sglang-multinode.yaml"), "--gpu", "H100")
     assert (doc["engine"], doc["tp"], doc["conflicts"], rc) == ("sglang", 16, [], 0)  # 8 GPUs x --nnodes 2
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--gpu-mem-gib", "inf"), ("--gpu-mem-gib", "nan"), ("--gpu-mem-gib", "1e308"), ("--gpu-mem-gib", "-40"),
+    ("--gpu-memory-utilization", "nan"), ("--gpu-memory-utilization", "-0.5"), ("--max-model-len", "-8192"),
+    ("--max-num-seqs", "1e308"), ("--other-process-gib", "inf"), ("--target-headroom", "nan"), ("--tp", "inf"),
+])
+def test_non_finite_and_absurd_numbers_are_usage_errors_naming_the_flag(capsys, flag, value):
+    rc, out, err = _run(capsys, "--engine", "vllm", "--model", QWEN, "--gpu", "A100", flag, value)
+    assert rc == 2 and out == ""
+    assert f"argument {flag}:" in err and "Traceback" not in err and "nan GiB" not in err
+
+
+def test_slack_refuses_the_same_numbers_before_any_work_starts():
+    from bot.service.grammar import CommandError, parse_command
+
+    with pytest.raises(CommandError) as e:
+        parse_command("budget --engine vllm --model Qwen/Qwen2.5-7B-Instruct --gpu A100 --gpu-mem-gib nan")
+    assert e.value.key == "bad_flags" and "--gpu-mem-gib" in e.value.params["detail"]

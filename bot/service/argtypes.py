@@ -1,8 +1,14 @@
-"""argparse value types shared by the verbs: numbers with bounds, and messages that say which."""
+"""argparse value types shared by the verbs: numbers with bounds, and messages that say which.
+
+Every numeric flag uses one of these, so `inf`, `nan`, `1e308` or a negative value is a usage
+error naming the flag (exit 2; in Slack an ephemeral reply), never a traceback or a
+"nan GiB" budget in a channel.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 
@@ -34,11 +40,42 @@ def seconds(high: float) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-        if not 0 <= value <= high:
+        if not math.isfinite(value) or not 0 <= value <= high:
             raise argparse.ArgumentTypeError(f"must be between 0 and {high:g} seconds")
         return value
 
     return parse
 
 
+def number(low: float, high: float, what: str = "a number", *, above_low: bool = False) -> Callable[[str], float]:
+    """A type for a finite float within [low, high] (or (low, high] with `above_low`).
+
+    >>> fraction("0.9")
+    0.9
+    >>> fraction("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be above 0 and at most 1
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        below = value <= low if above_low else value < low
+        if not math.isfinite(value) or below or value > high:
+            bound = f"above {low:g}" if above_low else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound} and at most {high:g}")
+        return value
+
+    return parse
+
+
 port = whole_number(0, 65535, "a port number")
+#: a share of memory: vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI --cuda-memory-fraction
+fraction = number(0, 1, "a fraction", above_low=True)
+#: GiB of one GPU (the largest cards hold under 300 GiB; 4 TiB leaves room without allowing nonsense)
+gib = number(0, 4096, "a number of GiB", above_low=True)
+#: tokens of context or per step (10M covers the longest contexts models support today)
+tokens = whole_number(1, 100_000_000, "a whole number of tokens")

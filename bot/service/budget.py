@@ -169,14 +169,6 @@ def _apply_flags(inputs, args: argparse.Namespace):
         fields["other_process_gib"] = args.other_process_gib
     if args.max_model_len is not None:
         fields["max_total_tokens" if inputs.engine == "tgi" else "max_model_len"] = args.max_model_len
-    for name in ("tp", "pp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError("not_positive", flag=name.replace("_", "-"), value=value)
-    for name in ("gpu_memory_utilization", "mem_fraction_static", "cuda_memory_fraction"):
-        value = getattr(args, name)
-        if value is not None and not 0 < value <= 1:
-            raise UsageError("bad_fraction", flag=name.replace("_", "-"), value=value)
     return replace(inputs, **fields)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bot.service.argtypes import port, seconds, whole_number
+from bot.service.argtypes import fraction, gib, number, port, seconds, tokens, whole_number
 
 ENGINES = ("vllm", "sglang", "tgi")
 #: the NVML agent's default port
@@ -37,9 +37,9 @@ def add_live_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (token: $GPUMEM_PROMETHEUS_TOKEN)")
     p.add_argument("--direct-metrics", action="store_true",
                    help="read /metrics from pod IPs instead of through the API server's pod proxy")
-    p.add_argument("--source-deadline", type=float, metavar="S", default=None,
+    p.add_argument("--source-deadline", type=seconds(600), metavar="S", default=None,
                    help="seconds each source may take (default 5)")
-    p.add_argument("--deadline", type=float, metavar="S", default=None,
+    p.add_argument("--deadline", type=seconds(3600), metavar="S", default=None,
                    help="seconds the whole collection may take (default 20)")
 
 
@@ -63,25 +63,25 @@ def _budget(sub: argparse._SubParsersAction, verb: str) -> None:
                    help="model id from the catalog (Qwen/Qwen2.5-7B-Instruct) or a config.json path (or its folder)")
     gpu = p.add_argument_group("GPU (one of them, or from the Deployment)")
     gpu.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. A100-80GB, H100, L4, 'A100-80GB MIG 3g.40gb'")
-    gpu.add_argument("--gpu-mem-gib", type=float, metavar="N", help="memory one GPU reports to CUDA, in GiB")
+    gpu.add_argument("--gpu-mem-gib", type=gib, metavar="N", help="memory one GPU reports to CUDA, in GiB")
     p.add_argument("--from-deployment", metavar="FILE", help="read engine, model, flags and GPU from a Deployment")
-    p.add_argument("--tp", type=int, metavar="N", help="tensor parallel size")
-    p.add_argument("--pp", type=int, metavar="N", help="pipeline parallel size")
+    p.add_argument("--tp", type=whole_number(1, 1024), metavar="N", help="tensor parallel size")
+    p.add_argument("--pp", type=whole_number(1, 1024), metavar="N", help="pipeline parallel size")
     p.add_argument("--dtype", help="model dtype (auto, bfloat16, float16)")
     p.add_argument("--quantization", metavar="Q", help="awq, gptq, fp8, int8, bitsandbytes, mxfp4 (default: the checkpoint's)")
     p.add_argument("--kv-cache-dtype", metavar="D", help="auto, fp8, fp8_e4m3, fp8_e5m2")
-    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (SGLang --context-length, TGI --max-total-tokens)")
-    p.add_argument("--max-num-seqs", type=int, metavar="N", help="concurrent sequences (SGLang --max-running-requests)")
-    p.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="tokens per step (SGLang --chunked-prefill-size)")
-    p.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="vLLM: share of the card's memory")
-    p.add_argument("--mem-fraction-static", type=float, metavar="F", help="SGLang: share of free memory for weights + KV")
-    p.add_argument("--cuda-memory-fraction", type=float, metavar="F", help="TGI: share of the card's memory")
+    p.add_argument("--max-model-len", type=tokens, metavar="N", help="context length (SGLang --context-length, TGI --max-total-tokens)")
+    p.add_argument("--max-num-seqs", type=whole_number(1, 1_000_000), metavar="N", help="concurrent sequences (SGLang --max-running-requests)")
+    p.add_argument("--max-num-batched-tokens", type=tokens, metavar="N", help="tokens per step (SGLang --chunked-prefill-size)")
+    p.add_argument("--gpu-memory-utilization", type=fraction, metavar="F", help="vLLM: share of the card's memory")
+    p.add_argument("--mem-fraction-static", type=fraction, metavar="F", help="SGLang: share of free memory for weights + KV")
+    p.add_argument("--cuda-memory-fraction", type=fraction, metavar="F", help="TGI: share of the card's memory")
     p.add_argument("--engine-version", metavar="V", help="engine version, e.g. 0.10.1 (default: the newest known)")
     p.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
-    p.add_argument("--other-process-gib", type=float, metavar="N", help="GPU memory other processes already hold")
+    p.add_argument("--other-process-gib", type=number(0, 4096, "a number of GiB"), metavar="N", help="GPU memory other processes already hold")
     p.add_argument("--what-if", metavar="K=V,...", help="show the budget before and after, e.g. 'max-num-seqs=32,max-model-len=4096'")
     p.add_argument("--profile", metavar="ACCESS_LOG", help="measured requests: per-bucket capacity and the safest flags")
-    p.add_argument("--target-headroom", type=float, metavar="F",
+    p.add_argument("--target-headroom", type=number(0, 0.95, "a share of the KV cache"), metavar="F",
                    help="share of the KV cache the safe flags keep free (default 0.1; needs --profile)")
     add_common(p)
 
@@ -96,7 +96,7 @@ def _profile(sub: argparse._SubParsersAction, verb: str) -> None:
     src.add_argument("--metrics", metavar="FILE", help="a /metrics scrape with token histograms (estimated profile)")
     p.add_argument("--baseline", metavar="FILE", help="the same kind of file from a normal period (or an earlier scrape)")
     p.add_argument("--chart", metavar="PNG", help="write a chart of bucket shares over time")
-    p.add_argument("--workers", type=int, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=whole_number(1, 64), metavar="N", help=argparse.SUPPRESS)
     add_common(p)
 
 
@@ -144,7 +144,7 @@ def _serve(sub: argparse._SubParsersAction, verb: str) -> None:
                                    "SLACK_APP_TOKEN (Socket Mode), or their *_FILE variants.")
     p.add_argument("--http", action="store_true", help="serve HTTP (/slack/events) instead of Socket Mode")
     p.add_argument("--host", default=None, help="address to listen on (default: http.host, 0.0.0.0)")
-    p.add_argument("--port", type=int, default=None, help="port (default: http.port, 3000; 0: any free port)")
+    p.add_argument("--port", type=port, default=None, help="port (default: http.port, 3000; 0: any free port)")
     p.add_argument("--config", metavar="FILE", default=None, help="YAML settings (default: $GPUMEM_CONFIG)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
