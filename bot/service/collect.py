@@ -24,16 +24,16 @@ class CollectOutcome:
 def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
     """Collect `args.target` live with the settings and flags of `args`, write the bundle to
     `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
+    from bot.service.bundle_dir import check_bundle_dir
     from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
     from collectors.live import collect_live
     from collectors.parsers.bundle import has_evidence
 
     opts, settings = live_options(args)
     namespace, name = split_target(args.target, args.namespace or settings.default_namespace)
+    check_bundle_dir(args.out)  # before the collection, not after
     collection = collect_live(namespace, name, opts, datetime.now(UTC))
-    out = write_bundle(args.out, collection)
     memory_png, _ = draw_charts(collection.evidence, lang)
-    if memory_png:
-        (out / MEMORY_CHART).write_bytes(memory_png)
+    out = write_bundle(args.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
     files = tuple(sorted(p.name for p in out.iterdir()))
     return CollectOutcome(out, files, collection.evidence, has_evidence(collection.evidence))

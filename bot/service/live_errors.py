@@ -51,6 +51,8 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
         return cat.t("live.temporary", seconds=error.delay_s)
     if isinstance(error, EvidenceUnavailable):
         return cat.t("live.unavailable", detail=error.params.get("detail") or error.code)
+    if cat.has(f"live.{error.code}"):  # a code with wording of its own (bundle_folder_not_empty, ...)
+        return cat.t(f"live.{error.code}", error.params)
     return cat.t("live.error", detail=str(error))
 
 

@@ -82,14 +82,15 @@ def options_from_settings(settings, context: str | None = None) -> LiveOptions:
     )
 
 
-def write_bundle(out: str | os.PathLike[str], collection: LiveCollection) -> Path:
-    """Write the bundle files and bundle.json into `out` (created if needed)."""
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in collection.files.items():
-        (root / name).write_text(text, encoding="utf-8")
-    write_bundle_json(root, collection.evidence)
-    return root
+def write_bundle(out: str | os.PathLike[str], collection: LiveCollection,
+                 charts: dict[str, bytes] | None = None) -> Path:
+    """Write the bundle files, the charts and bundle.json into `out`, a folder that must not
+    exist yet or be empty, all at once (`bot.service.bundle_dir`)."""
+    from bot.service.bundle_dir import write_bundle_dir
+
+    files: dict[str, str | bytes] = dict(collection.files)
+    files.update(charts or {})
+    return write_bundle_dir(out, files, lambda folder: write_bundle_json(folder, collection.evidence))
 
 
 def draw_charts(evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
@@ -120,6 +121,10 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
                     api=None) -> TriageOutcome:
     """Collect, triage, write the bundle (with charts), and return it all."""
     namespace, name = split_target(target, default_namespace)
+    if bundle_dir:
+        from bot.service.bundle_dir import check_bundle_dir
+
+        check_bundle_dir(bundle_dir)  # before minutes of collection, not after
     now = now or datetime.now(UTC)
     total = len(LIVE_STEPS)
     if on_step:
@@ -128,12 +133,9 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     report = triage(collection.evidence, now=now,
                     on_step=(lambda i, n, step: on_step(i, total, step)) if on_step else None)
     out = Path(bundle_dir) if bundle_dir else Path(tempfile.mkdtemp(prefix=f"gpumem-{namespace}-{name}-"))
-    write_bundle(out, collection)
     memory_png, profile_png = draw_charts(collection.evidence, lang)
-    if memory_png:
-        (out / MEMORY_CHART).write_bytes(memory_png)
-    if profile_png:
-        (out / PROFILE_CHART).write_bytes(profile_png)
+    charts = {n: png for n, png in ((MEMORY_CHART, memory_png), (PROFILE_CHART, profile_png)) if png}
+    write_bundle(out, collection, charts)
     return TriageOutcome(report, collection.evidence, str(out), memory_png, profile_png)
 
 
