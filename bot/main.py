@@ -13,10 +13,11 @@ for (`bot.service.exits`). A verb names the catalog section of its own codes in
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from bot.service.commands import build_parser
 from bot.service.exits import exit_code
@@ -40,10 +41,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     lang = args.lang or default_lang(os.environ)
     verb = importlib.import_module(COMMANDS[args.verb])
+    with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
+        try:
+            return verb.run(args, lang)
+        except GpumemError as e:
+            return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+
+
+@contextlib.contextmanager
+def _inert_terminal(active: bool) -> Iterator[None]:
+    """Terminal verbs print evidence: its control characters are shown, never obeyed
+    (`bot.render.terminal`). Servers (serve, agent) log instead and are left alone."""
+    if not active:
+        yield
+        return
+    from bot.render.terminal import InertStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
-        return verb.run(args, lang)
-    except GpumemError as e:
-        return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def fail(error: GpumemError, lang: str, keys: str | None = None) -> int:

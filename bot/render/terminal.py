@@ -1,0 +1,40 @@
+"""Text bound for a terminal, made inert: control characters from evidence are shown, not obeyed.
+
+A metrics file or a log line can carry ESC sequences that retitle, clear or repaint the
+reader's terminal, C1 controls (U+0080-U+009F, CSI among them) that some terminals also obey,
+and bidirectional overrides that make text read differently from what it is. Each becomes a
+visible `\\uXXXX` escape, which is also a valid escape inside a JSON string, so the same filter
+serves text and JSON output. Newlines and tabs stay.
+
+>>> inert("ok\\x1b]0;pwned\\x07 \\u202eevil\\ttab\\n")
+'ok\\\\u001b]0;pwned\\\\u0007 \\\\u202eevil\\ttab\\n'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TextIO
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def inert(text: str) -> str:
+    """`text` with every control character but newline and tab replaced by its `\\uXXXX` escape."""
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class InertStream:
+    """A text stream that writes `inert(text)` to the stream it wraps."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(inert(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
