@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from bot.agent.command import AgentIo, serve
 from bot.agent.server import AgentServer, SnapshotCache, make_server
 from bot.render.i18n import Catalog
 from bot.service.commands import build_parser
+from bot.service.gpus import NvmlUnavailable
 from collectors.nvml.reader import read_gpus
 from runbooks.model.units import GIB, MIB
 from tests.support import fake_nvml
@@ -191,6 +193,20 @@ def test_metrics_say_nvml_is_down_without_a_gpu(gpuless_agent):
     status, _, body = get(base + "/metrics")
     assert status == 200
     assert metrics(body) == {"gpumem_nvml_up": [({}, 0.0)]}
+
+
+def test_the_cached_nvml_error_does_not_grow_with_every_request(gpuless_agent):
+    base, _, _, server = gpuless_agent
+    depths = []
+    for _ in range(300):
+        assert get(base + "/healthz")[0] == 503
+        try:
+            server.cache.get()
+        except NvmlUnavailable as e:
+            depths.append(len(traceback.extract_tb(e.__traceback__)))
+            assert e.__cause__ is None and e.__context__ is None
+    assert server.cache.reads == 1, "the one reading is reused"
+    assert depths[0] == depths[-1] <= 2, depths[:3] + depths[-3:]
 
 
 def test_snapshot_is_503_with_a_reason_key_without_a_gpu(gpuless_agent):

@@ -40,7 +40,8 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._at: float | None = None
         self._value: GpuSnapshot | None = None
-        self._error: NvmlUnavailable | None = None
+        #: (reason, detail) of the last NvmlUnavailable; a fresh exception is raised from it each time
+        self._error: tuple[str, str] | None = None
         self.reads = 0
 
     def get(self) -> GpuSnapshot:
@@ -52,10 +53,12 @@ class SnapshotCache:
                 try:
                     self._value, self._error = self._read(), None
                 except NvmlUnavailable as e:
-                    self._value, self._error = None, e
+                    # keep what it said, not where: the original's traceback (and its cause)
+                    # would pin frames, and re-raising one object grows it by a frame a call
+                    self._value, self._error = None, (e.reason, e.detail)
                 self._at = now
             if self._error is not None:
-                raise self._error
+                raise NvmlUnavailable(*self._error)
             assert self._value is not None
             return self._value
 
