@@ -79,10 +79,11 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
         api = make_api_client(options.kubeconfig, options.context, options.in_cluster)
     if on_source:
         on_source("kubernetes")
+    prometheus = _PrometheusInParallel(options.prometheus, namespace, now, options.source_deadline_s)
     snap = gather_workload(api, namespace, name, kind=options.kind, context=options.context,
-                           deadline_s=min(options.source_deadline_s, options.total_deadline_s),
+                           deadline_s=options.total_deadline_s, source_deadline_s=options.source_deadline_s,
                            tail_lines=options.tail_lines, direct_metrics=options.direct_metrics, now=now,
-                           clock=clock)
+                           clock=clock, on_pods=prometheus.start if options.prometheus is not None else None)
     ev = snapshot_evidence(snap)
     issues = list(ev.issues)
     sources = list(ev.sources)
@@ -91,9 +92,8 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
     if options.prometheus is not None:
         if on_source:
             on_source("prometheus")
-        remaining = options.total_deadline_s - (clock() - start)
-        history = _prometheus(options.prometheus, namespace, [p.name for p in ev.pods], now,
-                              per_source_s=options.source_deadline_s, remaining_s=remaining)
+        history = prometheus.result([p.name for p in ev.pods],
+                                    remaining_s=options.total_deadline_s - (clock() - start))
         if isinstance(history, ReadIssue):
             issues.append(history)
             history = None
@@ -116,27 +116,57 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
     return LiveCollection(evidence=evidence, files=bundle_files(snap), kube=snap, prometheus=history)
 
 
-def _prometheus(opts: PrometheusOptions, namespace: str, pods: list[str], now: datetime,
-                per_source_s: float, remaining_s: float):
-    from collectors.prometheus.client import PrometheusClient
-    from collectors.prometheus.history import gather_history
+class _PrometheusInParallel:
+    """The Prometheus history, started as soon as the pods are known (while Kubernetes is still
+    reading logs and metrics) and given its own deadline from then: the per-source deadline
+    plus a second for the client's connect, never more than the collection has left."""
 
-    if remaining_s <= 0:
-        return ReadIssue("prometheus", "the collection deadline was spent before Prometheus", kind="timeout")
-    basic = (opts.username, opts.password) if opts.username and opts.password is not None else None
-    client = PrometheusClient(opts.url, bearer_token=opts.bearer_token, basic_auth=basic,
-                              timeout_s=per_source_s, verify=opts.verify)
-    limit_s = min(per_source_s + 1.0, remaining_s)
-    pool = ThreadPoolExecutor(1, thread_name_prefix="gpumem-prom")
-    try:
-        # the client's own timeout bounds each query; this bounds the whole history, and a
-        # history still running when it is up is left behind (shutdown does not wait for it)
-        future = pool.submit(gather_history, client, namespace, pods, window_s=opts.window_s, now=now)
-        return future.result(timeout=limit_s)
-    except FutureTimeout:
-        return ReadIssue("prometheus", f"no answer within {limit_s:.1f} s", kind="timeout")
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    def __init__(self, opts: PrometheusOptions | None, namespace: str, now: datetime, per_source_s: float):
+        self.opts, self.namespace, self.now, self.per_source_s = opts, namespace, now, per_source_s
+        self.pool: ThreadPoolExecutor | None = None
+        self.future = None
+        self.started_at = 0.0
+
+    def start(self, pods: list[str]) -> None:
+        if self.opts is None or self.future is not None or not pods:
+            return
+        from collectors.prometheus.client import PrometheusClient
+        from collectors.prometheus.history import gather_history
+
+        opts = self.opts
+        basic = (opts.username, opts.password) if opts.username and opts.password is not None else None
+        client = PrometheusClient(opts.url, bearer_token=opts.bearer_token, basic_auth=basic,
+                                  timeout_s=self.per_source_s, verify=opts.verify)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="gpumem-prom")
+        self.started_at = time.monotonic()
+        self.future = self.pool.submit(gather_history, client, self.namespace, pods, window_s=opts.window_s,
+                                       now=self.now)
+
+    def result(self, pods: list[str], remaining_s: float):
+        """The history, or a ReadIssue saying why there is none."""
+        try:
+            if self.future is None:
+                if remaining_s <= 0:
+                    return ReadIssue("prometheus", "the collection deadline was spent before Prometheus",
+                                     kind="timeout")
+                self.start(pods)
+            if self.future is None:  # no pods: nothing to look up
+                from collectors.prometheus.history import PrometheusHistory
+
+                return PrometheusHistory(issues=(ReadIssue("prometheus", "no pods to look up", kind="skipped"),))
+            limit_s = self.per_source_s + 1.0
+            waited = time.monotonic() - self.started_at
+            wait_s = max(0.0, min(limit_s - waited, remaining_s))
+            try:
+                # the client's own timeout bounds each query; this bounds the whole history, and a
+                # history still running when it is up is left behind (shutdown does not wait for it)
+                return self.future.result(timeout=wait_s)
+            except FutureTimeout:
+                return ReadIssue("prometheus", f"no answer within {min(limit_s, waited + wait_s):.1f} s",
+                                 kind="timeout")
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def latest_gpu_readings(history: MemoryHistory) -> GpuSnapshot | None:

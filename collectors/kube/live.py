@@ -90,8 +90,14 @@ def gather_workload(
     metrics_path: str = "/metrics",
     now: datetime | None = None,
     clock: Callable[[], float] = time.monotonic,
+    source_deadline_s: float | None = None,
+    on_pods: Callable[[list[str]], None] | None = None,
 ) -> KubeSnapshot:
-    """Read the workload `namespace/name` and what surrounds it, within `deadline_s` seconds.
+    """Read the workload `namespace/name` and what surrounds it, within `deadline_s` seconds in
+    all and `source_deadline_s` for each call (None: `deadline_s`).
+
+    `on_pods(names)` is told the workload's pods as soon as they are listed, so a caller can
+    start reading another source about them while logs and metrics are still being read.
 
     `kind`: "Deployment", "StatefulSet", or None to look for both at once. `pool` runs the
     calls (give one with enough workers for ~3 calls per pod at once, and not the pool this
@@ -103,7 +109,8 @@ def gather_workload(
     executor = pool if pool is not None else ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="gpumem-kube")
     # the client's API classes load on first use (see warm_up): before the clock starts
     job = _Gather(api, namespace, name, context, tail_lines, direct_metrics, metrics_port, metrics_path)
-    runner = job.run = CallRunner(executor, deadline_s, cluster_url(api), clock)
+    job.on_pods = on_pods
+    runner = job.run = CallRunner(executor, deadline_s, cluster_url(api), clock, call_deadline_s=source_deadline_s)
     try:
         job.start(kind)
         runner.run()
@@ -117,6 +124,7 @@ def gather_workload(
 
 class _Gather:
     run: CallRunner
+    on_pods: Callable[[list[str]], None] | None = None
 
     def __init__(self, api: k8s.ApiClient, namespace: str, name: str, context: str | None,
                  tail_lines: int, direct_metrics: bool, metrics_port: int | None, metrics_path: str) -> None:
@@ -196,6 +204,8 @@ class _Gather:
         kind = self.kind or "Deployment"
         owned = (pick.with_kind(scrub(p), "Pod", "v1") for p in items if pick.owns_pod(kind, self.name, p))
         self.pods = sorted(owned, key=pick.name_of)
+        if self.on_pods is not None:
+            self.on_pods([pick.name_of(p) for p in self.pods])
         for pod in self.pods:
             name = pick.name_of(pod)
             index, config = server_container(pod)
@@ -289,7 +299,7 @@ class _Gather:
                 raise TargetNotFound(kind or "Deployment", self.ns, self.name, self.context)
             seen = {(i.kind, i.message) for i in issues}
             for call, error in errors:
-                issue = issue_for(error, call, self.run.server, self.run.deadline_s)
+                issue = issue_for(error, call, self.run.server, self.run.per_call_s)
                 if issue.kind != "not_found" and (issue.kind, issue.message) not in seen:
                     seen.add((issue.kind, issue.message))
                     issues.append(issue)

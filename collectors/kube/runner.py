@@ -1,9 +1,11 @@
-"""Run API calls on a pool under one deadline, with callbacks in the caller's thread.
+"""Run API calls on a pool, each under its own deadline, with callbacks in the caller's thread.
 
 A callback may start more calls (the next wave) as soon as its answer is in, so waves do
-not wait for each other's slowest member. When the deadline passes, every call still out
-becomes a "timeout" ReadIssue and is abandoned (its own timeout is what was left of the
-deadline when it started, so its thread ends soon after).
+not wait for each other's slowest member. Each call gets `call_deadline_s` from the moment it
+starts (never more than what is left of the whole collection's `deadline_s`): a slow server
+that answers every call in 3 s delays a three-wave collection to 9 s instead of failing its
+later waves, and a call past its own deadline becomes a "timeout" ReadIssue and is abandoned
+(its HTTP timeout is the same deadline, so its thread ends soon after).
 
 >>> from concurrent.futures import ThreadPoolExecutor
 >>> with ThreadPoolExecutor(2) as pool:
@@ -34,6 +36,9 @@ class _Pending:
     on_ok: Callable[[Any], None]
     on_error: Callable[[BaseException], bool] | None
     depth: int
+    #: when this call's own deadline passes (clock seconds), and how long it was given
+    expires_at: float = 0.0
+    limit_s: float = 0.0
 
 
 @dataclass
@@ -46,9 +51,12 @@ class CallRunner:
     """
 
     pool: Executor
+    #: the whole collection's deadline
     deadline_s: float
     server: str
     clock: Callable[[], float] = time.monotonic
+    #: each call's own deadline (None: the whole collection's)
+    call_deadline_s: float | None = None
     deadline_at: float = 0.0
     pending: dict[Future[Any], _Pending] = field(default_factory=dict)
     issues: list[ReadIssue] = field(default_factory=list)
@@ -63,35 +71,50 @@ class CallRunner:
 
     def submit(self, call: Call, fn: Callable[[float], Any], on_ok: Callable[[Any], None],
                on_error: Callable[[BaseException], bool] | None = None) -> None:
-        left = self.deadline_at - self.clock()
+        now = self.clock()
+        left = self.deadline_at - now
         if left <= 0.01:
-            self.issues.append(self.timeout_issue(call))
+            self.issues.append(self.timeout_issue(call, self.deadline_s))
             return
+        limit = min(self.per_call_s, left)
         self.calls += 1
         depth = self._settling_depth + 1
         self.depth = max(self.depth, depth)
-        self.pending[self.pool.submit(fn, left)] = _Pending(call, on_ok, on_error, depth)
+        self.pending[self.pool.submit(fn, limit)] = _Pending(call, on_ok, on_error, depth, now + limit, limit)
+
+    @property
+    def per_call_s(self) -> float:
+        return self.call_deadline_s if self.call_deadline_s is not None else self.deadline_s
 
     def run(self) -> None:
         """Settle calls as they finish (callbacks may add more) until none is left or time is up."""
         while self.pending:
-            left = self.deadline_at - self.clock()
-            if left <= 0:
+            now = self.clock()
+            for future, pending in list(self.pending.items()):
+                if pending.expires_at <= now and not future.done():
+                    self._abandon(future)
+            if not self.pending:
                 break
-            done, _ = wait(list(self.pending), timeout=left, return_when=FIRST_COMPLETED)
+            if now >= self.deadline_at:
+                break
+            soonest = min(p.expires_at for p in self.pending.values())
+            done, _ = wait(list(self.pending), timeout=max(0.0, soonest - now), return_when=FIRST_COMPLETED)
             for future in done:
                 self._settle(future, self.pending.pop(future))
-        for future, pending in self.pending.items():
-            future.cancel()
-            self.issues.append(self.timeout_issue(pending.call))
-        self.pending.clear()
+        for future in list(self.pending):
+            self._abandon(future)
+
+    def _abandon(self, future: Future[Any]) -> None:
+        pending = self.pending.pop(future)
+        future.cancel()
+        self.issues.append(self.timeout_issue(pending.call, pending.limit_s))
 
     def _settle(self, future: Future[Any], pending: _Pending) -> None:
         self._settling_depth = pending.depth  # calls the callbacks start wait on this one
         error = future.exception()
         if error is not None:
             if pending.on_error is None or not pending.on_error(error):
-                self.issues.append(issue_for(error, pending.call, self.server, self.deadline_s))
+                self.issues.append(issue_for(error, pending.call, self.server, pending.limit_s))
             return
         try:
             pending.on_ok(future.result())
@@ -100,5 +123,5 @@ class CallRunner:
             # an answer of an unexpected shape costs this call, not the gathering
             self.issues.append(ReadIssue(pending.call.source, f"unexpected answer: {str(e)[:200]}"))
 
-    def timeout_issue(self, call: Call) -> ReadIssue:
-        return ReadIssue(call.source, f"no answer within {self.deadline_s:.1f} s: {call.permission}", kind="timeout")
+    def timeout_issue(self, call: Call, limit_s: float) -> ReadIssue:
+        return ReadIssue(call.source, f"no answer within {limit_s:.1f} s: {call.permission}", kind="timeout")
