@@ -18,7 +18,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collectors.kube.live import warm_up
 from collectors.live import LiveOptions, collect_live
 from tests.support.kube_fixtures import add_replicas, running_scenario
 
@@ -35,7 +34,6 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--latency-ms", type=float, default=100.0)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    warm_up()
     opts = LiveOptions(source_deadline_s=10.0, total_deadline_s=30.0)
     with tempfile.TemporaryDirectory() as tmp, running_scenario("vllm-incident", Path(tmp)) as sc:
         engine = next(iter(sc.engines.values()))

@@ -39,8 +39,6 @@ from collectors.kube.client import (
     TargetNotFound,
     cluster_url,
     issue_for,
-    read_json,
-    read_text,
 )
 from collectors.kube.pod_reads import (
     container_status,
@@ -51,6 +49,7 @@ from collectors.kube.pod_reads import (
     started,
     trim_pod,
 )
+from collectors.kube.rest import KubeRest, path
 from collectors.kube.runner import CallRunner
 from collectors.kube.selectors import selector_query
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
@@ -63,13 +62,6 @@ DEFAULT_TAIL_LINES = 2000
 #: enough for ~3 calls per pod and 2 per node of an 8-pod Deployment at once, with room
 DEFAULT_WORKERS = 64
 _LOG_LIMIT_BYTES = 16 * MIB
-
-
-def warm_up() -> None:
-    """Load the client's API classes ahead of use (about half a second, once per process),
-    e.g. in a thread while the CLI reads its arguments and kubeconfig."""
-    for name in ("CoreV1Api", "AppsV1Api", "AutoscalingV2Api", "PolicyV1Api", "NetworkingV1Api"):
-        getattr(k8s, name)
 
 
 # ------------------------------------------------------------------------- gather
@@ -107,7 +99,6 @@ def gather_workload(
     """
     own_pool = pool is None
     executor = pool if pool is not None else ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="gpumem-kube")
-    # the client's API classes load on first use (see warm_up): before the clock starts
     job = _Gather(api, namespace, name, context, tail_lines, direct_metrics, metrics_port, metrics_path)
     job.on_pods = on_pods
     runner = job.run = CallRunner(executor, deadline_s, cluster_url(api), clock, call_deadline_s=source_deadline_s)
@@ -128,11 +119,7 @@ class _Gather:
 
     def __init__(self, api: k8s.ApiClient, namespace: str, name: str, context: str | None,
                  tail_lines: int, direct_metrics: bool, metrics_port: int | None, metrics_path: str) -> None:
-        self.core = k8s.CoreV1Api(api)
-        self.apps = k8s.AppsV1Api(api)
-        self.autoscaling = k8s.AutoscalingV2Api(api)
-        self.policy = k8s.PolicyV1Api(api)
-        self.networking = k8s.NetworkingV1Api(api)
+        self.rest = KubeRest(api)
         self.ns, self.name, self.context = namespace, name, context
         self.tail_lines, self.direct, self.metrics_port = tail_lines, direct_metrics, metrics_port
         self.metrics_path = "/" + metrics_path.lstrip("/")
@@ -152,13 +139,13 @@ class _Gather:
     # ---------------------------------------------------------------- wave 1
 
     def start(self, kind: str | None) -> None:
-        readers = {"Deployment": (self.apps.read_namespaced_deployment, "deployments"),
-                   "StatefulSet": (self.apps.read_namespaced_stateful_set, "statefulsets")}
+        readers = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
         for wanted in [kind] if kind else list(readers):
-            method, resource = readers[wanted]
+            resource = readers[wanted]
             self.lookups += 1
             call = Call("get", resource, self.ns, self.name, group="apps")
-            self.run.submit(call, lambda t, m=method: read_json(m, self.name, self.ns, timeout_s=t),
+            where = path("apis", "apps", "v1", "namespaces", self.ns, resource, self.name)
+            self.run.submit(call, lambda t, w=where: self.rest.get_json(w, timeout_s=t),
                             lambda obj, k=wanted: self._on_workload(k, obj),
                             lambda e, c=call: self._on_lookup_error(c, e))
 
@@ -176,27 +163,27 @@ class _Gather:
             query = ""
             self.run.issues.append(ReadIssue(f"kube:{kind}", f"selector: {e.message}"))
         if query:
-            self._list("pods", self.core.list_namespaced_pod, self._on_pods, label_selector=query)
+            self._list("pods", "", "v1", self._on_pods, labelSelector=query)
             if kind == "Deployment":
-                self._list("replicasets", self.apps.list_namespaced_replica_set, None, group="apps",
-                           label_selector=query)
-        self._list("events", self.core.list_namespaced_event, None)
-        self._list("horizontalpodautoscalers", self.autoscaling.list_namespaced_horizontal_pod_autoscaler, None,
-                   group="autoscaling")
-        self._list("poddisruptionbudgets", self.policy.list_namespaced_pod_disruption_budget, None, group="policy")
-        self._list("services", self.core.list_namespaced_service, None)
-        self._list("ingresses", self.networking.list_namespaced_ingress, None, group="networking.k8s.io")
+                self._list("replicasets", "apps", "v1", None, labelSelector=query)
+        self._list("events", "", "v1", None)
+        self._list("horizontalpodautoscalers", "autoscaling", "v2", None)
+        self._list("poddisruptionbudgets", "policy", "v1", None)
+        self._list("services", "", "v1", None)
+        self._list("ingresses", "networking.k8s.io", "v1", None)
 
-    def _list(self, resource: str, method: Callable[..., Any], then: Callable[[list[dict[str, Any]]], None] | None,
-              group: str = "", **params: Any) -> None:
+    def _list(self, resource: str, group: str, version: str, then: Callable[[list[dict[str, Any]]], None] | None,
+              **query: Any) -> None:
         def on_ok(doc: dict[str, Any]) -> None:
             items = [item for item in doc.get("items") or [] if isinstance(item, dict)]
             self.lists[resource] = items
             if then is not None:
                 then(items)
 
+        prefix = ("apis", group, version) if group else ("api", version)
+        where = path(*prefix, "namespaces", self.ns, resource)
         self.run.submit(Call("list", resource, self.ns, group=group),
-                        lambda t: read_json(method, self.ns, timeout_s=t, **params), on_ok)
+                        lambda t: self.rest.get_json(where, query, timeout_s=t), on_ok)
 
     # ---------------------------------------------------------------- wave 3
 
@@ -230,9 +217,10 @@ class _Gather:
         call = Call("get", "pods", self.ns, pod, "log", detail=detail)
         self.run.submit(
             call,
-            lambda t: read_text(self.core.read_namespaced_pod_log, pod, self.ns, container=container,
-                                previous=previous, tail_lines=self.tail_lines, timestamps=True,
-                                limit_bytes=_LOG_LIMIT_BYTES, timeout_s=t),
+            lambda t: self.rest.get_text(
+                path("api", "v1", "namespaces", self.ns, "pods", pod, "log"),
+                {"container": container, "previous": True if previous else None, "tailLines": self.tail_lines,
+                 "timestamps": True, "limitBytes": _LOG_LIMIT_BYTES}, timeout_s=t),
             lambda text: self.logs.append(LogTail(pod, container, previous, text)),
         )
 
@@ -256,8 +244,9 @@ class _Gather:
         else:
             url = f"pods/{pod}:{port}/proxy{self.metrics_path}"
             call = Call("get", "pods", self.ns, f"{pod}:{port}", "proxy", detail=self.metrics_path.lstrip("/"))
-            fn = lambda t: read_text(self.core.connect_get_namespaced_pod_proxy_with_path,  # noqa: E731
-                                     f"{pod}:{port}", self.ns, self.metrics_path.lstrip("/"), timeout_s=t)
+            where = path("api", "v1", "namespaces", self.ns, "pods", f"{pod}:{port}", "proxy",
+                         *self.metrics_path.lstrip("/").split("/"))
+            fn = lambda t: self.rest.get_text(where, timeout_s=t)  # noqa: E731
 
         def on_error(error: BaseException) -> bool:
             if rest and _worth_another_port(error):
@@ -281,12 +270,12 @@ class _Gather:
                 if colocated_from_object(trimmed, source="kube:pods") is not None:
                     self.node_pods.append(trimmed)
 
-        self.run.submit(Call("get", "nodes", None, node), lambda t: read_json(self.core.read_node, node, timeout_s=t),
-                        on_node)
+        self.run.submit(Call("get", "nodes", None, node),
+                        lambda t: self.rest.get_json(path("api", "v1", "nodes", node), timeout_s=t), on_node)
         selector = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
         self.run.submit(Call("list", "pods", None, detail=f"spec.nodeName={node}"),
-                        lambda t: read_json(self.core.list_pod_for_all_namespaces, field_selector=selector,
-                                            timeout_s=t),
+                        lambda t: self.rest.get_json(path("api", "v1", "pods"), {"fieldSelector": selector},
+                                                     timeout_s=t),
                         on_pods)
 
     # ---------------------------------------------------------------- result
