@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt import App
@@ -28,6 +28,7 @@ from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
+from bot.slack.limits import ServeLimits
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import Work
 
@@ -83,6 +84,7 @@ class Bot:
     work: Work
     handlers: Handlers
     app: App
+    limits: ServeLimits = field(default_factory=ServeLimits)
 
     def health(self) -> dict[str, Any]:
         return {"ok": not self.pool.closed, "jobs_running": self.pool.running, "jobs_queued": self.pool.queued,
@@ -104,7 +106,8 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
 
 def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner | None = None,
               metrics: BotMetrics | None = None,
-              parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> Bot:
+              parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
+              limits: ServeLimits | None = None) -> Bot:
     """Everything the Slack surface needs, from settings and the two injected runners."""
     settings.require("bot_token")
     metrics = metrics or BotMetrics()
@@ -118,5 +121,5 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
                 secrets=secrets_of(settings))
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory)
     app = create_app(settings, client, handlers)
-    return Bot(settings, metrics, client, poster, pool, work, handlers, app)
+    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits())
 

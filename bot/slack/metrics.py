@@ -8,6 +8,7 @@
 | gpumem_slack_api_errors_total | method, error | Slack Web API calls that failed after retries |
 | gpumem_slack_api_retries_total | method, reason | retries: ratelimited, server_error, connection |
 | gpumem_jobs_running, gpumem_jobs_queued | | the work pool now |
+| gpumem_http_refused_total | reason | requests refused before any listener ran: body_too_large, bad_timestamp, stale_timestamp, bad_signature, bad_payload, replay, ... |
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class BotMetrics:
                                   ["method", "error"], registry=r)
         self.api_retries = Counter("gpumem_slack_api_retries", "Slack Web API retries by reason",
                                    ["method", "reason"], registry=r)
+        self.http_refused = Counter("gpumem_http_refused", "HTTP requests refused before a listener ran, by reason",
+                                    ["reason"], registry=r)
         self.jobs_running = Gauge("gpumem_jobs_running", "Jobs running now", registry=r)
         self.jobs_queued = Gauge("gpumem_jobs_queued", "Jobs waiting for a worker", registry=r)
 

@@ -26,11 +26,13 @@ log = logging.getLogger("gpumem.serve")
 def run(args: argparse.Namespace, lang: str) -> int:
     from bot.render.i18n import Catalog
     from bot.service.settings import SettingsError, load_settings
+    from bot.slack.limits import ServeLimits
 
     cat = Catalog.load(lang)
     try:
         settings = load_settings(args.config, os.environ)
         settings.require("bot_token", "signing_secret" if args.http else "app_token")
+        ServeLimits.from_environ(os.environ)
     except SettingsError as e:
         print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
         return EXIT_USAGE
@@ -81,8 +83,10 @@ def build_from_settings(settings: Any, environ: Mapping[str, str]) -> Any:
     """The bot with the runners this deployment has: live triage, bundles from the config, verbs in a worker."""
     from bot.service.verbs import WorkerVerbRunner
     from bot.slack.app import build_bot
+    from bot.slack.limits import ServeLimits
 
-    return build_bot(settings, choose_runner(settings), WorkerVerbRunner(settings.deadlines.verb_s))
+    return build_bot(settings, choose_runner(settings), WorkerVerbRunner(settings.deadlines.verb_s),
+                     limits=ServeLimits.from_environ(environ))
 
 
 def choose_runner(settings: Any) -> Any:
@@ -108,5 +112,7 @@ def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:
     """Start the threaded HTTP server for `bot` on a background thread; returns it (`.url`, `.close()`)."""
     from bot.slack.http import HttpServer, wsgi_app
 
-    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events)
-    return HttpServer(app, host, port, bot.settings.workers.http_threads).start()
+    limit = bot.limits.max_body_bytes
+    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events, max_body_bytes=limit)
+    return HttpServer(app, host, port, bot.settings.workers.http_threads, max_body_bytes=limit,
+                      metrics=bot.metrics).start()
