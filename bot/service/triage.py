@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -119,7 +118,9 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
                     bundle_dir: str | os.PathLike[str] | None = None,
                     default_namespace: str | None = None, now: datetime | None = None,
                     api=None) -> TriageOutcome:
-    """Collect, triage, write the bundle (with charts), and return it all."""
+    """Collect and triage; with `bundle_dir`, also write the bundle there with its charts (the
+    evidence of record Slack uploads and `--save-bundle` keeps). Without it nothing is written
+    and no chart is drawn: a terminal triage leaves no files behind."""
     namespace, name = split_target(target, default_namespace)
     if bundle_dir:
         from bot.service.bundle_dir import check_bundle_dir
@@ -132,11 +133,12 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     collection = collect_live(namespace, name, options, now, api=api)
     report = triage(collection.evidence, now=now,
                     on_step=(lambda i, n, step: on_step(i, total, step)) if on_step else None)
-    out = Path(bundle_dir) if bundle_dir else Path(tempfile.mkdtemp(prefix=f"gpumem-{namespace}-{name}-"))
+    if not bundle_dir:
+        return TriageOutcome(report, collection.evidence)
     memory_png, profile_png = draw_charts(collection.evidence, lang)
     charts = {n: png for n, png in ((MEMORY_CHART, memory_png), (PROFILE_CHART, profile_png)) if png}
-    write_bundle(out, collection, charts)
-    return TriageOutcome(report, collection.evidence, str(out), memory_png, profile_png)
+    write_bundle(bundle_dir, collection, charts)
+    return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
 
 
 def live_options(args: argparse.Namespace):
