@@ -1,8 +1,9 @@
 """The Slack app, assembled: settings in, a Bolt App with its listeners, pool and client out.
 
 Listeners are an explicit registry (`listeners()`), wired by plain calls (`register()`), so a
-test builds exactly the app it means to. Bolt's request verification stays on: over HTTP a
-request whose signature is missing, wrong or older than five minutes gets 401.
+test builds exactly the app it means to. Bolt's request verification is replaced by
+`bot.slack.gate.RequestGate` in the same place: over HTTP a request whose signature is missing,
+wrong or older than five minutes gets 401, a malformed timestamp too, and a replay runs once.
 
 >>> bot = build_bot(settings, runner)          # doctest: +SKIP
 >>> bot.app.dispatch(signed_request)           # doctest: +SKIP
@@ -26,6 +27,8 @@ from bot.service.runners import TriageRunner
 from bot.service.settings import Settings
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
+from bot.slack.gate import RequestGate
+from bot.slack.gate import install as install_gate
 from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
@@ -69,6 +72,7 @@ def create_app(settings: Settings, client: WebClient, handlers: Handlers) -> App
                                              thread_name_prefix="gpumem-listener"),
         logger=logging.getLogger("gpumem.bolt"),
     )
+    install_gate(app, RequestGate(signing.reveal() if signing else None, handlers.metrics))
     register(app, listeners(handlers, settings.slack.command))
     app.error(handlers.on_error)
     return app

@@ -413,19 +413,27 @@ def signed_headers(secret: str, body: str, timestamp: float | None = None) -> di
             "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)}
 
 
+_TRIGGERS = itertools.count(1)
+
+
+def new_trigger_id() -> str:
+    """A trigger_id as Slack makes one for every command and click: never the same twice."""
+    return f"{next(_TRIGGERS)}.1700000000.{time.monotonic_ns():x}"
+
+
 def slash_body(text: str, response_url: str, channel: str = "C0INCIDENT", user: str = "U0ONCALL",
-               command: str = "/gpumem") -> str:
+               command: str = "/gpumem", trigger_id: str | None = None) -> str:
     return urlencode({"token": "legacy-verification", "team_id": "T0FAKE", "channel_id": channel,
                       "channel_name": "incident", "user_id": user, "user_name": "oncall", "command": command,
-                      "text": text, "response_url": response_url, "trigger_id": "1.2.trigger",
+                      "text": text, "response_url": response_url, "trigger_id": trigger_id or new_trigger_id(),
                       "api_app_id": "A0GPUMEM"})
 
 
 def action_body(action_id: str, value: str, response_url: str, channel: str = "C0INCIDENT",
-                message_ts: str = "1700000000.000001", user: str = "U0ONCALL") -> str:
+                message_ts: str = "1700000000.000001", user: str = "U0ONCALL", trigger_id: str | None = None) -> str:
     payload = {"type": "block_actions", "user": {"id": user}, "api_app_id": "A0GPUMEM", "team": {"id": "T0FAKE"},
                "container": {"type": "message", "channel_id": channel, "message_ts": message_ts},
-               "channel": {"id": channel}, "response_url": response_url, "trigger_id": "1.2.trigger",
+               "channel": {"id": channel}, "response_url": response_url, "trigger_id": trigger_id or new_trigger_id(),
                "actions": [{"type": "button", "action_id": action_id, "block_id": "gpumem_diagnosis",
                             "value": value, "action_ts": "1700000001.0"}]}
     return urlencode({"payload": json.dumps(payload)})
