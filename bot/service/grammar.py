@@ -23,6 +23,13 @@ from typing import Any, NoReturn
 
 from runbooks.model.errors import UsageError
 
+#: the longest command text accepted (as Slack sends it, escapes included); a budget command with
+#: every flag is about 400 characters
+MAX_COMMAND_CHARS = 2000
+#: the most words accepted after `/gpumem`. argparse scans the option positions once per option
+#: (quadratic in their number: 140 KB of repeated flags cost 24 s of CPU); capping the words
+#: keeps that step to a bounded cost, so parsing stays linear in the length of the text
+MAX_COMMAND_WORDS = 100
 #: verbs Slack may run, in the order `/gpumem help` lists them
 SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "help")
 #: verbs that read one service and so need NAMESPACE/DEPLOYMENT
@@ -113,12 +120,26 @@ def normalise(text: str) -> str:
 
 def parse_command(text: str, default_namespace: str | None = None,
                   parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> Command:
-    """Parse what follows `/gpumem`. Raises CommandError (`.key`, `.usage`) when it cannot run."""
+    """Parse what follows `/gpumem`. Raises CommandError (`.key`, `.usage`) when it cannot run.
+
+    Linear in the length of `text`: too long a text is refused before anything else reads it,
+    too many words before argparse sees them.
+
+    >>> try:
+    ...     parse_command("triage " + "--context a " * 5000)
+    ... except CommandError as e:
+    ...     print(e.key, e.params)
+    too_long {'length': 60007, 'limit': 2000}
+    """
+    if len(text) > MAX_COMMAND_CHARS:
+        raise CommandError("too_long", length=len(text), limit=MAX_COMMAND_CHARS)
     text = normalise(text)
     try:
         tokens = shlex.split(text)
     except ValueError as e:
         raise CommandError("bad_quotes", detail=str(e)) from None
+    if len(tokens) > MAX_COMMAND_WORDS:
+        raise CommandError("too_many_words", count=len(tokens), limit=MAX_COMMAND_WORDS)
     if not tokens or tokens[0] in ("help", "-h", "--help"):
         topic = tokens[1] if len(tokens) > 1 else None
         return Command(verb="help", topic=topic if topic in SLACK_VERBS else None)
