@@ -1,0 +1,1 @@
+"""What gpumem remembers: plans, approvals, the append-only audit, claims (SQLite via sqlite-utils)."""

@@ -1,0 +1,35 @@
+"""The store's schema, as sqlite-utils `Migrations` steps: applied in order, each once, each in a
+transaction with the record that it was applied. A new version adds a step; a step is never
+edited once released (tests apply them from an empty database and from every earlier one)."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+MIGRATIONS = Migrations("gpumem")
+
+
+@MIGRATIONS(name="0001_plans_audit_claims")
+def _plans_audit_claims(db: Database) -> None:
+    db["plans"].create({
+        "id": str, "created_at": str, "updated_at": str, "state": str, "content_hash": str,
+        "cluster": str, "namespace": str, "kind": str, "name": str, "action_id": str,
+        "requested_by": str, "channel": str, "thread_ts": str, "expires_at": str,
+        "approvals_needed": int, "body": str,
+    }, pk="id", not_null={"created_at", "updated_at", "state", "content_hash", "namespace", "kind", "name", "body"})
+    db["plans"].create_index(["namespace", "name"])
+    db["plans"].create_index(["state"])
+    db["approvals"].create({"plan_id": str, "approver": str, "content_hash": str, "at": str},
+                           pk=("plan_id", "approver"), foreign_keys=[("plan_id", "plans", "id")])
+    db["audit"].create({
+        "id": int, "at": str, "actor": str, "event": str, "plan_id": str, "content_hash": str,
+        "channel": str, "cluster": str, "namespace": str, "name": str, "from_state": str, "to_state": str,
+        "detail": str,
+    }, pk="id", not_null={"at", "actor", "event"})
+    db["audit"].create_index(["at"])
+    # the audit is append-only: the database itself refuses to change or remove a row
+    db.execute("CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit "
+               "BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END")
+    db.execute("CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit "
+               "BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END")
+    db["claims"].create({"key": str, "holder": str, "at": str, "expires_at": str}, pk="key")
