@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from bot.service.settings_remediation import (
+    RemediationSettings,
+    StoreSettings,
+    remediation_settings,
+    store_settings,
+)
 from bot.service.settings_yaml import SettingsError, YamlDoc
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -144,6 +150,8 @@ class Settings:
     http: HttpSettings = field(default_factory=HttpSettings)
     #: offline targets: "namespace/name" -> evidence bundle folder (staging, drills, tests)
     bundles: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    store: StoreSettings = field(default_factory=StoreSettings)
+    remediation: RemediationSettings = field(default_factory=RemediationSettings)
 
     def channel_policy(self, channel_id: str) -> ChannelPolicy | None:
         """The channel's policy, or None when gpumem may not answer there."""
@@ -194,7 +202,7 @@ class Settings:
 # ----------------------------------------------------------------------------- loading
 
 _TOP = ("default_namespace", "default_context", "allowed_namespaces", "clusters", "prometheus", "slack",
-        "workers", "deadlines", "http", "bundles")
+        "workers", "deadlines", "http", "bundles", "store", "remediation")
 _SECRET_KEYS = ("bot_token", "signing_secret", "app_token", "token", "bearer_token", "password")
 
 
@@ -219,6 +227,8 @@ def load_settings(path: str | os.PathLike[str] | None, environ: Mapping[str, str
         deadlines=DeadlineSettings(**doc.floats(("deadlines",), DeadlineSettings())),
         http=_http(doc),
         bundles=MappingProxyType({k: str((base / v).resolve()) for k, v in doc.str_map(("bundles",)).items()}),
+        store=store_settings(doc, base),
+        remediation=remediation_settings(doc, base),
     )
 
 
