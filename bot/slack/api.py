@@ -9,6 +9,8 @@ caller as None/False so it can tell the user another way.
 from __future__ import annotations
 
 import logging
+import re
+import socket
 from typing import Any
 
 from slack_sdk import WebClient
@@ -24,6 +26,7 @@ from bot.render.slack_blocks import Message
 from bot.slack.metrics import BotMetrics
 
 log = logging.getLogger("gpumem.slack")
+_CODE = re.compile(r"[a-z0-9_]{1,60}")
 
 
 def _method(request: Any) -> str:
@@ -70,11 +73,21 @@ def make_client(token: str, base_url: str, metrics: BotMetrics, timeout_s: float
 
 
 def error_of(e: Exception) -> str:
-    """Slack's error code (`channel_not_found`, `ratelimited`), or the exception's class."""
+    """Slack's error code (`channel_not_found`, `ratelimited`, `http_503`), or one of ours for a
+    call that got no answer: `timeout`, `connection_error`, `request_error`. Never exception
+    text: the code may be shown to the one who asked.
+
+    >>> error_of(TimeoutError("timed out")), error_of(ConnectionRefusedError(111, "refused"))
+    ('timeout', 'connection_error')
+    """
     if isinstance(e, SlackApiError):
         err = e.response.get("error") if hasattr(e.response, "get") else None
-        return str(err or f"http_{e.response.status_code}")
-    return type(e).__name__
+        return str(err or f"http_{e.response.status_code}") if _CODE.fullmatch(str(err or "x")) else "api_error"
+    if isinstance(e, TimeoutError | socket.timeout):
+        return "timeout"
+    if isinstance(e, OSError):
+        return "timeout" if isinstance(getattr(e, "reason", None), TimeoutError) else "connection_error"
+    return "request_error"
 
 
 class SlackPoster:

@@ -28,6 +28,7 @@ from bot.service.grammar import (
 )
 from bot.service.settings import Settings
 from bot.slack.api import SlackPoster
+from bot.slack.errorid import log_crash
 from bot.slack.jobs import Claims, JobPool
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import Job, Work
@@ -59,14 +60,14 @@ class Handlers:
         try:
             self._command(acked, command, respond)
         except Exception as e:
-            # Bolt answers 404 to Slack when a listener raises, even after ack(): never raise
-            log.exception("/gpumem failed")
+            # Bolt answers 404 to Slack when a listener raises, even after ack(): never raise.
+            # The asker gets an apology and an id; the log the traceback under the same id.
+            error_id = log_crash(log, "/gpumem failed", e)
             lang = self.settings.lang_for(command.get("channel_id", ""))
-            msg = V.error_message(lang, "post_failed", error=type(e).__name__)
             if not acked.called:
-                acked(**msg)
+                acked(**V.error_message(lang, "internal", error_id=error_id))
             else:
-                self._tell(respond, lang, "post_failed", error=type(e).__name__)
+                self._tell(respond, lang, "internal", error_id=error_id)
 
     def _command(self, ack: Callable[..., Any], command: dict[str, Any], respond: Callable[..., Any]) -> None:
         accepted_at = self.clock()
@@ -102,8 +103,11 @@ class Handlers:
         ack()
         try:
             self._rerun(body, respond)
-        except Exception:
-            log.exception("rerun failed")
+        except Exception as e:
+            error_id = log_crash(log, "rerun failed", e)
+            container = body.get("container") if isinstance(body.get("container"), dict) else {}
+            self._tell(respond, self.settings.lang_for(str(container.get("channel_id") or "")), "internal",
+                       error_id=error_id)
 
     def _rerun(self, body: dict[str, Any], respond: Callable[..., Any]) -> None:
         accepted_at = self.clock()
@@ -129,7 +133,8 @@ class Handlers:
         self._start(cmd, channel, user, lang, accepted_at, ack=None, respond=respond)
 
     def on_error(self, error: Exception, body: dict[str, Any]) -> None:
-        log.error("listener failed: %s: %s", type(error).__name__, error, exc_info=error)
+        """Bolt's error handler: what escaped a listener. Logged with an id; nothing is posted."""
+        log_crash(log, "listener failed", error)
 
     # ------------------------------------------------------------------ shared steps
 

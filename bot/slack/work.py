@@ -27,6 +27,7 @@ from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster
+from bot.slack.errorid import log_crash
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
 from runbooks.model.errors import GpumemError
@@ -146,10 +147,10 @@ class Work:
             if finish.take():
                 self._fail(job, "error", "error", reason=error_reply(Catalog.load(job.lang), e, job.target))
             return
-        except Exception as e:
-            log.exception("%s %s failed", verb, job.target)
+        except Exception as e:  # a crash: the parent gets an apology and an id, the log the traceback
+            error_id = log_crash(log, "%s %s failed", e, verb, job.target)
             if finish.take():
-                self._fail(job, "failed", "error", reason=self._reason(e))
+                self._fail(job, "crashed", "error", error_id=error_id)
             return
         finally:
             timer.cancel()
@@ -158,9 +159,9 @@ class Work:
                 log.warning("%s %s: result arrived after the deadline and was dropped", verb, job.target)
                 return
             getattr(self, f"_answer_{verb}")(job, outcome)
-        except Exception as e:  # a rendering bug still ends the parent, with the reason
-            log.exception("%s %s: answering failed", verb, job.target)
-            self._fail(job, "failed", "error", reason=self._reason(e))
+        except Exception as e:  # a rendering bug still ends the parent, with an id to find it by
+            error_id = log_crash(log, "%s %s: answering failed", e, verb, job.target)
+            self._fail(job, "crashed", "error", error_id=error_id)
         finally:
             if getattr(outcome, "discard_bundle", False) and outcome.bundle_dir:
                 shutil.rmtree(outcome.bundle_dir, ignore_errors=True)
@@ -218,6 +219,14 @@ class Work:
 
     def _run_verb(self, job: Job) -> None:
         """A CLI verb: its output goes to the channel; a failure only to the one who asked."""
+        try:
+            self._verb(job)
+        except Exception as e:
+            error_id = log_crash(log, "%s failed", e, job.command.verb)
+            self._tell(job, Catalog.load(job.lang).t("slack.error.internal", error_id=error_id))
+            self.metrics.command(job.command.verb, "error", self.clock() - job.accepted_at)
+
+    def _verb(self, job: Job) -> None:
         verb, cat = job.command.verb, Catalog.load(job.lang)
         argv = [verb, *job.command.argv]
         if "--lang" in job.command.options and job.command.lang is None:
@@ -225,6 +234,13 @@ class Work:
         if self.verb_runner is None:
             raise RuntimeError("no CLI verb runner configured")
         out = self.verb_runner(argv, job.lang)
+        if out.returncode == -1 and not out.timed_out:
+            # the worker raised or died: what it said (an exception's class) goes to the log only
+            error_id = log_crash(log, "%s: the worker ended without an answer (%s)", None, verb,
+                                 out.error or "no detail")
+            self._tell(job, cat.t("slack.error.internal", error_id=error_id))
+            self.metrics.command(verb, "error", self.clock() - job.accepted_at)
+            return
         if out.timed_out:
             self._tell(job, cat.t("slack.error.verb_timed_out", verb=verb, seconds=round(self.verb_deadline_s)))
             self.metrics.command(verb, "timeout", self.clock() - job.accepted_at)
@@ -264,7 +280,3 @@ class Work:
         elif not self.poster.update(job.channel, job.parent_ts, msg):
             log.error("%s %s: could not report its failure (%s) in the channel", job.command.verb, job.target, key)
         self.metrics.command(job.command.verb, outcome, self.clock() - job.accepted_at)
-
-    def _reason(self, e: Exception) -> str:
-        text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        return redact(text, self.secrets)[:300]
