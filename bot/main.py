@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "profile": "bot.cli.profile",
     "collect": "bot.cli.collect",
     "snapshot": "bot.cli.snapshot",
+    "plans": "bot.cli.records",
+    "audit": "bot.cli.records",
     "agent": "bot.agent.command",
     "serve": "bot.slack.serve",
 }

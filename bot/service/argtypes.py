@@ -79,3 +79,26 @@ fraction = number(0, 1, "a fraction", above_low=True)
 gib = number(0, 4096, "a number of GiB", above_low=True)
 #: tokens of context or per step (10M covers the longest contexts models support today)
 tokens = whole_number(1, 100_000_000, "a whole number of tokens")
+
+
+def since(text: str):
+    """A point in the past: a duration back from now (`90m`, `12h`, `7d`) or an ISO 8601 time.
+    Returns a timedelta or an aware datetime.
+
+    >>> since("12h")
+    datetime.timedelta(seconds=43200)
+    >>> since("2026-12-01T02:14:00+08:00").isoformat()
+    '2026-12-01T02:14:00+08:00'
+    """
+    import re
+    from datetime import UTC, datetime, timedelta
+
+    found = re.fullmatch(r"(\d{1,6})([smhd])", text.strip())
+    if found:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
+        return timedelta(seconds=int(found.group(1)) * unit)
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration (90m, 12h, 7d) or an ISO 8601 time: {text!r}") from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)

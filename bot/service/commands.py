@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bot.service.argtypes import fraction, gib, number, port, seconds, tokens, whole_number
+from bot.service.argtypes import fraction, gib, number, port, seconds, since, tokens, whole_number
 
 ENGINES = ("vllm", "sglang", "tgi")
 #: the NVML agent's default port
@@ -137,6 +137,30 @@ def _agent(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of messages (default: from the locale)")
 
 
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG): store.path")
+    p.add_argument("--store", metavar="FILE", help="the store file (default: store.path, else $XDG_STATE_HOME/gpumem)")
+
+
+def _audit(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="the audit trail: every plan's steps, who took them and when",
+                       description="Print the append-only audit: plans proposed, approved, applied, watched, "
+                                   "rolled back, refused; oldest first.")
+    p.add_argument("--since", type=since, metavar="WHEN", help="only after this: 12h, 7d, or an ISO 8601 time")
+    p.add_argument("--target", metavar="NAMESPACE/NAME", help="only this workload")
+    _store_flags(p)
+    add_common(p)
+
+
+def _plans(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="plans and their states (open ones unless --all)",
+                       description="List the plans in the store: the newest first, open ones unless --all.")
+    p.add_argument("--target", metavar="NAMESPACE/NAME", help="only this workload")
+    p.add_argument("--all", action="store_true", help="also plans that ended (applied and watched, rejected, ...)")
+    _store_flags(p)
+    add_common(p)
+
+
 def _serve(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="run the Slack bot (Socket Mode, or HTTP with --http)",
                        description="Run the Slack bot: /gpumem triage, profile, snapshot, budget, help. "
@@ -158,6 +182,8 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "collect": _collect,
     "snapshot": _snapshot,
     "agent": _agent,
+    "plans": _plans,
+    "audit": _audit,
     "serve": _serve,
 }
 

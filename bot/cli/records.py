@@ -1,0 +1,27 @@
+"""`gpumem audit` and `gpumem plans`: what the store remembers, printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bot.service.exits import EXIT_OK
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render import records as render
+    from bot.service.records import audit_rows, plan_rows
+
+    if args.verb == "audit":
+        rows = audit_rows(args)
+        doc, text = (render.audit_json(rows), None) if args.json else (None, render.audit_text(rows, lang))
+    else:
+        plans = plan_rows(args)
+        doc, text = (render.plans_json(plans), None) if args.json else (None, render.plans_text(plans, lang))
+    if doc is not None:
+        json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,48 @@
+"""The audit trail and the plan list as terminal text and JSON (stable keys, see README)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.render.i18n import Catalog
+from bot.store.db import AuditRow, StoredPlan
+
+
+def audit_json(rows: list[AuditRow]) -> list[dict[str, Any]]:
+    return [{"id": r.id, "at": r.at.isoformat(), "actor": r.actor, "event": r.event, "plan": r.plan_id,
+             "content_hash": r.content_hash, "channel": r.channel, "cluster": r.cluster, "namespace": r.namespace,
+             "name": r.name, "from_state": r.from_state, "to_state": r.to_state, "detail": r.detail} for r in rows]
+
+
+def audit_text(rows: list[AuditRow], lang: str) -> str:
+    cat = Catalog.load(lang)
+    if not rows:
+        return cat.t("records.audit_empty") + "\n"
+    lines = [cat.t("records.audit_title", count=len(rows))]
+    for r in rows:
+        target = f"{r.namespace}/{r.name}" if r.namespace else "-"
+        step = f"{r.from_state or '-'} -> {r.to_state}" if r.to_state else r.event
+        lines.append(f"  {r.at.strftime('%Y-%m-%d %H:%M:%S')}Z  {r.actor:<12} {r.event:<11} {r.plan_id or '-':<14} "
+                     f"{target:<28} {step}")
+    return "\n".join(lines) + "\n"
+
+
+def plans_json(plans: list[StoredPlan]) -> list[dict[str, Any]]:
+    return [{"id": p.plan.id, "state": p.state, "action": p.plan.action_id, "cluster": p.plan.target.cluster,
+             "namespace": p.plan.target.namespace, "kind": p.plan.target.kind, "name": p.plan.target.name,
+             "changes": [c.describe() for c in p.plan.changes], "requested_by": p.plan.requested_by,
+             "approvals": list(p.approvals), "approvals_needed": p.plan.approvals_needed,
+             "created_at": p.plan.created_at.isoformat(), "expires_at": p.plan.expires_at.isoformat(),
+             "content_hash": p.plan.content_hash} for p in plans]
+
+
+def plans_text(plans: list[StoredPlan], lang: str) -> str:
+    cat = Catalog.load(lang)
+    if not plans:
+        return cat.t("records.plans_empty") + "\n"
+    lines = [cat.t("records.plans_title", count=len(plans))]
+    for p in plans:
+        t = p.plan.target
+        lines.append(f"  {p.plan.id:<14} {p.state:<11} {t.namespace}/{t.name:<24} {p.plan.action_id:<20} "
+                     + "; ".join(c.describe() for c in p.plan.changes))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,54 @@
+"""What the store remembers, for the surfaces: the audit trail and the plans (`gpumem audit`,
+`gpumem plans`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime, timedelta
+
+from bot.store.db import AuditRow, Store, StoredPlan
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """The store named by --store, else the config's store.path, else the default path.
+    Raises UsageError store_unusable naming the file."""
+    from bot.service.settings import load_settings
+    from bot.service.settings_remediation import store_path
+
+    if getattr(args, "store", None):
+        return Store.open(args.store)
+    settings = load_settings(getattr(args, "config", None), os.environ)
+    return Store.open(store_path(settings.store, os.environ))
+
+
+def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    if not getattr(args, "target", None):
+        return None, None
+    from bot.service.triage import split_target
+
+    return split_target(args.target)
+
+
+def audit_rows(args: argparse.Namespace, now: datetime | None = None) -> list[AuditRow]:
+    """The audit rows `args` asks for (--since, --target), oldest first."""
+    since = args.since
+    if isinstance(since, timedelta):
+        since = (now or datetime.now(UTC)) - since
+    namespace, name = _target(args)
+    store = open_store(args)
+    try:
+        return store.audit(since=since, namespace=namespace, name=name)
+    finally:
+        store.close()
+
+
+def plan_rows(args: argparse.Namespace) -> list[StoredPlan]:
+    """The plans `args` asks for (--target, --all), newest first."""
+    namespace, name = _target(args)
+    store = open_store(args)
+    try:
+        plans = store.plans(namespace=namespace, open_only=not args.all, limit=200)
+    finally:
+        store.close()
+    return [p for p in plans if name is None or p.plan.target.name == name]
