@@ -67,7 +67,7 @@ EXPECTED: dict[str, tuple[str | None, str | None, dict[str, object], dict[str, i
     "vllm_v1_kv_too_small.log": (
         "vllm", None,
         {"kv_cache_gib": 13.15, "max_model_len": 131072},
-        {"kv_startup_too_small": 1, "engine_init_failed": 1},
+        {"kv_startup_too_small": 1, "engine_init_failed": 1, "engine_start_failed": 1},
     ),
     "vllm_runtime_errors.log": (
         "vllm", None,
@@ -98,6 +98,16 @@ EXPECTED: dict[str, tuple[str | None, str | None, dict[str, object], dict[str, i
         "tgi", None,
         {"kv_cache_tokens": 52160},
         {"tgi_prefill_oom": 1, "tgi_max_total_tokens_oom": 1},
+    ),
+    # lines from the real-evidence corpus (tests/data/real) and the threads it cites: the
+    # engine cannot start (NCCL, /dev/shm, NVML), a layout it refuses, TGI's batch budget;
+    # no line names vLLM or SGLang, so the one engine-specific signal (TGI's) names the engine
+    "engine_start_failures.log": (
+        "tgi", None,
+        {"error": "Not enough memory to handle 16000 total tokens with 2 prefill tokens. You need to decrease "
+                  "`--max-batch-total-tokens` or `--max-batch-prefill-tokens"},
+        {"nccl_error": 1, "engine_start_failed": 2, "shm_exhausted": 1, "cuda_driver_error": 1, "tp_indivisible": 1,
+         "gpus_insufficient": 1, "tgi_total_tokens_oom": 1},
     ),
     "runbook_keywords.log": (
         None, None,

@@ -10,9 +10,21 @@ from hypothesis import strategies as st
 
 from collectors.errors import ParseError
 from collectors.parsers.access_log import parse_access_line, parse_access_lines, read_access_log
+from collectors.parsers.kube_tables import parse_pod_text
+from collectors.parsers.log_failures import FailureReader, oom_numbers
+from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.logs import parse_server_log, read_server_log
 from runbooks.catalogs.signals import SIGNAL_KEYS
-from runbooks.model.evidence import LogSignals, RequestProfile
+from runbooks.model.evidence import (
+    OOM_PHASES,
+    PARALLEL_ERRORS,
+    CudaOom,
+    LogSignals,
+    ParallelError,
+    PodState,
+    RequestProfile,
+    ServerConfig,
+)
 
 # pieces of real lines, glued together at random so the fuzz reaches the deeper branches
 _FRAGMENTS = [
@@ -33,6 +45,27 @@ _FRAGMENTS = [
     "'prompt_tokens': ", "'completion_tokens': ", '"usage": {"prompt_tokens": ', ', "completion_tokens": ',
     "}", '"created": ', "1773087300", "1e999", "-1", "0", "9" * 40, "1,234,567", "3.5", "\ud800", "\x00",
     " ", "\t", "\r", '"',
+    # launches pasted on top of a log, and the engines' own settings printouts
+    "vllm serve ", "python -m vllm.entrypoints.openai.api_server ", "python3 -m sglang.launch_server ",
+    "text-generation-launcher ", "docker run --gpus all -e A=b ", "vllm/vllm-openai:v0.6.4 ",
+    "ghcr.io/huggingface/text-generation-inference:2.3.1 ", "--model ", "--max-model-len ", "--tp ", " \\",
+    "--gpu-memory-utilization=", "LLM(model='m', gpu_memory_utilization=", "image: vllm/vllm-openai", "command: ",
+    "    --max-num-seqs ", "Initializing an LLM engine (v0.5.4) with config: max_seq_len=",
+    "args: Namespace(tensor_parallel_size=", "non-default args: {'max_model_len': ", "server_args=ServerArgs(",
+    "Args { model_id: ", "num_shard: Some(", "{ model_id: \"", "mem_fraction_static=", "--mem-fraction-static=",
+    # CUDA OOMs, their phases, and layouts the engines refuse
+    "Tried to allocate ", " MiB. GPU 0 has a total capacty of ", " GiB of which ", " is free. Process 9 has ",
+    " GiB memory in use. Of the allocated memory ", " GiB is allocated by PyTorch, and ",
+    " is reserved by PyTorch but unallocated", "(GPU 0; ", " GiB total capacity; ", " already allocated; ",
+    " reserved in total by PyTorch)", "Capturing cudagraphs", "_dummy_sampler_run", "load_weights",
+    "Avg prompt throughput", "warming up sampler with ", " dummy requests",
+    "Total number of attention heads (", ") must be divisible by tensor parallel size (",
+    "Tensor parallel size (", ") exceeds available GPUs (", "NCCL error: unhandled system error", "/dev/shm",
+    "estimated maximum model length is ", "initial_memory_usage=", "Load weight end. avail mem=", " mem usage=",
+    # prefixes: docker compose, torch ranks, worker tags; kubectl output
+    "vllm-1  | ", "[rank0]: ", "(VllmWorker rank=0 pid=85) ", "| ERROR | stderr | ",
+    "NAME   READY   STATUS   RESTARTS   AGE", "pod-0   0/1   CrashLoopBackOff   5 (13s ago)   3m",
+    "Name:   pod-0", "  vllm:", "    Last State:  Terminated", "      Reason:  OOMKilled", "    Restart Count:  ",
 ]
 _NUMBERS = st.one_of(st.integers(-10, 10**30).map(str), st.floats(allow_nan=True).map(str))
 _PIECE = st.one_of(st.sampled_from(_FRAGMENTS), _NUMBERS, st.text(max_size=8))
@@ -111,3 +144,33 @@ def test_access_log_file_reader_gives_a_profile_or_a_parse_error_on_any_bytes(da
             assert isinstance(read_access_log(path), RequestProfile)
         except ParseError as e:
             assert e.source == "access.log"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LINES)
+def test_launch_scanner_gives_a_server_config_or_none(lines):
+    scanner = LaunchScanner()
+    for line in lines:
+        scanner.feed(line)
+    cfg = scanner.result()
+    assert cfg is None or isinstance(cfg, ServerConfig)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LINES)
+def test_failure_reader_gives_typed_oom_and_layout_errors(lines):
+    reader = FailureReader()
+    for line in lines:
+        reader.feed(line)
+    oom = reader.oom()
+    assert oom is None or (isinstance(oom, CudaOom) and oom.count >= 1 and oom.phase in (None, *OOM_PHASES))
+    err = reader.parallel()
+    assert err is None or (isinstance(err, ParallelError) and err.kind in PARALLEL_ERRORS)
+    assert all(v >= 0 for v in oom_numbers("".join(lines)).values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LINES)
+def test_kubectl_text_gives_pods(lines):
+    pods = parse_pod_text("\n".join(lines))
+    assert all(isinstance(p, PodState) and p.restarts >= 0 for p in pods)

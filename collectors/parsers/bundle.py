@@ -20,6 +20,7 @@ from typing import Any
 from collectors.errors import CollectorError, ParseError
 from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
+from collectors.parsers.kube_tables import parse_pod_text
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.model_config import parse_model_config
@@ -33,7 +34,7 @@ MAX_WHOLE_FILE_BYTES = 64 * MIB
 
 #: every file a bundle may hold, in the order they are read
 BUNDLE_FILES = (
-    "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "hpa.yaml",
+    "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "pods.txt", "hpa.yaml",
     "events.yaml", "events.txt", "logs.txt", "access.log", "config.json",
 )
 
@@ -127,19 +128,52 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
     one("metrics.txt", lambda p: {"server_metrics": parse_metrics(_read_text(p), source=p.name)})
     one("deployment.yaml", _deployment)
     one("pods.yaml", lambda p: {"pods": parse_pods(_read_text(p), source=p.name)})
+    if not acc.fields.get("pods"):
+        one("pods.txt", _pod_text)
     one("hpa.yaml", lambda p: {"hpa": parse_hpa(_read_text(p), source=p.name)})
     one("events.yaml", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
     if "events" not in acc.fields:
-        one("events.txt", lambda p: {"events": parse_events(_read_text(p), source=p.name)})
+        one("events.txt", lambda p: _events_text(p, acc.fields))
     one("logs.txt", lambda p: {"logs": read_server_log(p, source=p.name, year=year)})
     one("access.log", lambda p: {"requests": scan_access_log(p, source=p.name, detail=True).profile})
     one("config.json", lambda p: {"model": parse_model_config(_read_text(p), source=p.name)})
+    _facts_from_logs(acc.fields)
 
     wl = acc.fields.get("workload")
     if target is None and wl is not None:
         target = f"{wl.namespace}/{wl.name}" if wl.namespace else wl.name
     return Evidence(target=target, collected_at=collected_at, sources=tuple(acc.sources),
                     issues=tuple(acc.issues), **acc.fields)
+
+
+def _pod_text(path: Path) -> dict[str, Any]:
+    """`kubectl get pods` / `kubectl describe pod` output, as printed."""
+    pods = parse_pod_text(_read_text(path))
+    if not pods:
+        raise ParseError(path.name, "no `kubectl get pods` table and no `kubectl describe pod` output")
+    return {"pods": pods}
+
+
+def _events_text(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
+    """Events, and the pods of any pods table or describe output pasted with them."""
+    text = _read_text(path)
+    out: dict[str, Any] = {"events": parse_events(text, source=path.name)}
+    pods = parse_pod_text(text)
+    if pods and not fields.get("pods"):
+        out["pods"] = pods
+    return out
+
+
+def _facts_from_logs(fields: dict[str, Any]) -> None:
+    """A fact counts wherever it was read: the launch the log shows is the server config when
+    no Deployment gives one, and kubectl output pasted into the log gives the pods."""
+    logs = fields.get("logs")
+    if logs is None:
+        return
+    if fields.get("server_config") is None and logs.server_config is not None:
+        fields["server_config"] = logs.server_config
+    if not fields.get("pods") and logs.pods:
+        fields["pods"] = logs.pods
 
 
 def _deployment(path: Path) -> dict[str, Any]:

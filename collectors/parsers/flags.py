@@ -193,22 +193,47 @@ def _build(launch: Launch, source: str, image: str | None, unresolved: frozenset
     model = flags.get(MODEL_FLAG.get(engine, "model"))
     if engine == "vllm" and positionals:
         model = positionals[0]  # `vllm serve` lets the positional model override --model
-    values = _normalise(engine, flags, warnings)
     if engine == "vllm" and launch.env.get("VLLM_PORT", "").startswith("tcp://"):
         warnings.append("vllm_port_service_collision")
-    if engine == "sglang" and launch.form is not None and (values.get("host") or "127.0.0.1") in _LOOPBACK:
+    if engine == "sglang" and launch.form is not None and (flags.get("host") or "127.0.0.1") in _LOOPBACK:
         warnings.append("sglang_host_loopback")
     if any(_UNRESOLVED_REF.search(v) for v in [*flags.values(), model or ""]):
         warnings.append("unresolved_env")
+    return config_from_flags(
+        launch.engine, flags, source=source, model=model, form=launch.form, warnings=warnings, env=launch.env,
+        version=image_version(image) if is_engine_release(image, launch.engine) else None)
+
+
+def config_from_flags(
+    engine: str | None,
+    flags: dict[str, str],
+    *,
+    source: str,
+    model: str | None = None,
+    form: str | None = None,
+    version: str | None = None,
+    warnings: list[str] | tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> ServerConfig:
+    """A ServerConfig from an engine's flags by canonical name (values as text).
+
+    >>> cfg = config_from_flags("tgi", {"num-shard": "8", "max-batch-total-tokens": "16000"}, source="logs.txt")
+    >>> cfg.tensor_parallel_size, cfg.max_batch_total_tokens
+    (8, 16000)
+    """
+    found = list(warnings)
+    values = _normalise(engine or "", flags, found)
+    if model is None:
+        model = flags.get(MODEL_FLAG.get(engine or "", "model"))
     return ServerConfig(
         source=source,
-        engine=launch.engine,
-        engine_version=image_version(image) if is_engine_release(image, launch.engine) else None,
-        launch_form=launch.form,
+        engine=engine,
+        engine_version=version,
+        launch_form=form,
         model=model,
-        flags=flags,
-        warnings=tuple(dict.fromkeys(warnings)),
-        env={k: v for k, v in sorted(launch.env.items()) if k in ENV_HINTS},
+        flags=dict(flags),
+        warnings=tuple(dict.fromkeys(found)),
+        env={k: v for k, v in sorted((env or {}).items()) if k in ENV_HINTS},
         **values,
     )
 

@@ -89,6 +89,7 @@ def _profiling_results(m: re.Match[str], state: dict[str, Any]) -> None:
         "non_torch_memory": "non_torch_gib",
         "kv_cache_size": "kv_cache_gib",
         "gpu_memory_utilization": "gpu_memory_utilization",
+        "initial_memory_usage": "initial_usage_gib",
     }
     for key, value in _PAIRS.findall(m.string):
         if key in names:
@@ -128,7 +129,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], Setter], ...] = tuple(
         (
             "Free memory on device",
             r"Free memory on device (?:\S+ )?\(" + _F + r"\s*/\s*" + _GIB + r"\)",
-            _put(total_gpu_gib=(2, float)),
+            _put(free_at_start_gib=(1, float), total_gpu_gib=(2, float)),
         ),
         (
             "GPU memory utilization",
@@ -157,10 +158,17 @@ _RULES: tuple[tuple[str, re.Pattern[str], Setter], ...] = tuple(
             r"KV cache \(" + _INT + r"\)",
             _put(max_model_len=(1, _int), kv_cache_tokens=(2, _int)),
         ),
+        ("warming up sampler", r"warming up sampler with " + _INT + r"\b", _put(max_num_seqs=(1, _int))),
+        (
+            "estimated maximum model length",
+            r"estimated maximum model length is " + _INT,
+            _put(estimated_max_model_len=(1, _int)),
+        ),
         ("non-default args", r"'max_model_len': " + _INT, _put(max_model_len=(1, _int))),
         ("max_seq_len=", r"\bmax_seq_len=" + _INT, _put(max_model_len=(1, _int))),
         # SGLang
         ("Load weight end", r"Load weight end\..*?mem usage=" + _GIB, _put(weights_gib=(1, float))),
+        ("Load weight end", r"Load weight end\..*?avail mem=" + _GIB, _put(available_after_load_gib=(1, float))),
         ("KV Cache is allocated", r"#tokens: " + _INT, _put(kv_cache_tokens=(1, _int))),
         ("KV Cache is allocated", r"K size: " + _GIB + r",\s*V size: " + _GIB, _kv_sum),
         ("KV Cache is allocated", r"\bKV size: " + _GIB, _put(kv_cache_gib=(1, float))),

@@ -23,9 +23,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from os import PathLike
 
+from collectors.parsers.kube_tables import PodTextReader
+from collectors.parsers.log_failures import FailureReader
+from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.log_startup import StartupReader
 from collectors.parsers.log_stats import merge_peak, parse_stats
 from collectors.parsers.log_time import month_day_time, parse_time
@@ -37,10 +41,15 @@ EXAMPLE_CHARS = 300
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,12})?(?:Z|[+-]\d\d:?\d\d))\s+")
-_PROC_TAG = re.compile(r"\((\w[\w ]{0,40}?) pid=\d{1,10}\)\s*")
+_PROC_TAG = re.compile(r"\((\w[\w =]{0,40}?) pid=\d{1,10}\)\s*")
+#: `docker compose` service prefix ("vllm-1  | "), and `[rank0]: ` of torch's per-rank output
+_COMPOSE = re.compile(r"[\w.\-]{1,80}\s{1,40}\|\s")
+_RANK = re.compile(r"\[rank(\d{1,5})\]:\s?")
+#: FastChat-style fields after a timestamp ("| ERROR | stderr | ")
+_PIPE_FIELDS = re.compile(r"\|\s*[A-Z]{3,8}\s*\|\s*\w{1,20}\s*\|\s?")
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|TRACE)"
 _VLLM_PREFIX = re.compile(
-    _LEVEL + r"\s+(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d{1,9})?\s+(?:\[?[\w.\-]{1,80}:\d{1,6}\]\s*)?"
+    _LEVEL + r"\s+(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d{1,9})?\s+(?:\[?[\w./\-]{1,120}:\d{1,6}\]\s*)?"
 )
 _TGI_LEVEL = re.compile(r"\s*" + _LEVEL + r"\s+")
 _SGLANG_PREFIX = re.compile(
@@ -50,11 +59,20 @@ _ISO_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,12})
 _KV_TIME = re.compile(r"(?:^|\s)(?:time|ts|timestamp)=(?:\"([^\"]{1,60})\"|([^\s\"]{1,60}))")
 
 _VLLM_VERSION = re.compile(
-    r"vLLM API server version:? v?(\d[\w.+\-]{0,40})|Initializing an? (?:V1 )?LLM engine \(v(\d[\w.+\-]{0,40})\)"
+    r"vLLM API server version:? v?(\d[\w.+\-]{0,40})|Initializing an? (?:V\d )?LLM engine \(v(\d[\w.+\-]{0,40})\)"
+    r"|\bvllm==(\d+\.\d+[\w.+\-]{0,30})|vllm-openai:v(\d+\.\d+[\w.+\-]{0,30})|vLLM version:? v?(\d+\.\d+[\w.+\-]{0,30})"
 )
-_TGI_MARK = re.compile(r"text_generation_(?:launcher|router|server)")
-_SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b")
-_SGLANG_VERSION = re.compile(r"\bsglang(?:==| version:? v?| v)(\d+\.\d+[\w.+\-]{0,30})", re.IGNORECASE)
+_TGI_MARK = re.compile(r"text_generation_(?:launcher|router|server|client)|text-generation-(?:launcher|inference)"
+                       r"|\bArgs \{ model_id|^\{ model_id:")
+_TGI_VERSION = re.compile(r"text-generation-inference:v?(\d+\.\d+[\w.+\-]{0,30})")
+_SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b|\bLoad weight (?:begin|end)\b"
+                          r"|KV Cache is allocated|server_args=ServerArgs|\b(?:Decode|Prefill) batch[.,]")
+_SGLANG_VERSION = re.compile(r"\bsglang(?:==| version:? v?| v|:v)(\d+\.\d+[\w.+\-]{0,30})", re.IGNORECASE)
+_VLLM_MARKS = ("VllmWorker", "EngineCore", "site-packages/vllm/", "vllm.entrypoints", "GPU KV cache usage",
+               "# GPU blocks", "LLM engine", "vllm/v1/", "/vllm/worker/", "vllm/vllm-openai")
+_DIGITS = re.compile(r"\d+")
+#: a line some rank printed (several print the same event): counted once
+_RANKED = re.compile(r"\b(?:TP|DP|PP|EP)\d{1,4}\b|\brank\s?=?\d|Worker|\[rank\d")
 
 _MAX_CACHE = 4096
 
@@ -88,6 +106,11 @@ class _LogReader:
         self.engine_hints: dict[str, int] = {}
         self.versions: dict[str, str] = {}
         self.time_cache: dict[str, datetime | None] = {}
+        self.launch = LaunchScanner(source)
+        self.failures = FailureReader()
+        self.pod_text = PodTextReader()
+        #: (signal, time, message) of events a rank-tagged line already counted
+        self.seen_ranked: set[tuple[str, datetime | None, str]] = set()
 
     # -------------------------------------------------------------- one line
 
@@ -98,28 +121,44 @@ class _LogReader:
             return
         if "\x1b" in line:
             line = _ANSI.sub("", line)
+        self.pod_text.feed(line)
         stripped = line.lstrip()
         at: datetime | None = None
-        if stripped.startswith("{"):
+        if stripped.startswith("{") and not stripped.startswith("{ model_id:"):
             parsed = self._json_line(stripped)
             if parsed is not None:
                 text, message, at = parsed
-                self._read(text, message, at)
+                self._read(text, message, at, False)
                 return
-        text, at = self._prefix(stripped)
-        self._read(stripped, text, at)
+        compose = _COMPOSE.match(stripped)
+        if compose:
+            stripped = stripped[compose.end() :].lstrip()
+        self.launch.feed(line if compose is None else stripped)
+        text, at, ranked = self._prefix(stripped)
+        self._read(stripped, text, at, ranked)
 
-    def _read(self, line: str, message: str, at: datetime | None) -> None:
+    def _read(self, line: str, message: str, at: datetime | None, ranked: bool) -> None:
         if at is not None:
             if self.first_at is None or at < self.first_at:
                 self.first_at = at
             if self.last_at is None or at > self.last_at:
                 self.last_at = at
         self._detect_engine(line)
+        copy = False
         for hit in match_line(line):
+            if ranked:
+                # ranks print the same event with their own GPU index and pid
+                event = (hit.key, at, _DIGITS.sub("#", message.strip()))
+                if event in self.seen_ranked:
+                    copy = True
+                    continue
+                if len(self.seen_ranked) >= _MAX_CACHE:
+                    self.seen_ranked.clear()
+                self.seen_ranked.add(event)
             self._count(hit.key, hit.amount, line, at)
             if is_startup_error(hit.key):
                 self.startup.set_error(message)
+        self.failures.feed(message, counted=not copy, line=line)
         self.startup.feed(message)
         sample = parse_stats(message, at)
         if sample is not None:
@@ -142,9 +181,10 @@ class _LogReader:
 
     # -------------------------------------------------------------- prefixes
 
-    def _prefix(self, line: str) -> tuple[str, datetime | None]:
-        """The message without its log prefix, and the line's time."""
+    def _prefix(self, line: str) -> tuple[str, datetime | None, bool]:
+        """The message without its log prefix, the line's time, and whether a rank printed it."""
         at: datetime | None = None
+        ranked = False
         rest = line
         m = _RFC3339.match(rest)
         if m:
@@ -153,29 +193,38 @@ class _LogReader:
             lvl = _TGI_LEVEL.match(rest)
             if lvl:
                 rest = rest[lvl.end() :]
-        m = _PROC_TAG.match(rest)
+        m = _RANK.match(rest)
         if m:
-            self._vote("vllm")
+            ranked = True
             rest = rest[m.end() :]
+        m = _PROC_TAG.match(rest)
+        while m:
+            self._vote("vllm")
+            ranked = ranked or bool(_RANKED.search(m.group(1)))
+            rest = rest[m.end() :]
+            m = _PROC_TAG.match(rest)
         m = _VLLM_PREFIX.match(rest)
         if m:
             if at is None and self.year is not None:
                 at = self._month_day(m)
-            return rest[m.end() :], at
+            return rest[m.end() :], at, ranked
         m = _SGLANG_PREFIX.match(rest)
         if m:
             if m.group(2):
                 self._vote("sglang")
-            return rest[m.end() :], at or self._cached(m.group(1))
+                ranked = True
+            return rest[m.end() :], at or self._cached(m.group(1)), ranked
         if at is None:
             m = _ISO_PREFIX.match(rest)
             if m:
-                return rest[m.end() :], self._cached(m.group(1))
+                rest = rest[m.end() :]
+                pipes = _PIPE_FIELDS.match(rest)
+                return (rest[pipes.end() :] if pipes else rest), self._cached(m.group(1)), ranked
             if "=" in rest:
                 m = _KV_TIME.search(rest)
                 if m:
                     at = self._cached(m.group(1) or m.group(2))
-        return rest, at
+        return rest, at, ranked
 
     def _cached(self, stamp: str) -> datetime | None:
         at = self.time_cache.get(stamp, False)
@@ -235,16 +284,22 @@ class _LogReader:
         self.engine_votes[engine] = self.engine_votes.get(engine, 0) + 1
 
     def _detect_engine(self, line: str) -> None:
-        if "vLLM" in line or "LLM engine" in line:
+        low = line.lower()
+        if "vllm" in low or "LLM engine" in line:
             m = _VLLM_VERSION.search(line)
             if m:
                 self._vote("vllm")
-                self.versions["vllm"] = m.group(1) or m.group(2)
-        if "text_generation_" in line and _TGI_MARK.search(line):
+                self.versions["vllm"] = next(g for g in m.groups() if g)
+        if any(map(line.__contains__, _VLLM_MARKS)):
+            self._vote("vllm")
+        if ("text" in line or "model_id" in line) and _TGI_MARK.search(line):
             self._vote("tgi")
-        if "sglang" in line or "SGLang" in line:
-            if _SGLANG_MARK.search(line):
-                self._vote("sglang")
+            m = _TGI_VERSION.search(line)
+            if m:
+                self.versions["tgi"] = m.group(1)
+        if _SGLANG_MARK.search(line):
+            self._vote("sglang")
+        if "sglang" in low:
             m = _SGLANG_VERSION.search(line)
             if m:
                 self._vote("sglang")
@@ -274,18 +329,29 @@ class _LogReader:
                 count = sig.lines
             signals.append(SignalCount(key, count, sig.first_line, sig.first_at, sig.last_at, sig.example))
         signals.sort(key=lambda s: (s.first_line or 0, s.key))
+        launch = self.launch.result()
+        if launch is not None and launch.engine:
+            # a command or the engine's own printout is the strongest clue there is
+            self.engine_votes[launch.engine] = self.engine_votes.get(launch.engine, 0) + 100
         engine = self._engine()
+        version = self.versions.get(engine) if engine else None
+        if launch is not None and launch.engine_version is None and version and launch.engine in (engine, None):
+            launch = replace(launch, engine_version=version, engine=launch.engine or engine)
         return LogSignals(
             source=self.source,
             lines=self.lines,
             engine=engine,
-            engine_version=self.versions.get(engine) if engine else None,
+            engine_version=version or (launch.engine_version if launch else None),
             signals=tuple(signals),
             startup=self.startup.result(),
             stats_last=self.stats_last,
             stats_peak=self.stats_peak,
             first_at=self.first_at,
             last_at=self.last_at,
+            server_config=launch,
+            oom=self.failures.oom(),
+            parallel_error=self.failures.parallel(),
+            pods=self.pod_text.result(),
         )
 
 

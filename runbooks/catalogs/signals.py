@@ -119,6 +119,13 @@ RULES: tuple[SignalRule, ...] = (
         startup_error=True,
     ),
     SignalRule(
+        "tgi_total_tokens_oom",
+        ("total tokens",),
+        (r"Not enough memory to handle \d+ total tokens",),
+        engine="tgi",
+        startup_error=True,
+    ),
+    SignalRule(
         "tgi_max_total_tokens_oom",
         ("max_total_tokens",),
         (r"Not enough memory to handle max_total_tokens",),
@@ -143,10 +150,75 @@ RULES: tuple[SignalRule, ...] = (
     ),
     SignalRule(
         "sglang_not_enough_memory",
-        ("mem-fraction-static",),
-        (r"Not enough memory\. Please try to increase --mem-fraction-static",),
+        ("mem-fraction-static", "profiled value -"),
+        (
+            r"Not enough memory\. Please try to increase --mem-fraction-static",
+            r"Loaded weights leave no GPU memory for the KV cache",
+            r"is larger than the profiled value -\d",
+        ),
         engine="sglang",
         startup_error=True,
+    ),
+    # ------------------------------------------------- the engine cannot start at all
+    SignalRule(
+        "nccl_error",
+        ("nccl",),
+        (r"NCCL error", r"\bnccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage)Error\b", r"ncclCommInitRank failed"),
+    ),
+    SignalRule(
+        "shm_exhausted",
+        ("/dev/shm", "shared memory segment", "ncclshmopen"),
+        (
+            r"/dev/shm",
+            r"Error while (?:creating|attaching to) shared memory segment",
+            r"ncclShmOpen",
+        ),
+    ),
+    SignalRule(
+        "cuda_driver_error",
+        ("driver", "nvml", "cuda-capable", "no cuda gpus"),
+        (
+            r"CUDA driver version is insufficient",
+            r"NVML_SUCCESS == r INTERNAL ASSERT FAILED",
+            r"Failed to initialize NVML",
+            r"no CUDA-capable device is detected",
+            r"Found no NVIDIA driver",
+            r"No CUDA GPUs are available",
+            r"Driver/library version mismatch",
+        ),
+    ),
+    SignalRule(
+        "tp_indivisible",
+        ("divisible",),
+        (
+            r"must be divisible by tensor parallel size",
+            r"divisible by (?:the )?pipeline parallel size",
+            r"GPUs per node is not divisible by the number of tensor parallelism",
+        ),
+    ),
+    SignalRule(
+        "gpus_insufficient",
+        ("available gpus",),
+        (
+            r"required GPUs exceeds the total number of available GPUs",
+            r"exceeds available GPUs",
+            r"(?:larger|greater) than the number of available GPUs",
+        ),
+        ignore_case=True,
+    ),
+    SignalRule(
+        "engine_start_failed",
+        ("failed to start", "error initializing", "webserver crashed", "crashed container"),
+        (
+            r"WorkerProc failed to start",
+            r"EngineCore failed to start",
+            r"Error initializing vLLM engine",
+            r"Webserver Crashed",
+            r"Shard \d+ failed to start",
+            r"[Ff]ailed to start model server",
+            r"Engine process failed to start",
+            r"Crashed container in pod",
+        ),
     ),
     # ----------------------------------------------------------------- any engine
     SignalRule(

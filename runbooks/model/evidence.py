@@ -417,6 +417,60 @@ class StartupMemory:
     max_model_len: int | None = None
     #: the engine's start-up capacity error, verbatim but clipped
     error: str | None = None
+    #: the longest context the engine said its cache would hold ("estimated maximum model length")
+    estimated_max_model_len: int | None = None
+    #: GPU memory already in use when the engine began measuring (vLLM 0.6.4 "initial_memory_usage")
+    initial_usage_gib: float | None = None
+    #: free memory the engine found at start-up ("Free memory on device (free/total GiB)")
+    free_at_start_gib: float | None = None
+    #: SGLang "Load weight end ... avail mem": free memory left right after the weights loaded
+    available_after_load_gib: float | None = None
+    #: the concurrency the engine warmed up for (vLLM "warming up sampler with N dummy requests")
+    max_num_seqs: int | None = None
+
+
+#: the phases of an engine's life a CUDA OOM can happen in; all but "serving" are start-up
+OOM_PHASES = ("loading", "profiling", "kv_cache", "cudagraph", "sampler_warmup", "warmup", "serving")
+
+
+@dataclass(frozen=True)
+class CudaOom:
+    """A CUDA out-of-memory message with the numbers torch printed and the phase it came in.
+
+    Bytes are as printed (GiB = 2^30). `in_use_bytes`: what the failing process held;
+    `reserved_unallocated_bytes`: PyTorch's cached-but-free memory (fragmentation). `phase` is
+    one of OOM_PHASES, read from the traceback and the lines around it; None when nothing says.
+    """
+
+    count: int = 1
+    phase: str | None = None
+    tried_bytes: int | None = None
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    in_use_bytes: int | None = None
+    allocated_bytes: int | None = None
+    reserved_unallocated_bytes: int | None = None
+    example: str | None = None
+
+    @property
+    def at_startup(self) -> bool:
+        return self.phase is not None and self.phase != "serving"
+
+
+#: kinds of ParallelError
+PARALLEL_ERRORS = ("heads_indivisible", "kv_heads_indivisible", "layers_indivisible", "gpus_insufficient")
+
+
+@dataclass(frozen=True)
+class ParallelError:
+    """A parallel-layout error the engine printed: heads or layers that a TP/PP size does not
+    divide, or fewer GPUs than the layout needs. `size` is the TP (or PP) size named."""
+
+    kind: str
+    heads: int | None = None
+    size: int | None = None
+    gpus: int | None = None
+    example: str | None = None
 
 
 @dataclass(frozen=True)
@@ -442,6 +496,15 @@ class LogSignals:
     stats_peak: StatsSample | None = None
     first_at: datetime | None = None
     last_at: datetime | None = None
+    #: the server launch the log shows: a pasted command line, the engine's own settings
+    #: printout (vLLM config line or `args: Namespace(...)`, TGI `Args { ... }`, SGLang
+    #: `server_args=...`); the evidence's server_config when no Deployment gives one
+    server_config: ServerConfig | None = None
+    #: the first CUDA OOM that printed numbers (else the first), with the total count
+    oom: CudaOom | None = None
+    parallel_error: ParallelError | None = None
+    #: pods from `kubectl get pods` tables or `kubectl describe pod` output inside the log
+    pods: tuple[PodState, ...] = ()
 
     def count(self, key: str) -> int:
         return sum(s.count for s in self.signals if s.key == key)

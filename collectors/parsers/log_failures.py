@@ -1,0 +1,206 @@
+"""Why an engine failed, read from its log: CUDA OOMs with their numbers and phase, and the
+parallel-layout errors the engines print.
+
+A CUDA OOM message is evidence, not a keyword: torch prints how much was asked for, the
+card's capacity, what was free, what the failing process held, what PyTorch had allocated and
+what it had reserved but not used (fragmentation). Every torch wording is read: >= 2.1
+("GPU 0 has a total capacity of X GiB of which Y MiB is free. Process N has Z GiB memory in
+use. Of the allocated memory A GiB is allocated by PyTorch, and R MiB is reserved by PyTorch
+but unallocated"), the "capacty" misspelling of 2.1/2.2, the older "(GPU 0; X GiB total
+capacity; A GiB already allocated; F MiB free; ...; R GiB reserved in total by PyTorch)", and
+TGI's warm-up form ("Currently allocated : X GiB ... Device limit : Y GiB").
+
+The phase comes from the traceback and the lines around the OOM: the latest phase marker
+before it (a start-up log line, a traceback frame such as `load_weights` or
+`_dummy_sampler_run`, a serving line), or, when nothing before it says (a log listed newest
+first), the first marker within a few lines after it. No marker, no phase: nothing is called
+"at run time" by default.
+
+>>> r = FailureReader()
+>>> r.feed("INFO 05-10 12:00:01 model_runner.py:1] Capturing cudagraphs for decoding.")
+>>> r.feed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. "
+...        "GPU 0 has a total capacity of 44.53 GiB of which 448.00 KiB is free.")
+>>> oom = r.oom()
+>>> oom.phase, round(oom.total_bytes / 2**30, 2)
+('cudagraph', 44.53)
+"""
+
+from __future__ import annotations
+
+import re
+
+from runbooks.model.evidence import CudaOom, ParallelError
+
+EXAMPLE_CHARS = 300
+_UNITS = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
+_SIZE = r"(\d{1,9}(?:\.\d{1,6})?)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b"
+
+_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("tried_bytes", r"Tried to allocate " + _SIZE),
+        ("total_bytes", r"total capac(?:i)?ty of " + _SIZE),
+        ("total_bytes", _SIZE + r" total capacity"),
+        ("total_bytes", r"Device limit\s*: " + _SIZE),
+        ("free_bytes", r"of which " + _SIZE + r" (?:is )?free"),
+        ("free_bytes", _SIZE + r" free[;)]"),
+        ("free_bytes", r"Free \(according to CUDA\)\s*: " + _SIZE),
+        ("in_use_bytes", r"(?:[Pp]rocess \d{1,10}|this process) has " + _SIZE + r" memory in use"),
+        ("allocated_bytes", _SIZE + r" is allocated by PyTorch"),
+        ("allocated_bytes", _SIZE + r" already allocated"),
+        ("allocated_bytes", r"Currently allocated\s*: " + _SIZE),
+        ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated"),
+        ("_reserved_total", _SIZE + r" reserved in total by PyTorch"),
+    )
+)
+_OOM = re.compile(r"CUDA out of memory|\bOutOfMemoryError\b|would exceed allowed memory")
+#: words that close torch's OOM message; without one the message may wrap onto the next line
+_OOM_END = ("PYTORCH_CUDA_ALLOC_CONF", "Memory Management", "reserved by PyTorch but unallocated",
+            "reserved in total by PyTorch", "Free (according to CUDA)")
+
+#: (phase, substrings that mark it), most specific first
+_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sampler_warmup", ("_dummy_sampler_run", "warming up sampler")),
+    ("cudagraph", ("Capturing cudagraphs", "Capturing the model for CUDA graphs", "Capturing CUDA graph",
+                   "capture_model", "Capture cuda graph", "CUDA graphs can take additional", "Capturing batches",
+                   "cuda_graph_runner", "cudagraph capture")),
+    ("kv_cache", ("initialize_cache", "_initialize_kv_caches", "initialize_kv_cache", "_allocate_kv_cache",
+                  "init_memory_pool")),
+    ("profiling", ("profile_run", "determine_num_available_blocks", "determine_available_memory",
+                   "Memory profiling", "profile_max_num_token")),
+    ("loading", ("load_weights", "load_model", "Loading model weights", "Starting to load model",
+                 "Load weight begin", "Loading safetensors checkpoint shards", "weight_utils", "model_loader",
+                 "Loading weights")),
+    ("warmup", ("Warming up model", "Method Warmup", "warmup{", "Unable to warmup", " in warmup")),
+    ("serving", ("Avg prompt throughput", "Decode batch", "Prefill batch", "serving_chat", "serving_completion",
+                 "Request failed during generation", "POST /v1", "POST /generate", "Received request",
+                 "Added request", "generate_stream", "prefill{", "batch{", "Application startup complete",
+                 "Uvicorn running", "Started server process")),
+)
+_MARKER_NEEDLES = tuple(n for _, needles in _MARKERS for n in needles)
+#: lines after an OOM in which a marker still names its phase (logs listed newest first)
+_LOOK_AHEAD = 8
+
+_PARALLEL: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern))
+    for kind, pattern in (
+        ("heads_indivisible",
+         r"Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)"),
+        ("kv_heads_indivisible",
+         r"Total number of (?:key/value|KV|kv) heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)"),
+        ("layers_indivisible",
+         r"layers \((\d+)\) (?:must be|is not|are not) divisible by (?:the )?pipeline parallel size \((\d+)\)"),
+        ("gpus_insufficient", r"[Tt]ensor parallel size \((\d+)\) exceeds available GPUs \((\d+)\)"),
+        ("gpus_insufficient", r"World size \((\d+)\) is (?:larger|greater) than the number of available GPUs \((\d+)\)"),
+        ("gpus_insufficient", r"()()The number of required GPUs exceeds the total number of available GPUs"),
+        ("gpus_insufficient", r"()()The number of GPUs per node is not divisible by the number of tensor parallelism"),
+    )
+)
+_PARALLEL_NEEDLES = ("divisible", "available GPUs", "number of GPUs")
+
+
+def _bytes(value: str, unit: str) -> int:
+    return int(float(value) * _UNITS[unit.lower()])
+
+
+def oom_numbers(text: str) -> dict[str, int]:
+    """The numbers an OOM message carries, by CudaOom field name (bytes).
+
+    >>> oom_numbers("Tried to allocate 2.00 MiB (GPU 0; 22.20 GiB total capacity; 20.75 GiB already "
+    ...             "allocated; 3.12 MiB free; 22.20 GiB allowed; 20.86 GiB reserved in total by PyTorch)")["free_bytes"]
+    3271557
+    """
+    out: dict[str, int] = {}
+    for name, pattern in _FIELDS:
+        if name in out:
+            continue
+        m = pattern.search(text)
+        if m:
+            out[name] = _bytes(m.group(1), m.group(2))
+    reserved = out.pop("_reserved_total", None)
+    if reserved is not None and "allocated_bytes" in out and "reserved_unallocated_bytes" not in out:
+        out["reserved_unallocated_bytes"] = max(0, reserved - out["allocated_bytes"])
+    return out
+
+
+def parallel_error(text: str) -> ParallelError | None:
+    """The parallel-layout error a line states, or None."""
+    if not any(n in text for n in _PARALLEL_NEEDLES):
+        return None
+    for kind, pattern in _PARALLEL:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        a = int(m.group(1)) if m.group(1) else None
+        b = int(m.group(2)) if m.group(2) else None
+        example = text.strip()[:EXAMPLE_CHARS]
+        if kind == "gpus_insufficient":
+            return ParallelError(kind, size=a, gpus=b, example=example)
+        return ParallelError(kind, heads=a, size=b, example=example)
+    return None
+
+
+class FailureReader:
+    """Feeds on log messages; `oom()` and `parallel()` are what they said about the failure."""
+
+    def __init__(self) -> None:
+        self._line = 0
+        self._phase: str | None = None
+        self._first: dict | None = None
+        self._waiting_phase: dict | None = None
+        self._open: dict | None = None
+        self._count = 0
+        self._parallel: ParallelError | None = None
+
+    def feed(self, message: str, counted: bool = True, line: str | None = None) -> None:
+        """Read one message. `counted=False`: a copy another rank printed (read, not counted).
+        `line`: the whole line, prefix included (a logger's file name can name the phase)."""
+        self._line += 1
+        open_oom = self._open
+        if open_oom is not None:
+            self._open = None
+            self._update(open_oom, open_oom["text"] + message)
+        marker = self._marker(line if line is not None else message)
+        if _OOM.search(message):
+            if counted:
+                self._count += 1
+            oom = {"text": message, "phase": marker or self._phase, "line": self._line}
+            self._update(oom, message)
+            if not any(end in message for end in _OOM_END):
+                self._open = oom
+            if self._first is None or (not self._first["numbers"] and oom["numbers"]):
+                self._first = oom
+            if oom["phase"] is None:
+                self._waiting_phase = oom
+        elif marker is not None:
+            waiting = self._waiting_phase
+            if waiting is not None and self._line - waiting["line"] <= _LOOK_AHEAD:
+                waiting["phase"] = marker
+            self._waiting_phase = None
+            self._phase = marker
+        if self._parallel is None:
+            self._parallel = parallel_error(message)
+
+    @staticmethod
+    def _update(oom: dict, text: str) -> None:
+        oom["numbers"] = oom_numbers(text)
+        oom["text"] = text
+
+    @staticmethod
+    def _marker(message: str) -> str | None:
+        if not any(map(message.__contains__, _MARKER_NEEDLES)):
+            return None
+        for phase, needles in _MARKERS:
+            if any(map(message.__contains__, needles)):
+                return phase
+        return None
+
+    def oom(self) -> CudaOom | None:
+        first = self._first
+        if first is None:
+            return None
+        return CudaOom(count=max(1, self._count), phase=first["phase"], example=first["text"].strip()[:EXAMPLE_CHARS],
+                       **first["numbers"])
+
+    def parallel(self) -> ParallelError | None:
+        return self._parallel

@@ -1,0 +1,143 @@
+"""The launch a log shows becomes the server config: pasted commands and the engines' printouts.
+
+Every line here is from a public issue thread (the real-evidence corpus, tests/data/real, or a
+thread it cites), as posted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collectors.parsers.bundle import load_bundle
+from collectors.parsers.log_launch import LaunchScanner
+from collectors.parsers.logs import parse_server_log
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def _scan(text: str):
+    scanner = LaunchScanner()
+    for line in text.splitlines():
+        scanner.feed(line)
+    return scanner.result()
+
+
+def test_a_module_command_with_continuations_is_read_and_the_last_one_wins():
+    cfg = _scan((REAL / "vllm-10533-two-instances-a100" / "logs.txt").read_text())
+    assert (cfg.engine, cfg.launch_form) == ("vllm", "vllm-module")
+    assert cfg.model == "/models/Qwen2.5-14B-Instruct-GPTQ-Int4"  # the second server, the one that failed
+    assert (cfg.memory_fraction, cfg.memory_fraction_kind, cfg.max_model_len) == (0.2, "total", 16384)
+
+
+def test_vllm_serve_after_a_language_tag_and_env_assignments():
+    cfg = _scan("bash VLLM_PP_LAYER_PARTITION=16,32 CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 vllm serve "
+                "./Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --gpu-memory-utilization 0.9 --served-model-name "
+                "Qwen3-Coder-30B-A3B-Instruct-FP8 --pipeline-parallel-size 2 --enable-chunked-prefill")
+    assert (cfg.engine, cfg.launch_form, cfg.pipeline_parallel_size, cfg.memory_fraction) == (
+        "vllm", "vllm-serve", 2, 0.9)
+    assert cfg.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_a_shell_prompt_before_the_command_is_passed_over():
+    cfg = _scan("[root@localhost wangjianqiang]# python -m vllm.entrypoints.openai.api_server --model "
+                "/root/wangjianqiang/deepseek-moe/deepseek-coder-33b-base/ --tensor-parallel-size 8 --port 9010")
+    assert (cfg.engine, cfg.tensor_parallel_size) == ("vllm", 8)
+
+
+def test_docker_run_reads_the_image_and_its_arguments():
+    cfg = _scan((REAL / "vllm-14376-two-tinyllama-l40s-v1" / "logs.txt").read_text())
+    assert (cfg.engine, cfg.launch_form, cfg.model) == ("vllm", "vllm-entrypoint-args",
+                                                        "TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    assert (cfg.max_model_len, cfg.memory_fraction) == (1024, 0.2)
+    tgi = _scan("docker run -ti --runtime nvidia --shm-size 1g -p 8080:80 ghcr.io/huggingface/text-generation-"
+                "inference:1.4 --model-id mistralai/Mixtral-8x7B-Instruct-v0.1 --quantize bitsandbytes")
+    assert (tgi.engine, tgi.engine_version, tgi.model, tgi.quantization) == (
+        "tgi", "1.4", "mistralai/Mixtral-8x7B-Instruct-v0.1", "bitsandbytes")
+
+
+def test_a_docker_compose_service_is_read_from_its_image_and_command():
+    cfg = _scan((REAL / "vllm-13100-mistral-large-compose-099" / "logs.txt").read_text())
+    assert (cfg.engine, cfg.model) == ("vllm", "TechxGenus/Mistral-Large-Instruct-2407-GPTQ")
+    assert (cfg.memory_fraction, cfg.max_model_len, cfg.max_num_seqs, cfg.kv_cache_dtype) == (
+        0.99, 25000, 64, "fp8_e4m3")
+
+
+def test_the_offline_llm_call_gives_its_keyword_arguments():
+    cfg = _scan('llm = LLM(model="hiuman/Vistral-7B-Chat-quantize", quantization="AWQ",enforce_eager=True, '
+                "gpu_memory_utilization=0.1)")
+    assert (cfg.engine, cfg.model, cfg.memory_fraction, cfg.enforce_eager) == (
+        "vllm", "hiuman/Vistral-7B-Chat-quantize", 0.1, True)
+
+
+def test_vllm_printouts_the_engine_config_line_and_the_namespace():
+    v0 = _scan("INFO 01-11 15:51:02 llm_engine.py:70] Initializing an LLM engine with config: model='/home/"
+               "***/***/models/alpaca-2', tokenizer='/home/***/***/models/alpaca-2', tokenizer_mode=auto, "
+               "revision=None, tokenizer_revision=None, trust_remote_code=False, dtype=torch.float16, "
+               "max_seq_len=4096, download_dir=None, load_format=auto, tensor_parallel_size=1, quantization=None, "
+               "enforce_eager=False, seed=0)")
+    assert (v0.engine, v0.launch_form, v0.max_model_len, v0.dtype, v0.tensor_parallel_size) == (
+        "vllm", "engine-printout", 4096, "float16", 1)
+    versioned = _scan("Initializing an LLM engine (v0.5.4) with config: model='/mnt/models/models--meta-llama--"
+                      "llama-3-1-70b-instruct', dtype=torch.float16, max_seq_len=131072, tensor_parallel_size=2, "
+                      "pipeline_")
+    assert (versioned.engine_version, versioned.max_model_len, versioned.tensor_parallel_size) == (
+        "0.5.4", 131072, 2)
+    namespace = _scan((REAL / "vllm-7107-tp8-gpus-exceed-cluster" / "logs.txt").read_text())
+    assert (namespace.tensor_parallel_size, namespace.pipeline_parallel_size, namespace.memory_fraction) == (8, 1, 0.9)
+
+
+def test_the_engines_printout_overrides_the_command_flag_by_flag():
+    cfg = _scan("vllm serve m --max-model-len 8192\n"
+                "INFO 08-03 15:45:33 api_server.py:220] non-default args: {'model_tag': 'm', 'max_model_len': 4096}")
+    assert cfg.max_model_len == 4096
+
+
+def test_tgi_args_with_and_without_the_args_word():
+    bare = _scan((REAL / "tgi-710-total-tokens-70b-8xa10g" / "logs.txt").read_text())
+    assert (bare.engine, bare.tensor_parallel_size, bare.max_batch_total_tokens, bare.max_batch_prefill_tokens,
+            bare.max_model_len) == ("tgi", 8, 16000, 4096, 4096)
+    logged = _scan('2023-08-17T10:47:36.256664Z  INFO text_generation_launcher: Args { model_id: "Trelis/Llama-2-7b-'
+                   'chat-hf-hosted-inference-8bit", revision: None, validation_workers: 2, sharded: None, num_shard: '
+                   'None, quantize: None, dtype: Some(BFloat16), trust_remote_code: false, max_concurrent_requests: '
+                   "128, max_best_of: 2, max_stop_sequences: 4, max_input_length: 1024, max_total_tokens: 2048, "
+                   "cuda_memory_fraction: 1.0, rope_scaling: None }")
+    assert (logged.model, logged.memory_fraction, logged.memory_fraction_kind, logged.max_model_len) == (
+        "Trelis/Llama-2-7b-chat-hf-hosted-inference-8bit", 1.0, "process", 2048)
+
+
+def test_sglang_server_args_and_the_fraction_its_refusal_names():
+    cfg = _scan("[2025-03-29 18:12:40] server_args=ServerArgs(model_path='/llm/model/google/gemma-3-27b-it-int4-awq/'"
+                ", tokenizer_path='/llm/model/google/gemma-3-27b-it-int4-awq/', context_length=4096, device='cuda', "
+                "mem_fraction_static=0.88, max_running_requests=None, chunked_prefill_size=2048, tp_size=1, ")
+    assert (cfg.engine, cfg.memory_fraction, cfg.memory_fraction_kind, cfg.max_model_len) == (
+        "sglang", 0.88, "free_static", 4096)
+    refusal = _scan((REAL / "sglang-inferencex-2128-dsv4-h200" / "logs.txt").read_text())
+    assert (refusal.engine, refusal.memory_fraction) == ("sglang", 0.88)
+
+
+def test_a_version_pin_gives_the_engine_version():
+    logs = parse_server_log((REAL / "basalam-10-colab-kv-3664" / "logs.txt").read_text())
+    assert (logs.engine, logs.engine_version) == ("vllm", "0.2.7")
+
+
+@pytest.mark.parametrize("text", ["", "INFO: vllm serve is the CLI", 'File "/usr/local/bin/vllm serve", line 8'])
+def test_lines_that_only_mention_a_server_give_no_launch(text):
+    assert _scan(text) is None
+
+
+def test_the_launch_a_log_shows_is_the_bundles_server_config_without_a_deployment(tmp_path):
+    (tmp_path / "logs.txt").write_text("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192\n")
+    ev = load_bundle(tmp_path)
+    assert ev.server_config is not None and ev.server_config.source == "logs.txt"
+    assert ev.server_config.max_model_len == 8192
+
+
+def test_a_deployment_still_wins_over_the_log(tmp_path):
+    examples = Path(__file__).parent.parent / "examples" / "params-edge-sglang"
+    for name in ("deployment.yaml",):
+        (tmp_path / name).write_text((examples / name).read_text())
+    (tmp_path / "logs.txt").write_text("python3 -m sglang.launch_server --model-path m --mem-fraction-static 0.5\n")
+    ev = load_bundle(tmp_path)
+    assert ev.server_config.source == "deployment.yaml" and ev.server_config.memory_fraction == 0.95
