@@ -20,9 +20,10 @@ from datetime import datetime
 from typing import Any
 
 from collectors.kube.client import make_api_client
-from collectors.kube.evidence import bundle_files, snapshot_evidence
+from collectors.kube.evidence import bundle_files, redact_snapshot, snapshot_evidence
 from collectors.kube.live import KubeSnapshot, gather_workload
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
+from runbooks.model.secrets import redact_evidence
 
 #: the default deadline per source and for the whole collection, seconds (issue contract)
 SOURCE_DEADLINE_S = 5.0
@@ -84,6 +85,7 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
                            deadline_s=options.total_deadline_s, source_deadline_s=options.source_deadline_s,
                            tail_lines=options.tail_lines, direct_metrics=options.direct_metrics, now=now,
                            clock=clock, on_pods=prometheus.start if options.prometheus is not None else None)
+    snap = redact_snapshot(snap)
     ev = snapshot_evidence(snap)
     issues = list(ev.issues)
     sources = list(ev.sources)
@@ -111,9 +113,20 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
         snapshot = latest_gpu_readings(extra["memory_history"])
         if snapshot is not None:
             extra["gpus"] = snapshot
-    evidence = replace(ev, target=f"{namespace}/{name}", collected_at=now, issues=tuple(issues),
-                       sources=tuple(dict.fromkeys(sources)), **extra)
+    evidence = redact_evidence(replace(ev, target=f"{namespace}/{name}", collected_at=now, issues=tuple(issues),
+                                       sources=tuple(dict.fromkeys(sources)), **extra), known=_secrets(options, api))
     return LiveCollection(evidence=evidence, files=bundle_files(snap), kube=snap, prometheus=history)
+
+
+def _secrets(options: LiveOptions, api: Any) -> tuple[str, ...]:
+    """The credentials this collection used (the Prometheus token and password, the cluster's
+    token or password), masked wherever a server echoed them back."""
+    found = [options.prometheus.bearer_token, options.prometheus.password] if options.prometheus else []
+    config = getattr(api, "configuration", None)
+    for value in (getattr(config, "api_key", None) or {}).values():
+        found += str(value).split()[-1:]
+    found.append(getattr(config, "password", None))
+    return tuple(s for s in found if isinstance(s, str) and s)
 
 
 class _PrometheusInParallel:

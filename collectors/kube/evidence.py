@@ -1,6 +1,9 @@
 """A live KubeSnapshot as Evidence, and as the files of an evidence bundle.
 
-Both go through the same parsers the bundle reader uses, so a bundle written with
+Both start from the snapshot with credentials masked (`redact_snapshot`: objects through
+`pod_reads.scrub`, log tails, /metrics texts and issues through `runbooks.model.secrets`), so
+no copy of a secret reaches the evidence or a file. Both go through the same parsers the
+bundle reader uses, so a bundle written with
 `bundle_files` (plus bundle.json for what has no raw file) reads back to the same evidence:
 
 - deployment.yaml, pods.yaml (a v1 List), events.yaml (a List), hpa.yaml;
@@ -18,11 +21,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import yaml
 
 from collectors.errors import ParseError
+from collectors.kube.pod_reads import scrub
 from collectors.kube.snapshot import KubeSnapshot
 from collectors.parsers.kube_events import events_from_objects
 from collectors.parsers.kube_objects import autoscaler_from_object, pods_from_objects, workload_from_object
@@ -38,6 +43,7 @@ from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_total import sum_server_metrics
 from collectors.parsers.textio import iter_lines
 from runbooks.model.evidence import Evidence, LogSignals, ReadIssue
+from runbooks.model.secrets import redact_evidence, redact_text
 
 try:
     from yaml import CSafeDumper as _Dumper
@@ -49,8 +55,41 @@ T = TypeVar("T")
 LOG_HEADER = "# ---- pod/{pod} container/{container} {run} ----"
 
 
+def redact_snapshot(snap: KubeSnapshot) -> KubeSnapshot:
+    """The snapshot with credentials masked in every object (`scrub`), log tail, /metrics text
+    and issue. Numbers are never touched; a snapshot already redacted is returned as it is.
+
+    >>> from datetime import datetime
+    >>> from collectors.kube.snapshot import LogTail
+    >>> snap = KubeSnapshot("llm", "x", "Deployment", "https://k", None, datetime(2026, 1, 1),
+    ...                     logs=(LogTail("p", "c", False, "login with hf_" + "a" * 34 + "\\n"),))
+    >>> redact_snapshot(snap).logs[0].text
+    'login with <redacted>\\n'
+    """
+    if snap.redacted:
+        return snap
+
+    def objects(items: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        return tuple(scrub(o) if isinstance(o, dict) else o for o in items)
+
+    return replace(
+        snap,
+        workload=scrub(snap.workload) if isinstance(snap.workload, dict) else snap.workload,
+        replica_sets=objects(snap.replica_sets), pods=objects(snap.pods), events=objects(snap.events),
+        hpa=scrub(snap.hpa) if isinstance(snap.hpa, dict) else snap.hpa, pdbs=objects(snap.pdbs),
+        services=objects(snap.services), ingresses=objects(snap.ingresses), nodes=objects(snap.nodes),
+        node_pods=objects(snap.node_pods),
+        logs=tuple(replace(t, text=redact_text(t.text)) for t in snap.logs),
+        scrapes=tuple(replace(s, url=redact_text(s.url), text=redact_text(s.text)) for s in snap.scrapes),
+        issues=redact_evidence(snap.issues),
+        redacted=True,
+    )
+
+
 def snapshot_evidence(snap: KubeSnapshot) -> Evidence:
-    """Typed evidence from a snapshot; an object that does not parse becomes a ReadIssue."""
+    """Typed evidence from a snapshot (credentials masked first); an object that does not parse
+    becomes a ReadIssue."""
+    snap = redact_snapshot(snap)
     issues = list(snap.issues)
     fields: dict[str, Any] = {}
 
@@ -131,7 +170,9 @@ def _list(items: Any) -> dict[str, Any]:
 
 
 def bundle_files(snap: KubeSnapshot) -> dict[str, str]:
-    """File name -> text for the bundle folder (bundle.json is written apart, from the evidence)."""
+    """File name -> text for the bundle folder (bundle.json is written apart, from the evidence),
+    credentials masked first."""
+    snap = redact_snapshot(snap)
     files: dict[str, str] = {}
     if snap.workload is not None:
         files["deployment.yaml"] = to_yaml(snap.workload)

@@ -2,7 +2,9 @@
 
 - `metrics_ports`: where the server serves /metrics;
 - `restarted` / `started`: whether a previous and a current log exist to ask for;
-- `scrub`: drop managedFields and last-applied copies, redact secret-looking env values;
+- `scrub`: drop managedFields and last-applied copies, mask credentials (`runbooks.model.secrets`):
+  environment variables by name and by value shape, secret server flags in commands and args
+  (lists, `--flag=value`, `--flag value`, `sh -c` scripts), credential shapes in every other string;
 - `trim_pod`: keep only what co-location needs of another team's pod.
 
 >>> metrics_ports({"ports": [{"containerPort": 8000}]}, None)
@@ -12,22 +14,17 @@
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 from collectors.errors import ParseError
 from collectors.parsers.kube_pod_spec import pick_server_container
 from runbooks.model.evidence import ServerConfig
+from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name, secret_value
 
 #: where each engine serves HTTP (and /metrics) in its pod unless told otherwise
 ENGINE_PORTS = {"vllm": 8000, "tgi": 80, "sglang": 30000}
 #: TGI 3.3+ also serves /metrics on a dedicated Prometheus port
 TGI_PROMETHEUS_PORT = 9000
-REDACTED = "<redacted>"
-#: whole words of a variable name, so MAX_TOTAL_TOKENS (a server flag) is kept and HF_TOKEN is not
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|SECRET_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH)"
-    r"(?:_|$)", re.IGNORECASE)
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
@@ -84,11 +81,17 @@ def started(status: dict[str, Any]) -> bool:
 
 
 def scrub(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy without managedFields and last-applied annotations, with the values of
-    secret-looking environment variables (HF_TOKEN, DB_PASSWORD, OPENAI_API_KEY, ...) redacted.
+    """A copy without managedFields and last-applied annotations, with credentials masked:
+    the values of secret-named environment variables (HF_TOKEN, DB_PASSWORD, WANDB_KEY, ...)
+    and of credential-shaped ones (sk-..., hf_..., a JWT, ...), the values of secret server
+    flags (--api-key, --hf-token, ...) in every command and args list and `sh -c` script, and
+    credential shapes in every other string. Flags triage reads (--max-num-batched-tokens,
+    --kv-cache-dtype, ...) are left as they are. Scrubbing a scrubbed object changes nothing.
 
     >>> scrub({"env": [{"name": "HF_TOKEN", "value": "hf_abc"}]})["env"][0]["value"]
     '<redacted>'
+    >>> scrub({"args": ["--api-key", "abc", "--max-num-batched-tokens", "8192"]})["args"]
+    ['--api-key', '<redacted>', '--max-num-batched-tokens', '8192']
     """
     out = copy.deepcopy(obj)
     meta = out.get("metadata")
@@ -98,22 +101,63 @@ def scrub(obj: dict[str, Any]) -> dict[str, Any]:
         if isinstance(annotations, dict):
             for key in _DROPPED_ANNOTATIONS:
                 annotations.pop(key, None)
-    _redact_env(out)
+    _mask(out)
     return out
 
 
-def _redact_env(value: Any) -> None:
+def _mask(value: Any) -> None:
+    """Mask credentials in a decoded object, in place."""
     if isinstance(value, dict):
-        env = value.get("env")
-        if isinstance(env, list):
-            for var in env:
-                if isinstance(var, dict) and "value" in var and _SECRET_NAME.search(str(var.get("name", ""))):
-                    var["value"] = REDACTED
-        for item in value.values():
-            _redact_env(item)
+        done = _mask_launch(value) | _mask_env(value)
+        for key, item in value.items():
+            if key in done:
+                continue
+            if isinstance(item, str):
+                value[key] = redact_text(item)
+            else:
+                _mask(item)
     elif isinstance(value, list):
-        for item in value:
-            _redact_env(item)
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                value[i] = redact_text(item)
+            else:
+                _mask(item)
+
+
+def _mask_launch(obj: dict[str, Any]) -> set[str]:
+    """A container's (or an exec probe's) command and args, read as one command line so a flag
+    at the end of `command` and its value at the start of `args` are seen together."""
+    command, args = obj.get("command"), obj.get("args")
+    lists = {k: v for k, v in (("command", command), ("args", args)) if isinstance(v, list)}
+    if not lists:
+        return set()
+    words = redact_argv([*lists.get("command", []), *lists.get("args", [])])
+    if "command" in lists:
+        obj["command"], words = words[: len(lists["command"])], words[len(lists["command"]):]
+    if "args" in lists:
+        obj["args"] = words
+    return set(lists)
+
+
+def _mask_env(obj: dict[str, Any]) -> set[str]:
+    env = obj.get("env")
+    if not isinstance(env, list):
+        return set()
+    for var in env:
+        if not isinstance(var, dict):
+            continue
+        value = var.get("value")
+        if isinstance(value, str) and value:
+            named = secret_name(str(var.get("name", "")))
+            var["value"] = REDACTED if named or secret_value(value) else redact_text(value)
+        for key, item in var.items():
+            if key in ("name", "value"):
+                continue
+            if isinstance(item, str):
+                var[key] = redact_text(item)
+            else:
+                _mask(item)
+    return {"env"}
 
 
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:

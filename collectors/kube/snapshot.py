@@ -69,3 +69,5 @@ class KubeSnapshot:
     calls: int = 0
     #: the most calls that had to wait on one another (round trips in a row)
     depth: int = 0
+    #: credentials are masked in every object, log, scrape and issue (`evidence.redact_snapshot`)
+    redacted: bool = False
