@@ -1,7 +1,7 @@
 """The rules that keep credentials out of what gpumem reads, shows and writes
 (`runbooks.model.secrets`), where they are applied (`collectors.kube.pod_reads.scrub`, the
-snapshot, the evidence of a live collection), and what they must never touch: names of
-settings that only look like secrets, and the numbers triage reads."""
+snapshot, the Prometheus and Kubernetes clients' errors, bundle.json), and what they must never
+touch: names of settings that only look like secrets, and the numbers triage reads."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import dataclasses
 import json
 from collections import namedtuple
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from bot.service.bundle_out import write_bundle_json
+from collectors.kube.client import Call, api_error, issue_for
 from collectors.kube.evidence import bundle_files, parse_logs, redact_snapshot, snapshot_evidence
 from collectors.kube.live import gather_workload
 from collectors.kube.pod_reads import scrub
@@ -22,6 +25,7 @@ from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
 from collectors.parsers.bundle import load_bundle
 from collectors.parsers.flag_tables import FIELD_MAP, known_flags
 from collectors.parsers.flags import server_config_from_container
+from collectors.prometheus.client import PrometheusClient, PrometheusError
 from runbooks.model.evidence import Evidence, ReadIssue, ServerConfig
 from runbooks.model.secrets import (
     REDACTED,
@@ -33,6 +37,7 @@ from runbooks.model.secrets import (
     secret_value,
 )
 from tests.support.kube_fixtures import running_scenario
+from tests.support.loopback import LoopbackServer
 
 SECRET = "planted-Secret-9f8e7d"
 
@@ -304,6 +309,13 @@ def test_redact_evidence_touches_strings_only():
     assert redact_evidence((Point(f"sk-{'a' * 20}", 1.5),)) == (Point(REDACTED, 1.5),)
 
 
+def test_bundle_json_is_written_masked(tmp_path):
+    cfg = ServerConfig("deployment.yaml", engine="vllm", flags={"api-key": SECRET})
+    write_bundle_json(tmp_path, Evidence(target="llm/x", server_config=cfg))
+    text = (tmp_path / "bundle.json").read_text(encoding="utf-8")
+    assert SECRET not in text and '"api-key": "<redacted>"' in text
+
+
 def test_a_bundle_with_masked_secrets_reads_back_to_the_same_evidence(tmp_path):
     with running_scenario("vllm-incident", tmp_path) as sc:
         kube = sc.kube
@@ -328,3 +340,62 @@ def test_a_bundle_with_masked_secrets_reads_back_to_the_same_evidence(tmp_path):
     assert live.server_config.flags["api-key"] == live.server_config.flags["hf-token"] == REDACTED
     for field in ("workload", "pods", "logs", "server_metrics", "replica_sets"):
         assert getattr(back, field) == getattr(live, field), field
+
+
+# ------------------------------------------------------------------------------ errors that echo credentials
+
+
+class _Echo(LoopbackServer):
+    """Answers every request with `status` and a body quoting the request's Authorization header."""
+
+    def __init__(self, status: int, json_error: bool):
+        self.status, self.json_error = status, json_error
+
+    class handler(BaseHTTPRequestHandler):
+        server_state: _Echo
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            quoted = f"Authorization: {self.headers.get('Authorization')}"
+            state = self.server_state
+            if state.json_error:
+                body = json.dumps({"status": "error", "errorType": "bad_data", "error": f"denied; {quoted}"})
+            else:
+                body = f"<html>bad gateway for {self.path} with {quoted}</html>"
+            data = body.encode()
+            self.send_response(state.status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+
+@pytest.mark.parametrize(("status", "json_error"), [(400, True), (502, False), (401, False)])
+def test_prometheus_errors_never_carry_the_token_or_password(status, json_error):
+    with _Echo(status, json_error) as echo:
+        for client in (PrometheusClient(echo.url, bearer_token=SECRET, timeout_s=5),
+                       PrometheusClient(echo.url.replace("http://", f"http://reader:{SECRET}@"), timeout_s=5),
+                       PrometheusClient(echo.url, basic_auth=("reader", SECRET), timeout_s=5)):
+            with pytest.raises(PrometheusError) as raised:
+                client.query("up")
+            text = f"{raised.value} {raised.value.issue('memory')} {client!r}"
+            assert SECRET not in text
+            assert "cmVhZGVy" not in text  # base64 of "reader:" starts every basic credential
+            if json_error:
+                assert "Authorization: Bearer <redacted>" in text or "Authorization: Basic <redacted>" in text
+
+
+def test_kubernetes_errors_never_carry_the_token():
+    body = json.dumps({"kind": "Status", "message": f"webhook denied request with authorization: Bearer {SECRET}"})
+    call = Call("list", "events", "llm")
+    for status in (500, 404, 409, 401, 418):
+        error = ApiException(status=status, reason="Failure")
+        error.body = body
+        assert SECRET not in str(api_error(error, call))
+        assert SECRET not in repr(api_error(error, call).__dict__)
+        assert SECRET not in issue_for(error, call, "https://k8s", 5).message
+    raw = ApiException(status=502, reason="Bad Gateway")
+    raw.body = f"<html>upstream said Authorization: Bearer {SECRET}</html>"
+    assert SECRET not in str(api_error(raw, call))
+    assert SECRET not in issue_for(ValueError(f"not JSON: token={SECRET}"), call, "https://k8s", 5).message

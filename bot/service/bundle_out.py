@@ -1,7 +1,8 @@
 """Writing an evidence bundle: the shell's job (collectors only read).
 
 `bundle.json` is written atomically (a temporary file, then a rename), so a crash never leaves
-half a bundle.json behind and never overwrites a good one with a torn one.
+half a bundle.json behind and never overwrites a good one with a torn one. The evidence is
+written with credentials masked (`runbooks.model.secrets`), whatever collected it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import os
 from pathlib import Path
 
 from runbooks.model.evidence import Evidence
+from runbooks.model.secrets import redact_evidence
 from runbooks.model.serde import to_jsonable
 
 
 def write_bundle_json(directory: str | os.PathLike[str], evidence: Evidence) -> Path:
     """Write bundle.json (target, time, parsed evidence) atomically: never a half-written file."""
     root = Path(directory)
+    evidence = redact_evidence(evidence)
     doc = {
         "format": "gpumem-bundle/1",
         "target": evidence.target,

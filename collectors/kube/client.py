@@ -38,6 +38,7 @@ from kubernetes.config.config_exception import ConfigException
 from collectors.errors import CollectorError
 from runbooks.model import errors
 from runbooks.model.evidence import ReadIssue
+from runbooks.model.secrets import redact_text
 
 #: enough connections for every pod's logs and metrics at once
 DEFAULT_POOL_MAXSIZE = 64
@@ -248,7 +249,7 @@ def _body_text(error: ApiException) -> str:
     if isinstance(body, bytes):
         body = body.decode("utf-8", errors="replace")
     text = status_message(error) if isinstance(body, str) and body.strip().startswith("{") else (body or "")
-    return " ".join(str(text or error.reason or "").split())[:MAX_BODY_CHARS]
+    return redact_text(" ".join(str(text or error.reason or "").split()))[:MAX_BODY_CHARS]
 
 
 def status_message(error: ApiException) -> str:
@@ -262,8 +263,8 @@ def status_message(error: ApiException) -> str:
         except ValueError:
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("message"), str):
-            return doc["message"][:300]
-    return str(error.reason or "")[:300]
+            return redact_text(doc["message"])[:300]
+    return redact_text(str(error.reason or ""))[:300]
 
 
 def classify_transport_error(error: BaseException) -> tuple[str, str]:
@@ -297,7 +298,7 @@ def _connection_reason(error: BaseException) -> str:
 
 
 def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:300] or type(error).__name__
+    return redact_text(" ".join(str(error).split()))[:300] or type(error).__name__
 
 
 def read_json(method: Any, *args: Any, timeout_s: float, **kwargs: Any) -> dict[str, Any]:

@@ -11,7 +11,10 @@ Every failure is a `PrometheusError` whose `kind` says what went wrong:
 - "not_found": 404, usually a base URL without the right path prefix
 - "unreadable": anything else (a 500, a body that is not the API's JSON)
 
-Credentials are never put in messages or reprs.
+Credentials are never put in messages or reprs: the URL is shown without user:password@ or a
+query string, and an error text a server or proxy sends back (which may quote the request's
+Authorization header) is masked (`runbooks.model.secrets`), the client's own token and password
+wherever they appear.
 
 >>> r = parse_query_response({"status": "success", "data": {"resultType": "vector", "result": [
 ...     {"metric": {"gpu": "0"}, "value": [1700000000, "73400"]}]}})
@@ -34,6 +37,7 @@ import requests
 
 from collectors.errors import CollectorError, ParseError
 from runbooks.model.evidence import ReadIssue
+from runbooks.model.secrets import redact_text
 
 SOURCE = "prometheus"
 #: PrometheusError kinds
@@ -50,9 +54,12 @@ class PrometheusError(CollectorError):
 
     >>> PrometheusError("bad_query", "bad_data: parse error").issue("memory").kind
     'unreadable'
+    >>> PrometheusError("forbidden", "proxy says Authorization: Bearer abc123456").message
+    'proxy says Authorization: Bearer <redacted>'
     """
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, secrets: tuple[str, ...] = ()):
+        message = redact_text(message, secrets)
         super().__init__(f"{kind}: {message}")
         self.kind = kind if kind in ERROR_KINDS else "unreadable"
         self.message = message
@@ -201,6 +208,9 @@ class PrometheusClient:
         if bearer_token:
             self._headers["Authorization"] = f"Bearer {bearer_token}"
         self._basic = basic_auth
+        #: masked in every error message, however a server echoes them
+        self._secrets = tuple(s for s in (bearer_token, basic_auth[1] if basic_auth else None, _url_password(base_url))
+                              if s)
         self._auth_kind = "bearer" if bearer_token else "basic" if basic_auth else "none"
         self._local = threading.local()  # one Session per thread: Sessions are not thread-safe
         self._lock = threading.Lock()
@@ -254,7 +264,10 @@ class PrometheusClient:
             raise PrometheusError("unreachable", f"{where}: cannot connect") from None
         except requests.RequestException as e:
             raise PrometheusError("unreachable", f"{where}: {type(e).__name__}") from None
-        return _read_response(resp, where)
+        try:
+            return _read_response(resp, where)
+        except PrometheusError as e:
+            raise PrometheusError(e.kind, e.message, self._secrets) from None
 
 
 def _read_response(resp: requests.Response, where: str) -> QueryResult:
@@ -300,6 +313,13 @@ def _safe_url(url: str) -> str:
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
     except ValueError:
         return "(base URL)"
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
 
 
 def load_response_text(text: str, source: str) -> QueryResult:
