@@ -169,4 +169,9 @@ class Report:
 
     @property
     def not_checked(self) -> tuple[Fact, ...]:
-        return tuple(m for c in self.checks for m in c.missing)
+        """What no round could check, each once (several rounds lack the same evidence)."""
+        seen: dict[tuple, Fact] = {}
+        for c in self.checks:
+            for m in c.missing:
+                seen.setdefault((m.key, m.source, tuple(sorted(map(str, m.params.items())))), m)
+        return tuple(seen.values())

@@ -20,13 +20,29 @@ from runbooks.remediation.solver import (
     solve_safe_flags,
 )
 from runbooks.triage.context import TriageContext
+from runbooks.triage.failure_actions import (
+    default_max_num_seqs,
+    engine_of,
+    margin_action,
+    oom_actions,
+    parallel_actions,
+    platform_actions,
+    refusal_actions,
+    restart_action,
+)
 
 _ORDER = (
-    "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len", "lower_memory_fraction", "scale_out",
-    "split_pools", "fix_parallel_layout", "add_startup_probe", "raise_memory_limit", "isolate_gpu",
-    "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge", "fix_launch", "add_shm",
-    "quantize_weights", "bigger_gpu_or_tp", "review_tp",
+    "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
+    "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
+    "lower_memory_fraction", "add_memory_margin", "lower_memory_fraction_to", "set_expandable_segments",
+    "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
+    "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "add_startup_probe",
+    "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",
+    "fix_launch", "read_previous_log", "set_max_running", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
+    "bigger_card_or_tp", "review_tp",
 )
+#: findings that say the engine met a CUDA OOM
+_OOM_FINDINGS = frozenset({"cuda_oom", "startup_cuda_oom", "runtime_cuda_oom"})
 #: the memory-fraction key of `safe_flags` per engine (the engine's flag, underscored)
 _FRACTION_KEY = {engine: flags[2].replace("-", "_") for engine, flags in ENGINE_FLAGS.items()}
 #: which kind of fraction each engine's flag is (ServerConfig.memory_fraction_kind)
@@ -133,28 +149,42 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         long_share = ctx.evidence.requests.share("L", "XL") if ctx.evidence.requests else None
         if long_share and long_share >= T.MIXED_LONG_SHARE:
             add("split_pools", "escalate", long_pct=round(long_share * 100, 1))
+        if not acts:
+            _concurrency_from_log(ctx, add, container)
     elif cause_id == "params_near_edge":
-        if plan is not None:
-            changes = _plan_changes(ctx, plan, container)
-            if changes:
-                add("set_safe_flags", changes=changes, args=" ".join(plan.args()), **safe_flags(ctx))
-        current = _current_fraction(ctx, plan) if plan is not None else None
-        if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
-            target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
-            add("lower_memory_fraction", flag="gpu-memory-utilization", current=current, target=target,
-                changes=(Change.set_arg(container, "gpu-memory-utilization", current, target),))
+        if "startup_capacity_error" in ids:
+            # the engine refused to start for lack of cache: give the cache room (or ask for
+            # less of it); the stop-the-bleeding template's lower fraction would make it worse
+            refusal_actions(ctx, add, container)
+        else:
+            if ids & _OOM_FINDINGS:
+                oom_actions(ctx, add, container)
+            # an OOM while starting has its own fix (graphs off, fewer warm-up sequences); the
+            # stop-the-bleeding template is for a server that was serving
+            startup_fix = "startup_cuda_oom" in ids and bool(acts.keys() & {"limit_cuda_graphs", "lower_max_num_seqs"})
+            if plan is not None and not startup_fix:
+                changes = _plan_changes(ctx, plan, container)
+                if changes:
+                    add("set_safe_flags", changes=changes, args=" ".join(plan.args()), **safe_flags(ctx))
+            current = _current_fraction(ctx, plan) if plan is not None else None
+            if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
+                target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
+                add("lower_memory_fraction", flag="gpu-memory-utilization", current=current, target=target,
+                    changes=(Change.set_arg(container, "gpu-memory-utilization", current, target),))
+            if not startup_fix and not acts.keys() & {"set_safe_flags", "lower_memory_fraction"}:
+                margin_action(ctx, add, container)
     elif cause_id == "weights_too_large":
-        add("quantize_weights", "escalate", model=ctx.model.name if ctx.model else None)
-        add("bigger_gpu_or_tp", "escalate", gpu=ctx.gpu_name)
+        _weights_actions(ctx, add)
     elif cause_id == "mixed_pool":
         prof = ctx.evidence.requests
         add("split_pools", "now", long_pct=round(prof.share("L", "XL") * 100, 1) if prof else None)
     elif cause_id == "parallelism_misconfig":
-        if "parallelism_exceeds_gpus" in ids or "gpus_idle" in ids:
-            add("fix_parallel_layout", gpus=ctx.gpus_requested,
-                tp=cfg.tensor_parallel_size if cfg else None)
+        parallel_actions(ctx, add, container)
+        if ("parallelism_exceeds_gpus" in ids or "gpus_idle" in ids) and "fit_layout_to_gpus" not in acts:
+            add("fix_parallel_layout", gpus=ctx.gpus_requested, tp=(cfg.tensor_parallel_size if cfg else None) or 1)
         add("review_tp", "escalate")
     elif cause_id == "platform_amplifier":
+        platform_actions(ctx, ids, add, container)
         if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
             add("add_startup_probe", budget_s=600, changes=(Change("add_startup_probe", container=container, new=600),))
         if "container_oomkilled" in ids:
@@ -170,6 +200,46 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             add("lower_max_surge", current=wl.max_surge if wl else None)
         if "launch_problem" in ids:
             add("fix_launch")
-        if "no_shm_for_tp" in ids:
-            add("add_shm")
+        if not acts:
+            restart_action(ctx, add)
     return tuple(sorted(acts.values(), key=lambda a: _ORDER.index(a.id)))
+
+
+def _weights_actions(ctx: TriageContext, add) -> None:
+    """Weights too large is named only with the card's size known; the actions say by how much."""
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    weights = (startup.weights_gib if startup else None) or (ctx.budget.weights_gib if ctx.budget else None)
+    if ctx.model is not None:
+        add("quantize_weights", "escalate", model=ctx.model.name)
+    elif weights is not None and total:
+        add("quantize_weights_unnamed", "escalate", weights_gib=round(weights, 1), total_gib=round(total, 1))
+    if ctx.gpu_name:
+        add("bigger_gpu_or_tp", "escalate", gpu=ctx.gpu_name)
+    elif total:
+        add("bigger_card_or_tp", "escalate", total_gib=round(total, 1))
+
+
+def _concurrency_from_log(ctx: TriageContext, add, container: str | None) -> None:
+    """KV pressure seen in a log with no flags known: cap concurrency at what the cache held
+    when it filled (the peak running requests scaled to the runbook's 90% target), else at
+    half the engine's default."""
+    engine = engine_of(ctx)
+    flag = ENGINE_FLAGS[engine][1]
+    cfg = ctx.config
+    peak = ctx.evidence.logs.stats_peak if ctx.evidence.logs else None
+    current = (cfg.max_num_seqs if cfg else None) or (default_max_num_seqs(ctx) if engine == "vllm" else None)
+    target = None
+    if peak is not None and peak.running and peak.kv_cache_usage_ratio:
+        target = max(1, int(peak.running * T.SAFE_KV_TARGET_RATIO / peak.kv_cache_usage_ratio))
+    elif current:
+        target = max(1, current // 2)
+    if target is None or (current is not None and target >= current):
+        return
+    if current is None:
+        add("set_max_running", flag=flag, target=target, running=int(peak.running),
+            usage_pct=round(peak.kv_cache_usage_ratio * 100, 1),
+            changes=(Change.set_arg(container, flag, None, target),))
+    else:
+        add("lower_max_num_seqs", current=current, target=target, flag=flag,
+            changes=(Change.set_arg(container, flag, cfg.max_num_seqs if cfg else None, target),))

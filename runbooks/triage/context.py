@@ -45,6 +45,8 @@ class TriageContext:
     rejected: Reading[float] | None
     preemptions: Reading[float] | None
     gpus_requested: int | None
+    #: GPU memory another process held when this engine started (GiB), when the evidence says
+    memory_held_elsewhere_gib: Reading[float] | None = None
 
     @property
     def config(self):
@@ -105,7 +107,47 @@ def _gpu_total(ev: Evidence, gpu_name: str | None) -> Reading[float] | None:
         try:
             return Reading(find_gpu(gpu_name).total_gib, "catalog")
         except UnknownGpu:
-            return None
+            pass
+    return _gpu_total_from_log(ev)
+
+
+def _gpu_total_from_log(ev: Evidence) -> Reading[float] | None:
+    """The card's size as the engine or torch printed it: the start-up figures, the CUDA OOM's
+    "total capacity", or SGLang's free memory after loading plus the weights it loaded."""
+    logs = ev.logs
+    if logs is None:
+        return None
+    startup = logs.startup
+    if startup is not None and startup.total_gpu_gib:
+        return Reading(startup.total_gpu_gib, logs.source)
+    if logs.oom is not None and logs.oom.total_bytes:
+        return Reading(logs.oom.total_bytes / GIB, logs.source)
+    if startup is not None and startup.available_after_load_gib is not None and startup.weights_gib:
+        return Reading(startup.available_after_load_gib + startup.weights_gib, logs.source)
+    return None
+
+
+def _held_elsewhere(ev: Evidence, total: Reading[float] | None) -> Reading[float] | None:
+    """Memory another process held when the engine started: vLLM's "Free memory on device"
+    below the card, or memory already in use before this engine loaded anything beyond what
+    its own fraction allows (vLLM 0.6.4 "initial_memory_usage")."""
+    logs = ev.logs
+    startup = logs.startup if logs else None
+    if startup is None or total is None:
+        return None
+    if startup.free_at_start_gib is not None and logs.count("free_below_utilization"):
+        held = total.value - startup.free_at_start_gib
+        return Reading(round(held, 2), logs.source) if held > 0.05 * total.value else None
+    cfg = ev.server_config
+    fraction = startup.gpu_memory_utilization or (cfg.memory_fraction if cfg and cfg.memory_fraction_kind == "total"
+                                                  else None)
+    if startup.initial_usage_gib is not None and fraction is not None:
+        own = fraction * total.value
+        if startup.initial_usage_gib > own:
+            # exact when the engine printed its own weights; else a lower bound: what it may hold
+            held = (startup.initial_usage_gib - startup.weights_gib - (startup.non_torch_gib or 0.0)
+                    if startup.weights_gib else startup.initial_usage_gib - own)
+            return Reading(round(held, 2), logs.source)
     return None
 
 
@@ -179,6 +221,7 @@ def build_context(ev: Evidence) -> TriageContext:
     gpus_requested = None
     if ev.workload and ev.workload.gpu:
         gpus_requested = ev.workload.gpu.count
+    held = _held_elsewhere(ev, total)
 
     return TriageContext(
         evidence=ev,
@@ -197,6 +240,7 @@ def build_context(ev: Evidence) -> TriageContext:
         rejected=_metric("rejected_total"),
         preemptions=preempt,
         gpus_requested=gpus_requested,
+        memory_held_elsewhere_gib=held,
     )
 
 

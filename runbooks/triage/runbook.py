@@ -81,7 +81,9 @@ def _memory_split(ctx: TriageContext) -> MemorySplit | None:
     if b is not None:
         return MemorySplit(total, used, round(b.static_gib, 2), round(b.kv_cache_gib, 2), round(b.weights_gib, 2),
                            "budget", kv_ratio)
-    if total is None and used is None:
+    if total is None:
+        # a reading in use against an unknown card says nothing about the split (and would
+        # print as "of n/a GiB"); the in-use figure stays in the concurrency round's facts
         return None
     return MemorySplit(total, used, None, None, None, "gpus", kv_ratio)
 

@@ -31,6 +31,10 @@ _RULE_OUT = {
     "parallelism_misconfig": ("rule_out_parallelism",),
     "platform_amplifier": ("rule_out_platform",),
 }
+#: findings that say the engine did not start (or crashed): never "healthy"
+ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startup_cuda_oom", "cuda_oom",
+                         "runtime_cuda_oom", "parallel_config_error", "nccl_failed", "gpu_runtime_error",
+                         "memory_held_elsewhere", "pods_restarting", "container_oomkilled"})
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -85,9 +89,10 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
     if causes:
         primary = causes[0].id
-    elif cover >= 0.4:
+    elif cover >= 0.4 and not {f.id for f in findings} & ENGINE_DOWN:
         primary = "healthy"
     else:
+        # an engine that did not start is never healthy, even when no cause can be named
         primary = "insufficient_evidence"
     return Verdict(
         primary=primary,
@@ -108,13 +113,16 @@ def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
 
 def _priority(findings: list[Finding], ctx: TriageContext) -> str:
     ids = {f.id for f in findings}
-    if ids & {"runtime_cuda_oom", "container_oomkilled", "startup_capacity_error"} and (
-        ids & {"pods_restarting", "startup_capacity_error", "container_oomkilled"}
+    oom = {"runtime_cuda_oom", "startup_cuda_oom", "cuda_oom"}
+    if ids & (oom | {"container_oomkilled", "startup_capacity_error"}) and (
+        ids & {"pods_restarting", "startup_capacity_error", "startup_cuda_oom", "container_oomkilled"}
     ):
         return "highest"
     crash_looping = any(f.id == "pods_restarting" and f.severity == "critical" for f in findings)
-    if crash_looping or ids & {"runtime_cuda_oom", "kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
-                               "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus"}:
+    if crash_looping or ids & (oom | {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
+                                      "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus",
+                                      "parallel_config_error", "nccl_failed", "gpu_runtime_error",
+                                      "memory_held_elsewhere", "engine_not_started"}):
         return "high"
     if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
               "memory_fraction_at_edge", "aggressive_combination"}:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
-from runbooks.model.units import pct
+from runbooks.model.units import GIB, MIB, pct
 from runbooks.triage.checks._util import gib, longest_above, missing
 from runbooks.triage.context import TriageContext
 
@@ -34,7 +34,12 @@ def check(ctx: TriageContext) -> CheckResult:
         q = ctx.queue_depth.value if ctx.queue_depth else None
         r = ctx.rejected.value if ctx.rejected else None
         src = (ctx.queue_depth or ctx.rejected).source
-        f = fact("queue_and_rejects", src, queue=q if q is None else round(q), rejected=r if r is None else round(r))
+        if r is None:
+            f = fact("queue_depth_only", src, queue=round(q))
+        elif q is None:
+            f = fact("rejects_only", src, rejected=round(r))
+        else:
+            f = fact("queue_and_rejects", src, queue=round(q), rejected=round(r))
         if (q or 0) > T.QUEUE_DEPTH_ALERT and (r or 0) > 0:
             findings.append(Finding("queue_and_rejects_rising", ROUND, "critical", (f,),
                                     ("kv_cache_pressure", "params_near_edge"), 0.7))
@@ -71,14 +76,69 @@ def check(ctx: TriageContext) -> CheckResult:
 
     if ev.logs is not None:
         used.append("logs")
-        n = ev.logs.count("cuda_oom") + ev.logs.count("alloc_failed") + ev.logs.count("sampler_warmup_oom")
-        if n:
-            sig = next(s for s in ev.logs.signals if s.key in ("cuda_oom", "alloc_failed", "sampler_warmup_oom"))
-            supports = _oom_causes(ctx)
-            findings.append(Finding("runtime_cuda_oom", ROUND, "critical",
-                                    (fact("log_signal", ev.logs.source, signal=sig.key, count=n,
-                                          example=sig.example),), supports, 0.8))
+        oom = _oom_finding(ctx)
+        if oom is not None:
+            findings.append(oom)
     return CheckResult("concurrency", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+def oom_phase(ctx: TriageContext) -> str | None:
+    """The phase the log's CUDA OOM came in (OOM_PHASES), None when nothing says."""
+    logs = ctx.evidence.logs
+    if logs is None:
+        return None
+    if logs.oom is not None and logs.oom.phase is not None:
+        return logs.oom.phase
+    return "sampler_warmup" if logs.count("sampler_warmup_oom") else None
+
+
+def _oom_finding(ctx: TriageContext) -> Finding | None:
+    """A CUDA OOM, read for its numbers and its phase, not as a keyword.
+
+    Served requests OOM at run time; an OOM while loading, profiling, capturing CUDA graphs
+    or warming up is a start-up failure; with no phase in the evidence it is neither.
+    """
+    logs = ctx.evidence.logs
+    keys = ("cuda_oom", "alloc_failed", "sampler_warmup_oom")
+    # a sampler warm-up OOM line is also a "CUDA out of memory" line: counted once
+    n = max(logs.oom.count if logs.oom else 0, logs.count("cuda_oom")) + logs.count("alloc_failed")
+    if not n:
+        return None
+    sig = next((s for s in logs.signals if s.key in keys), None)
+    phase = oom_phase(ctx)
+    facts = [fact("log_signal", logs.source, signal=sig.key if sig else "cuda_oom", count=n,
+                  example=(logs.oom.example if logs.oom else None) or (sig.example if sig else None))]
+    oom = logs.oom
+    if oom is not None and oom.total_bytes:
+        facts.append(fact("oom_numbers", logs.source, total_gib=gib(oom.total_bytes / GIB),
+                          held_gib=gib((oom.in_use_bytes or oom.total_bytes - (oom.free_bytes or 0)) / GIB),
+                          allocated_gib=gib((oom.allocated_bytes or 0) / GIB),
+                          tried_mib=round((oom.tried_bytes or 0) / MIB)))
+    if oom is not None and _fragmented(oom):
+        facts.append(fact("oom_fragmentation", logs.source,
+                          reserved_gib=gib(oom.reserved_unallocated_bytes / GIB)))
+    if phase is not None:
+        facts.append(_PHASE_FACTS[phase](logs.source))
+    key = "cuda_oom" if phase is None else "runtime_cuda_oom" if phase == "serving" else "startup_cuda_oom"
+    return Finding(key, ROUND, "critical", tuple(facts), _oom_causes(ctx, phase), 0.8)
+
+
+#: the phase an OOM came in, worded
+_PHASE_FACTS = {
+    "loading": lambda src: fact("oom_while_loading", src),
+    "profiling": lambda src: fact("oom_while_profiling", src),
+    "kv_cache": lambda src: fact("oom_while_kv_cache", src),
+    "cudagraph": lambda src: fact("oom_while_cudagraph", src),
+    "sampler_warmup": lambda src: fact("oom_while_sampler_warmup", src),
+    "warmup": lambda src: fact("oom_while_warmup", src),
+    "serving": lambda src: fact("oom_while_serving", src),
+}
+
+
+def _fragmented(oom) -> bool:
+    """Reserved-but-unallocated memory that would have served the failed request."""
+    spare = oom.reserved_unallocated_bytes or 0
+    return spare >= max(oom.tried_bytes or 0, GIB // 2) and (not oom.total_bytes or spare >= 0.02 * oom.total_bytes)
 
 
 def _fraction_at_edge(cfg) -> Finding | None:
@@ -103,6 +163,8 @@ def _worst_case(ctx: TriageContext) -> Finding | None:
     length = cfg.max_model_len or (ctx.budget.max_model_len if ctx.budget else None)
     if cap is None or not seqs or not length or not cap.value:
         return None
+    if cap.source == "budget" and ctx.memory_held_elsewhere_gib is not None:
+        return None  # the budget assumes the card is the engine's own; here it was not
     full_len_fit = cap.value / length
     f = fact("worst_case", cap.source, max_num_seqs=seqs, max_model_len=length,
              capacity_tokens=int(cap.value), fit_at_max_len=round(full_len_fit, 1))
@@ -118,17 +180,29 @@ def _worst_case(ctx: TriageContext) -> Finding | None:
     return None
 
 
-def _oom_causes(ctx: TriageContext) -> tuple[str, ...]:
-    """Which causes a CUDA OOM line points at depends on what else is true.
+def _oom_causes(ctx: TriageContext, phase: str | None) -> tuple[str, ...]:
+    """Which causes a CUDA OOM points at depends on its phase and what else is true.
 
-    Weights that nearly fill the card: the OOM came while loading or right after. A memory
-    fraction below the edge: the engine kept a margin, so the cache and batch outgrew it.
-    Otherwise: the fraction left no room for activations and fragmentation.
+    Weights that fill the card (its size and their share both known): the card is too small.
+    Memory held by another process at start-up: placement. An OOM in a start-up phase after
+    the weights loaded (profiling, CUDA-graph capture, sampler warm-up, TGI warm-up): the
+    memory settings left no room for it. While serving, a memory fraction below the edge
+    means the engine kept a margin and the batch outgrew it; otherwise the fraction left no
+    room for activations and fragmentation.
     """
     cfg = ctx.config
     b = ctx.budget
-    if b is not None and ctx.gpu_total_gib is not None and b.weights_gib >= 0.85 * ctx.gpu_total_gib.value:
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    weights = (startup.weights_gib if startup else None) or (b.weights_gib if b else None)
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    if weights is not None and total and weights >= (0.85 if phase in (None, "loading") else 0.98) * total:
         return ("weights_too_large",)
-    if cfg and cfg.memory_fraction_kind == "total" and (cfg.memory_fraction or 0.9) < T.VLLM_UTIL_EDGE:
+    if ctx.memory_held_elsewhere_gib is not None:
+        return ("platform_amplifier",)
+    if phase is not None and phase != "serving":
+        return ("params_near_edge",)
+    if phase == "serving" and cfg and cfg.memory_fraction_kind == "total" and (
+        cfg.memory_fraction or 0.9
+    ) < T.VLLM_UTIL_EDGE:
         return ("kv_cache_pressure", "params_near_edge")
     return ("params_near_edge",)

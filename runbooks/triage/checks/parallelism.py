@@ -12,9 +12,13 @@ ROUND = 4
 def check(ctx: TriageContext) -> CheckResult:
     ev = ctx.evidence
     cfg = ev.server_config
+    printed = _printed_error(ctx)
     if cfg is None:
-        return CheckResult("parallelism", ROUND, (), (), (missing("server_config", ev.issues, "deployment.yaml"),))
-    findings: list[Finding] = []
+        lacking = (missing("server_config", ev.issues, "deployment.yaml"),)
+        if printed is not None:
+            return CheckResult("parallelism", ROUND, (printed,), ("logs",), lacking)
+        return CheckResult("parallelism", ROUND, (), (), lacking)
+    findings: list[Finding] = [printed] if printed is not None else []
     used = ["server_config"]
     lacking = []
     tp = cfg.tensor_parallel_size or 1
@@ -60,3 +64,36 @@ def check(ctx: TriageContext) -> CheckResult:
                                     (fact("budget_warning", "budget", warning=warning),),
                                     ("parallelism_misconfig",), 0.4))
     return CheckResult("parallelism", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+def _printed_error(ctx: TriageContext) -> Finding | None:
+    """A parallel-layout error the engine printed (heads or layers a TP/PP size does not divide,
+    fewer GPUs than the layout needs): the engine refused the layout, whatever else is known."""
+    logs = ctx.evidence.logs
+    err = logs.parallel_error if logs else None
+    if err is None:
+        return None
+    cfg = ctx.config
+    src = logs.source
+    if err.kind == "gpus_insufficient":
+        size = err.size or (cfg.tensor_parallel_size if cfg else None)
+        gpus = err.gpus or _gpus_seen(ctx)
+        if size and gpus:
+            f = fact("gpus_fewer_than_layout", src, size=size, gpus=gpus)
+        else:
+            f = fact("engine_said", src, example=err.example)
+    elif err.kind == "layers_indivisible":
+        f = fact("layers_indivisible", src, layers=err.heads, size=err.size)
+    elif err.kind == "kv_heads_indivisible":
+        f = fact("kv_heads_indivisible", src, heads=err.heads, size=err.size)
+    else:
+        f = fact("heads_indivisible", src, heads=err.heads, size=err.size)
+    return Finding("parallel_config_error", ROUND, "critical", (f,), ("parallelism_misconfig",), 1.0)
+
+
+def _gpus_seen(ctx: TriageContext) -> int | None:
+    """GPUs the evidence shows the server has: the pod's request, else the cards nvidia-smi lists."""
+    if ctx.gpus_requested:
+        return ctx.gpus_requested
+    gpus = ctx.evidence.gpus
+    return len(gpus.devices) if gpus and gpus.devices else None

@@ -71,6 +71,7 @@ def check(ctx: TriageContext) -> CheckResult:
                                     ("platform_amplifier",), 0.45))
 
     findings.extend(_co_location(ctx))
+    findings.extend(_engine_start(ctx))
     if ev.server_config is not None:
         for w in ev.server_config.warnings:
             if w in _LAUNCH_BREAKERS:
@@ -133,6 +134,39 @@ def _workload(ctx: TriageContext) -> list[Finding]:
     if tp and tp > 1 and wl.shm_size is None:
         out.append(Finding("no_shm_for_tp", ROUND, "warning",
                            (fact("shm_missing", wl.source, tp=tp),), ("platform_amplifier",), 0.3))
+    return out
+
+
+def _engine_start(ctx: TriageContext) -> list[Finding]:
+    """An engine that cannot start for a platform reason: NCCL (usually /dev/shm), the GPU
+    driver or runtime, or memory another process holds on the card."""
+    ev = ctx.evidence
+    logs = ev.logs
+    out: list[Finding] = []
+    if logs is not None:
+        nccl = [s for s in logs.signals if s.key in ("nccl_error", "shm_exhausted")]
+        if nccl:
+            out.append(Finding("nccl_failed", ROUND, "critical",
+                               tuple(fact("log_signal", logs.source, signal=s.key, count=s.count, example=s.example)
+                                     for s in nccl),
+                               ("platform_amplifier",), 0.9))
+        driver = next((s for s in logs.signals if s.key == "cuda_driver_error"), None)
+        if driver is not None:
+            out.append(Finding("gpu_runtime_error", ROUND, "critical",
+                               (fact("log_signal", logs.source, signal=driver.key, count=driver.count,
+                                     example=driver.example),),
+                               ("platform_amplifier",), 0.9))
+        failed = next((s for s in logs.signals if s.key in ("engine_start_failed", "engine_init_failed")), None)
+        if failed is not None:
+            out.append(Finding("engine_not_started", ROUND, "warning",
+                               (fact("log_signal", logs.source, signal=failed.key, count=failed.count,
+                                     example=failed.example),)))
+    held = ctx.memory_held_elsewhere_gib
+    if held is not None and ctx.gpu_total_gib is not None:
+        out.append(Finding("memory_held_elsewhere", ROUND, "critical",
+                           (fact("held_elsewhere", held.source, held_gib=round(held.value, 1),
+                                 total_gib=round(ctx.gpu_total_gib.value, 1)),),
+                           ("platform_amplifier",), 0.9))
     return out
 
 

@@ -9,7 +9,13 @@ from runbooks.triage.checks._util import gib, missing
 from runbooks.triage.context import TriageContext
 
 ROUND = 1
-_STARTUP_FAILURES = ("kv_startup_too_small", "no_cache_blocks", "sglang_not_enough_memory", "tgi_prefill_oom")
+#: the engines' start-up capacity refusals: the cache (or batch budget) does not fit what is left
+STARTUP_FAILURES = ("kv_startup_too_small", "no_cache_blocks", "sglang_not_enough_memory", "tgi_prefill_oom",
+                    "tgi_total_tokens_oom", "tgi_max_total_tokens_oom")
+#: weights at or above this share of the card leave nothing a flag can give back
+WEIGHTS_FILL_RATIO = 0.98
+#: with weights below this share, a start-up refusal is the memory fraction's to fix
+WEIGHTS_ROOM_RATIO = 0.95
 
 
 def check(ctx: TriageContext) -> CheckResult:
@@ -33,6 +39,7 @@ def check(ctx: TriageContext) -> CheckResult:
         source = "budget"
         used.append("budget")
 
+    refusal = _refusal(ctx)
     if weights is not None and total:
         used.append("gpus")
         ratio = static / total
@@ -41,10 +48,13 @@ def check(ctx: TriageContext) -> CheckResult:
             fact("static_share", source, static_gib=gib(static), weights_gib=gib(weights),
                  total_gib=gib(total), share_pct=pct(ratio), tp=tp or 1),
         )
-        if weights >= total * 0.98:
+        # with the engine refusing for lack of cache while the weights still leave room, the
+        # static share is a reason to raise the fraction, not proof that the card is too small
+        room = refusal is not None and weights < total * WEIGHTS_ROOM_RATIO
+        if weights >= total * WEIGHTS_FILL_RATIO:
             findings.append(Finding("weights_exceed_gpu", ROUND, "critical", facts,
                                     ("weights_too_large",), weight=1.0))
-        elif ratio >= T.STATIC_CRITICAL_RATIO:
+        elif ratio >= T.STATIC_CRITICAL_RATIO and not room:
             findings.append(Finding("static_critical", ROUND, "critical", facts, ("weights_too_large",), 0.9))
         elif ratio >= T.STATIC_WARNING_RATIO:
             findings.append(Finding("static_high", ROUND, "warning", facts, ("weights_too_large",), 0.5))
@@ -53,18 +63,57 @@ def check(ctx: TriageContext) -> CheckResult:
     else:
         if weights is None:
             lacking.append(missing("static", ev.issues, "logs.txt", "config.json", "deployment.yaml"))
-        if not total:
+        if not total and ctx.gpu_used_gib is not None:
+            # a reading of what is in use (nvidia-smi dmon, a process row) without the card's size
+            lacking.append(fact("missing_gpu_total", ctx.gpu_used_gib.source, used_gib=gib(ctx.gpu_used_gib.value)))
+        elif not total:
             lacking.append(missing("gpus", ev.issues, "nvidia-smi.txt", "metrics.txt"))
 
-    if ev.logs is not None:
-        for key in _STARTUP_FAILURES:
-            n = ev.logs.count(key)
-            if n:
-                sig = next(s for s in ev.logs.signals if s.key == key)
-                supports = ("weights_too_large",) if ctx.budget is None or ctx.budget.weights_gib > 0.6 * (
-                    total or 1e9) else ("params_near_edge",)
-                findings.append(Finding("startup_capacity_error", ROUND, "critical",
-                                        (fact("log_signal", ev.logs.source, signal=key, count=n,
-                                              example=sig.example),),
-                                        supports, weight=0.9))
+    if refusal is not None:
+        findings.append(refusal)
     return CheckResult("static", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+def _refusal(ctx: TriageContext) -> Finding | None:
+    """The engine's start-up capacity refusal, as a sizing finding.
+
+    The engine's own message decides: the cache (or TGI's batch budget) does not fit what the
+    memory fraction leaves, so the flags are at the edge. Only when the card's size and the
+    weights' share of it are both known, and the weights alone fill the card, is the card too
+    small; and memory another process held at start-up makes it a placement problem.
+    """
+    logs = ctx.evidence.logs
+    if logs is None:
+        return None
+    key = next((k for k in STARTUP_FAILURES if logs.count(k)), None)
+    if key is None:
+        return None
+    sig = next(s for s in logs.signals if s.key == key)
+    facts = [fact("log_signal", logs.source, signal=key, count=logs.count(key), example=sig.example)]
+    startup = logs.startup
+    capacity = refusal_capacity(ctx)
+    length = (startup.max_model_len if startup else None) or (ctx.config.max_model_len if ctx.config else None)
+    if capacity is not None and length and capacity < length:
+        facts.append(fact("refusal_capacity", logs.source, max_model_len=length, capacity_tokens=capacity))
+    supports: tuple[str, ...] = ("params_near_edge",)
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    weights = (startup.weights_gib if startup else None) or (ctx.budget.weights_gib if ctx.budget else None)
+    if total and weights is not None and weights >= total * WEIGHTS_FILL_RATIO:
+        supports = ("weights_too_large",)
+    elif ctx.memory_held_elsewhere_gib is not None:
+        supports = ("platform_amplifier",)
+    return Finding("startup_capacity_error", ROUND, "critical", tuple(facts), supports, weight=0.9)
+
+
+def refusal_capacity(ctx: TriageContext) -> int | None:
+    """The longest context the engine said it could hold: its estimate, or its cache in tokens."""
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    if startup is None:
+        return None
+    if startup.estimated_max_model_len:
+        return startup.estimated_max_model_len
+    if startup.kv_cache_tokens:
+        return startup.kv_cache_tokens
+    if startup.gpu_blocks:
+        return startup.gpu_blocks * ((ctx.config.block_size if ctx.config else None) or 16)
+    return None

@@ -1,0 +1,253 @@
+"""Actions for an engine that failed: start-up refusals, OOMs by phase, layouts the engine
+rejected, and platform failures. Each is sized from what the evidence knows (the capacity the
+engine printed, the card's size, the weights' share, the heads of the model, the GPUs seen);
+an action whose size is unknown is not offered.
+
+Engine flag names per engine come from the safe-flag solver's table, so a printed flag is the
+flag a plan would set.
+"""
+
+from __future__ import annotations
+
+import math
+
+from runbooks.catalogs import thresholds as T
+from runbooks.catalogs.engine_defaults import parse_version, vllm_regime, vllm_v1_limits
+from runbooks.model.changes import Change
+from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
+from runbooks.triage.checks.concurrency import oom_phase
+from runbooks.triage.checks.static import refusal_capacity
+from runbooks.triage.context import TriageContext
+
+#: the engines' own defaults for the memory fraction (SGLang's depends on the card; 0.88 is its
+#: value on the cards people paste from)
+DEFAULT_FRACTION = {"vllm": 0.9, "sglang": 0.88}
+#: the most a raised fraction may be: past it there is no margin left for activations
+MAX_RAISED_FRACTION = {"vllm": 0.92, "sglang": 0.95}
+_TP_FLAG = {"vllm": "tensor-parallel-size", "sglang": "tp-size", "tgi": "num-shard"}
+_PP_FLAG = {"vllm": "pipeline-parallel-size", "sglang": "pp-size"}
+_NO_GRAPHS = {"vllm": ("enforce-eager", True), "sglang": ("disable-cuda-graph", True), "tgi": ("cuda-graphs", 0)}
+
+
+def engine_of(ctx: TriageContext) -> str:
+    engine = (ctx.config.engine if ctx.config else None) or ctx.engine or "vllm"
+    return engine if engine in ENGINE_FLAGS else "vllm"
+
+
+def fit_length(capacity: int) -> int:
+    """A context length people set that the printed capacity holds: down to a multiple of 1024
+    (of 256 below 4096).
+
+    >>> fit_length(3664), fit_length(34736), fit_length(122080)
+    (3584, 33792, 121856)
+    """
+    step = 1024 if capacity >= 4096 else 256
+    return max(step, capacity // step * step) if capacity >= step else capacity
+
+
+def _fraction(ctx: TriageContext, engine: str) -> float | None:
+    """The memory fraction the engine ran with: its flag, the engine's printout, or, when a
+    launch command is known and does not set it, the engine's default."""
+    cfg = ctx.config
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    if cfg is not None and cfg.memory_fraction is not None:
+        return cfg.memory_fraction
+    if startup is not None and engine == "vllm" and startup.gpu_memory_utilization is not None:
+        return startup.gpu_memory_utilization
+    if cfg is not None and cfg.launch_form not in (None, "engine-printout") and engine in DEFAULT_FRACTION:
+        return DEFAULT_FRACTION[engine]
+    return None
+
+
+def _weights_share(ctx: TriageContext) -> float | None:
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    weights = (startup.weights_gib if startup else None) or (ctx.budget.weights_gib if ctx.budget else None)
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    if weights is None or not total:
+        return None
+    static = weights + ((startup.non_torch_gib or 0) + (startup.activation_gib or 0) if startup else 0)
+    return static / total
+
+
+def refusal_actions(ctx: TriageContext, add, container: str | None) -> None:
+    """A start-up capacity refusal: the context down to what the engine said it holds, the
+    memory fraction up where the card has room, or TGI's batch token budget down."""
+    engine = engine_of(ctx)
+    logs = ctx.evidence.logs
+    length_flag, _, fraction_flag = ENGINE_FLAGS[engine]
+    startup = logs.startup if logs else None
+    cfg = ctx.config
+    length = (startup.max_model_len if startup else None) or (cfg.max_model_len if cfg else None)
+    capacity = refusal_capacity(ctx)
+    fitted = bool(capacity and length and capacity < length)
+    if fitted:
+        target = fit_length(capacity)
+        add("fit_max_model_len", flag=length_flag, current=length, target=target, capacity=capacity,
+            changes=(Change.set_arg(container, length_flag, cfg.max_model_len if cfg else None, target),))
+    if engine == "tgi" and logs is not None:
+        _tgi_budget(ctx, add, container)
+    if fitted and _fraction(ctx, engine) is None:
+        return  # a length that fits is known; raising a fraction whose value is unknown may change nothing
+    if not _raise_fraction(ctx, add, container, engine, fraction_flag) and capacity is None:
+        # the engine printed no capacity and the fraction is already at its default: the most
+        # the card can give the cache without losing the margin
+        _raise_fraction(ctx, add, container, engine, fraction_flag, floor=MAX_RAISED_FRACTION.get(engine))
+
+
+def _tgi_budget(ctx: TriageContext, add, container: str | None) -> None:
+    cfg = ctx.config
+    logs = ctx.evidence.logs
+    total_tokens = cfg.max_batch_total_tokens if cfg else None
+    if (logs.count("tgi_total_tokens_oom") or logs.count("tgi_max_total_tokens_oom")) and total_tokens:
+        add("unset_batch_total_tokens", current=total_tokens,
+            changes=(Change.set_arg(container, "max-batch-total-tokens", total_tokens, None),))
+    prefill = cfg.max_batch_prefill_tokens if cfg else None
+    if logs.count("tgi_prefill_oom") and prefill:
+        target = max(256, prefill // 2)
+        add("lower_batch_prefill_tokens", current=prefill, target=target,
+            changes=(Change.set_arg(container, "max-batch-prefill-tokens", prefill, target),))
+
+
+def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str, flag: str,
+                    floor: float | None = None) -> bool:
+    """The fraction up where the card has room: to what the weights need plus a slice of cache
+    (at least the engine's default, or `floor`), never past the edge. Returns False when there
+    is nothing to raise (no room, or already there)."""
+    if engine == "tgi":
+        return False  # TGI's refusals are its batch token budgets; its fraction defaults to the whole card
+    current = _fraction(ctx, engine)
+    share = _weights_share(ctx)
+    target = floor or DEFAULT_FRACTION[engine]
+    if share is not None:
+        need = math.ceil((share + 0.02) * 100) / 100
+        if need > MAX_RAISED_FRACTION[engine]:
+            return False
+        target = max(need, target)
+    if current is not None and current >= target:
+        return False
+    if current is not None:
+        add("raise_memory_fraction", flag=flag, current=current, target=target,
+            changes=(Change.set_arg(container, flag, current, target),))
+    else:
+        add("raise_memory_fraction_to", flag=flag, target=target,
+            changes=(Change.set_arg(container, flag, None, target),))
+    return True
+
+
+def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
+    """A start-up OOM: what the phase says to change (CUDA graphs off, fewer warm-up
+    sequences), and fragmentation the OOM's numbers show."""
+    engine = engine_of(ctx)
+    phase = oom_phase(ctx)
+    cfg = ctx.config
+    if phase == "cudagraph":
+        flag, value = _NO_GRAPHS[engine]
+        add("limit_cuda_graphs", flag=flag, changes=(Change.set_arg(container, flag, None, value),))
+    if phase == "sampler_warmup":
+        startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+        seqs_flag = ENGINE_FLAGS[engine][1]
+        current = (cfg.max_num_seqs if cfg else None) or (startup.max_num_seqs if startup else None) or \
+            default_max_num_seqs(ctx)
+        target = max(T.SAFE_MAX_NUM_SEQS, current // 4)
+        if target < current:
+            add("lower_max_num_seqs", current=current, target=target, flag=seqs_flag,
+                changes=(Change.set_arg(container, seqs_flag, cfg.max_num_seqs if cfg else None, target),))
+    oom = ctx.evidence.logs.oom if ctx.evidence.logs else None
+    if oom is not None and oom.reserved_unallocated_bytes and oom.reserved_unallocated_bytes >= 2**29:
+        add("set_expandable_segments", reserved_gib=round(oom.reserved_unallocated_bytes / 2**30, 2))
+
+
+def margin_action(ctx: TriageContext, add, container: str | None) -> None:
+    """The last resort when nothing else is known: leave the runbook's margin free on the card."""
+    engine = engine_of(ctx)
+    flag = ENGINE_FLAGS[engine][2]
+    target = SAFE_FRACTION[engine]
+    current = _fraction(ctx, engine)
+    if current is not None and current <= target:
+        return
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    change = (Change.set_arg(container, flag, current, target),)
+    if total:
+        add("add_memory_margin", flag=flag, target=target, margin_gib=round((1 - target) * total, 1),
+            total_gib=round(total, 1), changes=change)
+    else:
+        add("lower_memory_fraction_to", flag=flag, target=target, changes=change)
+
+
+def default_max_num_seqs(ctx: TriageContext) -> int:
+    """vLLM's default max-num-seqs for this version and card (256 when the version is unknown)."""
+    cfg = ctx.config
+    logs = ctx.evidence.logs
+    version = parse_version((cfg.engine_version if cfg else None) or (logs.engine_version if logs else None))
+    if version is None or vllm_regime(version, None).startswith("v0"):
+        return 256
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else 80.0
+    return vllm_v1_limits(version, total, ctx.gpu_name)[0]
+
+
+def parallel_actions(ctx: TriageContext, add, container: str | None) -> None:
+    """A layout the engine refused: a TP that divides the heads, a PP that divides the layers,
+    or a layout that fits the GPUs the server has."""
+    err = ctx.evidence.logs.parallel_error if ctx.evidence.logs else None
+    if err is None:
+        return
+    engine = engine_of(ctx)
+    cfg = ctx.config
+    if err.kind in ("heads_indivisible", "kv_heads_indivisible") and err.heads and err.size:
+        target = _power_of_two_divisor(err.heads, err.size)
+        flag = _TP_FLAG[engine]
+        add("fit_tp_to_heads", flag=flag, current=err.size, target=target, heads=err.heads,
+            changes=(Change.set_arg(container, flag, err.size, target),))
+    elif err.kind == "layers_indivisible" and err.heads and err.size:
+        target = _power_of_two_divisor(err.heads, err.size)
+        flag = _PP_FLAG.get(engine, "pipeline-parallel-size")
+        add("fit_pp_to_layers", flag=flag, current=err.size, target=target, layers=err.heads,
+            changes=(Change.set_arg(container, flag, err.size, target),))
+    elif err.kind == "gpus_insufficient":
+        size = err.size or (cfg.tensor_parallel_size if cfg else None)
+        gpus = err.gpus or ctx.gpus_requested or (len(ctx.evidence.gpus.devices) if ctx.evidence.gpus else None)
+        flag = _TP_FLAG[engine]
+        if size and gpus:
+            add("fit_layout_to_gpus", flag=flag, current=size, gpus=gpus,
+                changes=(Change.set_arg(container, flag, size, gpus),))
+        elif size:
+            add("check_visible_gpus", size=size)
+
+
+def _power_of_two_divisor(count: int, limit: int) -> int:
+    """The largest power of two that divides `count` and is at most `limit`.
+
+    >>> _power_of_two_divisor(28, 8), _power_of_two_divisor(12, 8), _power_of_two_divisor(40, 8)
+    (4, 4, 8)
+    """
+    best = 1
+    size = 2
+    while size <= limit:
+        if count % size == 0:
+            best = size
+        size *= 2
+    return best
+
+
+def platform_actions(ctx: TriageContext, ids: set[str], add, container: str | None) -> None:
+    """An engine that cannot start for a platform reason, or a pod that keeps restarting."""
+    cfg = ctx.config
+    if "nccl_failed" in ids or "no_shm_for_tp" in ids:
+        gpus = ((cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1) if cfg else None) or \
+            ctx.gpus_requested or 1
+        add("add_shm", size_gib=min(64, max(2, 2 * gpus)))
+    if "gpu_runtime_error" in ids:
+        sig = next((s for s in ctx.evidence.logs.signals if s.key == "cuda_driver_error"), None)
+        add("fix_gpu_runtime", error=(sig.example or "")[:160] if sig else "")
+    held = ctx.memory_held_elsewhere_gib
+    if held is not None and ctx.gpu_total_gib is not None:
+        add("free_gpu_memory", held_gib=round(held.value, 1), total_gib=round(ctx.gpu_total_gib.value, 1))
+
+
+def restart_action(ctx: TriageContext, add) -> None:
+    """A pod that keeps restarting: its previous container's log says why."""
+    pods = [p for p in ctx.evidence.pods if p.restarts]
+    if not pods:
+        return
+    worst = max(pods, key=lambda p: p.restarts)
+    add("read_previous_log", pod=worst.name, restarts=worst.restarts)

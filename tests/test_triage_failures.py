@@ -1,0 +1,166 @@
+"""Triage of engines that failed: start-up refusals are sizing first, OOMs are read by phase,
+refused layouts and platform failures name their cause, and each named cause has a sized fix.
+
+The logs are real pastes (tests/data/real) or lines from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collectors.parsers.bundle import load_bundle
+from collectors.parsers.logs import parse_server_log
+from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
+from runbooks.triage.runbook import triage
+
+REAL = Path(__file__).parent / "data" / "real"
+GIB = 2**30
+
+
+def _real(case: str):
+    return triage(load_bundle(REAL / case))
+
+
+def _log(text: str, **more) -> Evidence:
+    """Evidence from one log, with the launch it shows as the server config (as a bundle does)."""
+    logs = parse_server_log(text, year=2025)
+    return Evidence(logs=logs, server_config=logs.server_config, **more)
+
+
+def _action(report, action_id):
+    return next(a for a in report.actions if a.id == action_id)
+
+
+def _findings(report) -> set[str]:
+    return {f.id for f in report.findings}
+
+
+def test_a_capacity_refusal_is_a_sizing_problem_and_fits_the_context_to_the_printed_capacity():
+    report = _real("vllm-10517-llama31-8b-3090-29k")
+    assert report.verdict.primary == "params_near_edge"
+    assert [c.id for c in report.verdict.causes] == ["params_near_edge"]
+    fit = _action(report, "fit_max_model_len")
+    assert (fit.params["current"], fit.params["capacity"], fit.params["target"]) == (29000, 23648, 23552)
+    assert fit.changes[0].flag == "max-model-len" and fit.changes[0].new == 23552
+    # the fraction (0.90, printed) is already vLLM's default: the refusal does not lower or raise it
+    assert {a.id for a in report.actions} == {"fit_max_model_len"}
+
+
+def test_without_the_cards_size_weights_too_large_is_not_named():
+    report = triage(_log("ValueError: The model's max seq len (4096) is larger than the maximum number of tokens "
+                         "that can be stored in KV cache (3664). Try increasing gpu_memory_utilization or decreasing "
+                         "max_model_len when initializing the engine."))
+    assert report.verdict.primary == "params_near_edge"
+    assert "weights_too_large" not in {c.id for c in report.verdict.causes}
+
+
+def test_weights_that_fill_the_card_are_too_large_even_with_a_refusal():
+    text = ("INFO 01-12 08:36:24 model_runner.py:1025] Loading model weights took 21.9 GB\n"
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.")
+    gpus = GpuSnapshot("nvidia-smi.txt", (GpuDevice("0", "NVIDIA L4", total_bytes=int(22.05 * GIB)),))
+    report = triage(_log(text, gpus=gpus))
+    assert report.verdict.primary == "weights_too_large"
+    assert {a.id for a in report.actions} == {"quantize_weights_unnamed", "bigger_gpu_or_tp"}
+
+
+def test_a_fraction_below_the_weights_share_is_raised_where_the_card_has_room():
+    report = _real("sglang-inferencex-2128-dsv4-h200")
+    assert report.verdict.primary == "params_near_edge"
+    raise_ = _action(report, "raise_memory_fraction")
+    assert (raise_.params["flag"], raise_.params["current"], raise_.params["target"]) == (
+        "mem-fraction-static", 0.88, 0.94)
+
+
+def test_tgis_total_tokens_refusal_gives_back_the_budget_to_tgi():
+    report = _real("tgi-710-total-tokens-70b-8xa10g")
+    assert report.verdict.primary == "params_near_edge"
+    assert _action(report, "unset_batch_total_tokens").params["current"] == 16000
+
+
+def test_memory_another_process_held_at_startup_is_placement_not_flags():
+    report = _real("vllm-10533-two-instances-a100")
+    assert report.verdict.primary == "platform_amplifier"
+    assert "memory_held_elsewhere" in _findings(report)
+    free = _action(report, "free_gpu_memory")
+    assert (free.params["held_gib"], free.params["total_gib"]) == (52.2, 79.2)  # 68.01 in use - its 0.20 x 79.15
+
+
+def test_an_oom_is_read_by_its_phase():
+    graphs = _real("runpod-40-cudagraph-capture-44g")
+    assert "startup_cuda_oom" in _findings(graphs) and graphs.verdict.primary == "params_near_edge"
+    assert _action(graphs, "limit_cuda_graphs").params["flag"] == "enforce-eager"
+    sampler = _real("llm-d-787-sampler-warmup-qwen3-32b")
+    lower = _action(sampler, "lower_max_num_seqs")
+    assert (lower.params["current"], lower.params["target"]) == (1024, 256)
+    serving = _real("vllm-13100-mistral-large-compose-099")
+    assert "runtime_cuda_oom" in _findings(serving)
+    assert _action(serving, "lower_memory_fraction").params["current"] == 0.99
+
+
+def test_an_oom_without_a_phase_is_not_called_run_time():
+    report = _real("vllm-26863-qwen3vl-3090-util-095")
+    assert "cuda_oom" in _findings(report) and "runtime_cuda_oom" not in _findings(report)
+
+
+def test_an_oom_on_a_card_the_weights_overfill_is_weights_too_large():
+    report = _real("vllm-2363-mixtral-a100-40g")
+    assert report.verdict.primary == "weights_too_large"
+    assert report.gpu is None and _action(report, "bigger_card_or_tp").params["total_gib"] == 39.4
+
+
+def test_fragmentation_in_the_oom_numbers_is_an_action():
+    report = _real("tgi-1374-a100-40g-oom-after-warmup")
+    assert _action(report, "set_expandable_segments").params["reserved_gib"] == 1.57
+
+
+def test_a_layout_the_engine_refuses_is_parallelism_with_a_tp_that_divides_the_heads():
+    report = _real("adaptthink-1-28-heads-tp8")
+    assert report.verdict.primary == "parallelism_misconfig"
+    fit = _action(report, "fit_tp_to_heads")
+    assert (fit.params["current"], fit.params["target"], fit.params["heads"]) == (8, 4, 28)
+
+
+def test_more_gpus_than_available_asks_for_them_sized_by_the_tp_read_from_the_command():
+    report = _real("vllm-7107-tp8-gpus-exceed-cluster")
+    assert report.verdict.primary == "parallelism_misconfig"
+    assert _action(report, "check_visible_gpus").params["size"] == 8
+
+
+def test_an_engine_that_cannot_start_for_nccl_is_platform_with_a_sized_shm():
+    report = _real("minimax-42-nccl-dev-shm")
+    assert report.verdict.primary == "platform_amplifier"
+    assert _action(report, "add_shm").params["size_gib"] == 2
+
+
+def test_an_engine_that_did_not_start_is_never_healthy():
+    text = ("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192\n"
+            "ERROR 02-11 03:31:07 [core.py:396] EngineCore failed to start.")
+    report = triage(_log(text))
+    assert report.verdict.evidence_coverage >= 0.4
+    assert report.verdict.primary == "insufficient_evidence"
+
+
+def test_preallocation_is_healthy():
+    for case in ("vllm-15204-3b-awq-16g-preallocated", "tgi-1599-l40s-saturates-preallocated"):
+        assert _real(case).verdict.primary == "healthy", case
+
+
+def test_a_crash_looping_pod_is_platform_with_a_look_at_its_previous_log():
+    report = _real("production-stack-800-router-crashloop")
+    assert report.verdict.primary == "platform_amplifier"
+    read = _action(report, "read_previous_log")
+    assert (read.params["pod"], read.params["restarts"]) == ("vllm-deployment-router-7bdd445bbd-7hvhm", 5)
+
+
+def test_kv_pressure_seen_only_in_a_log_caps_concurrency_at_what_the_cache_held():
+    report = _real("sglang-26248-full-token-usage-1")
+    assert report.verdict.primary == "kv_cache_pressure"
+    cap = _action(report, "set_max_running")
+    assert (cap.params["flag"], cap.params["target"], cap.params["running"]) == ("max-running-requests", 3, 4)
+
+
+def test_not_checked_lists_each_missing_kind_once():
+    report = _real("sglang-inferencex-2128-dsv4-h200")
+    keys = [(f.key, f.source) for f in report.not_checked]
+    assert len(keys) == len(set(keys))
