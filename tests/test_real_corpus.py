@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_corpus_report import CORPUS, Case, CorpusError, load_cases, read_case
+from bot.render.text import render_text
+from tests.support.real_corpus_report import (
+    CORPUS,
+    Case,
+    CorpusError,
+    accuracy,
+    load_cases,
+    read_case,
+    run_all,
+    table,
+)
 
 CASES = load_cases()
 BUNDLE_FILES = {"nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "pods.txt", "hpa.yaml",
@@ -51,3 +61,34 @@ def test_a_source_without_an_expectation_is_refused(tmp_path: Path):
 
 def test_the_corpus_lives_beside_the_other_test_data():
     assert CORPUS.parent.name == "data" and CORPUS.is_dir()
+
+
+#: computed once: every case through the real bundle loader and the real triage
+RESULTS = {r.case.id: r for r in run_all()}
+ACCURACY_FLOOR = 0.90
+
+
+def test_triage_reaches_the_threads_verdict_on_at_least_nine_in_ten_cases():
+    assert accuracy(list(RESULTS.values())) >= ACCURACY_FLOOR, table(list(RESULTS.values()))
+
+
+def _marks(case: Case):
+    if case.known_wrong:
+        return [pytest.mark.xfail(strict=True, reason=case.known_wrong)]
+    return []
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
+def test_the_case_stays_right(case: Case):
+    result = RESULTS[case.id]
+    assert result.ok, f"{case.id}: expected {case.accepted}, got {result.got}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_cause_named_has_a_sized_action_and_no_wording_says_n_a(case: Case):
+    report = RESULTS[case.id].report
+    for cause in report.verdict.causes:
+        assert cause.actions, f"{cause.id} has no action"
+    for lang in ("en", "zh"):
+        text = render_text(report, lang)
+        assert "n/a" not in text, [line for line in text.splitlines() if "n/a" in line]
