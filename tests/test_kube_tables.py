@@ -59,3 +59,20 @@ def test_pods_txt_without_kubectl_output_is_a_read_issue(tmp_path):
     (tmp_path / "pods.txt").write_text("nothing kubectl printed\n")
     ev = load_bundle(tmp_path)
     assert ev.pods == () and [i.source for i in ev.issues] == ["pods.txt"]
+
+
+def test_events_tables_inside_a_log_and_describes_events_reach_the_bundle(tmp_path):
+    (tmp_path / "logs.txt").write_text(
+        "$ kubectl get events\n"
+        "LAST SEEN   TYPE      REASON      OBJECT              MESSAGE\n"
+        "2m          Warning   BackOff     pod/vllm-0          Back-off restarting failed container\n"
+        "\n"
+        "INFO 05-10 12:00:05 api_server.py:1] vLLM API server version 0.6.4\n")
+    ev = load_bundle(tmp_path)
+    assert [(e.reason, e.object_name) for e in ev.events] == [("BackOff", "vllm-0")]
+    described = tmp_path / "described"
+    described.mkdir()
+    (described / "pods.txt").write_text((DATA / "kube" / "describe-pod.txt").read_text())
+    ev = load_bundle(described)
+    assert {e.reason for e in ev.events} == {"Scheduled", "Pulled", "Unhealthy", "BackOff"}
+    assert ev.pods[0].containers[0].last_termination_reason == "OOMKilled"

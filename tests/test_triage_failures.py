@@ -164,3 +164,22 @@ def test_not_checked_lists_each_missing_kind_once():
     report = _real("sglang-inferencex-2128-dsv4-h200")
     keys = [(f.key, f.source) for f in report.not_checked]
     assert len(keys) == len(set(keys))
+
+
+def test_an_oom_that_loading_alone_filled_the_card_with_is_weights_too_large(tmp_path):
+    log = (Path(__file__).parent.parent / "examples" / "weights-too-large-l4" / "logs.txt").read_text()
+    report = triage(_log(log.replace("Qwen/Qwen2.5-14B-Instruct", "an-unknown/model")))
+    assert report.verdict.primary == "weights_too_large"
+    assert _action(report, "quantize_weights_unnamed").params == {"weights_gib": 21.9, "total_gib": 22.1}
+
+
+def test_tp_without_a_shm_volume_explains_an_engine_that_did_not_start(tmp_path):
+    (tmp_path / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm, namespace: llm}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.10.1\n"
+        "          args: [\"--model\", \"m\", \"--tensor-parallel-size\", \"2\"]\n"
+        "          resources: {limits: {nvidia.com/gpu: \"2\"}}\n")
+    (tmp_path / "logs.txt").write_text((REAL / "llm-d-352-dp16-dev-shm-crashloop" / "logs.txt").read_text())
+    report = triage(load_bundle(tmp_path))
+    assert report.verdict.primary == "platform_amplifier"
+    assert _action(report, "add_shm").params["size_gib"] == 4

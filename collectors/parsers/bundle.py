@@ -20,7 +20,7 @@ from typing import Any
 from collectors.errors import CollectorError, ParseError
 from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
-from collectors.parsers.kube_tables import parse_pod_text
+from collectors.parsers.kube_tables import parse_kube_text, parse_pod_text
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.model_config import parse_model_config
@@ -147,11 +147,12 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
 
 
 def _pod_text(path: Path) -> dict[str, Any]:
-    """`kubectl get pods` / `kubectl describe pod` output, as printed."""
-    pods = parse_pod_text(_read_text(path))
+    """`kubectl get pods` / `kubectl describe pod` output, as printed (describe's Events too)."""
+    pods, events = parse_kube_text(_read_text(path))
     if not pods:
         raise ParseError(path.name, "no `kubectl get pods` table and no `kubectl describe pod` output")
-    return {"pods": pods}
+    # describe's Events: stand in only when no events file gives any (see _facts_from_logs)
+    return {"pods": pods, "_described_events": events}
 
 
 def _events_text(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +167,11 @@ def _events_text(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
 
 def _facts_from_logs(fields: dict[str, Any]) -> None:
     """A fact counts wherever it was read: the launch the log shows is the server config when
-    no Deployment gives one, and kubectl output pasted into the log gives the pods."""
+    no Deployment gives one, and kubectl output pasted into pods.txt or the log gives the pods
+    and events no file of their own gave."""
+    described = fields.pop("_described_events", ())
+    if not fields.get("events") and described:
+        fields["events"] = described
     logs = fields.get("logs")
     if logs is None:
         return
@@ -174,6 +179,8 @@ def _facts_from_logs(fields: dict[str, Any]) -> None:
         fields["server_config"] = logs.server_config
     if not fields.get("pods") and logs.pods:
         fields["pods"] = logs.pods
+    if not fields.get("events") and logs.events:
+        fields["events"] = logs.events
 
 
 def _deployment(path: Path) -> dict[str, Any]:

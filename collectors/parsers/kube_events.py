@@ -130,6 +130,15 @@ def event_from_object(obj: Any, source: str = "events.yaml", path: str = "") -> 
 # --------------------------------------------------------------------------- tables
 
 
+def is_event_header(line: str) -> bool:
+    """True for the header line of an events table (`kubectl get events`, describe's Events:).
+
+    >>> is_event_header("LAST SEEN   TYPE      REASON    OBJECT          MESSAGE"), is_event_header("NAME READY")
+    (True, False)
+    """
+    return "REASON" in line.upper() and _header(line) is not None
+
+
 def _header(line: str) -> list[Column] | None:
     cells = [(m.group(0).upper(), m.start()) for m in _CELL.finditer(line)]
     names = [name for name, _ in cells]

@@ -1,9 +1,11 @@
-"""Pods from what kubectl prints: the `kubectl get pods` table and `kubectl describe pod`.
+"""Pods and events from what kubectl prints: the `kubectl get pods` table, `kubectl describe
+pod`, and events tables (`kubectl get events`, describe's Events: section).
 
 On-call pastes these more often than YAML. The table gives each pod's readiness, status and
 restarts (`5 (13s ago)` included); `describe` gives each container's state, the reason of its
-last termination (OOMKilled, Error) and its restart count. Both may sit inside other text (a
-log, shell prompts around them); lines that are neither are passed over.
+last termination (OOMKilled, Error) and its restart count; an events table is read by the
+events parser. All may sit inside other text (a log, shell prompts around them); lines that
+are none of these are passed over.
 
 >>> pods = parse_pod_text(
 ...     "NAME                        READY   STATUS             RESTARTS      AGE\\n"
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from runbooks.model.evidence import ContainerState, PodState
+from collectors.parsers.kube_events import is_event_header, parse_events
+from runbooks.model.evidence import ContainerState, K8sEvent, PodState
 
 _TABLE_HEADER = re.compile(r"^\s*(NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\b")
 _ROW = re.compile(
@@ -35,6 +38,8 @@ _PHASES = {"Pending": "Pending", "ContainerCreating": "Pending", "PodInitializin
 _DESCRIBE_NAME = re.compile(r"^Name:\s+(\S+)\s*$")
 _FIELD = re.compile(r"^(\s*)([A-Z][A-Za-z ]{1,30}):\s*(.*?)\s*$")
 _CONTAINER = re.compile(r"^  ([a-z0-9][a-z0-9\-]{0,62}):\s*$")
+#: rows an events table may run to before it is read (a paste never holds more)
+_MAX_EVENT_ROWS = 2000
 
 
 def _state_of(status: str) -> tuple[str | None, str | None, str | None]:
@@ -52,6 +57,9 @@ class PodTextReader:
     """Feeds on lines; `result()` is every pod a pods table or a describe output showed."""
 
     def __init__(self) -> None:
+        self._events: list[K8sEvent] = []
+        self._event_block: list[str] | None = None
+        self._last_name: str | None = None
         self._table = False
         self._table_ns = False
         self._pods: dict[tuple[str | None, str], PodState] = {}
@@ -60,6 +68,16 @@ class PodTextReader:
         self._section: str | None = None
 
     def feed(self, line: str) -> None:
+        if self._event_block is not None:
+            if line.strip() and len(self._event_block) < _MAX_EVENT_ROWS:
+                self._event_block.append(line)
+                return
+            self._close_events()
+        if is_event_header(line):
+            self._event_block = [self._last_name, line] if self._last_name else [line]
+            return
+        if line.startswith("Name:"):
+            self._last_name = line
         if _TABLE_HEADER.match(line):
             self._close_describe()
             self._table, self._table_ns = True, line.lstrip().startswith("NAMESPACE")
@@ -147,9 +165,18 @@ class PodTextReader:
         self._add(PodState(name=pod["name"], namespace=pod.get("Namespace"), node=pod.get("Node"),
                            phase=pod.get("Status"), containers=containers))
 
+    def _close_events(self) -> None:
+        block, self._event_block = self._event_block, None
+        if block:
+            self._events.extend(parse_events("\n".join(block)))
+
     def result(self) -> tuple[PodState, ...]:
         self._close_describe()
         return tuple(self._pods.values())
+
+    def events(self) -> tuple[K8sEvent, ...]:
+        self._close_events()
+        return tuple(self._events)
 
 
 def parse_pod_text(text: str) -> tuple[PodState, ...]:
@@ -158,3 +185,11 @@ def parse_pod_text(text: str) -> tuple[PodState, ...]:
     for line in text.splitlines():
         reader.feed(line)
     return reader.result()
+
+
+def parse_kube_text(text: str) -> tuple[tuple[PodState, ...], tuple[K8sEvent, ...]]:
+    """Pods and events from kubectl's printed output; empty tuples when there is none."""
+    reader = PodTextReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    return reader.result(), reader.events()

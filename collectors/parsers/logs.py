@@ -352,6 +352,7 @@ class _LogReader:
             oom=self.failures.oom(),
             parallel_error=self.failures.parallel(),
             pods=self.pod_text.result(),
+            events=self.pod_text.events(),
         )
 
 

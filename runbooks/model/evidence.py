@@ -505,6 +505,8 @@ class LogSignals:
     parallel_error: ParallelError | None = None
     #: pods from `kubectl get pods` tables or `kubectl describe pod` output inside the log
     pods: tuple[PodState, ...] = ()
+    #: events from `kubectl get events` tables or describe's Events: sections inside the log
+    events: tuple[K8sEvent, ...] = ()
 
     def count(self, key: str) -> int:
         return sum(s.count for s in self.signals if s.key == key)

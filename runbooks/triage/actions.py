@@ -210,6 +210,9 @@ def _weights_actions(ctx: TriageContext, add) -> None:
     total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
     startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
     weights = (startup.weights_gib if startup else None) or (ctx.budget.weights_gib if ctx.budget else None)
+    oom = ctx.evidence.logs.oom if ctx.evidence.logs else None
+    if weights is None and oom is not None and oom.phase == "loading" and oom.allocated_bytes:
+        weights = (oom.allocated_bytes + (oom.tried_bytes or 0)) / 2**30  # at least what loading held
     if ctx.model is not None:
         add("quantize_weights", "escalate", model=ctx.model.name)
     elif weights is not None and total:

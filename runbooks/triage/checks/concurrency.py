@@ -135,6 +135,14 @@ _PHASE_FACTS = {
 }
 
 
+def _load_filled_card(oom) -> bool:
+    """An OOM while loading weights whose allocation (plus the request) reached 90% of the card."""
+    if oom is None or not oom.total_bytes:
+        return False
+    held = (oom.allocated_bytes or oom.in_use_bytes or 0) + (oom.tried_bytes or 0)
+    return held >= 0.9 * oom.total_bytes
+
+
 def _fragmented(oom) -> bool:
     """Reserved-but-unallocated memory that would have served the failed request."""
     spare = oom.reserved_unallocated_bytes or 0
@@ -199,6 +207,9 @@ def _oom_causes(ctx: TriageContext, phase: str | None) -> tuple[str, ...]:
         return ("weights_too_large",)
     if ctx.memory_held_elsewhere_gib is not None:
         return ("platform_amplifier",)
+    if phase == "loading" and _load_filled_card(ctx.evidence.logs.oom):
+        # the card's size and the weights' share both come from the OOM: loading alone filled it
+        return ("weights_too_large",)
     if phase is not None and phase != "serving":
         return ("params_near_edge",)
     if phase == "serving" and cfg and cfg.memory_fraction_kind == "total" and (

@@ -132,8 +132,13 @@ def _workload(ctx: TriageContext) -> list[Finding]:
                            ("platform_amplifier",), 0.3))
     tp = ctx.config.tensor_parallel_size if ctx.config else None
     if tp and tp > 1 and wl.shm_size is None:
-        out.append(Finding("no_shm_for_tp", ROUND, "warning",
-                           (fact("shm_missing", wl.source, tp=tp),), ("platform_amplifier",), 0.3))
+        # without a /dev/shm volume NCCL gets the container's 64 MiB: an engine that did not
+        # start is explained by it, one that serves is only at risk
+        logs = ctx.evidence.logs
+        down = logs is not None and any(logs.count(k) for k in ("nccl_error", "shm_exhausted", "engine_start_failed",
+                                                                 "engine_init_failed"))
+        out.append(Finding("no_shm_for_tp", ROUND, "critical" if down else "warning",
+                           (fact("shm_missing", wl.source, tp=tp),), ("platform_amplifier",), 0.8 if down else 0.3))
     return out
 
 
