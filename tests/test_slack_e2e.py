@@ -165,7 +165,7 @@ def test_health_and_metrics_are_served(served):
     server = served.server
     health = requests.get(server.url + "/health", timeout=5)
     assert health.status_code == 200
-    assert health.json() == {"ok": True, "jobs_running": 0, "jobs_queued": 0, "workers": 4}
+    assert health.json() == {"ok": True, "draining": False, "jobs_running": 0, "jobs_queued": 0, "workers": 4}
     metrics = requests.get(server.url + "/metrics", timeout=5)
     assert metrics.headers["Content-Type"].startswith("text/plain")
     for name in ("gpumem_jobs_running", "gpumem_jobs_queued"):

@@ -23,6 +23,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 
 from bot.render.slack_blocks import Message
+from bot.slack.drain import Stopping
 from bot.slack.metrics import BotMetrics
 
 log = logging.getLogger("gpumem.slack")
@@ -36,9 +37,26 @@ def _method(request: Any) -> str:
 
 def _counting(base: type, reason: str) -> type:
     class Counting(base):  # type: ignore[misc, valid-type]
-        def __init__(self, metrics: BotMetrics, **kw: Any):
+        def __init__(self, metrics: BotMetrics, stopping: Stopping | None = None, **kw: Any):
             super().__init__(**kw)
             self.metrics = metrics
+            self.stopping = stopping
+
+        def can_retry(self, *, state, request, response=None, error=None) -> bool:
+            if not super().can_retry(state=state, request=request, response=response, error=error):
+                return False
+            if self.stopping is not None and not self.stopping.may_wait(self._next_wait(state, response)):
+                log.info("slack %s: not retrying (%s): gpumem is stopping", _method(request), reason)
+                return False
+            return True
+
+        def _next_wait(self, state: Any, response: Any) -> float:
+            """About how long the retry would sleep first (Retry-After, else the backoff)."""
+            for name, values in (getattr(response, "headers", None) or {}).items():
+                if name.lower() == "retry-after":
+                    value = values[0] if isinstance(values, list | tuple) else values
+                    return float(value) if str(value).isdigit() else 1.0
+            return float(self.interval_calculator.calculate_sleep_duration(state.current_attempt))
 
         def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:
             method = _method(request)
@@ -62,13 +80,15 @@ ServerErrorRetries = _counting(_ServerErrors, "server_error")
 ConnectionRetries = _counting(ConnectionErrorRetryHandler, "connection")
 
 
-def make_client(token: str, base_url: str, metrics: BotMetrics, timeout_s: float = 30.0) -> WebClient:
-    """A WebClient at `base_url` (keep its trailing slash) that retries what is worth retrying."""
+def make_client(token: str, base_url: str, metrics: BotMetrics, timeout_s: float = 30.0,
+                stopping: Stopping | None = None) -> WebClient:
+    """A WebClient at `base_url` (keep its trailing slash) that retries what is worth retrying,
+    and, once `stopping` is set, only what can end before the drain deadline."""
     backoff = BackoffRetryIntervalCalculator(backoff_factor=0.5)
     return WebClient(token=token, base_url=base_url, timeout=int(timeout_s), retry_handlers=[
-        ConnectionRetries(metrics, max_retry_count=3, interval_calculator=backoff),
-        RateLimitRetries(metrics, max_retry_count=5),
-        ServerErrorRetries(metrics, max_retry_count=3, interval_calculator=backoff),
+        ConnectionRetries(metrics, stopping, max_retry_count=3, interval_calculator=backoff),
+        RateLimitRetries(metrics, stopping, max_retry_count=5),
+        ServerErrorRetries(metrics, stopping, max_retry_count=3, interval_calculator=backoff),
     ])
 
 

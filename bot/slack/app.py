@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from bot.service.runners import TriageRunner
 from bot.service.settings import Settings
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
+from bot.slack.drain import Stopping, run_bounded
 from bot.slack.gate import RequestGate
 from bot.slack.gate import install as install_gate
 from bot.slack.handlers import Handlers
@@ -89,14 +91,47 @@ class Bot:
     handlers: Handlers
     app: App
     limits: ServeLimits = field(default_factory=ServeLimits)
+    stopping: Stopping = field(default_factory=Stopping)
 
     def health(self) -> dict[str, Any]:
-        return {"ok": not self.pool.closed, "jobs_running": self.pool.running, "jobs_queued": self.pool.queued,
-                "workers": self.pool.workers}
+        """200 while serving; 503 from the moment a drain begins (a load balancer stops sending)."""
+        draining = self.stopping.is_set or self.pool.closed
+        return {"ok": not draining, "draining": draining, "jobs_running": self.pool.running,
+                "jobs_queued": self.pool.queued, "workers": self.pool.workers}
+
+    def drain(self, drain_s: float | None = None, grace_s: float | None = None) -> bool:
+        """Stop in bounded time: the shutdown sequence of `gpumem serve` after SIGTERM.
+
+        At once: /health answers 503, new commands are told gpumem is restarting, queued jobs
+        are cancelled (their parents say so; best effort, in parallel, until the drain
+        deadline), and Slack calls stop retrying past that deadline. Running jobs get until
+        the drain deadline; those still running then are ended as interrupted (best effort,
+        within the grace period). Returns True when every job ended on its own.
+        """
+        drain_s = self.limits.drain_s if drain_s is None else drain_s
+        grace_s = self.limits.exit_grace_s if grace_s is None else grace_s
+        started = time.monotonic()
+        self.stopping.begin(drain_s, grace_s)
+        # one Slack call must not outlast the drain (the timeout is read at each call)
+        self.client.timeout = max(1, min(int(self.client.timeout), int(drain_s / 2) or 1))
+        cancels = self.pool.close()
+        if cancels:
+            log.info("stopping: cancelling %d queued job(s)", len(cancels))
+            run_bounded(cancels, self.stopping.drain_left(), what="cancel")
+        idle = self.pool.wait_idle(self.stopping.drain_left())
+        if not idle:
+            interrupts = self.work.interruptions()
+            log.warning("stopping: %d job(s) still running after %.1f s; ending them as interrupted",
+                        len(interrupts), time.monotonic() - started)
+            self.client.timeout = max(1, int(grace_s / 2) or 1)
+            run_bounded(interrupts, max(0.0, self.stopping.hard_left() - 0.5), what="interrupt")
+        return idle
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Stop taking jobs, cancel the waiting ones (their parents say so), let running ones end."""
-        self.pool.shutdown(timeout_s)
+        """Stop taking jobs, cancel the waiting ones (their parents say so), let running ones
+        end within `timeout_s`, then end the rest as interrupted."""
+        if not self.stopping.is_set:
+            self.drain(drain_s=timeout_s, grace_s=min(self.limits.exit_grace_s, 5.0))
 
 
 def secrets_of(settings: Settings) -> tuple[str, ...]:
@@ -116,14 +151,15 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     settings.require("bot_token")
     metrics = metrics or BotMetrics()
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
-    client = make_client(token, settings.slack.api_url, metrics, settings.deadlines.slack_call_s)
+    stopping = Stopping()
+    client = make_client(token, settings.slack.api_url, metrics, settings.deadlines.slack_call_s, stopping)
     poster = SlackPoster(client, metrics)
     pool = JobPool(settings.workers.pool_size, settings.workers.queue_length)
     metrics.watch_pool(lambda: pool.running, lambda: pool.queued)
     d = settings.deadlines
     work = Work(poster, runner, verb_runner, metrics, d.triage_s, d.verb_s, d.progress_interval_s,
                 secrets=secrets_of(settings))
-    handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory)
+    handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping)
     app = create_app(settings, client, handlers)
-    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits())
+    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping)
 

@@ -28,6 +28,7 @@ from bot.service.grammar import (
 )
 from bot.service.settings import Settings
 from bot.slack.api import SlackPoster
+from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Claims, JobPool
 from bot.slack.metrics import BotMetrics
@@ -43,8 +44,10 @@ _NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found", "is_archived")
 class Handlers:
     def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
-                 claims: Claims | None = None, clock: Callable[[], float] = time.monotonic):
+                 claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
+                 stopping: Stopping | None = None):
         self.settings = settings
+        self.stopping = stopping or Stopping()
         self.work = work
         self.pool = pool
         self.poster = poster
@@ -151,7 +154,12 @@ class Handlers:
 
     def _start(self, cmd: Command, channel: str, user: str, lang: str, accepted_at: float,
                ack: Callable[..., Any] | None, respond: Callable[..., Any]) -> None:
-        ticket = self.pool.reserve()
+        ticket = None if self.stopping.is_set else self.pool.reserve()
+        if ticket is None and (self.stopping.is_set or self.pool.closed):
+            self.metrics.command(cmd.verb, "refused")
+            if ack is not None:
+                return ack(**V.error_message(lang, "restarting"))
+            return self._tell(respond, lang, "restarting")
         if ticket is None:
             self.metrics.command(cmd.verb, "busy")
             if ack is not None:

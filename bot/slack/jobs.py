@@ -109,17 +109,32 @@ class JobPool:
                     self._running -= 1
                     self._cond.notify_all()
 
-    def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Refuse new jobs, cancel the waiting ones, give running ones `timeout_s` to finish."""
+    def close(self) -> list[Callable[[], None]]:
+        """Refuse new jobs and drop the waiting ones; returns their `cancel` calls, not yet run
+        (the caller runs them, within its own deadline)."""
         with self._cond:
             self._closed = True
             waiting = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
-        for _, _, cancel in waiting:
-            if cancel is not None:
-                _safely(cancel, "cancel")
+        return [cancel for _, _, cancel in waiting if cancel is not None]
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the running jobs to end; True when none runs."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._cond:
+            while self._running or self._queue:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return not self._running and not self._queue
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Refuse new jobs, cancel the waiting ones, give running ones `timeout_s` to finish."""
         deadline = time.monotonic() + timeout_s
+        for cancel in self.close():
+            _safely(cancel, "cancel")
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 

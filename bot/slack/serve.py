@@ -5,6 +5,10 @@
 
 HTTP serves /slack/events, /health and /metrics on a threaded WSGI server (waitress). Socket
 Mode needs no public endpoint; /health and /metrics are still served on --port.
+
+SIGTERM (or Ctrl-C) starts a drain that ends the process within GPUMEM_DRAIN_S +
+GPUMEM_EXIT_GRACE_S seconds (20 + 5 by default, under Kubernetes' 30 s grace period), whether
+or not Slack and the cluster still answer: see `bot.slack.drain` and `Bot.drain`.
 """
 
 from __future__ import annotations
@@ -32,22 +36,21 @@ def run(args: argparse.Namespace, lang: str) -> int:
     try:
         settings = load_settings(args.config, os.environ)
         settings.require("bot_token", "signing_secret" if args.http else "app_token")
-        ServeLimits.from_environ(os.environ)
+        limits = ServeLimits.from_environ(os.environ)
     except SettingsError as e:
         print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
         return EXIT_USAGE
     configure_logging(args.log_level, settings)
-    bot = build_from_settings(settings, os.environ)
+    bot = build_from_settings(settings, os.environ, limits)
     host = args.host or settings.http.host
     port = settings.http.port if args.port is None else args.port
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    handler = None
     if args.http:
         server = serve_http(bot, host, port)
         print(cat.t("slack.serve.listening_http", url=server.url), file=sys.stderr, flush=True)
-        _wait(stop)
-        server.close()
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
@@ -56,11 +59,30 @@ def run(args: argparse.Namespace, lang: str) -> int:
         assert settings.slack.app_token is not None
         handler = SocketModeHandler(bot.app, settings.slack.app_token.reveal())
         handler.connect()
-        _wait(stop)
-        handler.close()
-        server.close()
+    _wait(stop)
+    return stop_within(bot, server, handler, limits, cat)
+
+
+def stop_within(bot: Any, server: Any, handler: Any, limits: Any, cat: Any) -> int:
+    """The shutdown after SIGTERM, over in `limits.stop_s` at most (drain, then grace).
+
+    The HTTP server keeps answering during the drain (/health with 503, new commands with
+    "restarting"); Socket Mode stops taking envelopes at once. A watchdog ends the process at
+    the hard deadline if a thread blocked on the network would hold the interpreter's exit.
+    """
+    from bot.slack.drain import Watchdog
+
+    def report() -> str:
+        running = bot.work.running()
+        return f"({len(running)} job(s) still running: {', '.join(j.target or j.command.verb for j in running[:5])})"
+
+    Watchdog(limits.stop_s, EXIT_OK, on_fire=report).start()
     print(cat.t("slack.serve.stopping"), file=sys.stderr, flush=True)
-    bot.close(timeout_s=min(30.0, settings.deadlines.triage_s))
+    if handler is not None:
+        handler.close()
+    bot.drain()
+    server.close()
+    log.info("stopped")
     return EXIT_OK
 
 
@@ -79,14 +101,14 @@ def configure_logging(level: str, settings: Any) -> None:
     install(secrets_of(settings))
 
 
-def build_from_settings(settings: Any, environ: Mapping[str, str]) -> Any:
+def build_from_settings(settings: Any, environ: Mapping[str, str], limits: Any = None) -> Any:
     """The bot with the runners this deployment has: live triage, bundles from the config, verbs in a worker."""
     from bot.service.verbs import WorkerVerbRunner
     from bot.slack.app import build_bot
     from bot.slack.limits import ServeLimits
 
     return build_bot(settings, choose_runner(settings), WorkerVerbRunner(settings.deadlines.verb_s),
-                     limits=ServeLimits.from_environ(environ))
+                     limits=limits or ServeLimits.from_environ(environ))
 
 
 def choose_runner(settings: Any) -> Any:

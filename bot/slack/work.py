@@ -76,6 +76,8 @@ class _Finish:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.done = False
+        #: a verb's answer is being sent (a crash after this point still tells the asker)
+        self.answered = False
 
     def take(self) -> bool:
         with self._lock:
@@ -104,24 +106,50 @@ class Work:
         self.progress_interval_s = progress_interval_s
         self.secrets = secrets
         self.clock = clock
+        self._lock = threading.Lock()
+        #: the jobs running now, each with its one-way end (for `interrupt`)
+        self._active: dict[int, tuple[Job, _Finish]] = {}
 
     # ------------------------------------------------------------------ entry points
 
     def run(self, job: Job, was_queued: bool = False) -> None:
-        verb = job.command.verb
-        if verb in ("triage", "profile", "snapshot"):
-            self._run_target(job, was_queued)
-        else:
-            self._run_verb(job)
+        finish = _Finish()
+        with self._lock:
+            self._active[id(finish)] = (job, finish)
+        try:
+            if job.command.verb in ("triage", "profile", "snapshot"):
+                self._run_target(job, was_queued, finish)
+            else:
+                self._run_verb(job, finish)
+        finally:
+            with self._lock:
+                self._active.pop(id(finish), None)
 
     def cancel(self, job: Job) -> None:
         """The pool shut down before the job started."""
         self._fail(job, "cancelled", "error")
 
+    def running(self) -> list[Job]:
+        with self._lock:
+            return [job for job, _ in self._active.values()]
+
+    def interruptions(self) -> list[Callable[[], None]]:
+        """For each running job, a call that ends it as interrupted (its parent says gpumem
+        restarted) unless it has ended meanwhile; whatever its runner returns later is dropped."""
+        with self._lock:
+            active = list(self._active.values())
+
+        def interrupt(job: Job, finish: _Finish) -> None:
+            if finish.take():
+                log.warning("%s %s: interrupted by the shutdown", job.command.verb, job.target or "")
+                self._fail(job, "interrupted", "error")
+
+        return [lambda j=job, f=finish: interrupt(j, f) for job, finish in active]
+
     # ------------------------------------------------------------------ triage, profile, snapshot
 
-    def _run_target(self, job: Job, was_queued: bool) -> None:
-        verb, finish = job.command.verb, _Finish()
+    def _run_target(self, job: Job, was_queued: bool, finish: _Finish) -> None:
+        verb = job.command.verb
         throttle = Throttle(self.progress_interval_s, self.clock)
         if was_queued:
             throttle.ready()
@@ -156,7 +184,8 @@ class Work:
             timer.cancel()
         try:
             if not finish.take():
-                log.warning("%s %s: result arrived after the deadline and was dropped", verb, job.target)
+                log.warning("%s %s: result arrived after the deadline or the shutdown and was dropped", verb,
+                            job.target)
                 return
             getattr(self, f"_answer_{verb}")(job, outcome)
         except Exception as e:  # a rendering bug still ends the parent, with an id to find it by
@@ -217,16 +246,17 @@ class Work:
 
     # ------------------------------------------------------------------ CLI verbs (budget)
 
-    def _run_verb(self, job: Job) -> None:
+    def _run_verb(self, job: Job, finish: _Finish) -> None:
         """A CLI verb: its output goes to the channel; a failure only to the one who asked."""
         try:
-            self._verb(job)
+            self._verb(job, finish)
         except Exception as e:
             error_id = log_crash(log, "%s failed", e, job.command.verb)
-            self._tell(job, Catalog.load(job.lang).t("slack.error.internal", error_id=error_id))
-            self.metrics.command(job.command.verb, "error", self.clock() - job.accepted_at)
+            if finish.take() or finish.answered:  # not when the shutdown already told the asker
+                self._tell(job, Catalog.load(job.lang).t("slack.error.internal", error_id=error_id))
+                self.metrics.command(job.command.verb, "error", self.clock() - job.accepted_at)
 
-    def _verb(self, job: Job) -> None:
+    def _verb(self, job: Job, finish: _Finish) -> None:
         verb, cat = job.command.verb, Catalog.load(job.lang)
         argv = [verb, *job.command.argv]
         if "--lang" in job.command.options and job.command.lang is None:
@@ -234,6 +264,10 @@ class Work:
         if self.verb_runner is None:
             raise RuntimeError("no CLI verb runner configured")
         out = self.verb_runner(argv, job.lang)
+        if not finish.take():  # interrupted by the shutdown while the worker ran
+            log.warning("%s: its answer arrived after the shutdown interrupted it and was dropped", verb)
+            return
+        finish.answered = True
         if out.returncode == -1 and not out.timed_out:
             # the worker raised or died: what it said (an exception's class) goes to the log only
             error_id = log_crash(log, "%s: the worker ended without an answer (%s)", None, verb,
