@@ -183,3 +183,15 @@ def test_tp_without_a_shm_volume_explains_an_engine_that_did_not_start(tmp_path)
     report = triage(load_bundle(tmp_path))
     assert report.verdict.primary == "platform_amplifier"
     assert _action(report, "add_shm").params["size_gib"] == 4
+
+
+def test_with_the_engine_unknown_the_margin_is_worded_for_every_engine():
+    report = _real("vllm-15598-oom-44g-cudagraph")
+    assert report.engine is None
+    assert _action(report, "add_memory_margin_any").params == {"margin_gib": 5.3, "total_gib": 44.5}
+
+
+def test_a_fraction_set_low_on_purpose_is_stepped_up_not_taken_to_the_default():
+    report = _real("vllm-14376-two-tinyllama-l40s-v1")
+    raise_ = _action(report, "raise_memory_fraction")
+    assert (raise_.params["current"], raise_.params["target"]) == (0.2, 0.4)

@@ -66,7 +66,8 @@ _TGI_MARK = re.compile(r"text_generation_(?:launcher|router|server|client)|text-
                        r"|\bArgs \{ model_id|^\{ model_id:")
 _TGI_VERSION = re.compile(r"text-generation-inference:v?(\d+\.\d+[\w.+\-]{0,30})")
 _SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b|\bLoad weight (?:begin|end)\b"
-                          r"|KV Cache is allocated|server_args=ServerArgs|\b(?:Decode|Prefill) batch[.,]")
+                          r"|KV Cache is allocated|server_args=ServerArgs|\b(?:Decode|Prefill) batch[.,]"
+                          r"|Received sigquit from a child process|Scheduler hit an exception")
 _SGLANG_VERSION = re.compile(r"\bsglang(?:==| version:? v?| v|:v)(\d+\.\d+[\w.+\-]{0,30})", re.IGNORECASE)
 _VLLM_MARKS = ("VllmWorker", "EngineCore", "site-packages/vllm/", "vllm.entrypoints", "GPU KV cache usage",
                "# GPU blocks", "LLM engine", "vllm/v1/", "/vllm/worker/", "vllm/vllm-openai")

@@ -34,7 +34,7 @@ from runbooks.triage.failure_actions import (
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
     "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
-    "lower_memory_fraction", "add_memory_margin", "lower_memory_fraction_to", "set_expandable_segments",
+    "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to", "set_expandable_segments",
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
     "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "add_startup_probe",
     "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",

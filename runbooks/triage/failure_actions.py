@@ -29,6 +29,10 @@ _PP_FLAG = {"vllm": "pipeline-parallel-size", "sglang": "pp-size"}
 _NO_GRAPHS = {"vllm": ("enforce-eager", True), "sglang": ("disable-cuda-graph", True), "tgi": ("cuda-graphs", 0)}
 
 
+def _engine_known(ctx: TriageContext) -> bool:
+    return bool((ctx.config.engine if ctx.config else None) or ctx.engine)
+
+
 def engine_of(ctx: TriageContext) -> str:
     engine = (ctx.config.engine if ctx.config else None) or ctx.engine or "vllm"
     return engine if engine in ENGINE_FLAGS else "vllm"
@@ -118,6 +122,9 @@ def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str,
     current = _fraction(ctx, engine)
     share = _weights_share(ctx)
     target = floor or DEFAULT_FRACTION[engine]
+    if current is not None and current < target / 2 and share is None:
+        # a fraction set this low usually shares the card with others: step up, do not take it all
+        target = round(current * 2, 2)
     if share is not None:
         need = math.ceil((share + 0.02) * 100) / 100
         if need > MAX_RAISED_FRACTION[engine]:
@@ -166,6 +173,12 @@ def margin_action(ctx: TriageContext, add, container: str | None) -> None:
     if current is not None and current <= target:
         return
     total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    if not _engine_known(ctx):
+        # no flag to name: say how much to leave free, in whichever engine's fraction
+        if total:
+            add("add_memory_margin_any", margin_gib=round((1 - T.SAFE_VLLM_UTIL) * total, 1),
+                total_gib=round(total, 1))
+        return
     change = (Change.set_arg(container, flag, current, target),)
     if total:
         add("add_memory_margin", flag=flag, target=target, margin_gib=round((1 - target) * total, 1),
