@@ -45,6 +45,8 @@ ERROR_KINDS = ("unreachable", "timeout", "bad_query", "forbidden", "not_found", 
 #: ReadIssue kind of each error kind (ReadIssue has no "bad_query": the message carries it)
 _ISSUE_KIND = {"bad_query": "unreadable"}
 _RESULT_TYPES = ("vector", "matrix", "scalar", "string")
+#: the times a datetime can hold: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z
+_FIRST_UNIX_S, _LAST_UNIX_S = -62135596800, 253402300799
 # a GET URL longer than this goes as a form POST instead (proxies cut long URLs; the API takes both)
 _MAX_GET_QUERY_CHARS = 3000
 
@@ -145,12 +147,23 @@ def _series(item: Any, is_matrix: bool, source: str, where: str) -> PromSeries:
 
 
 def _point(raw: Any, source: str, where: str) -> tuple[float, float] | None:
-    """[unix seconds, "value"] -> (seconds, value); None for a NaN or infinite value."""
+    """[unix seconds, "value"] -> (seconds, value); None for a NaN or infinite value.
+
+    A time a datetime cannot hold (before year 1, after year 9999) is no reading: ParseError,
+    rather than a ValueError later where the history turns seconds into datetimes.
+
+    >>> _point([253402300800.0, "1"], "fuzz.json", "data.result")
+    Traceback (most recent call last):
+    ...
+    collectors.errors.ParseError: fuzz.json: data.result: time out of range
+    """
     if not isinstance(raw, list) or len(raw) != 2:
         raise ParseError(source, f"{where}: expected [time, value]")
     at, text = raw
     if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
         raise ParseError(source, f"{where}: time is not a number")
+    if not _FIRST_UNIX_S <= at <= _LAST_UNIX_S:
+        raise ParseError(source, f"{where}: time out of range")
     if not isinstance(text, str):
         raise ParseError(source, f"{where}: value is not a string")
     try:
