@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -104,23 +105,27 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
     acc = _Acc({}, [], [])
     target: str | None = None
     collected_at: datetime | None = None
-    if (root / "bundle.json").is_file():
+    if _readable(root, "bundle.json", acc.issues):
         try:
             target, collected_at = _load_bundle_json(root / "bundle.json", acc)
             acc.sources.append("bundle.json")
         except (ParseError, OSError) as e:
             acc.issues.append(_issue("bundle.json", e))
+        except RecursionError:
+            acc.issues.append(ReadIssue("bundle.json", _TOO_DEEP))
     year = (collected_at or _mtime(root)).year
 
     def one(name: str, read: Callable[[Path], dict[str, Any]]) -> None:
-        path = root / name
-        if not path.is_file():
+        if not _readable(root, name, acc.issues):
             return
+        path = root / name
         try:
             acc.fields.update(read(path))
             acc.sources.append(name)
         except (ParseError, OSError) as e:
             acc.issues.append(_issue(name, e))
+        except RecursionError:
+            acc.issues.append(ReadIssue(name, _TOO_DEEP))
         except Exception as e:  # a parser bug must not cost the rest of the bundle
             acc.issues.append(ReadIssue(name, f"internal error {type(e).__name__}: {str(e)[:200]}"))
 
@@ -189,6 +194,37 @@ def _deployment(path: Path) -> dict[str, Any]:
     if config is not None:
         out["server_config"] = config
     return out
+
+
+_TOO_DEEP = "nested too deeply to read (more levels than any real file has); not read"
+
+
+def _readable(root: Path, name: str, issues: list[ReadIssue]) -> bool:
+    """Whether `root/name` is a regular file to read. A link that leads out of the bundle folder
+    is unreadable (its content never reaches a report); a FIFO, device or socket is skipped, so
+    reading it can neither hang nor stream forever. Both are named in the report."""
+    path = root / name
+    try:
+        if not os.path.lexists(path):
+            return False
+        if path.is_symlink():
+            target = path.resolve(strict=False)
+            if not target.is_relative_to(root.resolve()):
+                issues.append(ReadIssue(name, "a link to a file outside the bundle folder; not read",
+                                        kind="unreadable"))
+                return False
+        mode = path.stat().st_mode
+    except OSError as e:
+        issues.append(_issue(name, e))
+        return False
+    if stat.S_ISDIR(mode):
+        issues.append(ReadIssue(name, "a folder, not a file; skipped", kind="skipped"))
+        return False
+    if not stat.S_ISREG(mode):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        issues.append(ReadIssue(name, f"{what}, not a regular file; skipped", kind="skipped"))
+        return False
+    return True
 
 
 def _issue(name: str, e: Exception) -> ReadIssue:
