@@ -3,7 +3,6 @@ followed, FIFOs and devices are skipped, a deeply nested bundle.json is one file
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
