@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,12 +17,12 @@ POLICY = ApprovalPolicy(enabled=True, approvers={"llm": ("U2", "S_SRE"), "*": ("
 
 def test_the_happy_path_is_one_way():
     path = ["proposed", "approved", "applying", "applied", "watched", "rolled_back"]
-    assert all(can_move(a, b) for a, b in zip(path, path[1:], strict=False))
-    assert not any(can_move(b, a) for a, b in zip(path, path[1:], strict=False))
+    assert all(can_move(a, b) for a, b in itertools.pairwise(path))
+    assert not any(can_move(b, a) for a, b in itertools.pairwise(path))
 
 
 def test_final_states_go_nowhere_and_every_state_is_known():
-    assert FINAL == {"rolled_back", "rejected", "expired", "superseded"}
+    assert {"rolled_back", "rejected", "expired", "superseded"} == FINAL
     assert set(TRANSITIONS) == set(STATES)
     assert all(nxt <= set(STATES) for nxt in TRANSITIONS.values())
     assert WRITTEN.isdisjoint({"proposed", "approved"})
