@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from bot.service.triage import TriageOutcome
 from runbooks.model import errors
+from runbooks.model.secrets import redact_evidence
 from runbooks.model.units import MIB
 
 Progress = Callable[[int, int, str], None]
@@ -89,7 +90,7 @@ class BundleRunner:
         folder = self.bundles.get(target)
         if folder is None:
             raise TargetNotFound(target)
-        evidence = load_bundle(folder)
+        evidence = redact_evidence(load_bundle(folder))  # as triage_bundle: a bundle may carry credentials
         report = triage(evidence, now=self.now(), on_step=on_step)
         memory_png = profile_png = None
         if self.charts:

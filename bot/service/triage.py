@@ -18,6 +18,7 @@ from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, coll
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
+from runbooks.model.secrets import redact_evidence
 from runbooks.triage.runbook import STEPS, triage
 
 #: a live triage reports one more step than the offline one: the collection itself
@@ -179,5 +180,8 @@ def triage_bundle(path: str | os.PathLike[str], now: datetime | None = None) -> 
         evidence = load_bundle(path)
     except BundleError as e:
         raise UsageError("bundle_unusable", detail=str(e)) from None
+    # a pasted bundle may carry credentials its collector never masked: mask them before any
+    # report, channel or archive sees them, as live collection does
+    evidence = redact_evidence(evidence)
     report = triage(evidence, now=now)
     return TriageOutcome(report, evidence, str(path), evidence_found=has_evidence(evidence))
