@@ -435,9 +435,15 @@ def test_connection_errors_are_retried_then_logged_and_counted(caplog):
     metrics = BotMetrics()
     client = WebClient(token="xoxb-1", base_url=f"http://127.0.0.1:{closed_port}/api/", retry_handlers=[
         ConnectionRetries(metrics, max_retry_count=2, interval_calculator=FixedValueRetryIntervalCalculator(0))])
-    ts, error = SlackPoster(client, metrics).post_or_error("C1", {"text": "hello"})
-    assert ts is None and error
+    # chat.postMessage is not repeatable, so the client leaves it to the poster, which tries a
+    # refused connection again (Slack never saw it) without looking for an earlier post
+    ts, error = SlackPoster(client, metrics, backoff_s=0).post_or_error("C1", {"text": "hello"})
+    assert ts is None and error == "connection_error"
     sample = metrics.registry.get_sample_value
-    assert sample("gpumem_slack_api_retries_total", {"method": "chat.postMessage", "reason": "connection"}) == 2
+    assert sample("gpumem_slack_api_retries_total", {"method": "chat.postMessage", "reason": "connection"}) == 3
     assert sample("gpumem_slack_api_errors_total", {"method": "chat.postMessage", "error": error}) == 1
     assert any("chat.postMessage failed in channel C1" in r.getMessage() for r in caplog.records)
+    # a repeatable call (chat.update) is retried by the client's ConnectionRetries (max 2)
+    ok = SlackPoster(client, metrics, backoff_s=0).update("C1", "1.0", {"text": "x"})
+    assert ok is False
+    assert sample("gpumem_slack_api_retries_total", {"method": "chat.update", "reason": "connection"}) == 2

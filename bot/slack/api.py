@@ -1,16 +1,33 @@
-"""The bot's Slack Web API client: retries, and posts that are never silently dropped.
+"""The bot's Slack Web API client: retries, and posts that are never silently dropped or doubled.
 
-Retries: HTTP 429 after its Retry-After, 5xx and connection errors with exponential backoff
-(slack_sdk's retry handlers, counted in metrics). A call that still fails is logged with its
-method, error and channel, counted in `gpumem_slack_api_errors_total`, and reported to the
+Retries: HTTP 429 after its Retry-After (Slack did not take the call), and, for calls that can
+be repeated without effect (chat.update, the reads), 5xx and connection errors with exponential
+backoff (slack_sdk's retry handlers, counted in metrics). A call that still fails is logged with
+its method, error and channel, counted in `gpumem_slack_api_errors_total`, and reported to the
 caller as None/False so it can tell the user another way.
+
+Posting is not repeatable: a 5xx or a timeout can come after Slack has posted the message, and
+posting again makes a second parent while the first stays at "starting". So every message
+carries its job's id in Slack message metadata (`event_type` `gpumem_job`, `event_payload`
+`{"job_id", "part"}`), and before a post is tried again the bot looks for what the first try
+left: `conversations.history` (or `.replies` in a thread) with `include_all_metadata`, from a
+minute before the first try. Found: that message is the post. An upload is completed the same
+way: after an unclear `files.completeUploadExternal` the thread is searched for the file first.
+Reading history needs the `channels:history` scope (`groups:history` in private channels);
+without it the lookup is skipped (one warning) and a post is tried again as before, which may
+double it. Once the bot is stopping, retries that would outlast the drain are not made.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import secrets
 import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk import WebClient
@@ -68,16 +85,29 @@ def _counting(base: type, reason: str) -> type:
     return Counting
 
 
+#: calls that change something each time they are made: SlackPoster retries them itself, after
+#: looking for what an unclear first try did
+NOT_REPEATABLE = frozenset({"chat.postMessage", "files.completeUploadExternal"})
+SERVER_ERRORS = (500, 502, 503, 504)
+
+
 class _ServerErrors(ServerErrorRetryHandler):
     """500 and 503 as slack_sdk has it, plus 502 and 504 from proxies in front of Slack."""
 
     def _can_retry(self, *, state, request, response=None, error=None) -> bool:
-        return response is not None and response.status_code in (500, 502, 503, 504)
+        return (response is not None and response.status_code in SERVER_ERRORS
+                and _method(request) not in NOT_REPEATABLE)
+
+
+class _ConnectionErrors(ConnectionErrorRetryHandler):
+    def _can_retry(self, *, state, request, response=None, error=None) -> bool:
+        return _method(request) not in NOT_REPEATABLE and super()._can_retry(
+            state=state, request=request, response=response, error=error)
 
 
 RateLimitRetries = _counting(RateLimitErrorRetryHandler, "ratelimited")
 ServerErrorRetries = _counting(_ServerErrors, "server_error")
-ConnectionRetries = _counting(ConnectionErrorRetryHandler, "connection")
+ConnectionRetries = _counting(_ConnectionErrors, "connection")
 
 
 def make_client(token: str, base_url: str, metrics: BotMetrics, timeout_s: float = 30.0,
@@ -103,6 +133,8 @@ def error_of(e: Exception) -> str:
     if isinstance(e, SlackApiError):
         err = e.response.get("error") if hasattr(e.response, "get") else None
         return str(err or f"http_{e.response.status_code}") if _CODE.fullmatch(str(err or "x")) else "api_error"
+    if isinstance(e, urllib.error.HTTPError):
+        return f"http_{e.code}"
     if isinstance(e, TimeoutError | socket.timeout):
         return "timeout"
     if isinstance(e, OSError):
@@ -110,45 +142,238 @@ def error_of(e: Exception) -> str:
     return "request_error"
 
 
-class SlackPoster:
-    """chat.postMessage / chat.update / chat.postEphemeral / files_upload_v2, failures logged."""
+JOB_EVENT = "gpumem_job"
+#: tries of a post or an upload completion whose outcome was unclear (5xx, timeout, no answer)
+POST_TRIES = 4
+#: how far before the first try the lookup reads (clock skew between the bot and Slack)
+LOOKBACK_S = 60.0
 
-    def __init__(self, client: WebClient, metrics: BotMetrics):
+
+def new_job_id() -> str:
+    """12 hex digits, unique enough to find one job's messages in a channel's history."""
+    return secrets.token_hex(6)
+
+
+def job_metadata(job_id: str, part: str) -> dict[str, Any]:
+    """The message metadata that names the job (and which of its messages) a message belongs to."""
+    return {"event_type": JOB_EVENT, "event_payload": {"job_id": job_id, "part": part}}
+
+
+def _refused(e: Exception) -> bool:
+    """The connection was refused: Slack never saw the call, trying again is safe."""
+    return isinstance(e, ConnectionRefusedError) or isinstance(getattr(e, "reason", None), ConnectionRefusedError)
+
+
+def _unclear(e: Exception) -> bool:
+    """Did the call fail in a way that leaves open whether Slack acted on it?"""
+    if isinstance(e, SlackApiError):
+        return getattr(e.response, "status_code", 200) in SERVER_ERRORS
+    return isinstance(e, OSError | SlackClientError) and not _refused(e)
+
+
+class SlackPoster:
+    """chat.postMessage / chat.update / chat.postEphemeral / file uploads, failures logged."""
+
+    def __init__(self, client: WebClient, metrics: BotMetrics, stopping: Stopping | None = None,
+                 sleep: Callable[[float], None] = time.sleep, wall: Callable[[], float] = time.time,
+                 backoff_s: float = 0.5):
         self.client = client
         self.metrics = metrics
+        self.stopping = stopping or Stopping()
+        self.sleep = sleep
+        self.wall = wall
+        self.backoff_s = backoff_s
+        #: False once Slack said the token may not read history (missing_scope): no more lookups
+        self.history_readable: bool | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _failed(self, method: str, where: str | None, e: Exception) -> str:
+        error = error_of(e)
+        self.metrics.api_errors.labels(method=method, error=error).inc()
+        detail = ""
+        if isinstance(e, SlackApiError) and hasattr(e.response, "get"):
+            detail = str(e.response.get("errors") or e.response.get("response_metadata") or "")[:300]
+        log.warning("slack %s failed in channel %s: %s %s", method, where, error, detail)
+        return error
 
     def _call(self, method: str, where: str | None, fn: Any, **kw: Any) -> tuple[Any, str | None]:
         try:
             return fn(**kw), None
         except (SlackApiError, SlackClientError, OSError) as e:
-            error = error_of(e)
-            self.metrics.api_errors.labels(method=method, error=error).inc()
-            detail = ""
-            if isinstance(e, SlackApiError) and hasattr(e.response, "get"):
-                detail = str(e.response.get("errors") or e.response.get("response_metadata") or "")[:300]
-            log.warning("slack %s failed in channel %s: %s %s", method, where, error, detail)
-            return None, error
+            return None, self._failed(method, where, e)
 
-    def post_or_error(self, channel: str, msg: Message, thread_ts: str | None = None) -> tuple[str | None, str | None]:
-        """Post a message: (ts, None), or (None, Slack's error code) when it failed (logged, counted)."""
-        resp, error = self._call("chat.postMessage", channel, self.client.chat_postMessage, channel=channel,
-                                 thread_ts=thread_ts, unfurl_links=False, unfurl_media=False, **msg)
-        return (resp.get("ts") if resp is not None else None), error
+    def _again(self, method: str, attempt: int, e: Exception) -> bool:
+        """After a failure worth another try (unclear, or a refused connection): wait before try
+        `attempt + 1`, if there is one and time for it."""
+        wait = self.backoff_s * (2 ** attempt)
+        if attempt + 1 >= POST_TRIES or not (_unclear(e) or _refused(e)) or not self.stopping.may_wait(wait):
+            return False
+        reason = "server_error" if isinstance(e, SlackApiError) else "connection"
+        self.metrics.api_retries.labels(method=method, reason=reason).inc()
+        log.info("slack %s: %s (%s); trying again", method, "unclear failure" if _unclear(e) else "not reached",
+                 error_of(e))
+        self.sleep(wait)
+        return True
 
-    def post(self, channel: str, msg: Message, thread_ts: str | None = None) -> str | None:
-        return self.post_or_error(channel, msg, thread_ts)[0]
+    # ------------------------------------------------------------------ messages
 
-    def update(self, channel: str, ts: str, msg: Message) -> bool:
-        return self._call("chat.update", channel, self.client.chat_update, channel=channel, ts=ts, **msg)[1] is None
+    def post_or_error(self, channel: str, msg: Message, thread_ts: str | None = None,
+                      meta: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
+        """Post a message once: (ts, None), or (None, Slack's error code) when it failed (logged,
+        counted). With `meta` (see `job_metadata`) an unclear failure is followed by a look for
+        the message before it is posted again."""
+        kw: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts, "unfurl_links": False,
+                              "unfurl_media": False, **msg}
+        if meta is not None:
+            kw["metadata"] = meta
+        since = self.wall() - LOOKBACK_S
+        attempt = 0
+        while True:
+            try:
+                return self.client.chat_postMessage(**kw).get("ts"), None
+            except (SlackApiError, SlackClientError, OSError) as e:
+                if not self._again("chat.postMessage", attempt, e):
+                    return None, self._failed("chat.postMessage", channel, e)
+                look = _unclear(e)
+            attempt += 1
+            if meta is not None and look:
+                found = self.find_message(channel, thread_ts, meta, since)
+                if found is not None:
+                    log.info("slack chat.postMessage: the earlier try was posted (%s); not posting again", found)
+                    return found, None
+
+    def post(self, channel: str, msg: Message, thread_ts: str | None = None,
+             meta: dict[str, Any] | None = None) -> str | None:
+        return self.post_or_error(channel, msg, thread_ts, meta)[0]
+
+    def update(self, channel: str, ts: str, msg: Message, meta: dict[str, Any] | None = None) -> bool:
+        kw: dict[str, Any] = {"channel": channel, "ts": ts, **msg}
+        if meta is not None:
+            kw["metadata"] = meta
+        return self._call("chat.update", channel, self.client.chat_update, **kw)[1] is None
 
     def ephemeral(self, channel: str, user: str, msg: Message) -> bool:
         return self._call("chat.postEphemeral", channel, self.client.chat_postEphemeral, channel=channel,
                           user=user, **msg)[1] is None
 
+    def _history(self, channel: str, thread_ts: str | None, since: float) -> list[dict[str, Any]] | None:
+        """Messages from `since` on (a thread's when `thread_ts`), with their metadata; None if unreadable."""
+        if self.history_readable is False:
+            return None
+        out: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(3):  # a few pages: the message looked for is seconds old
+            kw: dict[str, Any] = {"channel": channel, "oldest": f"{since:.6f}", "include_all_metadata": True,
+                                  "limit": 200, "cursor": cursor}
+            try:
+                if thread_ts is None:
+                    resp = self.client.conversations_history(**kw)
+                else:
+                    resp = self.client.conversations_replies(ts=thread_ts, **kw)
+            except (SlackApiError, SlackClientError, OSError) as e:
+                if isinstance(e, SlackApiError) and error_of(e) in ("missing_scope", "not_allowed_token_type"):
+                    self.history_readable = False
+                    log.warning("slack: this token cannot read channel history (%s): a post whose first try "
+                                "failed unclearly is posted again and may appear twice; grant channels:history "
+                                "and groups:history", error_of(e))
+                else:
+                    self._failed("conversations.history", channel, e)
+                return None
+            self.history_readable = True
+            out += resp.get("messages") or []
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+            if not resp.get("has_more") or not cursor:
+                break
+        return out
+
+    def find_message(self, channel: str, thread_ts: str | None, meta: dict[str, Any],
+                     since: float) -> str | None:
+        """The ts of the message carrying `meta` posted since `since`, if Slack has one."""
+        for m in self._history(channel, thread_ts, since) or []:
+            found = m.get("metadata") or {}
+            if found.get("event_type") == meta["event_type"] and found.get("event_payload") == meta["event_payload"]:
+                return str(m.get("ts"))
+        return None
+
+    # ------------------------------------------------------------------ files
+
     def upload(self, channel: str, thread_ts: str | None, filename: str, data: bytes | str,
                title: str, comment: str | None = None) -> bool:
-        """files_upload_v2 into the thread: getUploadURLExternal, the upload, completeUploadExternal."""
-        kw: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts, "filename": filename, "title": title,
-                              "initial_comment": comment, "request_file_info": False}
-        kw["file" if isinstance(data, bytes) else "content"] = data
-        return self._call("files.upload", channel, self.client.files_upload_v2, **kw)[1] is None
+        """One file into the thread, once: getUploadURLExternal, the upload, completeUploadExternal.
+
+        The three steps of slack_sdk's files_upload_v2, each retried on its own terms: a new
+        upload URL after a failed upload, and after an unclear completion a look into the
+        thread for the file before completing it again.
+        """
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        since = self.wall() - LOOKBACK_S
+        error: str | None = None
+        for attempt in range(POST_TRIES):
+            if attempt and not self.stopping.may_wait(self.backoff_s * (2 ** attempt)):
+                break
+            if attempt:
+                self.sleep(self.backoff_s * (2 ** attempt))
+            got, error = self._call("files.getUploadURLExternal", channel, self.client.files_getUploadURLExternal,
+                                    filename=filename, length=len(raw))
+            if got is None:
+                return False
+            file_id, url = str(got.get("file_id")), str(got.get("upload_url"))
+            error = self._send_bytes(url, raw)
+            if error is not None:
+                continue
+            done = self._complete(channel, thread_ts, file_id, title, comment, since)
+            if done is not None:
+                return done
+            error = "file_not_completed"
+        self.metrics.api_errors.labels(method="files.upload", error=error or "upload_failed").inc()
+        log.warning("slack files.upload failed in channel %s: %s (%s)", channel, error, filename)
+        return False
+
+    def _send_bytes(self, url: str, raw: bytes) -> str | None:
+        """POST the bytes to the upload URL: None when stored, else why not. One more try after
+        an unclear failure (a repeated upload to the same URL replaces the bytes)."""
+        error = "upload_failed"
+        for attempt in range(2):
+            try:
+                req = urllib.request.Request(url, data=raw, method="POST")
+                with urllib.request.urlopen(req, timeout=self.client.timeout, context=self.client.ssl) as resp:
+                    resp.read()
+                    return None if resp.status == 200 else f"http_{resp.status}"
+            except OSError as e:
+                error = error_of(e)
+                if attempt or not (_unclear(e) or _refused(e)) or not self.stopping.may_wait(self.backoff_s):
+                    return error
+            log.info("slack upload: %s; trying again", error)
+            self.sleep(self.backoff_s)
+        return error
+
+    def _complete(self, channel: str, thread_ts: str | None, file_id: str, title: str, comment: str | None,
+                  since: float) -> bool | None:
+        """True: shared; False: refused (do not try again); None: not shared, a new upload may work."""
+        kw: dict[str, Any] = {"files": [{"id": file_id, "title": title}], "channel_id": channel,
+                              "thread_ts": thread_ts, "initial_comment": comment}
+        for attempt in range(2):
+            try:
+                self.client.files_completeUploadExternal(**kw)
+                return True
+            except (SlackApiError, SlackClientError, OSError) as e:
+                if not _unclear(e):
+                    if error_of(e) in ("file_not_found", "file_upload_not_complete"):  # the bytes did not land
+                        log.info("slack files.completeUploadExternal: %s; uploading again", error_of(e))
+                        return None
+                    self._failed("files.completeUploadExternal", channel, e)
+                    return False
+                if attempt or not self._again("files.completeUploadExternal", 0, e):
+                    self._failed("files.completeUploadExternal", channel, e)
+                    return False
+            if self._file_shared(channel, thread_ts, file_id, since):
+                log.info("slack files.completeUploadExternal: the earlier try shared %s; not completing again", file_id)
+                return True
+        return False
+
+    def _file_shared(self, channel: str, thread_ts: str | None, file_id: str, since: float) -> bool:
+        for m in self._history(channel, thread_ts, since) or []:
+            if any(isinstance(f, dict) and f.get("id") == file_id for f in m.get("files") or []):
+                return True
+        return False

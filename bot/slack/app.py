@@ -153,7 +153,7 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
     stopping = Stopping()
     client = make_client(token, settings.slack.api_url, metrics, settings.deadlines.slack_call_s, stopping)
-    poster = SlackPoster(client, metrics)
+    poster = SlackPoster(client, metrics, stopping)
     pool = JobPool(settings.workers.pool_size, settings.workers.queue_length)
     metrics.watch_pool(lambda: pool.running, lambda: pool.queued)
     d = settings.deadlines

@@ -27,7 +27,7 @@ from bot.service.grammar import (
     usage_of,
 )
 from bot.service.settings import Settings
-from bot.slack.api import SlackPoster
+from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Claims, JobPool
@@ -171,16 +171,17 @@ class Handlers:
             ahead = ticket.ahead if ticket.queued and not with_parent else None
             ack(**V.ack_text(lang, cmd.verb, target, ahead))
         parent_ts = None
+        job_id = new_job_id()
         if with_parent:
             first = (R.queued_message(lang, cmd.verb, target, ticket.ahead, user) if ticket.queued
                      else R.starting_message(lang, cmd.verb, target, user))
-            parent_ts, error = self.poster.post_or_error(channel, first)
+            parent_ts, error = self.poster.post_or_error(channel, first, meta=job_metadata(job_id, "parent"))
             if parent_ts is None:
                 self.pool.release(ticket)
                 self.metrics.command(cmd.verb, "error")
                 key = "not_in_channel" if error in _NOT_IN_CHANNEL else "post_failed"
                 return self._tell(respond, lang, key, error=error)
-        job = Job(cmd, channel, user, lang, parent_ts, accepted_at, respond)
+        job = Job(cmd, channel, user, lang, parent_ts, accepted_at, respond, id=job_id)
         self.pool.submit(ticket, lambda: self.work.run(job, was_queued=ticket.queued),
                          cancel=lambda: self.work.cancel(job))
 

@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.render import slack_triage as R
@@ -26,7 +26,7 @@ from bot.service.redact import redact
 from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
 from bot.service.verbs import VerbRunner
-from bot.slack.api import SlackPoster
+from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
@@ -48,6 +48,12 @@ class Job:
     accepted_at: float
     #: the command's response_url as Bolt's `respond`: ephemeral replies after the ack
     respond: Callable[..., Any] | None = None
+    #: carried by every message of the job in Slack message metadata (see `bot.slack.api`)
+    id: str = field(default_factory=new_job_id)
+
+    def meta(self, part: str = "parent") -> dict[str, Any]:
+        """The metadata of one of the job's messages: the parent, a thread reply, the output."""
+        return job_metadata(self.id, part)
 
     @property
     def target(self) -> str | None:
@@ -153,12 +159,13 @@ class Work:
         throttle = Throttle(self.progress_interval_s, self.clock)
         if was_queued:
             throttle.ready()
-            self.poster.update(job.channel, job.parent_ts, R.starting_message(job.lang, verb, job.target, job.user))
+            self.poster.update(job.channel, job.parent_ts, R.starting_message(job.lang, verb, job.target, job.user),
+                               job.meta())
 
         def on_step(i: int, total: int, step: str) -> None:
             if throttle.ready():
                 msg = R.progress_message(job.lang, verb, job.target, i, total, step, job.user)
-                finish.while_open(lambda: self.poster.update(job.channel, job.parent_ts, msg))
+                finish.while_open(lambda: self.poster.update(job.channel, job.parent_ts, msg, job.meta()))
 
         def expire() -> None:
             if finish.take():
@@ -200,14 +207,14 @@ class Work:
         elapsed = self.clock() - job.accepted_at
         msg = R.diagnosis_message(report, job.lang, target=job.target, context=job.command.context,
                                   user=job.user, elapsed_s=elapsed)
-        if not self.poster.update(job.channel, job.parent_ts, msg):
+        if not self.poster.update(job.channel, job.parent_ts, msg, job.meta()):
             # the parent must not stay on "running": fall back to the headline alone
-            self.poster.update(job.channel, job.parent_ts, {"text": msg["text"]})
+            self.poster.update(job.channel, job.parent_ts, {"text": msg["text"]}, job.meta())
         # the diagnosis is the answer; the thread and the files follow it
         self.metrics.command("triage", outcome_of(report.verdict.primary), self.clock() - job.accepted_at)
         detail = R.thread_detail(report, job.lang)
-        for reply in detail.messages:
-            self.poster.post(job.channel, reply, thread_ts=job.parent_ts)
+        for i, reply in enumerate(detail.messages, 1):
+            self.poster.post(job.channel, reply, thread_ts=job.parent_ts, meta=job.meta(f"thread-{i}"))
         self._uploads(job, outcome, report, detail.overflow)
 
     def _uploads(self, job: Job, outcome: Any, report: Any, overflow: bool) -> None:
@@ -226,14 +233,14 @@ class Work:
 
             if archive is None:
                 self.poster.post(job.channel, {"text": cat.t("slack.upload.bundle_unavailable")},
-                                 thread_ts=job.parent_ts)
+                                 thread_ts=job.parent_ts, meta=job.meta("bundle-note"))
             else:
                 self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-bundle.tar.gz", archive,
                                    cat.t("slack.upload.bundle", target=job.target))
 
     def _answer_profile(self, job: Job, outcome: Any) -> None:
         msg = V.profile_message(outcome.report, job.lang, job.target or "?", job.user)
-        self.poster.update(job.channel, job.parent_ts, msg)
+        self.poster.update(job.channel, job.parent_ts, msg, job.meta())
         if outcome.profile_chart_png:
             self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-buckets.png",
                                outcome.profile_chart_png, Catalog.load(job.lang).t("slack.upload.profile_chart"))
@@ -241,7 +248,7 @@ class Work:
 
     def _answer_snapshot(self, job: Job, outcome: Any) -> None:
         msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
-        self.poster.update(job.channel, job.parent_ts, msg)
+        self.poster.update(job.channel, job.parent_ts, msg, job.meta())
         self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
 
     # ------------------------------------------------------------------ CLI verbs (budget)
@@ -285,7 +292,7 @@ class Work:
             self.metrics.command(verb, "usage" if out.returncode == 2 else "error", self.clock() - job.accepted_at)
             return
         msg, attach = V.verb_output_message(job.lang, verb, job.command.argv, out.text, out.returncode, job.user)
-        ts, error = self.poster.post_or_error(job.channel, msg)
+        ts, error = self.poster.post_or_error(job.channel, msg, meta=job.meta("output"))
         if ts is None:
             self._tell(job, cat.t("slack.error.post_failed", error=error))
             self.metrics.command(verb, "error", self.clock() - job.accepted_at)
@@ -311,6 +318,6 @@ class Work:
         msg = R.failed_message(job.lang, job.command.verb, job.target, key, job.user, **params)
         if job.parent_ts is None:
             self._tell(job, msg["text"])
-        elif not self.poster.update(job.channel, job.parent_ts, msg):
+        elif not self.poster.update(job.channel, job.parent_ts, msg, job.meta()):
             log.error("%s %s: could not report its failure (%s) in the channel", job.command.verb, job.target, key)
         self.metrics.command(job.command.verb, outcome, self.clock() - job.accepted_at)

@@ -9,7 +9,19 @@ methods gpumem uses, and refuses what Slack refuses:
 - blocks that break Block Kit's limits get `invalid_blocks` (checked with
   `slack_sdk.models.blocks.Block.parse` plus the message-level counts the models skip);
 - `apps.connections.open` (Socket Mode) with the app-level token;
-- a wrong token gets `invalid_auth`; `fail_next()` injects 429 (with Retry-After) or 5xx.
+- `conversations.history` and `conversations.replies` (GET or POST; `oldest`, `latest`,
+  `inclusive`, `limit`, `cursor`), with each message's `metadata` only when
+  `include_all_metadata` is set, as Slack does; they need `channels:history` in `scopes`
+  (else `missing_scope`, with `needed` and `provided`);
+- message metadata on `chat.postMessage`/`chat.update` (`{"event_type", "event_payload"}`,
+  else `invalid_metadata_format`); a completed upload appears in its thread as a message with
+  `files`. Completing an already completed file again answers ok and shares nothing more;
+- a wrong token gets `invalid_auth`; `fail_next()` injects 429 (with Retry-After) or 5xx before
+  the call is processed; `fail_after()` processes the call, then answers 5xx (a late failure:
+  Slack posted the message, the client saw an error). Both also work for "upload" (the POST
+  to an upload URL).
+
+Message timestamps follow the wall clock (strictly increasing), as Slack's do.
 
     with FakeSlack() as fake:
         client = WebClient(token=fake.token, base_url=fake.api_url)
@@ -133,7 +145,11 @@ class FakeSlack:
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
         self.not_in_channel: set[str] = set()
+        #: the bot token's scopes; conversations.* need channels:history
+        self.scopes: set[str] = {"commands", "chat:write", "files:write", "channels:history", "groups:history"}
         self._failures: dict[str, list[tuple[int, dict[str, str], dict[str, Any] | None]]] = {}
+        self._late_failures: dict[str, list[int]] = {}
+        self._last_ts = 0.0
         self._respond_uses: dict[str, int] = {}
         self._cond = threading.Condition()
         self._ts = itertools.count(1)
@@ -184,6 +200,17 @@ class FakeSlack:
         with self._cond:
             self._failures.setdefault(method, []).extend([(status, headers, body)] * count)
 
+    def fail_after(self, method: str, status: int = 500, count: int = 1) -> None:
+        """The next `count` calls of `method` are processed (the message is posted, the file
+        stored), then answered with HTTP `status`: the client cannot tell that it worked."""
+        with self._cond:
+            self._late_failures.setdefault(method, []).extend([status] * count)
+
+    def _take_late_failure(self, method: str) -> int | None:
+        with self._cond:
+            queue = self._late_failures.get(method)
+            return queue.pop(0) if queue else None
+
     # ------------------------------------------------------------------ inspection
 
     def calls_to(self, method: str, ok_only: bool = False) -> list[Call]:
@@ -224,7 +251,16 @@ class FakeSlack:
             return queue.pop(0) if queue else None
 
     def _next_ts(self) -> str:
-        return f"1700000000.{next(self._ts):06d}"
+        with self._cond:
+            self._last_ts = max(time.time(), self._last_ts + 0.000001)
+            return f"{self._last_ts:.6f}"
+
+    def parents(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """Messages in the channel (not thread replies), oldest first, as they stand now."""
+        with self._cond:
+            found = [m for (ch, _), m in self.messages.items()
+                     if (channel is None or ch == channel) and not m.get("thread_ts")]
+        return sorted(found, key=lambda m: float(m["ts"]))
 
     def answer(self, method: str, args: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], dict]:
         auth = headers.get("authorization", "")
@@ -238,7 +274,11 @@ class FakeSlack:
         fn = getattr(self, "_m_" + method.replace(".", "_"), None)
         if fn is None:
             return 200, {}, {"ok": False, "error": "unknown_method"}
-        return 200, {}, fn(args)
+        doc = fn(args)
+        late = self._take_late_failure(method)
+        if late is not None:
+            return late, {}, {"ok": False, "error": "internal_error"}
+        return 200, {}, doc
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "gpumem",
@@ -263,6 +303,10 @@ class FakeSlack:
             if errors:
                 return {"ok": False, "error": "invalid_blocks", "errors": errors,
                         "response_metadata": {"messages": [f"[ERROR] {e}" for e in errors]}}
+        meta = args.get("metadata")
+        if meta is not None and not (isinstance(meta, dict) and isinstance(meta.get("event_type"), str)
+                                     and isinstance(meta.get("event_payload"), dict)):
+            return {"ok": False, "error": "invalid_metadata_format"}
         return None
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -270,11 +314,14 @@ class FakeSlack:
         if refusal:
             return refusal
         ts = self._next_ts()
-        message = {"ts": ts, "text": args.get("text"), "blocks": args.get("blocks"),
-                   "thread_ts": args.get("thread_ts"), "edits": 0}
+        message = {"type": "message", "ts": ts, "text": args.get("text"), "blocks": args.get("blocks"),
+                   "thread_ts": args.get("thread_ts"), "bot_id": "B0GPUMEM", "edits": 0}
+        if args.get("metadata") is not None:
+            message["metadata"] = args["metadata"]
         with self._cond:
             self.messages[(args["channel"], ts)] = message
-        return {"ok": True, "channel": args["channel"], "ts": ts, "message": message}
+        return {"ok": True, "channel": args["channel"], "ts": ts,
+                "message": {k: v for k, v in message.items() if k != "metadata"}}
 
     def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         refusal = self._message_checks(args)
@@ -286,7 +333,54 @@ class FakeSlack:
             if message is None:
                 return {"ok": False, "error": "message_not_found"}
             message.update(text=args.get("text"), blocks=args.get("blocks"), edits=message["edits"] + 1)
+            if args.get("metadata") is not None:
+                message["metadata"] = args["metadata"]
         return {"ok": True, "channel": key[0], "ts": key[1], "text": args.get("text")}
+
+    def _history_refusal(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        if "channels:history" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "channels:history",
+                    "provided": ",".join(sorted(self.scopes))}
+        if not args.get("channel"):
+            return {"ok": False, "error": "channel_not_found"}
+        return None
+
+    def _page(self, found: list[dict[str, Any]], args: dict[str, Any], newest_first: bool) -> dict[str, Any]:
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or 9e12)
+        found = [m for m in found if (oldest <= float(m["ts"]) if inclusive else oldest < float(m["ts"]))
+                 and (float(m["ts"]) <= latest if inclusive else float(m["ts"]) < latest)]
+        found.sort(key=lambda m: float(m["ts"]), reverse=newest_first)
+        start = int(args.get("cursor") or 0)
+        limit = max(1, min(int(args.get("limit") or 100), 999))
+        page = found[start:start + limit]
+        with_meta = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        shown = [{k: v for k, v in m.items() if k not in ("edits",) and (with_meta or k != "metadata")}
+                 for m in page]
+        more = start + limit < len(found)
+        return {"ok": True, "messages": shown, "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+
+    def _m_conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        refusal = self._history_refusal(args)
+        if refusal:
+            return refusal
+        with self._cond:
+            found = [dict(m) for (ch, _), m in self.messages.items()
+                     if ch == args["channel"] and (not m.get("thread_ts") or m.get("thread_ts") == m["ts"])]
+        return self._page(found, args, newest_first=True)
+
+    def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        refusal = self._history_refusal(args)
+        if refusal:
+            return refusal
+        ts = str(args.get("ts") or "")
+        with self._cond:
+            if (args["channel"], ts) not in self.messages:
+                return {"ok": False, "error": "thread_not_found"}
+            found = [dict(m) for (ch, mts), m in self.messages.items()
+                     if ch == args["channel"] and (mts == ts or m.get("thread_ts") == ts)]
+        return self._page(found, args, newest_first=False)
 
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         refusal = self._message_checks(args)
@@ -314,17 +408,32 @@ class FakeSlack:
                 up = self.uploads.get(f.get("id"))
                 if up is None or up["data"] is None:
                     return {"ok": False, "error": "file_not_found"}
+                out.append({"id": f["id"], "name": up["filename"], "title": f.get("title")})
+                if up.get("completed"):
+                    continue  # completed before: shared once, not again
                 up.update(title=f.get("title"), channel=args.get("channel_id"), thread_ts=args.get("thread_ts"),
                           comment=args.get("initial_comment"), completed=True)
-                out.append({"id": f["id"], "name": up["filename"], "title": f.get("title")})
+                if args.get("channel_id"):
+                    self._last_ts = max(time.time(), self._last_ts + 0.000001)
+                    ts = f"{self._last_ts:.6f}"
+                    self.messages[(args["channel_id"], ts)] = {
+                        "type": "message", "ts": ts, "text": args.get("initial_comment") or "",
+                        "thread_ts": args.get("thread_ts"), "bot_id": "B0GPUMEM", "edits": 0,
+                        "files": [{"id": f["id"], "name": up["filename"], "title": f.get("title")}]}
         return {"ok": True, "files": out}
 
     def take_upload(self, file_id: str, data: bytes) -> tuple[int, bytes]:
+        failure = self._take_failure("upload")
+        if failure is not None:
+            return failure[0], b"upload failed"
         with self._cond:
             up = self.uploads.get(file_id)
             if up is None:
                 return 404, b"no such upload"
             up["data"] = data
+        late = self._take_late_failure("upload")
+        if late is not None:
+            return late, b"upload failed"
         return 200, f"OK - {len(data)}".encode()
 
     def take_response(self, key: str, payload: dict[str, Any]) -> tuple[int, bytes]:
@@ -399,6 +508,18 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
                 self._reply(404, b"not found", "text/plain")
 
         do_PUT = do_POST
+
+        def do_GET(self) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            path, _, query = self.path.partition("?")
+            if not path.startswith("/api/"):
+                self._reply(404, b"not found", "text/plain")
+                return
+            method = path[len("/api/"):]
+            args: dict[str, Any] = {k: v[-1] for k, v in parse_qs(query).items()}
+            status, extra, doc = fake.answer(method, args, headers)
+            fake._record(Call(method, args, headers, b"", status, doc))
+            self._reply(status, json.dumps(doc).encode(), "application/json; charset=utf-8", extra)
 
     return Handler
 
