@@ -27,7 +27,7 @@ from kubernetes import client as k8s
 
 from collectors.kube.client import make_api_client
 from tests.support.fake_engines import FakeEngine
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import FakeKube, ManualClock
 
 DATA = Path(__file__).parent.parent / "data"
 SCENARIOS = DATA / "kube_live"
@@ -171,4 +171,24 @@ def running_scenario(name: str | None, tmp_path: Path | None = None, *, token: s
 INCIDENT_NS = "llm"
 INCIDENT_POD_A = "vllm-server-7d9c8b6f4-2xkqp"
 INCIDENT_POD_B = "vllm-server-7d9c8b6f4-q8wvn"
+#: ... its Deployment (2 replicas, maxSurge 1, maxUnavailable 0), the ReplicaSet that runs them,
+#: and the HPA that keeps it between 2 and 2 replicas
+INCIDENT_DEPLOYMENT = "vllm-server"
+INCIDENT_REPLICASET = "vllm-server-7d9c8b6f4"
+INCIDENT_HPA = "vllm-server-queue"
+
+#: the PATCH content types, as the official client takes them in `_content_type`
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+def manual_clock(scenario: Scenario, ready_after_s: float | None = None) -> ManualClock:
+    """Put the scenario's controllers on a clock the test moves (`clock.advance(60)`), with new
+    pods ready `ready_after_s` after they start when given. Call it before the first write."""
+    clock = ManualClock()
+    scenario.kube.clock = clock
+    if ready_after_s is not None:
+        scenario.kube.rollout.ready_after_s = ready_after_s
+    return clock
 
