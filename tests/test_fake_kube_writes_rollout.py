@@ -103,6 +103,11 @@ def test_a_new_template_rolls_out_one_pod_at_a_time(cluster, clock):
     assert deploy.metadata.generation == 15  # the controller's writes are status writes
     old = _apps(cluster).read_namespaced_replica_set(OLD_RS, NS)
     assert (old.spec.replicas, old.status.replicas) == (0, 0)
+    scaling = k8s.CoreV1Api(cluster.api()).list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={DEPLOY},reason=ScalingReplicaSet").items
+    assert [e.message for e in scaling if e.first_timestamp.hour == 21] == [
+        f"Scaled up replica set vllm-server-{digest} to 1 from 0", f"Scaled down replica set {OLD_RS} to 1 from 2",
+        f"Scaled up replica set vllm-server-{digest} to 2 from 1", f"Scaled down replica set {OLD_RS} to 0 from 1"]
     # the new pods are what a scheduler and kubelet make of the template
     pod = cluster.kube.get("Pod", NS, next(iter(pods)))
     assert pod["spec"]["nodeName"] in ("gpu-node-03", "gpu-node-05")
@@ -137,6 +142,10 @@ def test_a_crash_looping_rollout_times_out_with_a_cuda_oom_in_the_logs(cluster, 
     clock.advance(10 + 40 + 20 + 40)  # restarted, died again, and again
     assert container().restart_count == 3
     assert container().state.waiting.message.startswith("back-off 40s")
+    [back_off] = core.list_namespaced_event(NS, field_selector=f"involvedObject.name={new},reason=BackOff").items
+    uid = core.read_namespaced_pod(new, NS).metadata.uid
+    assert (back_off.type, back_off.count, back_off.involved_object.field_path) == ("Warning", 3, "spec.containers{vllm}")
+    assert back_off.message == f"Back-off restarting failed container vllm in pod {new}_{NS}({uid})"
     # the old pods still serve: no new pod became available, so none was scaled down
     assert _status(cluster) == (16, 3, 1, 2, 2, 1)
     assert _conditions(cluster)["Progressing"] == ("True", "ReplicaSetUpdated")

@@ -221,6 +221,7 @@ class FakeKube(LoopbackServer):
     _random: random.Random = field(default_factory=lambda: random.Random(20260309))
     _addresses: int = 0
     _node_turn: int = 0
+    _event_names: dict[tuple[str, str, str, str, str, str], str] = field(default_factory=dict)
     _server: LoopbackHTTPServer | None = None
     _idle: threading.Condition = field(default_factory=threading.Condition)
     _inflight: int = 0
@@ -805,9 +806,15 @@ class FakeKube(LoopbackServer):
         """The ReplicaSet controller: spec.replicas set, pods created or deleted to match."""
         changed = _count(rs) != replicas
         if changed:
+            before = _count(rs)
             rs["spec"]["replicas"] = replicas
             rs["metadata"]["generation"] = int(rs["metadata"].get("generation") or 1) + 1
             self._store("ReplicaSet", rs)
+            owner = self._deployment((rs["metadata"]["namespace"], _owner(rs, "Deployment") or ""))
+            if owner is not None:
+                self._event(owner, "ScalingReplicaSet", (
+                    f"Scaled {'up' if replicas > before else 'down'} replica set {rs['metadata']['name']} "
+                    f"to {replicas} from {before}"), t, "deployment-controller")
         pods = self._pods_of_rs(rs)
         for _ in range(replicas - len(pods)):
             self._create_pod(rs, t)
@@ -816,9 +823,45 @@ class FakeKube(LoopbackServer):
             ranked = sorted(pods, key=lambda p: (bool(p["spec"].get("nodeName")), self._ready(p, t),
                                                  -self._created(p)))
             for pod in ranked[: len(pods) - replicas]:
-                self._delete_pod(pod)
+                self._delete_pod(pod, rs, t)
             changed = True
         return changed
+
+    def _event(self, about: dict[str, Any], reason: str, message: str, t: float, component: str,
+               warning: bool = False, field_path: str | None = None, count: int = 1,
+               first: float | None = None) -> None:
+        """A core/v1 Event as a controller or the kubelet records it; the same reason about the
+        same object and field is one event whose count and lastTimestamp move (the recorder's
+        aggregation), so a crash loop's BackOff counts up."""
+        meta = about["metadata"]
+        ns = meta.get("namespace", "default")
+        involved: dict[str, Any] = {"kind": about.get("kind"), "namespace": ns, "name": meta["name"],
+                                    "uid": meta.get("uid", ""), "apiVersion": about.get("apiVersion", "v1"),
+                                    "resourceVersion": meta.get("resourceVersion", "")}
+        if field_path:
+            involved["fieldPath"] = field_path
+        key = (ns, str(about.get("kind")), meta["name"], field_path or "", reason,
+               message if reason != "BackOff" else "")
+        events = self.objects.setdefault(("", "events"), {})
+        existing = events.get((ns, self._event_names.get(key, "")))
+        if existing is not None:
+            if existing["count"] == count and existing["message"] == message:
+                return
+            existing.update(message=message, count=count, lastTimestamp=self.wall(t))
+            self._store("Event", existing)
+            return
+        nanos = int((EPOCH + timedelta(seconds=t - (self._t0 or 0.0))).timestamp() * 1e9)
+        while (ns, f"{meta['name']}.{nanos:x}") in events:  # record.go names events <object>.<UnixNano hex>
+            nanos += 1
+        self._event_names[key] = f"{meta['name']}.{nanos:x}"
+        self._store("Event", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": self._event_names[key], "namespace": ns, "uid": self._uid(),
+                         "creationTimestamp": self.wall(t)},
+            "involvedObject": involved, "reason": reason, "message": message,
+            "source": {"component": component}, "firstTimestamp": self.wall(first if first is not None else t),
+            "lastTimestamp": self.wall(t), "count": count, "type": "Warning" if warning else "Normal",
+            "eventTime": None, "reportingComponent": component, "reportingInstance": ""})
 
     def _created(self, pod: dict[str, Any]) -> float:
         plan = self._plans.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
@@ -972,6 +1015,9 @@ class FakeKube(LoopbackServer):
         status["desiredReplicas"] = desired
         if desired != current:  # through the scale subresource: a spec write
             status["lastScaleTime"] = self.wall(t)
+            why = "above Spec.MaxReplicas" if current > high else "below Spec.MinReplicas"
+            self._event(hpa, "SuccessfulRescale", f"New size: {desired}; reason: Current number of replicas {why}",
+                        t, "horizontal-pod-autoscaler")
             old = copy.deepcopy(d)
             d["spec"]["replicas"] = desired
             d["metadata"]["generation"] = int(d["metadata"].get("generation") or 0) + 1
@@ -1014,14 +1060,24 @@ class FakeKube(LoopbackServer):
         self._plans[(ns, name)] = plan
         pod["status"] = self._pod_status(pod, plan, t)
         self._store("Pod", pod)
+        self._event(rs, "SuccessfulCreate", f"Created pod: {name}", t, "replicaset-controller")
+        if outcome == "unschedulable":
+            self._event(pod, "FailedScheduling", self._unschedulable(pod), t, "default-scheduler", warning=True)
+        else:
+            self._event(pod, "Scheduled", f"Successfully assigned {ns}/{name} to {pod['spec'].get('nodeName', '')}",
+                        t, "default-scheduler")
         self._write_logs(pod, plan, t)
 
-    def _delete_pod(self, pod: dict[str, Any]) -> None:
+    def _delete_pod(self, pod: dict[str, Any], rs: dict[str, Any], t: float) -> None:
         """Gone at once (the stand-in has no graceful termination)."""
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         self.objects.get(("", "pods"), {}).pop(key, None)
         self._plans.pop(key, None)
         self._rv += 1
+        self._event(rs, "SuccessfulDelete", f"Deleted pod: {key[1]}", t, "replicaset-controller")
+        for container in pod["spec"].get("containers") or []:
+            self._event(pod, "Killing", f"Stopping container {container.get('name')}", t, "kubelet",
+                        field_path=f"spec.containers{{{container.get('name')}}}")
 
     def _schedule(self, pod: dict[str, Any]) -> str | bool | None:
         """A node for the pod: round robin over the schedulable nodes its nodeSelector matches;
@@ -1121,6 +1177,21 @@ class FakeKube(LoopbackServer):
                 pod["status"] = status
                 self._store("Pod", pod)
             self._write_logs(pod, plan, now)
+            if plan.outcome == "crashloop":
+                self._back_off_event(pod, plan, now)
+
+    def _back_off_event(self, pod: dict[str, Any], plan: _PodPlan, now: float) -> None:
+        """kubelet's BackOff warning, counted once per back-off since the first crash."""
+        crashes, start, last_end, wait = self._crash_state(plan, now)
+        if not crashes:
+            return
+        container = (pod["spec"].get("containers") or [{}])[0].get("name", "")
+        latest = start + self.rollout.crash_after_s if wait < 0 else (last_end or start)
+        meta = pod["metadata"]
+        self._event(pod, "BackOff", (f"Back-off restarting failed container {container} in pod "
+                                     f"{meta['name']}_{meta['namespace']}({meta['uid']})"),
+                    latest, "kubelet", warning=True, field_path=f"spec.containers{{{container}}}", count=crashes,
+                    first=plan.created + self.rollout.crash_after_s)
 
     def _run_log(self, lines: tuple[tuple[float, str | None, str, str], ...], start: float, length: float,
                  until: float, args: str) -> str:
