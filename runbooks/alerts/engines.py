@@ -1,0 +1,96 @@
+"""The series each engine exports that the runbook's alerts read (reference/formats.md).
+
+The names are the ones gpumem's own live queries read (collectors/prometheus/promql.py), cut
+per engine; a test keeps the two in step. None where the engine exports nothing to alert on,
+with the reason in `missing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ENGINES = ("vllm", "sglang", "tgi")
+
+
+@dataclass(frozen=True)
+class EngineSeries:
+    """What one engine exports for the alerts; metric names are regexes of one or more names."""
+
+    engine: str
+    #: KV-cache usage, a fraction 0..1 (None: computed, see `kv_ratio`)
+    kv_usage: str | None
+    #: TGI: (current batch tokens, KV token budget), divided per pod
+    kv_ratio: tuple[str, str] | None
+    queue: str
+    #: labels that tell apart copies of one queue (SGLang's TP ranks all report it); max over
+    #: the other labels within these before adding up
+    queue_distinct: tuple[str, ...] | None
+    #: a counter of preempted (retracted) requests, and an older per-interval gauge of them
+    preemptions: str | None
+    preemptions_gauge: str | None
+    ttft_buckets: str | None
+    prompt_buckets: str
+    #: series that say a pod runs this engine (always exported once it serves)
+    presence: str
+    #: the engine claims its memory fraction at start-up: GPU memory near full says nothing
+    preallocates: bool
+    #: rule id -> why the engine has no such rule (a catalog key under rules_cli.missing)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+SERIES: dict[str, EngineSeries] = {
+    "vllm": EngineSeries(
+        engine="vllm",
+        # V1 (0.9+) and V0 / early V1; both exported by 0.9-0.10, with the same value
+        kv_usage="vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc",
+        kv_ratio=None,
+        queue="vllm:num_requests_waiting",
+        queue_distinct=None,
+        preemptions="vllm:num_preemptions_total",
+        preemptions_gauge=None,
+        ttft_buckets="vllm:time_to_first_token_seconds_bucket",
+        prompt_buckets="vllm:request_prompt_tokens_bucket",
+        presence="vllm:num_requests_running|vllm:num_requests_waiting|vllm:cache_config_info",
+        preallocates=True,
+    ),
+    "sglang": EngineSeries(
+        engine="sglang",
+        kv_usage="sglang:token_usage",
+        kv_ratio=None,
+        queue="sglang:num_queue_reqs",
+        # with --enable-metrics-for-all-schedulers every TP rank reports its DP rank's queue
+        queue_distinct=("dp_rank",),
+        preemptions="sglang:num_retracted_requests_total",
+        preemptions_gauge="sglang:num_retracted_reqs",
+        ttft_buckets="sglang:time_to_first_token_seconds_bucket",
+        # only with --collect-tokens-histogram
+        prompt_buckets="sglang:prompt_tokens_histogram_bucket",
+        presence="sglang:num_running_reqs|sglang:num_queue_reqs|sglang:token_usage",
+        preallocates=True,
+    ),
+    "tgi": EngineSeries(
+        engine="tgi",
+        kv_usage=None,
+        # no usage gauge: the current batch's token reservation against the KV token budget
+        kv_ratio=("tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens"),
+        queue="tgi_queue_size",
+        queue_distinct=None,
+        preemptions=None,
+        preemptions_gauge=None,
+        ttft_buckets=None,
+        prompt_buckets="tgi_request_input_length_bucket",
+        presence="tgi_queue_size|tgi_batch_current_size|tgi_batch_max_total_tokens|tgi_request_count",
+        preallocates=True,
+        missing={"preemptions_rising": "tgi_no_preemption", "ttft_p99_high": "tgi_no_ttft"},
+    ),
+}
+
+
+def presence(engines: tuple[str, ...]) -> str:
+    """A name regex of the series that mark a pod as running one of `engines`."""
+    return "|".join(SERIES[e].presence for e in engines)
+
+
+def preallocating() -> tuple[str, ...]:
+    """The engines whose GPU memory is full by design once they start."""
+    return tuple(e for e in ENGINES if SERIES[e].preallocates)
