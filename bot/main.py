@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "snapshot": "bot.cli.snapshot",
     "plans": "bot.cli.records",
     "audit": "bot.cli.records",
+    "rules": "bot.cli.rules",
     "agent": "bot.agent.command",
     "serve": "bot.slack.serve",
 }

@@ -174,6 +174,33 @@ def _serve(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
 
 
+def _rules(sub: argparse._SubParsersAction, verb: str) -> None:
+    from bot.service import rules as r
+
+    p = sub.add_parser(verb, help="Prometheus alert rules from the runbook, per engine, routed back to gpumem",
+                       description="Write the runbook's alerts for the metrics each engine exports (KV cache, "
+                                   "queue, preemptions, TTFT p99, long-request share; OOM restarts and GPU memory "
+                                   "from kube-state-metrics and DCGM), labelled for gpumem's webhook: a "
+                                   "PrometheusRule (default) or a plain rule file.")
+    p.add_argument("--engine", type=r.engine_list, default=None, metavar="ENGINE[,ENGINE]",
+                   help="vllm, sglang, tgi, comma-separated (default: all three)")
+    p.add_argument("-o", "--output", choices=r.OUTPUTS, default="prometheusrule",
+                   help="prometheusrule: a monitoring.coreos.com/v1 PrometheusRule (default); rules: a rule file")
+    p.add_argument("--namespace-label", type=r.label_name, default="namespace", metavar="LABEL",
+                   help="the alert label that carries the workload's namespace (default namespace)")
+    p.add_argument("--deployment-label", type=r.label_name, default="deployment", metavar="LABEL",
+                   help="the alert label that carries the Deployment's (or StatefulSet's) name (default deployment)")
+    p.add_argument("--runbook-url", type=r.runbook_url, default=r.DEFAULT_RUNBOOK_URL, metavar="URL",
+                   help="where gpumem's README is published; each rule links URL#<its alert name> "
+                        f"(default {r.DEFAULT_RUNBOOK_URL})")
+    p.add_argument("--name", type=r.object_name, default=None,
+                   help="-o prometheusrule: the object's metadata.name (default gpumem)")
+    p.add_argument("--object-label", type=r.object_label, action="append", default=None, metavar="KEY=VALUE",
+                   help="-o prometheusrule: a label on the object for the operator's ruleSelector, "
+                        "e.g. release=kube-prometheus-stack (repeatable)")
+    add_common(p)
+
+
 #: verb -> its arguments; the order is the order of `gpumem --help`
 VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "triage": _triage,
@@ -184,6 +211,7 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "agent": _agent,
     "plans": _plans,
     "audit": _audit,
+    "rules": _rules,
     "serve": _serve,
 }
 

@@ -1,0 +1,26 @@
+"""`gpumem rules`: the runbook's alerts as Prometheus rules, printed (see `bot.service.rules`).
+
+Exit codes: 0 written; 2 bad usage (an unknown engine, a bad label name, flags that clash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+#: clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
+ERROR_KEYS = "rules_cli.error"
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render import rules as render
+    from bot.service.rules import run_rules
+
+    outcome = run_rules(args)
+    if args.json:
+        json.dump(render.rules_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render.rules_yaml(outcome, lang))
+    return 0
