@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from bot.service import commands_remediation as remediation_grammar
 from bot.service.argtypes import fraction, gib, number, port, seconds, since, tokens, whole_number
 
 ENGINES = ("vllm", "sglang", "tgi")
@@ -209,6 +210,9 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "collect": _collect,
     "snapshot": _snapshot,
     "agent": _agent,
+    "plan": remediation_grammar.plan,
+    "apply": remediation_grammar.apply,
+    "rollback": remediation_grammar.rollback,
     "plans": _plans,
     "audit": _audit,
     "rules": _rules,

@@ -1,0 +1,165 @@
+"""Apply a plan and roll it back, with every guard the write needs, in this order:
+
+1. read the object again: a resourceVersion or generation other than the plan's means it
+   changed since it was planned (Conflict `changed_since_planned`, never an overwrite);
+2. a server-side dry run of the exact request must pass;
+3. the write itself carries the precondition (`metadata.resourceVersion` in the patch), so a
+   change that lands between the read and the write is a 409 and a refusal, not a lost update.
+
+The request is the plan's patch (RFC 6902 operations, `test` on each old value before it is
+replaced) plus annotations naming the plan and `kubernetes.io/change-cause`. A rollback is the
+inverse of the plan's operations, `test`ing the values gpumem wrote: if someone changed them
+since, it refuses and returns the three values (before gpumem, what gpumem wrote, now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.actuator.writer import JSON_PATCH, KubeWriter
+from runbooks.model.errors import Conflict, UsageError
+from runbooks.remediation.plan import Plan
+
+PLAN_ANNOTATION = "gpumem.io/plan"
+CAUSE_ANNOTATION = "kubernetes.io/change-cause"
+
+
+@dataclass(frozen=True)
+class Written:
+    """The object after a write, and the version that write made."""
+
+    obj: dict[str, Any]
+    resource_version: str
+    generation: int | None
+
+
+def _version(obj: dict[str, Any]) -> tuple[str, int | None]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("resourceVersion") or ""), meta.get("generation")
+
+
+def check_unchanged(plan: Plan, current: dict[str, Any]) -> None:
+    """Raise Conflict changed_since_planned unless `current` is the version the plan was made against."""
+    rv, generation = _version(current)
+    if rv != plan.resource_version or (plan.generation is not None and generation != plan.generation):
+        raise Conflict("changed_since_planned", plan=plan.id, planned=plan.resource_version, now=rv,
+                       planned_generation=plan.generation, generation=generation)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def request_body(plan: Plan, current: dict[str, Any], cause: str) -> list[dict[str, Any]]:
+    """The JSON patch sent: the plan's operations, the annotations, and the resourceVersion
+    precondition (the API server refuses the write with 409 when the object moved on)."""
+    ops: list[dict[str, Any]] = [{"op": "replace", "path": "/metadata/resourceVersion", "value": plan.resource_version}]
+    ops += [dict(op) for op in plan.patch]
+    if (current.get("metadata") or {}).get("annotations") is None:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    for key, value in ((PLAN_ANNOTATION, plan.id), (CAUSE_ANNOTATION, cause[:256])):
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
+    return ops
+
+
+def apply_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
+    """Read again, dry run, write; each guard refusing raises before anything is written."""
+    if plan.patch_type != JSON_PATCH:
+        raise UsageError("patch_type_unsupported", patch_type=plan.patch_type)
+    t = plan.target
+    current = writer.read(t.kind, t.namespace, t.name)
+    check_unchanged(plan, current)
+    body = request_body(plan, current, cause)
+    writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH, dry_run=True)
+    after = _write_after_dry_run(writer, plan, body)
+    rv, generation = _version(after)
+    return Written(after, rv, generation)
+
+
+def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, Any]]) -> dict[str, Any]:
+    """The real write. The same body passed the dry run a moment ago, so a refusal now means the
+    object moved between the two: a `test` on an old value failed (422) or the resourceVersion
+    precondition did (409). Either way: changed since planned, nothing overwritten."""
+    t = plan.target
+    try:
+        return writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH)
+    except UsageError as e:
+        if e.code != "invalid_change":
+            raise
+        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+    except Conflict as e:
+        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+
+
+def inverse_ops(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operations that undo `ops` (built as `test` old then `replace`/`add`/`remove`), testing
+    first that the values are still the ones `ops` wrote.
+
+    >>> inverse_ops([{"op": "test", "path": "/spec/replicas", "value": 2},
+    ...              {"op": "replace", "path": "/spec/replicas", "value": 3}])
+    [{'op': 'test', 'path': '/spec/replicas', 'value': 3}, {'op': 'replace', 'path': '/spec/replicas', 'value': 2}]
+    """
+    old = {op["path"]: op["value"] for op in ops if op["op"] == "test"}
+    out: list[dict[str, Any]] = []
+    for op in ops:
+        p = op["path"]
+        if op["op"] == "replace":
+            if p not in old:
+                raise UsageError("not_invertible", path=p)
+            out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old[p]}]
+        elif op["op"] == "add":
+            if p in old:  # an add over a tested value replaced it
+                out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old[p]}]
+            elif p.endswith("/-"):
+                raise UsageError("not_invertible", path=p)
+            else:
+                out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "remove", "path": p}]
+        elif op["op"] == "remove":
+            if p not in old:
+                raise UsageError("not_invertible", path=p)
+            out.append({"op": "add", "path": p, "value": old[p]})
+        elif op["op"] != "test":
+            raise UsageError("not_invertible", path=p)
+    return out
+
+
+def _pointer(obj: Any, pointer: str) -> Any:
+    for raw in pointer.lstrip("/").split("/") if pointer else []:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, list):
+            obj = obj[int(key)] if key.isdigit() and int(key) < len(obj) else None
+        elif isinstance(obj, dict):
+            obj = obj.get(key)
+        else:
+            return None
+    return obj
+
+
+def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per changed path: the value before gpumem, the value gpumem wrote, the value now."""
+    before = {op["path"]: op["value"] for op in plan.patch if op["op"] == "test"}
+    rows = []
+    for op in plan.patch:
+        if op["op"] in ("replace", "add"):
+            rows.append({"path": op["path"], "before": before.get(op["path"]), "gpumem": op["value"],
+                         "now": _pointer(current, op["path"])})
+    return rows
+
+
+def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
+    """Restore the values the plan replaced, on the object as it is now, only if the values gpumem
+    wrote are still there. Raises Conflict changed_after_apply with the three-way difference."""
+    t = plan.target
+    current = writer.read(t.kind, t.namespace, t.name)
+    differences = [row for row in three_way(plan, current) if row["now"] != row["gpumem"]]
+    if differences:
+        raise Conflict("changed_after_apply", plan=plan.id, differences=differences)
+    rv, _ = _version(current)
+    body = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv}, *inverse_ops(plan.patch),
+            {"op": "add", "path": f"/metadata/annotations/{_escape(CAUSE_ANNOTATION)}", "value": cause[:256]}]
+    writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH, dry_run=True)
+    after = _write_after_dry_run(writer, plan, body)
+    rv, generation = _version(after)
+    return Written(after, rv, generation)

@@ -1,0 +1,92 @@
+"""The one place gpumem writes to a cluster: PATCH and POST through the writer identity's client,
+each able to run as a server-side dry run (`dryRun=All`).
+
+Reads for a write (the object as it is right before changing it) go through the same client, so
+the precondition is checked with the writer's own view. Failures come back typed
+(`runbooks.model.errors`): 409 Conflict, 403 NotPermitted naming the verb and resource the
+writer lacks, 404 TargetNotFound, 422 UsageError invalid_change, 5xx TemporaryError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import urllib3
+
+from collectors.kube.client import Call
+from collectors.kube.rest import KubeRest, error_for, path
+
+#: kind -> (API group, version, resource)
+RESOURCES = {
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "Service": ("", "v1", "services"),
+    "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
+}
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+FIELD_MANAGER = "gpumem"
+
+
+def _where(kind: str, namespace: str, name: str | None = None) -> tuple[str, Call]:
+    group, version, resource = RESOURCES[kind]
+    prefix = ("apis", group, version) if group else ("api", version)
+    parts = (*prefix, "namespaces", namespace, resource, *((name,) if name else ()))
+    return path(*parts), Call("get", resource, namespace, name, group=group)
+
+
+class KubeWriter:
+    """Reads, patches and creates objects of one cluster as the writer identity.
+
+    `writes` counts the requests that could change the cluster (dry runs not included)."""
+
+    def __init__(self, api: Any, timeout_s: float = 10.0):
+        self.rest = KubeRest(api)
+        self.timeout_s = timeout_s
+        self.writes = 0
+
+    def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        where, call = _where(kind, namespace, name)
+        try:
+            return self.rest.get_json(where, timeout_s=self.timeout_s)
+        except Exception as e:  # an ApiException from the reader: typed like every other answer
+            raise _typed(e, call) from e
+
+    def patch(self, kind: str, namespace: str, name: str, body: Any, content_type: str,
+              dry_run: bool = False) -> dict[str, Any]:
+        where, call = _where(kind, namespace, name)
+        return self._send("PATCH", where, body, content_type, dry_run, Call("patch", call.resource, namespace, name,
+                                                                            group=call.group))
+
+    def create(self, kind: str, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        where, call = _where(kind, namespace)
+        return self._send("POST", where, body, "application/json", dry_run,
+                          Call("create", call.resource, namespace, group=call.group))
+
+    def _send(self, method: str, where: str, body: Any, content_type: str, dry_run: bool, call: Call) -> dict[str, Any]:
+        query = {"fieldManager": FIELD_MANAGER}
+        if dry_run:
+            query["dryRun"] = "All"
+        url = self.rest.host + where + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+        headers = {**self.rest._headers("application/json"), "Content-Type": content_type}
+        response = self.rest.pool.request(method, url, body=json.dumps(body).encode(), headers=headers, retries=False,
+                                          timeout=urllib3.Timeout(total=self.timeout_s), preload_content=True)
+        if not dry_run:
+            self.writes += 1
+        if not 200 <= response.status < 300:
+            raise error_for(response, call)
+        doc = json.loads(response.data)
+        if not isinstance(doc, dict):
+            raise ValueError("expected a JSON object")
+        return doc
+
+
+def _typed(error: Exception, call: Call) -> Exception:
+    status = getattr(error, "status", None)
+    if status is None or not hasattr(error, "body"):
+        return error
+    from collectors.kube.client import api_error
+
+    return api_error(error, call)  # type: ignore[arg-type]

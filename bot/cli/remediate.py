@@ -1,0 +1,50 @@
+"""`gpumem plan`, `gpumem apply`, `gpumem rollback`: approval-free remediation for an operator with
+their own kubeconfig (their RBAC is the guard), through every actuator guard (`bot.service.remediate`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from bot.service.exits import EXIT_OK, EXIT_USAGE
+
+ERROR_KEYS = "remediate_cli.error"
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render import remediation as render
+    from bot.service import remediate
+    from bot.service.records import open_store
+    from bot.service.settings import load_settings
+
+    if args.verb in ("apply", "rollback") and not args.yes:
+        from bot.render.i18n import Catalog
+
+        print(Catalog.load(lang).t("remediate_cli.needs_yes", verb=args.verb, plan=args.plan), file=sys.stderr)
+        return EXIT_USAGE
+    settings = load_settings(args.config, os.environ)
+    store = open_store(args)
+    try:
+        writer = remediate.writer_for(args.kubeconfig, args.context)
+        actor = remediate.operator()
+        if args.verb == "plan":
+            from bot.service.triage import split_target
+
+            namespace, name = split_target(args.target, settings.default_namespace)
+            request = remediate.PlanRequest(namespace, name, args.kind, args.context, remediate.parse_set(args.set),
+                                            args.replicas, args.container, requested_by=actor)
+            stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
+        elif args.verb == "apply":
+            stored = remediate.apply_now(store, writer, args.plan, actor)
+        else:
+            stored = remediate.rollback_now(store, writer, args.plan, actor)
+    finally:
+        store.close()
+    if args.json:
+        json.dump(render.plan_json(stored), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render.plan_text(stored, lang))
+    return EXIT_OK

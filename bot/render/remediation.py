@@ -1,0 +1,43 @@
+"""A plan as terminal text and JSON: target, the version it was made against, the human diff, the
+exact patch, the rollback, its state and expiry."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.render.i18n import Catalog
+from bot.store.db import StoredPlan
+
+
+def plan_json(stored: StoredPlan) -> dict[str, Any]:
+    p = stored.plan
+    return {"id": p.id, "state": stored.state, "action": p.action_id,
+            "target": {"cluster": p.target.cluster, "namespace": p.target.namespace, "kind": p.target.kind,
+                       "name": p.target.name},
+            "resource_version": p.resource_version, "generation": p.generation,
+            "changes": [{"kind": c.kind, "container": c.container, "flag": c.flag, "old": c.old, "new": c.new,
+                         "diff": c.describe()} for c in p.changes],
+            "patch_type": p.patch_type, "patch": list(p.patch), "requested_by": p.requested_by,
+            "approvals": list(stored.approvals), "approvals_needed": p.approvals_needed,
+            "created_at": p.created_at.isoformat(), "expires_at": p.expires_at.isoformat(),
+            "content_hash": p.content_hash}
+
+
+def plan_text(stored: StoredPlan, lang: str) -> str:
+    cat = Catalog.load(lang)
+    p = stored.plan
+    t = p.target
+    lines = [cat.t("remediate_cli.title", plan=p.id, state=cat.t(f"remediate_cli.state.{stored.state}")),
+             cat.t("remediate_cli.target", kind=t.kind, namespace=t.namespace, name=t.name,
+                   cluster=t.cluster or "-", rv=p.resource_version, generation=p.generation),
+             cat.t("remediate_cli.changes")]
+    lines += [f"  - {c.describe()}" for c in p.changes]
+    lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
+    lines += ["    " + json.dumps(op, ensure_ascii=False) for op in p.patch]
+    lines.append(cat.t("remediate_cli.expires", at=p.expires_at.strftime("%Y-%m-%d %H:%M:%SZ"),
+                       needed=p.approvals_needed))
+    nxt = {"proposed": "next_apply", "applied": "next_rollback", "watched": "next_rollback", "failed": "next_rollback"}
+    if stored.state in nxt:
+        lines.append(cat.t(f"remediate_cli.{nxt[stored.state]}", plan=p.id))
+    return "\n".join(lines) + "\n"

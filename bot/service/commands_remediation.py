@@ -1,0 +1,55 @@
+"""The command grammar of the remediation verbs: `gpumem plan`, `gpumem apply`, `gpumem rollback`
+(registered in `bot.service.commands.VERBS`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.service.argtypes import whole_number
+
+
+def _target_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--context", help="kube context to write with (default: the kubeconfig's current)")
+    p.add_argument("--kubeconfig", help="kubeconfig of the identity that writes (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG): store, remediation")
+    p.add_argument("--store", metavar="FILE", help="the store file (default: store.path, else $XDG_STATE_HOME/gpumem)")
+
+
+def plan(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="plan a change to a Deployment: the exact patch, the diff, the rollback",
+                       description="Read the object as it is now and plan one change to it: server flags set where "
+                                   "the Deployment keeps them (--set), or replicas (--replicas). The plan is stored "
+                                   "with the version it was made against; `gpumem apply PLAN --yes` applies it.")
+    p.add_argument("target", help="NAMESPACE/NAME")
+    p.add_argument("--kind", choices=("Deployment", "StatefulSet"), default="Deployment")
+    p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
+                   help="a server flag's new value, e.g. max-num-seqs=64 (FLAG= removes it); repeatable")
+    p.add_argument("--replicas", type=whole_number(0, 10_000), metavar="N", help="the new replica count")
+    p.add_argument("--container", help="the server container when the pod has several")
+    _target_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
+
+
+def apply(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="apply a stored plan: re-read, dry run, write with its precondition",
+                       description="Apply a plan with your own kubeconfig (your RBAC is the guard): the object is "
+                                   "read again and must be the version the plan was made against, a server-side "
+                                   "dry run must pass, the write carries the precondition, and the rollback note is "
+                                   "in the audit before the write.")
+    p.add_argument("plan", help="the plan id (gpumem plans)")
+    p.add_argument("--yes", action="store_true", help="apply without asking (required: this writes to the cluster)")
+    _target_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
+
+
+def rollback(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="roll a plan back: restore what it changed, unless someone changed it since",
+                       description="Restore the values a plan changed, with the same precondition; if someone "
+                                   "changed them after gpumem did, refuse and show before / gpumem / now.")
+    p.add_argument("plan", help="the plan id (gpumem plans --all)")
+    p.add_argument("--yes", action="store_true", help="roll back without asking (required: this writes to the cluster)")
+    _target_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")

@@ -1,0 +1,169 @@
+"""The remediation use cases every surface calls: make a plan, apply it, roll it back.
+
+A plan is made against the object as it is now (its resourceVersion and generation), from
+explicit changes (`--set flag=value`, `--replicas N`) or from a recommended action's typed
+changes. The CLI's operator applies with their own kubeconfig (their RBAC is the guard, so no
+Slack approval): the plan still moves through the store's states, the rollback note is in the
+audit before the write, and the actuator's guards (re-read, dry run, precondition) all run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.actuator.apply import apply_plan, inverse_ops, rollback_plan
+from bot.actuator.launch_edit import edit_flags
+from bot.actuator.writer import JSON_PATCH, KubeWriter
+from bot.store.db import Store, StoredPlan
+from runbooks.model.changes import Change
+from runbooks.model.errors import Conflict, GpumemError, UsageError
+from runbooks.remediation.plan import Plan, PlanTarget
+from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    namespace: str
+    name: str
+    kind: str = "Deployment"
+    cluster: str | None = None
+    #: engine flag -> new value (None removes the flag)
+    flags: tuple[tuple[str, Any], ...] = ()
+    replicas: int | None = None
+    container: str | None = None
+    action_id: str = "manual"
+    requested_by: str = ""
+    origin: str = "cli"
+
+
+def writer_for(kubeconfig: str | None, context: str | None) -> KubeWriter:
+    """A writer for the cluster this kubeconfig and context name (the operator's own identity on
+    the CLI; the config's `remediation.writer` for the bot)."""
+    from collectors.kube.client import make_api_client
+
+    return KubeWriter(make_api_client(kubeconfig, context))
+
+
+def operator() -> str:
+    """Who is at the terminal, for the audit."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no user name (a container without /etc/passwd entry)
+        return f"cli:uid{os.getuid()}"
+
+
+def new_plan_id() -> str:
+    return "p-" + secrets.token_hex(4)
+
+
+def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime) -> Plan:
+    """The plan for `request` against `obj` (the object as read now). Raises UsageError when it
+    asks for nothing or for what cannot be edited safely (`bot.actuator.launch_edit`)."""
+    meta = obj.get("metadata") or {}
+    changes: list[Change] = []
+    ops: list[dict[str, Any]] = []
+    if request.flags:
+        edit = edit_flags(obj, request.container, dict(request.flags))
+        ops += list(edit.json_patch)
+        container = request.container or _server_container(obj)
+        changes += [Change.set_arg(container, flag, edit.old.get(flag), value) for flag, value in request.flags]
+    if request.replicas is not None:
+        old = (obj.get("spec") or {}).get("replicas")
+        if old == request.replicas:
+            raise UsageError("nothing_to_change", what=f"replicas {old}")
+        ops += [{"op": "test", "path": "/spec/replicas", "value": old},
+                {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
+        changes.append(Change.scale(old, request.replicas))
+    if not changes:
+        raise UsageError("nothing_to_change", what="no --set or --replicas")
+    return Plan(new_plan_id(), PlanTarget(request.cluster, request.namespace, request.kind, request.name),
+                request.action_id, tuple(changes), str(meta.get("resourceVersion") or ""), meta.get("generation"),
+                tuple(ops), JSON_PATCH, request.requested_by or operator(), now,
+                now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, tuple(changes)), request.origin)
+
+
+def _server_container(obj: dict[str, Any]) -> str | None:
+    containers = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    return containers[0].get("name") if len(containers) == 1 else None
+
+
+def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
+              now: datetime | None = None, channel: str | None = None) -> StoredPlan:
+    """Read the object, build the plan, store it as proposed."""
+    now = now or datetime.now(UTC)
+    obj = writer.read(request.kind, request.namespace, request.name)
+    plan = build_plan(obj, request, policy, now)
+    return store.add_plan(plan, channel=channel, now=now)
+
+
+def _cause(plan: Plan, verb: str) -> str:
+    changes = "; ".join(c.describe() for c in plan.changes)
+    return f"gpumem {verb} {plan.id} ({plan.action_id}): {changes}"
+
+
+def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
+              channel: str | None = None) -> StoredPlan:
+    """Apply a plan the operator approves by running this (the CLI): proposed -> approved ->
+    applying -> applied, the rollback note in the audit before the write, every actuator guard.
+    A refusal records the plan as failed (nothing written) or leaves it for a re-plan."""
+    stored = store.get(plan_id)
+    plan = stored.plan
+    if plan.expired(now or datetime.now(UTC)) and stored.state == "proposed":
+        store.move(plan_id, "expired", actor="gpumem", expect="proposed", now=now)
+        raise Conflict("plan_expired", plan=plan_id)
+    if stored.state == "proposed":
+        store.approve(plan_id, actor, plan.content_hash, channel=channel, now=now)
+        stored = store.get(plan_id)
+        if stored.state == "proposed":  # a plan that needs two approvals: the CLI gives one
+            raise UsageError("needs_more_approvals", plan=plan_id, needed=plan.approvals_needed)
+    store.move(plan_id, "applying", actor=actor, expect="approved", channel=channel, now=now)
+    store.record("rollback_note", actor=actor, channel=channel, now=now, detail={
+        "plan": plan_id, "target": str(plan.target), "inverse": inverse_ops(plan.patch),
+        "prior": [c.describe() for c in plan.changes], "origin": plan.origin})
+    try:
+        written = apply_plan(writer, plan, _cause(plan, "plan"))
+    except GpumemError as e:
+        store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
+                   detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
+        raise
+    return store.move(plan_id, "applied", actor="gpumem", expect="applying", channel=channel, now=now,
+                      detail={"resource_version": written.resource_version, "generation": written.generation})
+
+
+def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
+                 channel: str | None = None) -> StoredPlan:
+    """Restore what the plan changed, refusing (Conflict changed_after_apply, with the three
+    values per field) when someone changed it after gpumem did."""
+    stored = store.get(plan_id)
+    if stored.state not in ("applied", "watched", "failed"):
+        raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
+    rollback_plan(writer, stored.plan, _cause(stored.plan, "rollback"))
+    return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now)
+
+
+def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
+    """`--set max-num-seqs=64 --set enforce-eager=` -> (("max-num-seqs", 64), ("enforce-eager", None))."""
+    out = []
+    for raw in values:
+        flag, sep, value = raw.partition("=")
+        flag = flag.strip().lstrip("-")
+        if not sep or not flag:
+            raise UsageError("bad_set", value=raw)
+        out.append((flag, _value(value.strip())))
+    return tuple(out)
+
+
+def _value(text: str) -> Any:
+    if text == "":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return text
