@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from tests.support.fake_kube import ManualClock
 from tests.support.kube_fixtures import (
@@ -281,3 +283,39 @@ def test_a_created_deployment_gets_its_first_replicaset_and_pods(cluster, clock)
     assert (status.observed_generation, status.ready_replicas, status.available_replicas) == (1, 2, 2)
     assert {c.type: c.reason for c in status.conditions} == {"Available": "MinimumReplicasAvailable",
                                                              "Progressing": "NewReplicaSetAvailable"}
+
+
+def test_a_watch_streams_the_rollout_as_the_client_reads_it(cluster):
+    """What `kubectl rollout status` does: watch the Deployment until it is complete (or not)."""
+    cluster.kube.rollout.ready_after_s = 0.2
+    apps = _apps(cluster)
+    start = apps.list_namespaced_deployment(NS, field_selector=f"metadata.name={DEPLOY}").metadata.resource_version
+    _new_args(cluster, "--swap-space=0")
+    seen = []
+    for event in watch.Watch().stream(apps.list_namespaced_deployment, NS, field_selector=f"metadata.name={DEPLOY}",
+                                      resource_version=start, timeout_seconds=10):
+        deploy = event["object"]
+        conditions = {c.type: c.reason for c in deploy.status.conditions or []}
+        seen.append((event["type"], deploy.metadata.generation, deploy.status.updated_replicas))
+        if conditions.get("Progressing") == "NewReplicaSetAvailable":
+            break
+    assert seen[0] == ("MODIFIED", 15, 2)  # the patch itself, before the controller saw it
+    assert seen[-1] == ("MODIFIED", 15, 2) and len(seen) > 3
+    assert all(kind == "MODIFIED" for kind, _, _ in seen)
+    [watched] = cluster.kube.calls(verb="watch")
+    assert (watched.status, watched.query["resourceVersion"]) == (200, start)
+
+
+def test_a_watch_without_a_resource_version_starts_with_what_exists(cluster):
+    events = list(watch.Watch().stream(k8s.CoreV1Api(cluster.api()).list_namespaced_pod, NS,
+                                       label_selector="app=vllm-server,track=stable", timeout_seconds=1))
+    assert sorted((e["type"], e["object"].metadata.name) for e in events) == [
+        ("ADDED", INCIDENT_POD_A), ("ADDED", INCIDENT_POD_B)]
+
+
+def test_a_watch_from_a_resource_version_too_old_is_expired(cluster):
+    with pytest.raises(ApiException) as expired:
+        list(watch.Watch().stream(_apps(cluster).list_namespaced_deployment, NS, resource_version="5",
+                                  timeout_seconds=1))
+    assert expired.value.status == 410
+    assert expired.value.reason == "Expired: too old resource version: 5 (1001)"

@@ -1,8 +1,8 @@
 """A stand-in Kubernetes API server on a loopback port that the official client can talk to.
 
-It serves what gpumem reads: GET and LIST (label and field selectors, `XList` bodies with a
-resourceVersion, cluster-wide lists) for core, apps, autoscaling, policy and networking
-objects; the pod `log` and `proxy` subresources; real `Status` bodies for 401/403/404/400/503.
+It serves what gpumem reads: GET, LIST (label and field selectors, `XList` bodies with a
+resourceVersion, cluster-wide lists) and WATCH (chunked events from a resourceVersion) for core,
+apps, autoscaling, policy and networking objects; the pod `log` and `proxy` subresources; real `Status` bodies for 401/403/404/400/503.
 Tests can add latency (all requests or per path pattern), failures (a status code or a dropped
 connection per path pattern), and an RBAC mode that denies what the granted rules do not
 allow. Every request is recorded so tests can assert on the calls made.
@@ -27,6 +27,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import copy
 import dataclasses
 import http.client
@@ -222,6 +223,8 @@ class FakeKube(LoopbackServer):
     _addresses: int = 0
     _node_turn: int = 0
     _event_names: dict[tuple[str, str, str, str, str, str], str] = field(default_factory=dict)
+    #: every change since the start, for watches: (resourceVersion, type, group, resource, namespace, object)
+    _changes: list[tuple[int, str, str, str, str, dict[str, Any]]] = field(default_factory=list)
     _server: LoopbackHTTPServer | None = None
     _idle: threading.Condition = field(default_factory=threading.Condition)
     _inflight: int = 0
@@ -248,11 +251,15 @@ class FakeKube(LoopbackServer):
                 if namespaced:
                     meta["namespace"] = namespace
                 self.objects.setdefault((group, resource), {})[(namespace, meta["name"])] = obj
+                self._changes.append((self._rv, "ADDED", group, resource, namespace, copy.deepcopy(obj)))
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         group, _v, resource, namespaced = rules.KINDS[kind]
         with self._lock:
-            self.objects.get((group, resource), {}).pop((namespace if namespaced else "", name), None)
+            gone = self.objects.get((group, resource), {}).pop((namespace if namespaced else "", name), None)
+            if gone is not None:
+                self._rv += 1
+                self._changes.append((self._rv, "DELETED", group, resource, namespace if namespaced else "", gone))
 
     def set_log(self, namespace: str, pod: str, container: str, text: str, previous: bool = False) -> None:
         """A container's log; lines may start with an RFC 3339 time, kept only with timestamps=true."""
@@ -383,8 +390,11 @@ class FakeKube(LoopbackServer):
         meta = obj["metadata"]
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
-        self.objects.setdefault((group, resource), {})[(meta.get("namespace", "") if namespaced else "",
-                                                        meta["name"])] = obj
+        key = (meta.get("namespace", "") if namespaced else "", meta["name"])
+        store = self.objects.setdefault((group, resource), {})
+        change = "MODIFIED" if key in store else "ADDED"
+        store[key] = obj
+        self._changes.append((self._rv, change, group, resource, key[0], copy.deepcopy(obj)))
 
     # ---------------------------------------------------------------------- writes
 
@@ -1074,6 +1084,7 @@ class FakeKube(LoopbackServer):
         self.objects.get(("", "pods"), {}).pop(key, None)
         self._plans.pop(key, None)
         self._rv += 1
+        self._changes.append((self._rv, "DELETED", "", "pods", key[0], copy.deepcopy(pod)))
         self._event(rs, "SuccessfulDelete", f"Deleted pod: {key[1]}", t, "replicaset-controller")
         for container in pod["spec"].get("containers") or []:
             self._event(pod, "Killing", f"Stopping container {container.get('name')}", t, "kubelet",
@@ -1438,6 +1449,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         outcome = kube._failure_for(target)
         code = 0
+        self.recorded = False
         kube._begin()  # nothing is sent before this, so no client can finish unrecorded
         try:
             if outcome == "drop":
@@ -1451,7 +1463,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = -1  # the client gave up (timeout) before the answer
         finally:
-            kube._record(dataclasses.replace(req, status=code))
+            if not self.recorded:
+                kube._record(dataclasses.replace(req, status=code))
 
     def _route(self, req: Request) -> int:
         kube = self.kube
@@ -1470,6 +1483,8 @@ class _Handler(BaseHTTPRequestHandler):
         if req.method != "GET":
             code, doc = kube.write(req)
             return self._json(code, doc)
+        if req.verb == "watch":
+            return self._watch(req, group, version, resource)
         with kube._lock:  # the controllers catch up with the clock before anything is read
             kube.reconcile()
             if req.name is None:
@@ -1510,6 +1525,65 @@ class _Handler(BaseHTTPRequestHandler):
             "metadata": {"resourceVersion": str(self.kube._rv)},
             "items": items,
         })
+
+    def _watch(self, req: Request, group: str, version: str, resource: str) -> int:
+        """A watch as the API server streams it: chunked JSON lines {"type", "object"}, ADDED for
+        what exists when no resourceVersion (or "0") is given, then every change after it, until
+        timeoutSeconds; a resourceVersion older than the stand-in's history is an ERROR event
+        with the 410 Expired Status, as the watch cache sends it."""
+        kube = self.kube
+        try:
+            labels = rules.parse_label_selector(req.query.get("labelSelector", ""))
+            fields = rules.parse_field_selector(req.query.get("fieldSelector", ""), resource)
+        except rules.SelectorError as e:
+            return self._json(400, rules.bad_request(str(e)))
+        since = req.query.get("resourceVersion", "")
+        timeout = float(req.query.get("timeoutSeconds") or 1800)
+        kind = rules.RESOURCE_KINDS[(group, resource)]
+        with kube._lock:
+            kube.reconcile()
+            first = kube._changes[0][0] if kube._changes else kube._rv + 1
+            if since in ("", "0"):
+                initial = [("ADDED", obj) for obj in kube.list_objects(group, resource, req.namespace)]
+                cursor = kube._rv
+            else:
+                initial, cursor = [], int(since) if since.isdigit() else -1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        kube._record(dataclasses.replace(req, status=200))  # a watch is recorded when it starts
+        self.recorded = True
+
+        def send(event: str, obj: dict[str, Any]) -> None:
+            if event != "ERROR":
+                if not (rules.labels_match(labels, obj["metadata"].get("labels") or {})
+                        and rules.fields_match(fields, obj)):
+                    return
+                obj = {**rules.as_served(obj, version, group), "kind": kind}
+            line = (json.dumps({"type": event, "object": obj}) + "\n").encode()
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+
+        if 0 <= cursor < first - 1 or cursor < 0:
+            send("ERROR", rules.status(410, "Expired", f"too old resource version: {since} ({first})"))
+        else:
+            for event, obj in initial:
+                send(event, obj)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and kube._server is not None:
+                with kube._lock:
+                    kube.reconcile()
+                    start = bisect.bisect_right(kube._changes, cursor, key=lambda c: c[0])
+                    fresh = [c for c in kube._changes[start:] if (c[2], c[3]) == (group, resource)
+                             and (req.namespace is None or c[4] == req.namespace)]
+                    cursor = kube._rv
+                for _rv, event, _g, _r, _ns, obj in fresh:
+                    send(event, obj)
+                time.sleep(0.02)
+        self.wfile.write(b"0\r\n\r\n")
+        return 200
 
     def _log(self, req: Request, pod: dict[str, Any]) -> int:
         name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
