@@ -1,0 +1,58 @@
+"""The writer identity's Role grants what the actuator calls and nothing more: a test fails if the
+actuator makes a call deploy/rbac-remediate.yaml does not grant, and a missing verb is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from bot.main import main
+from tests.support.fake_kube_rules import rule_allows
+from tests.support.kube_fixtures import rbac_rules, running_scenario
+
+MANIFEST = Path(__file__).resolve().parent.parent / "deploy" / "rbac-remediate.yaml"
+RULES = rbac_rules("Role", MANIFEST)
+
+
+def test_the_role_grants_no_delete_no_update_and_nothing_outside_its_objects():
+    verbs = {v for r in RULES for v in r["verbs"]}
+    assert verbs == {"get", "patch", "create"}
+    resources = {(g, res) for r in RULES for g in r["apiGroups"] for res in r["resources"]}
+    assert resources == {("apps", "deployments"), ("apps", "statefulsets"), ("autoscaling", "horizontalpodautoscalers"),
+                         ("", "services")}
+    kinds = [d["kind"] for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding"]
+
+
+def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(RULES, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
+        plan = json.loads(capsys.readouterr().out)["id"]
+        assert main(["apply", plan, "--yes", *common]) == 0
+        assert main(["rollback", plan, "--yes", *common]) == 0
+        calls = sc.kube.calls()
+    assert calls and all(r.status != 403 for r in calls)
+    for r in calls:
+        assert any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
+                   for rule in RULES), (r.method, r.path)
+    assert {r.verb for r in calls} == {"get", "patch"}
+
+
+def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    read_only = [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(read_only, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--replicas", "3", "--json", *common]) == 0
+        plan = json.loads(capsys.readouterr().out)["id"]
+        assert main(["apply", plan, "--yes", *common]) == 2
+        err = capsys.readouterr().err
+        refused = [r for r in sc.kube.calls(verb="patch")]
+    assert "patch deployments.apps in namespace llm" in err
+    assert [r.status for r in refused] == [403], "the dry run was refused; no write was attempted"
