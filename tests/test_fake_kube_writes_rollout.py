@@ -319,3 +319,21 @@ def test_a_watch_from_a_resource_version_too_old_is_expired(cluster):
                                   timeout_seconds=1))
     assert expired.value.status == 410
     assert expired.value.reason == "Expired: too old resource version: 5 (1001)"
+
+
+def test_a_paused_deployment_does_not_roll_out_until_resumed(cluster, clock):
+    cluster.kube.rollout.hpa_sync_s = None  # its HPA would bring 3 replicas back to 2
+    apps = _apps(cluster)
+    apps.patch_namespaced_deployment(DEPLOY, NS, {"spec": {"paused": True}})
+    _new_args(cluster, "--gpu-memory-utilization=0.85")
+    clock.advance(700)  # no rollout, so no deadline either
+    assert {h for h, _ in _pods(cluster).values()} == {"7d9c8b6f4"}
+    assert cluster.kube.get("Deployment", NS, DEPLOY)["status"]["conditions"][-1]["reason"] == "DeploymentPaused"
+    assert _conditions(cluster)["Progressing"] == ("Unknown", "DeploymentPaused")
+    apps.patch_namespaced_deployment_scale(DEPLOY, NS, {"spec": {"replicas": 3}})  # scaling still happens
+    assert [h for h, _ in _pods(cluster).values()] == ["7d9c8b6f4"] * 3
+    apps.patch_namespaced_deployment(DEPLOY, NS, {"spec": {"paused": False}})
+    assert _conditions(cluster)["Progressing"] == ("True", "ReplicaSetUpdated")
+    clock.advance(60 * 4)
+    assert _conditions(cluster)["Progressing"] == ("True", "NewReplicaSetAvailable")
+    assert len({h for h, _ in _pods(cluster).values()} - {"7d9c8b6f4"}) == 1

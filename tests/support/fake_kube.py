@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import copy
 import dataclasses
+import hashlib
 import http.client
 import json
 import random
@@ -728,6 +729,9 @@ class FakeKube(LoopbackServer):
         replicas = int(spec.get("replicas", 1))
         sets = self._replicasets_of(ns, name)
         new_rs = self._current_replicaset(d, w, sets)
+        if spec.get("paused"):  # dc.sync: no new ReplicaSet while paused, only scaling
+            active = [rs for rs in sets if _count(rs) > 0] or ([new_rs] if new_rs is not None else [])
+            return len(active) == 1 and self._scale_rs(active[0], replicas, t)
         if new_rs is None:
             self._create_replicaset(d, w, t, sets)
             return True
@@ -945,7 +949,19 @@ class FakeKube(LoopbackServer):
                       or counts["readyReplicas"] > int(before.get("readyReplicas") or 0)
                       or counts["availableReplicas"] > int(before.get("availableReplicas") or 0))
         progressing = _condition(holder, "Progressing")
-        if counts["updatedReplicas"] == counts["replicas"] == counts["availableReplicas"] == replicas:
+        paused_before = progressing is not None and progressing.get("reason") == "DeploymentPaused"
+        if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded" and spec.get("paused"):
+            pass  # checkPausedConditions: a reported lack of progress is not overwritten
+        elif spec.get("paused"):
+            _set_condition(holder, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", when)
+            progressed = False
+        elif paused_before:
+            _set_condition(holder, "Progressing", "Unknown", "DeploymentResumed", "Deployment is resumed", when)
+            w.progress_at = t
+            progressing = _condition(holder, "Progressing")
+        if spec.get("paused"):
+            pass  # syncRolloutStatus does not run while paused
+        elif counts["updatedReplicas"] == counts["replicas"] == counts["availableReplicas"] == replicas:
             _set_condition(holder, "Progressing", "True", "NewReplicaSetAvailable",
                            f'ReplicaSet "{rs_name}" has successfully progressed.', when)
         elif progressed:
@@ -984,8 +1000,8 @@ class FakeKube(LoopbackServer):
         d = self._deployment(key)
         deadline = ((d or {}).get("spec") or {}).get("progressDeadlineSeconds")
         progressing = _condition(d or {}, "Progressing")
-        if progressing is None or deadline is None or progressing.get("reason") in (
-                "NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
+        if progressing is None or deadline is None or (d or {})["spec"].get("paused") or progressing.get("reason") in (
+                "NewReplicaSetAvailable", "ProgressDeadlineExceeded", "DeploymentPaused"):
             return None
         return w.progress_at + int(deadline) + 1
 
@@ -1138,11 +1154,16 @@ class FakeKube(LoopbackServer):
                 "reason": "Unschedulable", "message": self._unschedulable(pod)}], "qosClass": qos}
         statuses, unready = [], []
         for i, container in enumerate(pod["spec"].get("containers") or []):
-            item: dict[str, Any] = {"name": container.get("name"), "image": container.get("image"),
-                                    "imageID": "", "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i:056x}"}
+            image = str(container.get("image") or "")
+            digest = hashlib.sha256(image.encode()).hexdigest()
+            item: dict[str, Any] = {"name": container.get("name"), "image": image,
+                                    "imageID": f"{image.rsplit(':', 1)[0] if ':' in image.rsplit('/', 1)[-1] else image}"
+                                               f"@sha256:{digest}",
+                                    "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i:056x}"}
             if plan.outcome == "crashloop" and i == 0:
                 crashes, start, last_end, wait = self._crash_state(plan, t)
-                item.update(ready=False, restartCount=crashes, started=wait >= 0)
+                # a startup probe never passes before the OOM: not started either
+                item.update(ready=False, restartCount=crashes, started=wait >= 0 and not container.get("startupProbe"))
                 if wait < 0:
                     item["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
                         f"back-off {rules.go_duration(-wait)} restarting failed container={container.get('name')} "
