@@ -131,6 +131,7 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
 
     one("nvidia-smi.txt", lambda p: {"gpus": parse_nvidia_smi(_read_text(p), source=p.name)})
     one("metrics.txt", lambda p: {"server_metrics": parse_metrics(_read_text(p), source=p.name)})
+    _said_what_was_left_out(acc)
     one("deployment.yaml", _deployment)
     one("pods.yaml", lambda p: {"pods": parse_pods(_read_text(p), source=p.name)})
     if not acc.fields.get("pods"):
@@ -194,6 +195,21 @@ def _deployment(path: Path) -> dict[str, Any]:
     if config is not None:
         out["server_config"] = config
     return out
+
+
+def _said_what_was_left_out(acc: _Acc) -> None:
+    """A metrics file read only in part says so, with the line where reading stopped."""
+    from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
+
+    m = acc.fields.get("server_metrics")
+    if m is None:
+        return
+    if m.long_lines_skipped:
+        acc.issues.append(ReadIssue(m.source, f"{m.long_lines_skipped} lines over {MAX_LINE_CHARS // 1024} KiB "
+                                              "left out", kind="skipped"))
+    if m.stopped_at_line is not None:
+        acc.issues.append(ReadIssue(m.source, f"over {MAX_SERIES:,} series: read up to here, the rest left out",
+                                    line=m.stopped_at_line, kind="skipped"))
 
 
 _TOO_DEEP = "nested too deeply to read (more levels than any real file has); not read"

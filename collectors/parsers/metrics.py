@@ -60,7 +60,8 @@ def parse_metrics(text: str, source: str = "metrics.txt") -> ServerMetrics:
     for key, value in _generic(samples).items():
         if fields.get(key) is None:
             fields[key] = value
-    return ServerMetrics(source=source, gpus=devices_from_samples(samples), **fields)
+    return ServerMetrics(source=source, gpus=devices_from_samples(samples), long_lines_skipped=samples.long_lines,
+                         stopped_at_line=samples.stopped_at_line, **fields)
 
 
 # ------------------------------------------------------------------------------- vLLM

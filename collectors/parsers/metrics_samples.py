@@ -31,16 +31,38 @@ MIRROR_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
 _MESSAGE_LIMIT = 200
 
 
+#: no real /metrics line is this long (a histogram bucket with many labels is a few hundred
+#: bytes); longer lines are skipped and counted, so one line cannot take the memory of the file
+MAX_LINE_CHARS = 64 * 1024
+#: series kept per file: a busy vLLM or DCGM exporter has a few thousand; past this the rest of
+#: the file is not read (and the reading says so), so a million series cost neither a gigabyte
+#: nor half a minute
+MAX_SERIES = 50_000
+
+
 class _NumberedLines:
-    """Feeds the parser one line at a time and remembers which 1-based line it is on."""
+    """Feeds the parser one line at a time and remembers which 1-based line it is on; over-long
+    lines are counted and left out."""
 
     def __init__(self, text: str):
         self.lines = text.split("\n")
         self.current = 0
+        self.long_lines = 0
+        self.stopped_at: int | None = None
 
     def __iter__(self) -> Iterator[str]:
+        samples = 0
         for number, line in enumerate(self.lines, start=1):
             self.current = number
+            if len(line) > MAX_LINE_CHARS:
+                self.long_lines += 1
+                continue
+            if line and not line.startswith("#"):
+                samples += 1
+                if samples > MAX_SERIES:
+                    # the parser holds a family until it ends: stop feeding it, so it ends here
+                    self.stopped_at = number
+                    return
             yield line
 
 
@@ -50,8 +72,13 @@ class Samples:
     A series that appears twice (same name and labels) keeps its last value.
     """
 
-    def __init__(self, by_name: dict[str, dict[tuple[tuple[str, str], ...], Series]]):
+    def __init__(self, by_name: dict[str, dict[tuple[tuple[str, str], ...], Series]], *, long_lines: int = 0,
+                 stopped_at_line: int | None = None):
         self._by_name = by_name
+        #: lines over MAX_LINE_CHARS, left out
+        self.long_lines = long_lines
+        #: the line where reading stopped because MAX_SERIES series were kept (None: read to the end)
+        self.stopped_at_line = stopped_at_line
 
     def names(self) -> Iterable[str]:
         return self._by_name.keys()
@@ -113,7 +140,7 @@ def read_samples(text: str, source: str = "metrics.txt") -> Samples:
         detail = str(e).strip() or type(e).__name__
         raise ParseError(source, _clip(f"bad exposition line: {detail}"),
                          _blamed_line(lines, detail)) from e
-    return Samples(by_name)
+    return Samples(by_name, long_lines=lines.long_lines, stopped_at_line=lines.stopped_at)
 
 
 def combine(series: list[Series], across: Reducer = sum) -> float | None:

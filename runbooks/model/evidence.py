@@ -224,6 +224,10 @@ class ServerMetrics:
     num_gpu_blocks: int | None = None
     #: from DCGM exporter series or the runbook's gpu_memory_used_bytes
     gpus: tuple[GpuDevice, ...] = ()
+    #: what was left out of a file too large to read whole: lines over the length cap, and the
+    #: line where reading stopped at the series cap (None: read to the end)
+    long_lines_skipped: int = 0
+    stopped_at_line: int | None = None
 
 
 # -------------------------------------------------------------- server config
