@@ -13,6 +13,8 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig of the identity that writes (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG): store, remediation")
     p.add_argument("--store", metavar="FILE", help="the store file (default: store.path, else $XDG_STATE_HOME/gpumem)")
+    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
 
 
 def plan(sub: argparse._SubParsersAction, verb: str) -> None:
@@ -27,8 +29,6 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--replicas", type=whole_number(0, 10_000), metavar="N", help="the new replica count")
     p.add_argument("--container", help="the server container when the pod has several")
     _target_flags(p)
-    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
-    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
 
 
 def apply(sub: argparse._SubParsersAction, verb: str) -> None:
@@ -40,8 +40,6 @@ def apply(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("plan", help="the plan id (gpumem plans)")
     p.add_argument("--yes", action="store_true", help="apply without asking (required: this writes to the cluster)")
     _target_flags(p)
-    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
-    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
 
 
 def rollback(sub: argparse._SubParsersAction, verb: str) -> None:
@@ -51,5 +49,3 @@ def rollback(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("plan", help="the plan id (gpumem plans --all)")
     p.add_argument("--yes", action="store_true", help="roll back without asking (required: this writes to the cluster)")
     _target_flags(p)
-    p.add_argument("--json", action="store_true", help="print JSON (stable keys, see README)")
-    p.add_argument("--lang", choices=("en", "zh"), default=None, help="language (default: from the locale)")
