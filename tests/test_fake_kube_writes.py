@@ -469,3 +469,15 @@ def test_every_write_is_recorded_with_its_body_and_dry_runs_apart(cluster):
         ("PATCH", JSON_PATCH, [{"op": "replace", "path": "/spec/replicas", "value": 4}])]
     assert [w.dry_run for w in cluster.kube.calls(method="PATCH")] == [True, False, False]
     assert len(cluster.kube.dry_runs()) == 1
+
+
+def test_create_with_a_resource_version_is_refused_as_etcd_refuses_it(cluster):
+    body = _new_deployment()
+    body["metadata"]["resourceVersion"] = "1234"
+    status, answer = _raw(cluster, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", body)
+    assert (status, answer) == (500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "resourceVersion should not be set on objects to be created",
+                                      "code": 500})
+    body["metadata"]["resourceVersion"] = "0"  # zero (or not a number) is taken and replaced
+    status, answer = _raw(cluster, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", body)
+    assert status == 201 and answer["metadata"]["resourceVersion"] != "0"

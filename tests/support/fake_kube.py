@@ -483,7 +483,8 @@ class FakeKube(LoopbackServer):
         errors += rules.validate(kind, obj)
         if errors:
             raise rules.Refusal(422, rules.invalid(group, kind, name, errors))
-        if meta.get("resourceVersion") and not dry_run:
+        rv = str(meta.get("resourceVersion") or "")
+        if rv.isdigit() and int(rv) != 0 and not dry_run:  # etcd3 store.Create; a dry run does not check
             raise rules.Refusal(500, rules.internal_unknown("resourceVersion should not be set on objects to be created"))
         if (namespace if namespaced else "", name) in self.objects.get((group, resource), {}):
             raise rules.Refusal(409, rules.already_exists(group, resource, name))
@@ -492,9 +493,9 @@ class FakeKube(LoopbackServer):
         meta["creationTimestamp"] = self.wall(t)
         if kind == "Service":
             self._allocate_cluster_ip(obj, dry_run)
-        if dry_run:  # answered as it would be stored, without a resourceVersion
-            meta.pop("resourceVersion", None)
+        if dry_run:  # answered as it would be stored (no resourceVersion given to it)
             return 201, obj
+        meta.pop("resourceVersion", None)
         self._store(kind, obj)
         self._after_write(kind, None, obj, t)
         return 201, copy.deepcopy(obj)

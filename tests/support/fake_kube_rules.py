@@ -664,7 +664,8 @@ def decode_patch(patch_type: str, text: str, field_validation: str | None) -> An
 
 
 def decode_object(kind: str, version: str, group: str, text: str, content_type: str | None) -> dict[str, Any]:
-    """A POST or PUT body (JSON or YAML) decoded as create.go and update.go do, or a Refusal."""
+    """A POST or PUT body (JSON or YAML) decoded as create.go and update.go do, or a Refusal. (The
+    real server also takes protobuf and lists it in its 415; the stand-in lists what it takes.)"""
     base = (content_type or "application/json").split(";")[0].strip().lower()
     if base not in ("application/json", "application/yaml", "*/*"):
         raise Refusal(415, unsupported_media_type(("application/json", "application/yaml")))
