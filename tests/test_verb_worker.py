@@ -40,3 +40,22 @@ def test_past_the_deadline_the_worker_is_killed_and_the_answer_says_so():
 def test_only_the_verbs_slack_may_run_here_are_run():
     out = run_verb(["collect", "llm/x", "--out", "/tmp/x"], "en")
     assert out.returncode == 2 and out.text == "" and "collect" in out.error
+
+
+def test_a_crashing_verb_sends_its_traceback_to_the_log_only(monkeypatch, caplog):
+    import bot.service.verbs as verbs
+
+    def boom(conn, argv, lang):  # what _child does when the use case raises
+        try:
+            raise RuntimeError("secret-free but internal detail")
+        except RuntimeError as e:
+            conn.send(verbs.VerbOutput(-1, "", type(e).__name__, trace=verbs.traceback.format_exc()))
+        conn.close()
+
+    monkeypatch.setattr(verbs, "_child", boom)
+    runner = WorkerVerbRunner(timeout_s=60)
+    runner._ctx = multiprocessing.get_context("fork")
+    with caplog.at_level("ERROR", logger="bot.service.verbs"):
+        out = runner(BUDGET, "en")
+    assert (out.returncode, out.error) == (-1, "RuntimeError") and "internal detail" not in repr(out)
+    assert "Traceback" in caplog.text and "internal detail" in caplog.text

@@ -17,8 +17,9 @@ import argparse
 import contextlib
 import logging
 import multiprocessing
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.service.exits import EXIT_USAGE, exit_code
@@ -36,6 +37,8 @@ class VerbOutput:
     text: str
     error: str = ""
     timed_out: bool = False
+    #: a crash's traceback, for the log only (never posted)
+    trace: str = field(default="", compare=False, repr=False)
 
 
 class VerbRunner(Protocol):
@@ -82,7 +85,7 @@ def _child(conn, argv: list[str], lang: str) -> None:
     try:
         out = run_verb(argv, lang)
     except BaseException as e:  # the parent logs it; the channel gets no exception text
-        out = VerbOutput(-1, "", type(e).__name__)
+        out = VerbOutput(-1, "", type(e).__name__, trace=traceback.format_exc())
     with contextlib.suppress(OSError, ValueError):
         conn.send(out)
     conn.close()
@@ -120,5 +123,6 @@ class WorkerVerbRunner:
                 worker.kill()
             worker.join(5)
         if out.returncode == -1 and not out.timed_out:
-            log.error("%s: the worker failed (%s, exit %s)", argv[0] if argv else "?", out.error, worker.exitcode)
+            log.error("%s: the worker failed (%s, exit %s)%s", argv[0] if argv else "?", out.error, worker.exitcode,
+                      "\n" + out.trace if out.trace else "")
         return out
