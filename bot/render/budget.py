@@ -20,7 +20,8 @@ from runbooks.sizing.whatif import before_value
 BUDGET_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_gib", "kv_cache_gib",
                "kv_bytes_per_token", "kv_cache_tokens", "max_concurrency", "fits", "failure")
 _EXTRA_KEYS = ("failure_id", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-               "gpu_blocks", "budget_gib", "static_gib", "headroom_gib", "free_gib", "gpu_total_gib", "regime")
+               "gpu_blocks", "budget_gib", "static_gib", "headroom_gib", "free_gib", "gpu_total_gib", "regime",
+               "lora_gib", "max_batch_total_tokens")
 _ROWS = (("weights", "weights_gib"), ("activation", "activation_gib"), ("non_torch", "non_torch_gib"),
          ("cudagraph", "cudagraph_gib"), ("kv", "kv_cache_gib"))
 

@@ -169,6 +169,18 @@ def _apply_flags(inputs, args: argparse.Namespace):
         fields["other_process_gib"] = args.other_process_gib
     if args.max_model_len is not None:
         fields["max_total_tokens" if inputs.engine == "tgi" else "max_model_len"] = args.max_model_len
+    if getattr(args, "vllm_engine", None) is not None:
+        fields["use_v1"] = args.vllm_engine == "v1"
+    for name in ("max_input_tokens", "max_batch_prefill_tokens", "max_batch_total_tokens", "max_lora_rank",
+                 "max_loras", "max_cpu_loras"):
+        if getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
+    lora_sizes = [f"--{n.replace('_', '-')}" for n in ("max_lora_rank", "max_loras", "max_cpu_loras")
+                  if getattr(args, n, None) is not None]
+    if getattr(args, "enable_lora", None):
+        fields["enable_lora"] = True
+    elif lora_sizes and not inputs.enable_lora:
+        raise UsageError("lora_needs_enable_lora", flags=", ".join(lora_sizes))
     return replace(inputs, **fields)
 
 

@@ -80,6 +80,17 @@ def _budget(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--engine-version", metavar="V", help="engine version, e.g. 0.10.1 (default: the newest known)")
     p.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
     p.add_argument("--other-process-gib", type=number(0, 4096, "a number of GiB"), metavar="N", help="GPU memory other processes already hold")
+    p.add_argument("--vllm-engine", choices=("v0", "v1"), default=None,
+                   help="vLLM engine, as VLLM_USE_V1=0/1 selects it (default: the version's own choice: V1 from "
+                        "0.8, V0 below compute capability 8.0 up to 0.10.1)")
+    p.add_argument("--enable-lora", action="store_true", default=None, help="vLLM: reserve LoRA adapter slots on the GPU")
+    p.add_argument("--max-lora-rank", type=whole_number(1, 4096), metavar="N", help="vLLM LoRA rank of the slots (default 16)")
+    p.add_argument("--max-loras", type=whole_number(1, 4096), metavar="N", help="vLLM LoRA adapters on the GPU at once (default 1)")
+    p.add_argument("--max-cpu-loras", type=whole_number(1, 1_000_000), metavar="N", help="vLLM LoRA adapters kept in host memory")
+    p.add_argument("--max-input-tokens", "--max-input-length", type=tokens, metavar="N", help="TGI: longest prompt")
+    p.add_argument("--max-batch-prefill-tokens", type=tokens, metavar="N", help="TGI: tokens of one prefill batch (the warm-up batch)")
+    p.add_argument("--max-batch-total-tokens", type=tokens, metavar="N",
+                   help="TGI: batch token budget (allocated up front before 0.9.3, inferred at warm-up after)")
     p.add_argument("--what-if", metavar="K=V,...", help="show the budget before and after, e.g. 'max-num-seqs=32,max-model-len=4096'")
     p.add_argument("--profile", metavar="ACCESS_LOG", help="measured requests: per-bucket capacity and the safest flags")
     p.add_argument("--target-headroom", type=number(0, 0.95, "a share of the KV cache"), metavar="F",

@@ -40,23 +40,67 @@ VLLM_REGIMES = {
     "v0-legacy": "V0 <= 0.6.3: util x total minus what profiling consumed",
     "v0-064": "V0 0.6.4: util x total minus torch peak and all non-torch memory, other processes included",
     "v0": "V0 0.6.5-0.10: util x total minus weights, activation peak and non-torch growth since start",
-    "v1-08": "V1 0.8: util x total minus torch peak and non-torch memory, other processes included",
+    "v1-08": "V1 0.7 (opt-in) and 0.8: util x total minus torch peak and non-torch memory, other processes included",
     "v1": "V1 0.9-0.20: start fails below util x total free; CUDA graphs outside the budget",
     "v1-graphs": "V1 >= 0.21: as 0.9, CUDA-graph memory estimated and taken from the KV budget",
 }
 
 
-def vllm_regime(version: tuple[int, int, int], use_v1: bool | None) -> str:
+#: vLLM made V1 the default engine in 0.8.0 (VLLM_USE_V1=1); V1 ran opt-in from 0.7.0
+VLLM_V1_DEFAULT_FROM = (0, 8, 0)
+VLLM_V1_OPT_IN_FROM = (0, 7, 0)
+#: from 0.8.0 until 0.10.2 V1 needed compute capability 8.0 (FlashAttention): on older GPUs
+#: vLLM fell back to V0, or refused VLLM_USE_V1=1 ("VLLM_USE_V1=1 is not supported with
+#: Compute Capability < 8.0."); 0.10.2 runs V1 there too (FlexAttention, vllm#23614)
+VLLM_V1_ANY_GPU_FROM = (0, 10, 2)
+VLLM_V1_MIN_CAPABILITY = (8, 0)
+#: the V0 engine was removed in 0.11.0: VLLM_USE_V1=0 no longer selects anything
+VLLM_V0_REMOVED_IN = (0, 11, 0)
+
+
+def vllm_engine(version: tuple[int, int, int], use_v1: bool | None,
+                compute_capability: tuple[int, int] | None = None) -> tuple[str, str]:
+    """("v0" | "v1", why): the engine a vLLM version runs for VLLM_USE_V1 (None: unset) on a
+    GPU of `compute_capability` (None: unknown, taken as able to run V1).
+
+    >>> vllm_engine((0, 8, 5), None, (7, 5))
+    ('v0', 'vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0')
+    >>> vllm_engine((0, 8, 5), None, (8, 0))[0], vllm_engine((0, 10, 2), None, (7, 5))[0]
+    ('v1', 'v1')
+    """
+    if version >= VLLM_V0_REMOVED_IN:
+        return "v1", "vLLM >= 0.11 has only the V1 engine"
+    if version < VLLM_V1_DEFAULT_FROM:
+        if use_v1 and version >= VLLM_V1_OPT_IN_FROM:
+            return "v1", "VLLM_USE_V1=1 (V1 opt-in before 0.8)"
+        return "v0", "vLLM < 0.8 runs V0 by default"
+    if use_v1 is False:
+        return "v0", "VLLM_USE_V1=0"
+    if vllm_v1_needs_ampere(version) and compute_capability is not None \
+            and compute_capability < VLLM_V1_MIN_CAPABILITY:
+        if use_v1:
+            return "v1", "VLLM_USE_V1=1 (refused below compute capability 8.0)"
+        return "v0", "vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0"
+    return "v1", "vLLM >= 0.8 runs V1 by default"
+
+
+def vllm_v1_needs_ampere(version: tuple[int, int, int]) -> bool:
+    """V1 of this version refuses GPUs below compute capability 8.0 (0.8.0 - 0.10.1)."""
+    return VLLM_V1_DEFAULT_FROM <= version < VLLM_V1_ANY_GPU_FROM
+
+
+def vllm_regime(version: tuple[int, int, int], use_v1: bool | None,
+                compute_capability: tuple[int, int] | None = None) -> str:
+    """The VLLM_REGIMES key of a version, VLLM_USE_V1 setting and GPU compute capability."""
     if version < (0, 6, 4):
         return "v0-legacy"
     if version < (0, 6, 5):
         return "v0-064"
-    if version < (0, 8, 0):
-        return "v0"
-    if version < (0, 11, 0) and use_v1 is False:
+    engine, _ = vllm_engine(version, use_v1, compute_capability)
+    if engine == "v0":
         return "v0"
     if version < (0, 9, 0):
-        return "v1-08"
+        return "v1-08"  # V1 0.7 (opt-in) and 0.8 count other processes as non-torch memory
     if version < (0, 21, 0):
         return "v1"
     return "v1-graphs"
@@ -161,26 +205,67 @@ def sglang_exploits_windows(version: tuple[int, int, int]) -> bool:
 # -------------------------------------------------------------------------- TGI
 
 
+#: TGI versions whose router infers max-batch-total-tokens from the memory warm-up leaves
+#: (flash-attention models); before, --max-batch-total-tokens (default 16000) was allocated
+#: up front and warm-up failed with "Not enough memory to handle N total tokens"
+TGI_INFERS_TOTAL_TOKENS_FROM = (0, 9, 3)
+#: the launcher default of --max-batch-total-tokens before the router inferred it
+TGI_LEGACY_BATCH_TOTAL_TOKENS = 16000
+#: free-memory share TGI gives the KV cache after warm-up: 0.95 ("leave 5% for some wiggle
+#: room") in 1.x and 2.0, TGI_WIGGLE_ROOM (default 0.90) from 2.1; none before the router
+#: inferred the budget
+TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), (TGI_INFERS_TOTAL_TOKENS_FROM, 0.95), ((2, 1, 0), 0.90))
+
+
+def tgi_regime(version: tuple[int, int, int]) -> str:
+    """TGI's warm-up semantics: "tgi-0" (a fixed --max-batch-total-tokens allocated up front),
+    "tgi-1" (budget inferred, warm-up requests of input + 2 tokens), "tgi-2" (warm-up
+    requests of max-total-tokens, 4096-token default cap), "tgi-3" (defaults from the model's
+    length, capped by the KV cache the warm-up leaves)."""
+    if version < TGI_INFERS_TOTAL_TOKENS_FROM:
+        return "tgi-0"
+    if version < (2, 0, 0):
+        return "tgi-1"
+    return "tgi-2" if version < (3, 0, 0) else "tgi-3"
+
+
+def tgi_wiggle_room(version: tuple[int, int, int]) -> float:
+    room = 1.0
+    for since, value in TGI_WIGGLE_ROOM_BY_VERSION:
+        if version >= since:
+            room = value
+    return room
+
+
 def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_input: int | None,
-               max_total: int | None, max_prefill: int | None) -> tuple[int, int, int, list[tuple[str, str]]]:
+               max_total: int | None, max_prefill: int | None) -> tuple[int, int | None, int, list[tuple[str, str]]]:
     """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions).
 
-    TGI 2.x caps the defaults at 4096 total tokens (prefill = input + 50); TGI 3 defaults to
-    the model's length and a 4096-token prefill batch.
+    TGI 0.9-1.x defaults to 1024 input / 2048 total tokens and a 4096-token prefill batch;
+    TGI 2.x takes the model's length capped at 4096 total tokens (prefill = input + 50);
+    TGI 3 takes the model's length and a 4096-token prefill batch. max_total_tokens is None
+    where TGI 3 sets it after warm-up (the KV cache it leaves, at most the model's length).
     """
     notes: list[tuple[str, str]] = []
     model_max = max_position or 4096
-    if version < (3, 0, 0):
+    regime = tgi_regime(version)
+    total: int | None
+    if regime in ("tgi-0", "tgi-1"):
+        total = max_total or 2048
+        inp = max_input or min(1024, total - 1)
+        prefill = max_prefill or 4096
+        why = "TGI 0.9-1.x default"
+    elif regime == "tgi-2":
         total = max_total or min(model_max, 4096)
         inp = max_input or min(model_max - 1, total - 1)
         prefill = max_prefill or inp + 50
         why = "TGI 2.x default (4096-token cap)"
     else:
-        total = max_total or model_max
-        inp = max_input or total - 1
+        total = max_total
+        inp = max_input or (total - 1 if total else model_max - 1)
         prefill = max_prefill or min(4096, inp + 1)
         why = "TGI 3 default"
-    if max_total is None:
+    if max_total is None and total is not None:
         notes.append(("max_total_tokens", f"{total} ({why})"))
     if max_input is None:
         notes.append(("max_input_tokens", f"{inp} ({why})"))

@@ -18,6 +18,8 @@ FAILURE_IDS = (
     "max_model_len_exceeds_model",  # vLLM config check
     "kv_allocation_oom",  # V0 >= 0.6.5 budget larger than what other processes left
     "tgi_prefill_oom",  # TGI warm-up of the largest prefill batch ran out of memory
+    "tgi_total_tokens_oom",  # TGI < 0.9.3: --max-batch-total-tokens allocated up front does not fit
+    "tgi_max_total_tokens_oom",  # TGI router: one request of --max-total-tokens exceeds the inferred KV
 )
 
 
@@ -72,9 +74,14 @@ class BudgetInputs:
     #: TGI --max-input-tokens / --max-total-tokens (sizes of the warm-up batch)
     max_input_tokens: int | None = None
     max_total_tokens: int | None = None
-    #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off) and --max-loras
+    #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off unless enable_lora, then 16)
+    #: and --max-loras; --max-cpu-loras adapters wait in host memory
     max_lora_rank: int | None = None
     max_loras: int = 1
+    enable_lora: bool = False
+    max_cpu_loras: int | None = None
+    #: TGI --max-batch-total-tokens: allocated up front before 0.9.3, ignored (inferred) after
+    max_batch_total_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,10 @@ class Budget:
     max_num_batched_tokens: int | None = None
     #: free memory the engine sees at start (total - context - other processes)
     free_gib: float | None = None
+    #: vLLM LoRA slots reserved on the GPU (already part of weights_gib, as vLLM counts them)
+    lora_gib: float = 0.0
+    #: TGI: the batch token budget the router runs with (inferred at warm-up, or as given)
+    max_batch_total_tokens: int | None = None
 
     def assumption(self, name: str) -> str | None:
         """The value assumed for `name`, or None when it was given."""

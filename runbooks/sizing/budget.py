@@ -71,7 +71,9 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
     enforce_eager = config.enforce_eager
     if enforce_eager is None and _truthy(flags.get("disable-cuda-graph")):
         enforce_eager = True
-    use_v1 = _flag_bool(flags.get("vllm_use_v1") or flags.get("vllm-use-v1"))
+    env = {k.upper(): v for k, v in (getattr(config, "env", None) or {}).items()}
+    use_v1 = _flag_bool(env.get("VLLM_USE_V1") or flags.get("vllm_use_v1") or flags.get("vllm-use-v1"))
+    enable_lora = engine == "vllm" and ("enable-lora" in flags and _truthy(flags.get("enable-lora")))
     batched = config.max_num_batched_tokens
     if batched is None and engine == "sglang":
         batched = _flag_int(flags.get("chunked-prefill-size"))
@@ -88,6 +90,11 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
         cpu_offload_gib=config.cpu_offload_gb or 0.0, enable_chunked_prefill=config.enable_chunked_prefill,
         max_input_tokens=config.max_input_tokens,
         max_total_tokens=config.max_model_len if engine == "tgi" else None,
+        max_batch_total_tokens=config.max_batch_total_tokens if engine == "tgi" else None,
+        enable_lora=enable_lora,
+        max_lora_rank=_flag_int(flags.get("max-lora-rank")) if enable_lora else None,
+        max_loras=(_flag_int(flags.get("max-loras")) or 1) if enable_lora else 1,
+        max_cpu_loras=_flag_int(flags.get("max-cpu-loras")) if enable_lora else None,
     )
 
 

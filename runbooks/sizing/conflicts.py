@@ -18,9 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runbooks.catalogs.engine_defaults import (
+    LATEST,
+    VLLM_V1_MIN_CAPABILITY,
+    parse_version,
+    tgi_regime,
+    vllm_v1_needs_ampere,
+)
 from runbooks.catalogs.gpus import GpuSpec
 from runbooks.model.budget import BudgetInputs
 from runbooks.model.evidence import ModelSpec
+from runbooks.sizing.weights import LORA_RANKS
 
 #: the lowest compute capability each quantization method's kernels run on (the engines'
 #: minimum-capability checks; FP8 below 8.9 runs weight-only through Marlin kernels)
@@ -93,4 +101,49 @@ def find_conflicts(model: ModelSpec, inputs: BudgetInputs, gpu: GpuSpec | None,
     if inputs.kv_cache_memory_gib is not None and inputs.gpu_memory_utilization is not None:
         out.append(Conflict("kv_cache_memory_overrides_utilization", False,
                             {"utilization": inputs.gpu_memory_utilization}))
+    engine = (inputs.engine or "").lower()
+    if engine == "vllm":
+        out += _vllm_conflicts(inputs, gpu, have)
+    elif engine == "tgi":
+        out += _tgi_conflicts(inputs)
     return tuple(out)
+
+
+def _vllm_conflicts(inputs: BudgetInputs, gpu: GpuSpec | None, have: tuple[int, int] | None) -> list[Conflict]:
+    out: list[Conflict] = []
+    version = parse_version(inputs.engine_version) or LATEST["vllm"]
+    if inputs.use_v1 and have is not None and have < VLLM_V1_MIN_CAPABILITY and vllm_v1_needs_ampere(version):
+        # "VLLM_USE_V1=1 is not supported with Compute Capability < 8.0."
+        out.append(Conflict("vllm_v1_needs_compute_capability_8", True,
+                            {"gpu": gpu.name if gpu else None, "have": _cc(have)}))
+    if inputs.enable_lora or inputs.max_lora_rank:
+        rank = inputs.max_lora_rank
+        if rank is not None and rank not in LORA_RANKS:
+            out.append(Conflict("lora_rank_unsupported", True,
+                                {"rank": rank, "ranks": ", ".join(str(r) for r in LORA_RANKS)}))
+        if inputs.max_cpu_loras is not None and inputs.max_cpu_loras < max(1, inputs.max_loras):
+            out.append(Conflict("max_cpu_loras_below_max_loras", True,
+                                {"max_cpu_loras": inputs.max_cpu_loras, "max_loras": inputs.max_loras}))
+    return out
+
+
+def _tgi_conflicts(inputs: BudgetInputs) -> list[Conflict]:
+    """The TGI launcher's own argument checks."""
+    out: list[Conflict] = []
+    version = parse_version(inputs.engine_version) or LATEST["tgi"]
+    total = inputs.max_total_tokens or inputs.max_model_len
+    given = inputs.max_input_tokens
+    if given is not None and total is not None and given >= total:
+        out.append(Conflict("tgi_input_not_below_total", True, {"max_input_tokens": given, "max_total_tokens": total}))
+    prefill = inputs.max_batch_prefill_tokens
+    if prefill is not None and given is not None and prefill < given and version < (3, 0, 0):
+        out.append(Conflict("tgi_prefill_below_input", True,
+                            {"max_batch_prefill_tokens": prefill, "max_input_tokens": given}))
+    batch_total = inputs.max_batch_total_tokens
+    if batch_total is not None and tgi_regime(version) == "tgi-0":
+        for name, value in (("max_total_tokens", total), ("max_batch_prefill_tokens", prefill)):
+            if value is not None and value > batch_total:
+                out.append(Conflict("tgi_batch_total_below", True,
+                                    {"flag": name.replace("_", "-"), "value": value,
+                                     "max_batch_total_tokens": batch_total}))
+    return out

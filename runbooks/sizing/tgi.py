@@ -1,16 +1,37 @@
-"""TGI's start-up memory arithmetic (flash_causal_lm.py `warmup`).
+"""TGI's start-up memory arithmetic (flash_causal_lm.py `warmup`, the router's warm-up batch).
 
-TGI warms up with its largest prefill batch (KV blocks for every warm-up request, prefill
-log-probabilities over the whole batch), then reads free memory from CUDA, so what torch
-keeps cached from the warm-up counts as used:
-`blocks = int(max(0, free - (1 - cuda_memory_fraction) x total) x 0.90 // block bytes) + warm-up blocks`.
+The router warms up with its largest prefill batch: requests of `--max-input-tokens` (the
+last one truncated) until `--max-batch-prefill-tokens` are used, with prefill
+log-probabilities over the whole batch. What happens around it depends on the version
+(`engine_defaults.tgi_regime`):
+
+- TGI < 0.9.3 ("tgi-0"): `--max-batch-total-tokens` (default 16000) is allocated up front as
+  KV blocks (plus 10) and the warm-up batch runs in it; any failure is reported as
+  "Not enough memory to handle N total tokens with P prefill tokens".
+- TGI 0.9.3 - 3.x: the KV blocks of the warm-up batch are allocated, the batch runs, and free
+  memory is read from CUDA (what torch keeps cached from the warm-up counts as used):
+  `blocks = int(max(0, free - (1 - cuda_memory_fraction) x total) x wiggle // block bytes) + warm-up blocks`.
+  The router takes `blocks x block_size` as max-batch-total-tokens (a given
+  `--max-batch-total-tokens` is ignored, "Inferred max batch total tokens") and refuses to start
+  when one request of `--max-total-tokens` does not fit: "Not enough memory to handle
+  max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.3-1.x), for
+  max-total-tokens (2.x) or for 1 (3.x); TGI 3 sets max-total-tokens, when not given, to
+  what the KV cache holds (at most the model's length).
 """
 
 from __future__ import annotations
 
 import math
 
-from runbooks.catalogs.engine_defaults import LATEST, parse_version, tgi_limits, version_text
+from runbooks.catalogs.engine_defaults import (
+    LATEST,
+    TGI_LEGACY_BATCH_TOTAL_TOKENS,
+    parse_version,
+    tgi_limits,
+    tgi_regime,
+    tgi_wiggle_room,
+    version_text,
+)
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
 from runbooks.model.units import GIB
@@ -25,9 +46,31 @@ from runbooks.sizing.common import Notes, heads_failure, resolve
 from runbooks.sizing.kv import dtype_bytes, kv_bytes_per_token, layers_per_stage
 from runbooks.sizing.weights import weights_bytes
 
+#: TGI_WIGGLE_ROOM of the newest TGI (the share of free memory given to the KV cache)
 TGI_WIGGLE_ROOM = 0.90
-#: CUDA graph batch sizes TGI captures by default
+#: CUDA graph batch sizes TGI captures by default (from 1.4)
 TGI_GRAPH_SIZES = (1, 2, 4, 8, 16, 32)
+TGI_GRAPHS_FROM = (1, 4, 0)
+#: blocks TGI < 0.9.3 added to the --max-batch-total-tokens it allocated
+TGI_LEGACY_EXTRA_BLOCKS = 10
+#: new tokens each warm-up request asks for, by regime (tgi-2: up to max-total-tokens)
+_WARMUP_NEW_TOKENS = {"tgi-0": 2, "tgi-1": 2, "tgi-3": 1}
+
+
+def warmup_requests(max_input: int, prefill: int) -> list[int]:
+    """Prompt lengths of the router's warm-up batch: max_input each, the last one truncated,
+    until the prefill budget is used.
+
+    >>> warmup_requests(3072, 4096), warmup_requests(1024, 4096)
+    ([3072, 1024], [1024, 1024, 1024, 1024])
+    """
+    out: list[int] = []
+    used = 0
+    max_input = max(1, max_input)
+    while used < prefill:
+        out.append(min(max_input, prefill - used))
+        used += max_input
+    return out or [1]
 
 
 def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
@@ -36,6 +79,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if version is None:
         version = LATEST["tgi"]
         notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
+    regime = tgi_regime(version)
     setup = resolve(model, inp, notes)
     total = inp.gpu_total_gib
     other = max(0.0, inp.other_process_gib)
@@ -59,38 +103,51 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     per_token = kv_bytes_per_token(model, setup.tp, inp.kv_cache_dtype, setup.dtype) * stage_share
     block_bytes = per_token * block_size
 
-    # the router's warm-up: requests of max_input tokens until the prefill budget is used,
-    # each with blocks for its whole max_total (TGI 3: for its prompt and one new token)
-    requests = max(1, math.ceil(prefill / max(1, max_input)))
-    per_request_tokens = max_total if version < (3, 0, 0) else min(max_total, max_input + 1)
-    warm_blocks = requests * math.ceil(per_request_tokens / block_size)
-    warm_kv = warm_blocks * block_bytes / GIB
+    prompts = warmup_requests(max_input, prefill)
+    prefill_tokens = sum(prompts)
+    warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, prompt, max_total) / block_size) for prompt in prompts)
     elem = dtype_bytes(setup.dtype)
     # prefill log-probabilities over the whole warm-up batch: logits and their log-softmax,
     # on top of the forward pass's cached blocks
-    activation = (forward_peak_bytes(model, prefill, setup.tp, setup.dtype)
-                  + 2 * logits_bytes(model, prefill, elem)) / GIB
-    free_now = total - ctx - other - comm - weights - warm_kv - activation
-    usable = max(0.0, free_now - (1 - fraction) * total)
-    blocks = int(usable * TGI_WIGGLE_ROOM * GIB // block_bytes) + warm_blocks if block_bytes > 0 else 0
-    tokens = blocks * block_size
-    kv = tokens * per_token / GIB
-    graphs = 0.0 if inp.enforce_eager else cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
+    activation = (forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype)
+                  + 2 * logits_bytes(model, prefill_tokens, elem)) / GIB
+    graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
+        cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm
+    torch_limit = min(total * fraction, total - non_torch - other)  # set_per_process_memory_fraction
 
-    failure, failure_id = None, None
-    heads = heads_failure(model, setup.tp)
-    if heads:
-        failure, failure_id = heads, "heads_not_divisible_by_tp"
-    elif weights > total * fraction - ctx - other:
-        failure, failure_id = (f"CUDA out of memory. Tried to allocate {weights:.2f} GiB of weights. GPU 0 has a "
-                               f"total capacity of {total:.2f} GiB."), "weights_exceed_gpu"
-    elif free_now - (1 - fraction) * total < 0:
-        failure, failure_id = (f"Not enough memory to handle {prefill} prefill tokens. You need to decrease "
-                               "`--max-batch-prefill-tokens`"), "tgi_prefill_oom"
-    if failure is None and tokens < max_total:
-        notes.warn("tgi_total_tokens_exceed_kv")
+    if regime == "tgi-0":
+        batch_total = inp.max_batch_total_tokens or TGI_LEGACY_BATCH_TOTAL_TOKENS
+        if inp.max_batch_total_tokens is None:
+            notes.assume("max_batch_total_tokens", f"{batch_total} (TGI < 0.9.3 launcher default, allocated "
+                                                   "at warm-up)")
+        blocks = math.ceil(batch_total / block_size) + TGI_LEGACY_EXTRA_BLOCKS
+        tokens = batch_total
+        kv = blocks * block_bytes / GIB
+        free_now = total - non_torch - other - weights - kv - activation
+        short = weights + kv + activation > torch_limit
+    else:
+        batch_total = None
+        if inp.max_batch_total_tokens is not None:
+            notes.warn("tgi_batch_total_tokens_ignored")
+        warm_kv = warm_blocks * block_bytes / GIB
+        free_now = total - non_torch - other - weights - warm_kv - activation
+        usable = max(0.0, free_now - (1 - fraction) * total)
+        wiggle = tgi_wiggle_room(version)
+        blocks = int(usable * wiggle * GIB // block_bytes) + warm_blocks if block_bytes > 0 else 0
+        tokens = blocks * block_size
+        kv = tokens * per_token / GIB
+        short = free_now - (1 - fraction) * total < 0
+        if max_total is None:  # TGI 3 sets it from the KV cache the warm-up leaves
+            model_max = model.max_position_embeddings or 4096
+            max_total = max(1, min(tokens, model_max))
+            notes.assume("max_total_tokens", f"{max_total} (TGI 3: the KV cache warm-up leaves, at most the "
+                                             f"model's {model_max})")
+            if inp.max_input_tokens is None:
+                notes.assume("max_input_tokens", f"{max_total - 1} (TGI 3: max_total_tokens - 1)")
 
+    failure, failure_id = _first_failure(model, setup.tp, regime, weights, torch_limit, short, batch_total,
+                                         prefill_tokens, max_total, tokens, total)
     headroom = total - other - (non_torch + weights + kv + activation + graphs)
     if headroom < 0 and failure is None:
         notes.warn("headroom_negative")
@@ -100,6 +157,35 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         max_concurrency=tokens / max_total if max_total else 0.0, max_model_len=max_total,
         budget_gib=total * fraction, static_gib=weights + activation + non_torch + graphs, gpu_total_gib=total,
         headroom_gib=headroom, fits=failure is None and headroom >= 0, failure=failure, failure_id=failure_id,
-        assumptions=tuple(notes.assumptions), warnings=tuple(notes.warnings), regime=f"tgi-{version[0]}",
+        assumptions=tuple(notes.assumptions), warnings=tuple(notes.warnings), regime=regime,
         gpu_blocks=blocks, block_size=block_size, max_num_seqs=inp.max_num_seqs,
-        max_num_batched_tokens=prefill, free_gib=total - ctx - other - comm)
+        max_num_batched_tokens=prefill, free_gib=total - ctx - other - comm, max_batch_total_tokens=tokens)
+
+
+def _warmup_request_tokens(regime: str, prompt: int, max_total: int | None) -> int:
+    """KV tokens one warm-up request holds: its prompt and the new tokens it asks for."""
+    if regime == "tgi-2":
+        return max(prompt + 1, max_total or prompt + 1)
+    return prompt + _WARMUP_NEW_TOKENS[regime]
+
+
+def _first_failure(model: ModelSpec, tp: int, regime: str, weights: float, torch_limit: float, short: bool,
+                   batch_total: int | None, prefill_tokens: int, max_total: int, tokens: int,
+                   total: float) -> tuple[str | None, str | None]:
+    """The first error TGI stops with at start-up, in the order the shards and router run."""
+    heads = heads_failure(model, tp)
+    if heads:
+        return heads, "heads_not_divisible_by_tp"
+    if weights > torch_limit:
+        return (f"CUDA out of memory. Tried to allocate {weights:.2f} GiB of weights. GPU 0 has a total "
+                f"capacity of {total:.2f} GiB."), "weights_exceed_gpu"
+    if short and regime == "tgi-0":
+        return (f"Not enough memory to handle {batch_total} total tokens with {prefill_tokens} prefill tokens. "
+                "You need to decrease `--max-batch-total-tokens` or `--max-batch-prefill-tokens`"), \
+            "tgi_total_tokens_oom"
+    if short:
+        return (f"Not enough memory to handle {prefill_tokens} prefill tokens. You need to decrease "
+                "`--max-batch-prefill-tokens`"), "tgi_prefill_oom"
+    if regime != "tgi-0" and max_total > tokens:
+        return f"Not enough memory to handle max_total_tokens={max_total}", "tgi_max_total_tokens_oom"
+    return None, None

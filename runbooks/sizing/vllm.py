@@ -15,6 +15,7 @@ from runbooks.catalogs.engine_defaults import (
     LATEST,
     parse_version,
     version_text,
+    vllm_engine,
     vllm_exploits_windows,
     vllm_has_mla,
     vllm_mla_absorbs_matrices,
@@ -23,6 +24,7 @@ from runbooks.catalogs.engine_defaults import (
     vllm_v0_chunked_default,
     vllm_v1_error_wording,
     vllm_v1_limits,
+    vllm_v1_needs_ampere,
 )
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
@@ -48,7 +50,7 @@ from runbooks.sizing.kv import (
     request_kv_bytes,
     window_layers,
 )
-from runbooks.sizing.weights import is_multimodal, lora_bytes, weights_bytes
+from runbooks.sizing.weights import LORA_DEFAULT_RANK, is_multimodal, lora_bytes, weights_bytes
 
 _TRY_V0 = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
 
@@ -59,8 +61,10 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if version is None:
         version = LATEST["vllm"]
         notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
-    regime = vllm_regime(version, inp.use_v1)
     setup = resolve(model, inp, notes)
+    capability = setup.gpu.compute_capability if setup.gpu is not None else None
+    regime = vllm_regime(version, inp.use_v1, capability)
+    _note_engine(version, inp.use_v1, capability, setup.gpu is not None, notes)
     total = inp.gpu_total_gib
     elem = dtype_bytes(setup.dtype)
     max_len = setup.max_model_len
@@ -75,8 +79,8 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
 
     seqs, mnbt, chunked = _limits(model, inp, version, regime, setup, notes)
     weights = _weights_gib(model, setup, version, regime, elem, notes) - max(0.0, inp.cpu_offload_gib)
-    if inp.max_lora_rank:
-        weights += lora_bytes(model, inp.max_lora_rank, max(1, inp.max_loras), setup.tp, setup.dtype) / GIB
+    lora = _lora_gib(model, inp, setup, notes)
+    weights += lora
     activation = _activation_gib(model, regime, setup, seqs, mnbt, chunked)
     ctx = cuda_context_gib(total)
     comm = comm_buffers_gib(setup.tp, setup.nvlink)
@@ -136,7 +140,34 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
         static_gib=weights + activation + non_torch + graphs, gpu_total_gib=total, headroom_gib=headroom,
         fits=failure is None and headroom >= 0, failure=failure, failure_id=failure_id,
         assumptions=tuple(notes.assumptions), warnings=tuple(notes.warnings), regime=f"vllm-{regime}",
-        gpu_blocks=blocks, block_size=block_size, max_num_seqs=seqs, max_num_batched_tokens=mnbt, free_gib=free)
+        gpu_blocks=blocks, block_size=block_size, max_num_seqs=seqs, max_num_batched_tokens=mnbt, free_gib=free,
+        lora_gib=lora)
+
+
+def _note_engine(version: tuple[int, int, int], use_v1: bool | None, capability: tuple[int, int] | None,
+                 gpu_known: bool, notes: Notes) -> None:
+    """Say which engine (V0 or V1) runs and why, where the version or the GPU decides it."""
+    engine, why = vllm_engine(version, use_v1, capability)
+    if use_v1 is False and engine == "v1":
+        notes.warn("vllm_v0_removed")
+    if vllm_v1_needs_ampere(version) or (use_v1 is not None and version < (0, 11, 0)):
+        notes.assume("vllm_engine", f"{engine.upper()} ({why})")
+    if vllm_v1_needs_ampere(version) and use_v1 is not False and not gpu_known:
+        notes.assume("vllm_engine", f"{engine.upper()} (GPU model unknown: compute capability >= 8.0 assumed; "
+                     "vLLM 0.8.0-0.10.1 runs V0 below it)")
+
+
+def _lora_gib(model: ModelSpec, inp: BudgetInputs, setup: Setup, notes: Notes) -> float:
+    """GiB of the LoRA slots vLLM reserves at load (--enable-lora): every layer's A and B
+    for --max-loras adapters of --max-lora-rank (default 16)."""
+    if not (inp.enable_lora or inp.max_lora_rank):
+        return 0.0
+    rank = inp.max_lora_rank or LORA_DEFAULT_RANK
+    if inp.max_lora_rank is None:
+        notes.assume("max_lora_rank", f"{LORA_DEFAULT_RANK} (vLLM default with --enable-lora)")
+    if inp.max_loras <= 1:
+        notes.assume("max_loras", "1 (vLLM default with --enable-lora)")
+    return lora_bytes(model, rank, max(1, inp.max_loras), setup.tp, setup.dtype) / GIB
 
 
 def _limits(model: ModelSpec, inp: BudgetInputs, version: tuple[int, int, int], regime: str, setup: Setup,

@@ -110,9 +110,8 @@ def quantized_bytes_per_param(quantization: str | None, bits: int | None) -> flo
         return (4 + 8 / 32) / 8
     if q in ("nvfp4", "modelopt_fp4", "fp4"):
         return (4 + 8 / 16) / 8
-    if q in ("bitsandbytes", "bnb"):
-        # nf4 with double-quantised absmax per 64 weights; int8 keeps a per-row scale
-        return (4 + 8 / 64 + 32 / (64 * 256)) / 8 if (bits or 4) <= 4 else 1.0
+    if q in ("bitsandbytes", "bnb", "bnb_4bit", "bnb_8bit", "bitsandbytes_4bit", "bitsandbytes_8bit"):
+        return bnb_bytes_per_param(bits)
     if q in ("gguf",):
         return ((bits or 4) + 0.5) / 8
     group_bits = (16 + (bits or 4)) / _GROUP  # one fp16 scale and one packed zero per group
@@ -122,12 +121,31 @@ def quantized_bytes_per_param(quantization: str | None, bits: int | None) -> flo
     return ((bits or 8) + group_bits) / 8
 
 
+#: bitsandbytes 4-bit keeps one absmax per block of 64 weights; vLLM dequantizes a
+#: double-quantized checkpoint's absmax (uint8 + an fp32 per 256 blocks) to fp32 at load
+#: ("_dequantize_dq") and quantizes 16-bit checkpoints in flight with fp32 absmax: 4.5 bits
+BNB_BLOCK = 64
+BNB_ABSMAX_BITS = 32
+
+
+def bnb_bytes_per_param(bits: int | None) -> float:
+    """Bytes one bitsandbytes weight takes on the GPU, its quant state included.
+
+    >>> bnb_bytes_per_param(4), bnb_bytes_per_param(8)
+    (0.5625, 1.0)
+    """
+    if (bits or 4) <= 4:
+        return (4 + BNB_ABSMAX_BITS / BNB_BLOCK) / 8
+    return 1.0  # LLM.int8: int8 weights; the per-row fp32 scale is below 0.1% of a row
+
+
 def quant_bits_default(quantization: str | None) -> int | None:
     """Bits of a quantization method when a checkpoint does not say."""
     if not quantization:
         return None
     q = quantization.lower().replace("-", "_")
-    if q in ("fp8", "fbgemm_fp8", "int8", "w8a8", "smoothquant", "experts_int8", "ptpc_fp8"):
+    if q in ("fp8", "fbgemm_fp8", "int8", "w8a8", "smoothquant", "experts_int8", "ptpc_fp8", "bnb_8bit",
+             "bitsandbytes_8bit"):
         return 8
     return 4
 
@@ -226,11 +244,27 @@ def allocator_slack_bytes(model: ModelSpec, dtype: str | None = None, quantizati
     return slack
 
 
+#: vLLM pads the LoRA LM head's vocabulary to a multiple of this (lora_vocab_padding_size)
+LORA_VOCAB_PADDING = 256
+#: vLLM's default --max-lora-rank and the ranks it accepts
+LORA_DEFAULT_RANK = 16
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
 def lora_bytes(model: ModelSpec, max_lora_rank: int, max_loras: int = 1, tp: int = 1, dtype: str | None = None,
                extra_vocab: int = 256) -> float:
-    """vLLM's preallocated LoRA slots: A and B for q/k/v, o, gate/up and down of every layer
-    (column-parallel A and row-parallel B whole, the other half split by TP), plus the
-    extra-vocabulary embedding slots."""
+    """vLLM's preallocated LoRA slots on one GPU, `max_loras` of each.
+
+    Per decoder layer, A (rank x in) and B (out x rank) for q/k/v, o, gate/up and down: a
+    column-parallel layer keeps A whole and splits B by TP, a row-parallel one the reverse.
+    The embedding keeps A over the vocabulary plus `extra_vocab` adapter tokens, B and the
+    extra-token embeddings; the LM head keeps A, B over the vocabulary padded to 256, and its
+    extra-token rows.
+
+    >>> from runbooks.catalogs.models import find_model
+    >>> round(lora_bytes(find_model("meta-llama/Llama-3.1-8B-Instruct"), 16) / 2**20, 1)
+    92.1
+    """
     if max_lora_rank <= 0:
         return 0.0
     tp = max(1, tp)
@@ -245,8 +279,11 @@ def lora_bytes(model: ModelSpec, max_lora_rank: int, max_loras: int = 1, tp: int
                  + 2 * hidden + 2 * inter / tp  # gate_up
                  + inter / tp + hidden)  # down
     vocab = (model.vocab_size or 0) + extra_vocab
-    total = per_layer * (model.num_layers or 0) * max_lora_rank + vocab * max_lora_rank + extra_vocab * hidden
-    return total * max_loras * dtype_bytes(serving_dtype(model, dtype))
+    embedding = vocab * max_lora_rank + hidden * max_lora_rank + extra_vocab * hidden
+    padded = -(-vocab // LORA_VOCAB_PADDING) * LORA_VOCAB_PADDING
+    lm_head = hidden * max_lora_rank + padded * max_lora_rank + extra_vocab * hidden
+    total = per_layer * (model.num_layers or 0) * max_lora_rank + embedding + lm_head
+    return total * max(1, max_loras) * dtype_bytes(serving_dtype(model, dtype))
 
 
 def _round_slack(size: float) -> float:

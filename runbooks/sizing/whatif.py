@@ -1,7 +1,8 @@
 """What-if: the same launch with some flags changed, as BudgetInputs.
 
-Keys are the engines' own flag names (any engine's spelling; `_` and `-` alike), values as
-typed on a command line: `max-num-seqs=32,max-model-len=4096`.
+Keys are the engines' own flag names (any engine's spelling; `_` and `-` alike, so TGI's
+env forms such as MAX_BATCH_TOTAL_TOKENS and vLLM's VLLM_USE_V1 work too), values as typed on
+a command line: `max-num-seqs=32,max-model-len=4096`.
 
 >>> from runbooks.model.budget import BudgetInputs
 >>> base = BudgetInputs(engine="vllm", gpu_total_gib=79.15, max_num_seqs=256)
@@ -40,6 +41,12 @@ WHAT_IF_KEYS: dict[str, tuple[str, str]] = {
     "other-process-gib": ("other_process_gib", "gib0"),
     "max-input-tokens": ("max_input_tokens", "int"),
     "max-batch-prefill-tokens": ("max_batch_prefill_tokens", "int"),
+    "max-batch-total-tokens": ("max_batch_total_tokens", "int"),
+    "vllm-use-v1": ("use_v1", "bool"),
+    "enable-lora": ("enable_lora", "bool"),
+    "max-lora-rank": ("max_lora_rank", "int"),
+    "max-loras": ("max_loras", "int"),
+    "max-cpu-loras": ("max_cpu_loras", "int"),
 }
 
 #: other spellings (short forms, SGLang and TGI names) of the keys above
