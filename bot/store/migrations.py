@@ -33,3 +33,30 @@ def _plans_audit_claims(db: Database) -> None:
     db.execute("CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit "
                "BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END")
     db["claims"].create({"key": str, "holder": str, "at": str, "expires_at": str}, pk="key")
+
+
+@MIGRATIONS(name="0002_notes_triages_handovers_slots")
+def _notes_triages_handovers_slots(db: Database) -> None:
+    """What a shift handover reads and writes: the notes people leave, every triage's summary,
+    the handovers posted (a channel's next one starts where its last ended) and each scheduled
+    slot's outcome (posted, late)."""
+    db["notes"].create({
+        "id": int, "at": str, "author": str, "channel": str, "cluster": str, "namespace": str, "name": str,
+        "text": str,
+    }, pk="id", not_null={"at", "author", "text"})
+    db["notes"].create_index(["at"])
+    db["triages"].create({
+        "id": int, "at": str, "actor": str, "channel": str, "cluster": str, "namespace": str, "name": str,
+        "verdict": str, "priority": str, "summary": str,
+    }, pk="id", not_null={"at", "actor", "summary"})
+    db["triages"].create_index(["at"])
+    db["triages"].create_index(["namespace", "name"])
+    db["handovers"].create({
+        "id": int, "at": str, "channel": str, "since": str, "until": str, "actor": str, "slot": str, "late": int,
+        "body": str,
+    }, pk="id", not_null={"at", "since", "until", "actor", "body"})
+    db["handovers"].create_index(["channel", "until"])
+    db["schedule_slots"].create({
+        "key": str, "channel": str, "slot": str, "state": str, "holder": str, "at": str, "late": int,
+        "handover_id": int, "error": str,
+    }, pk="key", not_null={"channel", "slot", "state", "holder", "at"})
