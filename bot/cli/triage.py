@@ -36,6 +36,7 @@ def _offline(args: argparse.Namespace, lang: str) -> int:
 
 def _live(args: argparse.Namespace, lang: str) -> int:
     from bot.service.live_errors import live_guard
+    from bot.service.notes import record_cli_triage
     from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
@@ -43,6 +44,7 @@ def _live(args: argparse.Namespace, lang: str) -> int:
         result = run_live_triage(args.target, opts, lang, bundle_dir=args.save_bundle,
                                  default_namespace=args.namespace or settings.default_namespace)
         emit_report(result.report, args.json, lang)
+        record_cli_triage(args, result.report)  # the shift's incidents, for `gpumem handover`
         if args.save_bundle:
             print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
         return verdict_exit_code(result.report.verdict.primary)

@@ -213,6 +213,39 @@ def _rules(sub: argparse._SubParsersAction, verb: str) -> None:
     add_common(p)
 
 
+def _note(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="leave a note for the shift handover",
+                       description="Record a note (author: the OS user) for the next shift's handover, about a "
+                                   "workload when the first word is NAMESPACE/NAME.")
+    p.add_argument("text", nargs="+", metavar="[NAMESPACE/NAME] TEXT", help="the note")
+    p.add_argument("--channel", metavar="CHANNEL", help="the Slack channel whose handover shows it (default: all)")
+    _store_flags(p)
+    add_common(p)
+
+
+def _notes(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="the notes left for shift handovers",
+                       description="List the notes in the store, oldest first.")
+    p.add_argument("--since", type=since, default=None, metavar="WHEN", help="only after this: 12h, 7d, or an ISO time")
+    p.add_argument("--target", metavar="NAMESPACE/NAME", help="only notes about this workload")
+    p.add_argument("--channel", metavar="CHANNEL", help="only this channel's notes (and those without a channel)")
+    _store_flags(p)
+    add_common(p)
+
+
+def _handover(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="the shift handover: incidents, changes, stop-gaps, notes, what to watch",
+                       description="Print the handover for the window since the channel's previous handover "
+                                   "(or --since): incidents, changes, temporary measures, notes, watch next, the "
+                                   "runbook's template per service and Prometheus state when configured.")
+    p.add_argument("--since", type=since, default=None, metavar="WHEN", help="start here: 12h, 7d, or an ISO time")
+    p.add_argument("--channel", metavar="CHANNEL", help="the channel whose previous handover starts the window")
+    p.add_argument("--context", default=None, help="the cluster whose live objects confirm temporary measures")
+    p.add_argument("--offline", action="store_true", help="read neither Prometheus nor the cluster")
+    _store_flags(p)
+    add_common(p)
+
+
 #: verb -> its arguments; the order is the order of `gpumem --help`
 VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "triage": _triage,
@@ -226,6 +259,9 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "rollback": remediation_grammar.rollback,
     "plans": _plans,
     "audit": _audit,
+    "note": _note,
+    "notes": _notes,
+    "handover": _handover,
     "rules": _rules,
     "serve": _serve,
 }

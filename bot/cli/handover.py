@@ -1,0 +1,42 @@
+"""`gpumem note`, `gpumem notes` and `gpumem handover`: the shift's notes and its handover."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bot.service.exits import EXIT_OK
+
+#: the verbs' own error codes are worded from `handover.error.<code>`
+ERROR_KEYS = "handover.error"
+
+
+def run(args: argparse.Namespace, lang: str) -> int:
+    from bot.render import handover as render
+
+    if args.verb == "note":
+        from bot.render.i18n import Catalog
+        from bot.service.notes import note_from_args
+
+        note = note_from_args(args)
+        if args.json:
+            _dump(render.notes_json([note])[0])
+        else:
+            sys.stdout.write(Catalog.load(lang).t("handover.note_saved", id=note.id, at=note.at.isoformat()) + "\n")
+    elif args.verb == "notes":
+        from bot.service.notes import notes_from_args
+
+        notes = notes_from_args(args)
+        _dump(render.notes_json(notes)) if args.json else sys.stdout.write(render.notes_text(notes, lang))
+    else:
+        from bot.service.handover import handover_from_args
+
+        handover = handover_from_args(args)
+        _dump(render.handover_json(handover)) if args.json else sys.stdout.write(render.handover_text(handover, lang))
+    return EXIT_OK
+
+
+def _dump(doc: object) -> None:
+    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")

@@ -1,0 +1,480 @@
+"""The shift handover: what happened since the channel's last handover, what is still in place,
+and what to watch next, per service in the runbook's handover template.
+
+Everything comes from the store (triages, plans and their audit, notes), so a handover can be
+given with no cluster at all; what needs one says so:
+- a temporary measure (a stop-gap flag or replica change from an applied plan not rolled back)
+  is `confirmed` against the live object when a reader is given, else `unconfirmed`;
+- the Prometheus state of the services (KV cache usage, queue, preemptions, OOM kills over the
+  shift) is read with a constant number of queries (`PROM_QUERIES`) for all of them at once.
+
+The template says "unknown" wherever nothing stored tells.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.store.db import Store, StoredPlan
+from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
+from runbooks.model.errors import UsageError
+
+#: the default window when a channel has no earlier handover and no --since is given
+DEFAULT_WINDOW = timedelta(hours=12)
+#: flags whose lowering is a stop-gap that needs a review (restore, or make it permanent)
+STOPGAP_FLAGS = ("max-num-seqs", "max-model-len", "max_num_seqs", "max_model_len", "max-running-requests",
+                 "max-total-tokens", "max-batch-total-tokens", "context-length")
+#: plan states reported as changes, and what a handover calls them
+CHANGE_STATES = ("applied", "watched", "rolled_back", "failed", "expired", "proposed", "approved", "rejected")
+UNKNOWN = "unknown"
+
+#: Prometheus reads for all services of a handover at once: name -> what it measures
+PROM_QUERIES = ("kv_usage_peak", "kv_usage_now", "queue_peak", "queue_now", "preemptions", "oom_kills")
+
+
+@dataclass(frozen=True)
+class Incident:
+    at: datetime
+    target: str | None
+    verdict: str | None
+    priority: str | None
+    actor: str
+    channel: str | None
+
+
+@dataclass(frozen=True)
+class ChangeItem:
+    plan: str
+    target: str
+    state: str
+    action: str
+    changes: tuple[str, ...]
+    requested_by: str
+    approvers: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class TemporaryMeasure:
+    plan: str
+    target: str
+    #: "max-num-seqs" or "replicas"
+    what: str
+    old: Any
+    value: Any
+    since: datetime
+    age_s: float
+    #: "confirmed" (the live object still has it), "changed" (it does not), "unconfirmed" (no cluster read)
+    live: str
+    live_value: Any = None
+    review: str = "restore or make permanent"
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """One service's Prometheus readings over the shift (None: no series)."""
+
+    target: str
+    kv_usage_peak: float | None = None
+    kv_usage_now: float | None = None
+    queue_peak: float | None = None
+    queue_now: float | None = None
+    preemptions: float | None = None
+    oom_kills: float | None = None
+
+    @property
+    def trouble(self) -> tuple:
+        """Sort key: closest to trouble first (OOM kills, then preemptions, KV usage, queue)."""
+        return (-(self.oom_kills or 0), -(self.preemptions or 0), -(self.kv_usage_peak or 0), -(self.queue_peak or 0))
+
+
+@dataclass(frozen=True)
+class ServiceTemplate:
+    """The runbook's handover template for one service."""
+
+    target: str
+    model_precision: str = UNKNOWN
+    pool: str = UNKNOWN
+    oom_rejects: str = UNKNOWN
+    request_profile: str = UNKNOWN
+    layer: str = UNKNOWN
+    flags_changed: tuple[str, ...] = ()
+    pools_split: str = UNKNOWN
+    rollback_needed: str = UNKNOWN
+    temporary_review: str = "none in place"
+    last_triage: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Handover:
+    channel: str | None
+    since: datetime
+    until: datetime
+    #: where `since` came from: "previous" (the channel's last handover), "since" (asked), "default"
+    since_from: str
+    incidents: tuple[Incident, ...] = ()
+    changes: tuple[ChangeItem, ...] = ()
+    temporary: tuple[TemporaryMeasure, ...] = ()
+    notes: tuple[Note, ...] = ()
+    watch_next: tuple[str, ...] = ()
+    services: tuple[ServiceTemplate, ...] = ()
+    #: None: no Prometheus configured; () configured but nothing read
+    state: tuple[ServiceState, ...] | None = None
+    state_issue: str | None = None
+    late: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON document (README "Shift handovers")."""
+        def conv(value: Any) -> Any:
+            if isinstance(value, datetime):
+                return value.isoformat()
+            if isinstance(value, dict):
+                return {k: conv(v) for k, v in value.items()}
+            if isinstance(value, list | tuple):
+                return [conv(v) for v in value]
+            return value
+
+        doc = {
+            "channel": self.channel, "since": self.since, "until": self.until, "since_from": self.since_from,
+            "late": self.late,
+            "incidents": [asdict(i) for i in self.incidents],
+            "changes": [asdict(c) for c in self.changes],
+            "temporary": [asdict(t) for t in self.temporary],
+            "notes": [{"id": n.id, "at": n.at, "author": n.author, "channel": n.channel, "target": n.target,
+                       "text": n.text} for n in self.notes],
+            "watch_next": list(self.watch_next),
+            "services": [asdict(s) for s in self.services],
+            "state": None if self.state is None else [asdict(s) for s in self.state],
+            "state_issue": self.state_issue,
+        }
+        return conv(doc)
+
+
+# ----------------------------------------------------------------------------- building
+
+#: reads one object live: (kind, namespace, name) -> the object as the API server returns it
+ObjectReader = Callable[[str, str, str], dict[str, Any]]
+#: reads the Prometheus state of services: (targets, since, until) -> states
+StateReader = Callable[[list[str], datetime, datetime], list[ServiceState]]
+
+
+def window_start(journal: Journal, channel: str | None, since: datetime | timedelta | None,
+                 now: datetime) -> tuple[datetime, str]:
+    """Where the handover starts: --since when given, else the channel's last handover's end,
+    else `DEFAULT_WINDOW` ago."""
+    if isinstance(since, timedelta):
+        return now - since, "since"
+    if isinstance(since, datetime):
+        return since if since.tzinfo else since.replace(tzinfo=UTC), "since"
+    last: HandoverRecord | None = journal.last_handover(channel)
+    if last is not None and last.until < now:
+        return last.until, "previous"
+    return now - DEFAULT_WINDOW, "default"
+
+
+def build_handover(store: Store, *, channel: str | None = None, since: datetime | timedelta | None = None,
+                   now: datetime | None = None, read_object: ObjectReader | None = None,
+                   read_state: StateReader | None = None, late: bool = False) -> Handover:
+    """The handover for `channel` up to `now` (see the module docstring)."""
+    now = now or datetime.now(UTC)
+    journal = Journal(store)
+    start, since_from = window_start(journal, channel, since, now)
+    if start >= now:
+        raise UsageError("handover_empty_window", since=start.isoformat(), until=now.isoformat())
+    triages = journal.triages(since=start, until=now)
+    incidents = tuple(Incident(t.at, f"{t.namespace}/{t.name}" if t.name else t.summary.get("target"), t.verdict,
+                               t.priority, t.actor, t.channel) for t in triages)
+    plans = store.plans(limit=1000)
+    applied_at = _applied_times(store)
+    changes = tuple(_change(p) for p in plans
+                    if p.state in CHANGE_STATES and (p.updated_at >= start or p.state in ("proposed", "approved"))
+                    and p.updated_at <= now)
+    temporary = tuple(m for p in plans if p.state in ("applied", "watched")
+                      for m in _temporary(p, applied_at.get(p.plan.id, p.updated_at), now, read_object))
+    notes = tuple(journal.notes(since=start, until=now, channel=channel))
+    targets = sorted({i.target for i in incidents if i.target and "/" in i.target}
+                     | {c.target for c in changes} | {m.target for m in temporary}
+                     | {n.target for n in notes if n.target})
+    services = tuple(_template(t, journal, plans, temporary, now) for t in targets)
+    state: tuple[ServiceState, ...] | None = None
+    issue = None
+    if read_state is not None and targets:
+        try:
+            state = tuple(sorted(read_state(targets, start, now), key=lambda s: s.trouble))
+        except Exception as e:  # a Prometheus that cannot answer leaves the rest of the handover
+            state, issue = (), str(e)
+    watch = _watch_next(changes, temporary, state or (), incidents)
+    return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch, services, state,
+                    issue, late)
+
+
+def _applied_times(store: Store) -> dict[str, datetime]:
+    """plan id -> when it was applied (its `applied` audit row)."""
+    rows = store.db.execute("SELECT plan_id, MIN(at) FROM audit WHERE to_state = 'applied' GROUP BY plan_id").fetchall()
+    return {r[0]: datetime.fromisoformat(r[1]) for r in rows}
+
+
+def _target(p: StoredPlan) -> str:
+    return f"{p.plan.target.namespace}/{p.plan.target.name}"
+
+
+def _change(p: StoredPlan) -> ChangeItem:
+    return ChangeItem(p.plan.id, _target(p), p.state, p.plan.action_id, tuple(c.describe() for c in p.plan.changes),
+                      p.plan.requested_by, p.approvals, p.updated_at)
+
+
+def _norm(flag: str | None) -> str:
+    return (flag or "").replace("_", "-")
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: ObjectReader | None) -> list[TemporaryMeasure]:
+    """The stop-gaps in an applied plan: a lowered (or newly capped) concurrency or length flag,
+    a raised replica count."""
+    found = []
+    obj: dict[str, Any] | None = None
+    read_failed = read_object is None
+    for c in p.plan.changes:
+        if c.kind == "set_arg" and _norm(c.flag) in {_norm(f) for f in STOPGAP_FLAGS}:
+            old, new = _num(c.old), _num(c.new)
+            if new is None or (old is not None and new >= old):
+                continue
+            what = _norm(c.flag)
+        elif c.kind == "scale" and c.new is not None and (c.old is None or c.new > c.old):
+            what = "replicas"
+        else:
+            continue
+        live, live_value = "unconfirmed", None
+        if not read_failed and obj is None:
+            try:
+                obj = read_object(p.plan.target.kind, p.plan.target.namespace, p.plan.target.name)  # type: ignore[misc]
+            except Exception:  # no cluster: the measure stays unconfirmed, never fails the handover
+                read_failed = True
+        if obj is not None:
+            live_value = _live_value(obj, c)
+            if live_value is not None:
+                live = "confirmed" if _num(live_value) == _num(c.new) else "changed"
+        found.append(TemporaryMeasure(p.plan.id, _target(p), what, c.old, c.new, since, (now - since).total_seconds(),
+                                      live, live_value))
+    return found
+
+
+def _live_value(obj: dict[str, Any], change: Any) -> Any:
+    """The live value of what `change` set (None: not readable)."""
+    if change.kind == "scale":
+        return (obj.get("spec") or {}).get("replicas")
+    from bot.actuator.launch_edit import edit_flags
+
+    try:
+        result = edit_flags(obj, change.container, {change.flag: change.new})
+    except Exception:  # not an engine launch this parser reads: unconfirmed
+        return None
+    return change.new if not result.changed else result.old.get(change.flag)
+
+
+def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary: tuple[TemporaryMeasure, ...],
+              now: datetime) -> ServiceTemplate:
+    namespace, name = target.split("/", 1)
+    last: TriageRecord | None = journal.last_triage(namespace, name, until=now)
+    mine = [p for p in plans if _target(p) == target]
+    applied = [p for p in mine if p.state in ("applied", "watched", "failed")]
+    flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in applied for c in p.plan.changes)
+    split = any(p.plan.action_id == "split_pools" for p in applied)
+    temps = [m for m in temporary if m.target == target]
+    failed = [p for p in mine if p.state == "failed"]
+    if failed:
+        rollback = f"yes: {', '.join(p.plan.id for p in failed)} failed and is not rolled back"
+    elif temps:
+        rollback = "if the stop-gap is not made permanent: " + ", ".join(f"{m.plan} ({m.what})" for m in temps)
+    elif applied:
+        rollback = "no: applied changes are not stop-gaps"
+    else:
+        rollback = "no: nothing applied" if mine else UNKNOWN
+    review = "; ".join(f"{m.what} {m.value} since {m.since.strftime('%H:%M')}Z: {m.review}" for m in temps) \
+        or "none in place"
+    s = last.summary if last else {}
+    model = s.get("model")
+    precision = s.get("precision")
+    model_precision = f"{model or UNKNOWN} ({precision or 'precision unknown'})" if model or precision else UNKNOWN
+    pool_bits = [b for b in (s.get("engine") and f"{s['engine']} {s.get('engine_version') or ''}".strip(),
+                             s.get("gpu")) if b]
+    pool = ", ".join(pool_bits) if pool_bits else UNKNOWN
+    oom = s.get("oom")
+    rejects = s.get("rejects")
+    if oom is None and rejects is None:
+        oom_rejects = UNKNOWN
+    else:
+        oom_rejects = f"OOM {'seen' if oom else 'not seen'}, rejects/queueing {'seen' if rejects else 'not seen'}" \
+                      f" at the last triage"
+    prof = s.get("profile")
+    if prof:
+        share = prof.get("long_share")
+        request_profile = (f"p50/p95 input {_tok(prof.get('p50_input_tokens'))}/{_tok(prof.get('p95_input_tokens'))}"
+                           f" tokens, long share {'unknown' if share is None else f'{share:.0%}'}"
+                           f"{' (estimated)' if prof.get('estimated') else ''}")
+    else:
+        request_profile = UNKNOWN
+    return ServiceTemplate(
+        target=target, model_precision=model_precision, pool=pool, oom_rejects=oom_rejects,
+        request_profile=request_profile, layer=s.get("verdict") or UNKNOWN, flags_changed=flags,
+        pools_split="split (split_pools applied)" if split else ("not split" if applied else UNKNOWN),
+        rollback_needed=rollback, temporary_review=review, last_triage=last.at if last else None)
+
+
+def _tok(value: Any) -> str:
+    return UNKNOWN if value is None else f"{float(value):.0f}"
+
+
+def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
+                state: tuple[ServiceState, ...], incidents: tuple[Incident, ...]) -> tuple[str, ...]:
+    """What the next shift should look at first, derived from the rest."""
+    watch = []
+    for c in changes:
+        if c.state in ("proposed", "approved"):
+            watch.append(f"{c.plan} on {c.target} awaits {'apply' if c.state == 'approved' else 'approval'}: "
+                         + "; ".join(c.changes))
+        elif c.state == "failed":
+            watch.append(f"{c.plan} on {c.target} failed: decide on rollback")
+    for m in temporary:
+        hours = m.age_s / 3600
+        watch.append(f"{m.target}: {m.what} {m.value} is a stop-gap for {hours:.1f} h ({m.live}): {m.review}")
+    for s in state:
+        if s.oom_kills:
+            watch.append(f"{s.target}: {s.oom_kills:.0f} OOM kill(s) this shift")
+        elif s.kv_usage_peak is not None and s.kv_usage_peak >= 0.9:
+            watch.append(f"{s.target}: KV cache peaked at {s.kv_usage_peak:.0%}")
+    open_high = [i for i in incidents if i.priority in ("highest", "high")]
+    for i in open_high[-3:]:
+        watch.append(f"{i.target}: {i.verdict} ({i.priority}) at {i.at.strftime('%H:%M')}Z")
+    return tuple(dict.fromkeys(watch))
+
+
+# ----------------------------------------------------------------------------- Prometheus
+
+
+def prometheus_state(client: Any, targets: list[str], since: datetime, until: datetime) -> list[ServiceState]:
+    """The services' state over [since, until] in `len(PROM_QUERIES)` instant queries, however
+    many services there are. `client` is a `collectors.prometheus.client.PrometheusClient`."""
+    from collectors.prometheus import promql
+
+    pairs = sorted({tuple(t.split("/", 1)) for t in targets})
+    namespaces = sorted({ns for ns, _ in pairs})
+    names = sorted({n for _, n in pairs}, key=lambda n: (-len(n), n))
+    ns_re = promql.promql_string("|".join(promql.re2_escape(n) for n in namespaces))
+    dep = "(" + "|".join(promql.re2_escape(n) for n in names) + ")"
+    # Deployment pods (NAME-HASH-SUFFIX) and StatefulSet pods (NAME-N)
+    pod_re = promql.promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
+    label_re = promql.promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
+    window = f"{max(60, round((until - since).total_seconds()))}s"
+
+    def sel(names_re: str, extra: str = "", wrap: Callable[[str], str] = lambda s: s) -> str:
+        more = f",{extra}" if extra else ""
+        name = f"__name__=~{promql.promql_string(names_re)}"
+        direct = wrap(f"{{{name}{more},namespace=~{ns_re},pod=~{pod_re}}}")
+        exported = wrap(f"{{{name}{more},exported_namespace=~{ns_re},exported_pod=~{pod_re}}}")
+        exported = (f'label_replace(label_replace({exported}, "pod", "$1", "exported_pod", "(.+)"), '
+                    f'"namespace", "$1", "exported_namespace", "(.+)")')
+        both = f"({direct} or {exported})"
+        return f'label_replace({both}, "deployment", "$1", "pod", {label_re})'
+
+    by = "by (namespace, deployment)"
+    usage = f"max {by} ({sel(promql.USAGE_NAMES)})"
+    queue = f"sum {by} ({sel(promql.QUEUE_NAMES)})"
+    restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
+    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"')
+    queries = {
+        "kv_usage_peak": f"max_over_time({usage}[{window}:15s])",
+        "kv_usage_now": usage,
+        "queue_peak": f"max_over_time({queue}[{window}:15s])",
+        "queue_now": queue,
+        "preemptions": f"sum {by} ({sel(promql.PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
+        "oom_kills": (f"sum {by} (max by (namespace, deployment, pod) ({restarts}) and on (namespace, pod) "
+                      f"max by (namespace, pod) ({oom_flag}))"),
+    }
+    values: dict[tuple[str, str], dict[str, float]] = {p: {} for p in pairs}  # type: ignore[misc]
+    for key in PROM_QUERIES:
+        result = client.query(queries[key], at=until)
+        for series in result.series:
+            where = (series.labels.get("namespace", ""), series.labels.get("deployment", ""))
+            if where in values and series.points:
+                values[where][key] = series.points[-1][1]
+    return [ServiceState(f"{ns}/{name}", **values[(ns, name)]) for ns, name in pairs]
+
+
+def prometheus_reader(settings: Any) -> StateReader | None:
+    """A StateReader for the configured Prometheus (None: none configured)."""
+    prom = settings.prometheus
+    if prom is None:
+        cluster = settings.cluster(None)
+        prom = cluster.prometheus if cluster else None
+    if prom is None:
+        return None
+    from collectors.prometheus.client import PrometheusClient
+
+    client = PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
+                              basic_auth=(prom.username, prom.password.reveal()) if prom.username and prom.password
+                              else None, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    return lambda targets, since, until: prometheus_state(client, targets, since, until)
+
+
+def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | None:
+    """An ObjectReader for the cluster (None when no client can be made: no kubeconfig, no
+    in-cluster account)."""
+    try:
+        from bot.service.remediate import writer_for
+
+        writer = writer_for(kubeconfig, context)
+    except Exception:  # no cluster configured: temporary measures stay unconfirmed
+        return None
+    return writer.read
+
+
+# ----------------------------------------------------------------------------- the CLI's use case
+
+
+def handover_from_args(args: argparse.Namespace, now: datetime | None = None) -> Handover:
+    """`gpumem handover`: the handover --channel and --since ask for, with the configured
+    Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
+    scheduler's posted handovers move a channel's window."""
+    import os
+
+    from bot.service.records import open_store
+    from bot.service.settings import load_settings
+
+    settings = load_settings(getattr(args, "config", None), os.environ)
+    offline = getattr(args, "offline", False)
+    read_state = None if offline else prometheus_reader(settings)
+    read_object = None
+    if not offline:
+        cluster = settings.cluster(getattr(args, "context", None))
+        read_object = kube_reader(cluster.kubeconfig if cluster else None,
+                                  getattr(args, "context", None) or (cluster.context if cluster else None))
+    store = open_store(args)
+    try:
+        return build_handover(store, channel=args.channel, since=args.since, now=now, read_object=read_object,
+                              read_state=read_state)
+    finally:
+        store.close()
+
+
+def post_handover(store: Store, post: Callable[[Handover], Any], *, channel: str, actor: str = "gpumem",
+                  slot: datetime | None = None, late: bool = False, now: datetime | None = None,
+                  read_object: ObjectReader | None = None, read_state: StateReader | None = None) -> HandoverRecord:
+    """Build the channel's handover, hand it to `post` (the Slack poster, later), and record it,
+    so the channel's next handover starts where this one ends."""
+    handover = build_handover(store, channel=channel, now=now, read_object=read_object, read_state=read_state,
+                              late=late)
+    post(handover)
+    return Journal(store).add_handover(actor, handover.to_json(), since=handover.since, until=handover.until,
+                                       channel=channel, slot=slot, late=late, now=now)
+

@@ -1,0 +1,173 @@
+"""Notes and triage records: what a shift writes down for the next one.
+
+`add_note` keeps a person's note (the CLI's author is the OS user, Slack's the user id), with
+an optional channel and target. `record_triage` keeps a triage's summary (`summarize_report`)
+so the handover can list the shift's incidents and fill the runbook's template per service
+from the last one, without re-running anything.
+
+>>> from runbooks.model.report import Report, Verdict
+>>> summarize_report(Report(target="llm/vllm", model="Qwen2.5-7B", verdict=Verdict("kv_cache")))["verdict"]
+'kv_cache'
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.store.db import Store
+from bot.store.notes import Journal, Note, TriageRecord
+from runbooks.model.errors import UsageError
+from runbooks.model.report import Report
+
+#: a note longer than this is refused (a note is a line for the next shift, not a document)
+MAX_NOTE_CHARS = 2000
+
+
+def add_note(store: Store, author: str, text: str, *, target: str | None = None, channel: str | None = None,
+             cluster: str | None = None, now: datetime | None = None) -> Note:
+    """Record a note. Raises UsageError empty_note, note_too_long or a target error."""
+    text = " ".join(text.split())
+    if not text:
+        raise UsageError("empty_note")
+    if len(text) > MAX_NOTE_CHARS:
+        raise UsageError("note_too_long", limit=MAX_NOTE_CHARS, length=len(text))
+    namespace = name = None
+    if target:
+        from bot.service.triage import split_target
+
+        namespace, name = split_target(target)
+    return Journal(store).add_note(author, text, channel=channel, cluster=cluster, namespace=namespace, name=name,
+                                   now=now)
+
+
+def list_notes(store: Store, *, since: datetime | timedelta | None = None, target: str | None = None,
+               channel: str | None = None, now: datetime | None = None) -> list[Note]:
+    """Notes oldest first; `since` a time or a duration back from `now`."""
+    if isinstance(since, timedelta):
+        since = (now or datetime.now(UTC)) - since
+    namespace = name = None
+    if target:
+        from bot.service.triage import split_target
+
+        namespace, name = split_target(target)
+    return Journal(store).notes(since=since, namespace=namespace, name=name, channel=channel)
+
+
+def split_note_args(args: argparse.Namespace) -> tuple[str | None, str]:
+    """`gpumem note [NS/DEPLOY] TEXT...`: the first word is a target when it has one slash and no
+    spaces (`llm/vllm`), else it is part of the text."""
+    words = list(args.text)
+    if len(words) > 1 and words[0].count("/") == 1 and not words[0].startswith(("/", "http")) \
+            and not words[0].endswith("/"):
+        return words[0], " ".join(words[1:])
+    return None, " ".join(words)
+
+
+def note_from_args(args: argparse.Namespace, now: datetime | None = None) -> Note:
+    """`gpumem note`: the note, its author the operator at the terminal."""
+    from bot.service.records import open_store
+    from bot.service.remediate import operator
+
+    target, text = split_note_args(args)
+    store = open_store(args)
+    try:
+        return add_note(store, operator(), text, target=target, channel=getattr(args, "channel", None), now=now)
+    finally:
+        store.close()
+
+
+def notes_from_args(args: argparse.Namespace, now: datetime | None = None) -> list[Note]:
+    """`gpumem notes`: the notes --since, --target and --channel ask for."""
+    from bot.service.records import open_store
+
+    store = open_store(args)
+    try:
+        return list_notes(store, since=args.since, target=args.target, channel=getattr(args, "channel", None),
+                          now=now)
+    finally:
+        store.close()
+
+
+# ----------------------------------------------------------------------------- triages
+
+
+def summarize_report(report: Report) -> dict[str, Any]:
+    """What the handover keeps of a triage: plain JSON, every field None when the report did not
+    know it (the handover then says "unknown")."""
+    assumptions = dict(report.budget.assumptions) if report.budget else {}
+    precision = assumptions.get("quantization") or assumptions.get("dtype")
+    profile = None
+    if report.profile is not None:
+        p = report.profile
+        long_share = sum(b.share for b in p.buckets if b.bucket.upper() in ("L", "XL")) if p.buckets else None
+        profile = {"requests": p.total, "p50_input_tokens": p.p50_input_tokens, "p95_input_tokens": p.p95_input_tokens,
+                   "p99_input_tokens": p.p99_input_tokens, "p95_output_tokens": p.p95_output_tokens,
+                   "long_share": long_share, "estimated": p.estimated}
+    findings = [{"id": f.id, "severity": f.severity} for f in report.findings]
+    ids = " ".join(f["id"] for f in findings)
+    memory = report.memory
+    return {
+        "target": report.target,
+        "at": report.generated_at.isoformat() if report.generated_at else None,
+        "verdict": report.verdict.primary,
+        "priority": report.verdict.priority,
+        "causes": [c.id for c in report.verdict.causes],
+        "engine": report.engine,
+        "engine_version": report.engine_version,
+        "model": report.model,
+        "precision": str(precision).split(" ")[0] if precision else None,
+        "gpu": report.gpu,
+        "gpu_used_gib": memory.gpu_used_gib if memory else None,
+        "gpu_total_gib": memory.gpu_total_gib if memory else None,
+        "kv_cache_usage": memory.kv_cache_usage_ratio if memory else None,
+        "max_model_len": report.budget.max_model_len if report.budget else None,
+        "max_concurrency": report.budget.max_concurrency if report.budget else None,
+        "oom": "oom" in ids if findings else None,
+        "rejects": any(w in ids for w in ("reject", "queue", "preempt")) if findings else None,
+        "findings": findings,
+        "flags_at_edge": [{"flag": f.flag, "value": f.value, "safe_value": f.safe_value} for f in report.flags_at_edge],
+        "actions": [a.id for a in report.actions],
+        "profile": profile,
+    }
+
+
+def record_triage(store: Store, report: Report, *, actor: str, channel: str | None = None,
+                  cluster: str | None = None, now: datetime | None = None) -> TriageRecord:
+    """Keep a triage's summary for the handover (the CLI after `gpumem triage`, Slack after a
+    triage job). A report without a NS/NAME target is kept without one."""
+    namespace = name = None
+    if report.target and report.target.count("/") == 1:
+        namespace, name = report.target.split("/")
+    return Journal(store).add_triage(actor, summarize_report(report), channel=channel, cluster=cluster,
+                                     namespace=namespace, name=name, now=now)
+
+
+def record_cli_triage(args: argparse.Namespace, report: Report) -> TriageRecord | None:
+    """`gpumem triage` records what it found when there is a store to record in: --store, the
+    config's `store.path`, or the default file once something (a note, a plan) created it; a
+    terminal that never used the store gets no file from a triage. A store that cannot be opened
+    never fails the triage: the report was printed, the record is best effort."""
+    import os
+
+    from bot.service.remediate import operator
+    from bot.service.settings import load_settings
+    from bot.service.settings_remediation import store_path
+    from bot.service.settings_yaml import SettingsError
+
+    try:
+        if getattr(args, "store", None):
+            path = args.store
+        else:
+            settings = load_settings(getattr(args, "config", None), os.environ)
+            path = store_path(settings.store, os.environ)
+            if not settings.store.path and not path.exists():
+                return None
+        store = Store.open(path)
+    except (UsageError, OSError, SettingsError):
+        return None
+    try:
+        return record_triage(store, report, actor=operator(), cluster=getattr(args, "context", None))
+    finally:
+        store.close()
