@@ -33,7 +33,7 @@ def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
         plan = json.loads(capsys.readouterr().out)["id"]
-        assert main(["apply", plan, "--yes", *common]) == 0
+        assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0
         assert main(["rollback", plan, "--yes", *common]) == 0
         calls = sc.kube.calls()
     assert calls and all(r.status != 403 for r in calls)
@@ -51,7 +51,7 @@ def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--replicas", "3", "--json", *common]) == 0
         plan = json.loads(capsys.readouterr().out)["id"]
-        assert main(["apply", plan, "--yes", *common]) == 2
+        assert main(["apply", plan, "--yes", "--no-watch", *common]) == 2
         err = capsys.readouterr().err
         refused = [r for r in sc.kube.calls(verb="patch")]
     assert "patch deployments.apps in namespace llm" in err

@@ -44,7 +44,7 @@ def test_plan_apply_rollback_round_trip(cluster, tmp_path, capsys):
     assert plan["patch"][0]["op"] == "test" and cluster.kube.writes() == []
     rc, text = _run(capsys, cluster, store, "apply", plan["id"])
     assert rc == 2 and "--yes" in text and cluster.kube.writes() == []
-    rc, applied = _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--json")
+    rc, applied = _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch", "--json")
     assert (rc, applied["state"]) == (0, "applied") and _seqs(cluster) == 64
     assert len(cluster.kube.writes(verb="patch")) == 1 and len(cluster.kube.dry_runs(verb="patch")) == 1
     rc, back = _run(capsys, cluster, store, "rollback", plan["id"], "--yes", "--json")
@@ -58,8 +58,8 @@ def test_plan_apply_rollback_round_trip(cluster, tmp_path, capsys):
 def test_a_plan_applies_once(cluster, tmp_path, capsys):
     store = tmp_path / "gpumem.db"
     _, plan = _run(capsys, cluster, store, "plan", TARGET, "--replicas", "3", "--json")
-    assert _run(capsys, cluster, store, "apply", plan["id"], "--yes")[0] == 0
-    rc, text = _run(capsys, cluster, store, "apply", plan["id"], "--yes")
+    assert _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")[0] == 0
+    rc, text = _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")
     assert rc == 2 and "is applied already" in text
     assert len(cluster.kube.writes(verb="patch")) == 1
 
@@ -69,8 +69,8 @@ def test_a_plan_for_an_object_changed_since_fails_with_no_write(cluster, tmp_pat
     _, plan = _run(capsys, cluster, store, "plan", TARGET, "--replicas", "3", "--json")
     other = tmp_path / "other.db"
     _, theirs = _run(capsys, cluster, other, "plan", TARGET, "--replicas", "4", "--json")
-    assert _run(capsys, cluster, other, "apply", theirs["id"], "--yes")[0] == 0
-    rc, text = _run(capsys, cluster, store, "apply", plan["id"], "--yes")
+    assert _run(capsys, cluster, other, "apply", theirs["id"], "--yes", "--no-watch")[0] == 0
+    rc, text = _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")
     assert rc == 2 and "changed since plan" in text
     assert len(cluster.kube.writes(verb="patch")) == 1, "only the other plan's write"
     assert Store.open(store).get(plan["id"]).state == "failed"
@@ -79,9 +79,9 @@ def test_a_plan_for_an_object_changed_since_fails_with_no_write(cluster, tmp_pat
 def test_a_rollback_refuses_to_clobber_a_later_change(cluster, tmp_path, capsys):
     store = tmp_path / "gpumem.db"
     _, plan = _run(capsys, cluster, store, "plan", TARGET, "--replicas", "3", "--json")
-    _run(capsys, cluster, store, "apply", plan["id"], "--yes")
+    _run(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")
     _, later = _run(capsys, cluster, tmp_path / "b.db", "plan", TARGET, "--replicas", "5", "--json")
-    _run(capsys, cluster, tmp_path / "b.db", "apply", later["id"], "--yes")
+    _run(capsys, cluster, tmp_path / "b.db", "apply", later["id"], "--yes", "--no-watch")
     rc, text = _run(capsys, cluster, store, "rollback", plan["id"], "--yes")
     assert rc == 2 and "'before': 2, 'gpumem': 3, 'now': 5" in text
     assert cluster.kube.get("Deployment", "llm", "vllm-server")["spec"]["replicas"] == 5

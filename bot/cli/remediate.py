@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from bot.service.exits import EXIT_OK, EXIT_USAGE
+from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
 ERROR_KEYS = "remediate_cli.error"
 
@@ -26,6 +26,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
         return EXIT_USAGE
     settings = load_settings(args.config, os.environ)
     store = open_store(args)
+    watched = None
     try:
         writer = remediate.writer_for(args.kubeconfig, args.context)
         actor = remediate.operator()
@@ -38,13 +39,30 @@ def run(args: argparse.Namespace, lang: str) -> int:
             stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             stored = remediate.apply_now(store, writer, args.plan, actor)
+            window = settings.remediation.watch_s if args.watch is None else args.watch
+            if not args.no_watch and window > 0:
+                stored, seen = remediate.watch_after(store, writer, args.plan, window,
+                                                     auto_rollback=settings.remediation.auto_rollback,
+                                                     on_look=lambda look: _progress(look, lang))
+                watched = seen
         else:
             stored = remediate.rollback_now(store, writer, args.plan, actor)
     finally:
         store.close()
     if args.json:
-        json.dump(render.plan_json(stored), sys.stdout, ensure_ascii=False, indent=2)
+        doc = render.plan_json(stored)
+        if watched is not None:
+            doc["watch"] = render.look_json(watched)
+        json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render.plan_text(stored, lang))
-    return EXIT_OK
+        if watched is not None:
+            sys.stdout.write(render.look_text(watched, lang))
+    return EXIT_OK if watched is None or watched.outcome in ("held", "symptoms_remain") else EXIT_CAUSE
+
+
+def _progress(look, lang: str) -> None:
+    from bot.render import remediation as render
+
+    sys.stderr.write(render.look_text(look, lang))

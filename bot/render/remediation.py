@@ -41,3 +41,17 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
     if stored.state in nxt:
         lines.append(cat.t(f"remediate_cli.{nxt[stored.state]}", plan=p.id))
     return "\n".join(lines) + "\n"
+
+
+def look_json(look: Any) -> dict[str, Any]:
+    return {"outcome": look.outcome, "observed_generation": look.observed_generation, "replicas": look.replicas,
+            "updated": look.updated, "ready": look.ready, "available": look.available,
+            "new_pods": list(look.new_pods), "restarts": look.restarts, "oom_lines": look.oom_lines,
+            "pressure_lines": look.pressure_lines, "notes": list(look.notes)}
+
+
+def look_text(look: Any, lang: str) -> str:
+    cat = Catalog.load(lang)
+    line = cat.t(f"remediate_cli.watch.{look.outcome}", updated=look.updated, available=look.available,
+                 replicas=look.replicas)
+    return line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bot.service.argtypes import whole_number
+from bot.service.argtypes import seconds, whole_number
 
 
 def _target_flags(p: argparse.ArgumentParser) -> None:
@@ -39,6 +39,9 @@ def apply(sub: argparse._SubParsersAction, verb: str) -> None:
                                    "in the audit before the write.")
     p.add_argument("plan", help="the plan id (gpumem plans)")
     p.add_argument("--yes", action="store_true", help="apply without asking (required: this writes to the cluster)")
+    p.add_argument("--watch", type=seconds(86400), metavar="S", default=None,
+                   help="watch the rollout this long after the write (default: remediation.watch_s, 600)")
+    p.add_argument("--no-watch", action="store_true", help="return right after the write")
     _target_flags(p)
 
 

@@ -135,6 +135,30 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
                       detail={"resource_version": written.resource_version, "generation": written.generation})
 
 
+def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float, *, auto_rollback: bool = False,
+                poll_s: float = 10.0, clock: Any = None, sleep: Any = None, on_look: Any = None) -> tuple[StoredPlan, Any]:
+    """Watch an applied plan's rollout for `window_s`: held or symptoms remain -> watched, failed
+    -> failed (rolled back at once when `auto_rollback`, and the audit says so)."""
+    import time
+
+    from bot.actuator.watch import watch
+
+    stored = store.get(plan_id)
+    plan = stored.plan
+    generation = next((e.detail.get("generation") for e in reversed(store.audit(name=plan.target.name))
+                       if e.plan_id == plan_id and e.to_state == "applied"), None)
+    seen = watch(writer, plan.target.namespace, plan.target.name, generation, window_s, poll_s=poll_s,
+                 clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look)
+    detail = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts, "oom_lines": seen.oom_lines}
+    if seen.outcome in ("held", "symptoms_remain"):
+        return store.move(plan_id, "watched", actor="gpumem", expect="applied", detail=detail), seen
+    stored = store.move(plan_id, "failed", actor="gpumem", expect="applied", detail=detail)
+    if auto_rollback:
+        rollback_plan(writer, plan, _cause(plan, "auto-rollback"))
+        stored = store.move(plan_id, "rolled_back", actor="gpumem", detail={"auto": True})
+    return stored, seen
+
+
 def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                  channel: str | None = None) -> StoredPlan:
     """Restore what the plan changed, refusing (Conflict changed_after_apply, with the three

@@ -17,7 +17,11 @@ run small controllers on `clock`: a Deployment rolls out (new ReplicaSet, new po
 `rollout.ready_after_s`, old pods scaled down, status and conditions moved along) or, with
 `rollout.outcome = "crashloop"`, its new pods crash-loop with a CUDA OOM in their logs until the
 Deployment's Progressing condition reads ProgressDeadlineExceeded; scaling adds and removes
-pods; an HPA clamps its target to [minReplicas, maxReplicas].
+pods; an HPA clamps its target to [minReplicas, maxReplicas]; Events are recorded as theirs are.
+
+Not modelled: DELETE (405), server-side apply (415), managedFields and fieldManager, unknown-field
+checks (fieldValidation=Strict), conversion between API versions, graceful pod termination (a
+scaled-down pod is gone at once), HPA metrics (only its bounds act).
 
 >>> kube = FakeKube().start()
 >>> kube.url.startswith("http://127.0.0.1:")
