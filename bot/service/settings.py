@@ -24,6 +24,12 @@ from bot.service.settings_remediation import (
     remediation_settings,
     store_settings,
 )
+from bot.service.settings_schedules import (
+    Schedule,
+    SchedulerSettings,
+    scheduler_settings,
+    schedules_settings,
+)
 from bot.service.settings_yaml import SettingsError, YamlDoc
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -152,6 +158,9 @@ class Settings:
     bundles: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     store: StoreSettings = field(default_factory=StoreSettings)
     remediation: RemediationSettings = field(default_factory=RemediationSettings)
+    #: per-channel shift handover schedules, and how the scheduler elects its leader
+    schedules: tuple[Schedule, ...] = ()
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
     def channel_policy(self, channel_id: str) -> ChannelPolicy | None:
         """The channel's policy, or None when gpumem may not answer there."""
@@ -202,7 +211,8 @@ class Settings:
 # ----------------------------------------------------------------------------- loading
 
 _TOP = ("default_namespace", "default_context", "allowed_namespaces", "clusters", "prometheus", "slack",
-        "workers", "deadlines", "http", "bundles", "store", "remediation")
+        "workers", "deadlines", "http", "bundles", "store", "remediation", "schedules",
+        "scheduler")
 _SECRET_KEYS = ("bot_token", "signing_secret", "app_token", "token", "bearer_token", "password")
 
 
@@ -229,6 +239,8 @@ def load_settings(path: str | os.PathLike[str] | None, environ: Mapping[str, str
         bundles=MappingProxyType({k: str((base / v).resolve()) for k, v in doc.str_map(("bundles",)).items()}),
         store=store_settings(doc, base),
         remediation=remediation_settings(doc, base),
+        schedules=schedules_settings(doc),
+        scheduler=scheduler_settings(doc, environ),
     )
 
 

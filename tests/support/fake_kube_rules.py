@@ -37,6 +37,8 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers", True),
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", True),
     "Ingress": ("networking.k8s.io", "v1", "ingresses", True),
+    # leader election (gpumem's scheduler): stored, read and updated like any object
+    "Lease": ("coordination.k8s.io", "v1", "leases", True),
 }
 #: (group, resource) -> kind
 RESOURCE_KINDS = {(g, r): k for k, (g, _v, r, _n) in KINDS.items()}
@@ -47,6 +49,7 @@ GROUP_VERSIONS = {
     "autoscaling": ("v1", "v2"),
     "policy": ("v1",),
     "networking.k8s.io": ("v1",),
+    "coordination.k8s.io": ("v1",),
 }
 
 # Field selectors the real API server accepts per resource (others: 400 "field label not supported").

@@ -1,0 +1,139 @@
+"""Run the handover schedules: one `tick(now)` checks the Lease and posts each channel's due slot.
+
+Exactly once per slot:
+- only the Lease holder runs ticks (`bot.scheduler.leader`), so two replicas do not race;
+- each slot is claimed in the store (`claim("handover:<channel>:<slot iso>")`) for the whole
+  grace window before the job runs, so a retry, a restart or a second leader after a takeover
+  finds it taken;
+- what became of it is recorded (`schedule_slots`: posted or failed); a posted slot is never
+  run again, a failed one is not retried by the scheduler (the injected job does its own
+  retries), so a half-delivered post is never doubled.
+A bot down at the slot posts it late when it comes back within the grace (`late=True`), once.
+
+`start()` runs `tick` on an APScheduler 3.x BackgroundScheduler every `interval_s`;
+`shutdown()` stops it and releases the Lease so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.scheduler.leader import LeaderElector
+from bot.scheduler.slots import Schedule, due_slot, is_late, slot_key
+from bot.store.db import Store
+from bot.store.notes import Journal
+
+log = logging.getLogger(__name__)
+
+#: the injected job: (channel, slot, late) -> the recorded handover's id (or None)
+Job = Callable[[str, datetime, bool], "int | None"]
+
+
+@dataclass(frozen=True)
+class SlotOutcome:
+    channel: str
+    slot: datetime
+    key: str
+    #: "posted", "failed", "taken" (claimed by someone else or done already)
+    state: str
+    late: bool = False
+    handover_id: int | None = None
+    error: str | None = None
+
+
+def default_identity() -> str:
+    """This instance's name in the Lease: the pod name (HOSTNAME in Kubernetes)."""
+    return socket.gethostname()
+
+
+class HandoverScheduler:
+    def __init__(self, store: Store, schedules: Sequence[Schedule], job: Job, *,
+                 elector: LeaderElector | None = None, holder: str | None = None, interval_s: float = 30.0,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self.store = store
+        self.journal = Journal(store)
+        self.schedules = tuple(schedules)
+        self.job = job
+        self.elector = elector
+        self.holder = holder or (elector.identity if elector else default_identity())
+        self.interval_s = interval_s
+        self.clock = clock
+        self._scheduler: Any = None
+
+    @property
+    def leader(self) -> bool:
+        return self.elector is None or self.elector.leader
+
+    def tick(self, now: datetime | None = None) -> list[SlotOutcome]:
+        """One round: renew or take the Lease; when leading, post each channel's due slot."""
+        now = now or self.clock()
+        if self.elector is not None and not self.elector.step(now):
+            return []
+        return [o for s in self.schedules if (o := self._run(s, now)) is not None]
+
+    def _run(self, schedule: Schedule, now: datetime) -> SlotOutcome | None:
+        slot = due_slot(schedule, now)
+        if slot is None:
+            return None
+        key = slot_key(schedule.channel, slot)
+        if self.journal.slot_done(key) is not None:
+            return SlotOutcome(schedule.channel, slot, key, "taken")
+        # held for the whole grace window: nobody else runs this slot, even after a crash mid-post
+        if not self.store.claim(key, self.holder, ttl_s=schedule.grace_s + self.interval_s, now=now):
+            return SlotOutcome(schedule.channel, slot, key, "taken")
+        late = is_late(schedule, slot, now)
+        try:
+            handover_id = self.job(schedule.channel, slot, late)
+        except Exception as e:  # the job's failure is recorded; the scheduler goes on
+            log.exception("handover for %s at %s failed", schedule.channel, slot.isoformat())
+            self.journal.finish_slot(key, schedule.channel, slot, state="failed", holder=self.holder, late=late,
+                                     error=str(e)[:500], now=now)
+            return SlotOutcome(schedule.channel, slot, key, "failed", late, error=str(e))
+        self.journal.finish_slot(key, schedule.channel, slot, state="posted", holder=self.holder, late=late,
+                                 handover_id=handover_id, now=now)
+        return SlotOutcome(schedule.channel, slot, key, "posted", late, handover_id)
+
+    # ------------------------------------------------------------------ the real clock
+
+    def start(self) -> None:
+        """Tick now and then every `interval_s` on a background APScheduler."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        scheduler = BackgroundScheduler(timezone=UTC)
+        scheduler.add_job(self._safe_tick, IntervalTrigger(seconds=self.interval_s), id="handover-tick",
+                          max_instances=1, coalesce=True, next_run_time=datetime.now(UTC))
+        scheduler.start()
+        self._scheduler = scheduler
+
+    def _safe_tick(self) -> None:
+        try:
+            self.tick()
+        except Exception:  # a tick that fails is logged; the next one runs
+            log.exception("scheduler tick failed")
+
+    def shutdown(self) -> None:
+        """Stop ticking and release the Lease."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+        if self.elector is not None:
+            self.elector.release(self.clock())
+
+
+def handover_job(store: Store, post: Callable[[Any], Any], *, read_state: Any = None,
+                 read_object: Any = None, actor: str = "gpumem") -> Job:
+    """The job that builds a channel's handover, gives it to `post` and records it."""
+    from bot.service.handover import post_handover
+
+    def job(channel: str, slot: datetime, late: bool) -> int | None:
+        record = post_handover(store, post, channel=channel, actor=actor, slot=slot, late=late,
+                               read_state=read_state, read_object=read_object)
+        return record.id
+
+    return job
