@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "notes": "bot.cli.handover",
     "handover": "bot.cli.handover",
     "rules": "bot.cli.rules",
+    "fleet": "bot.cli.fleet",
     "agent": "bot.agent.command",
     "serve": "bot.slack.serve",
 }

@@ -246,6 +246,37 @@ def _handover(sub: argparse._SubParsersAction, verb: str) -> None:
     add_common(p)
 
 
+def _fleet(sub: argparse._SubParsersAction, verb: str) -> None:
+    from bot.service import fleet as f
+
+    p = sub.add_parser(verb, help="the whole fleet from Prometheus: which services are closest to OOM",
+                       description="Rank every vLLM, SGLang and TGI service Prometheus sees by how close its "
+                                   "KV cache, queue, preemptions, OOM kills and restarts, GPU memory, TTFT p99 and "
+                                   "long-request share are to the runbook's lines, closest to trouble first, with "
+                                   "the gpumem triage command for each. A fixed number of queries, however many "
+                                   "services; a query that fails costs its columns, not the view.")
+    p.add_argument("-n", "--namespace", type=f.namespace_name, action="append", default=None, metavar="NS",
+                   help="only this namespace (repeatable; default: every namespace)")
+    p.add_argument("--engine", type=engine_choice, action="append", default=None, metavar="ENGINE",
+                   help="only services of this engine: vllm, sglang, tgi (repeatable; default: all, and GPU "
+                        "pods that run none)")
+    p.add_argument("--top", type=f.top_count, default=None, metavar="N", help="show the first N services only")
+    p.add_argument("--at", type=since, default=None, metavar="WHEN",
+                   help="read the fleet as it was then: a duration back (30m, 2h) or an ISO 8601 time")
+    p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG): its prometheus")
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (token: $GPUMEM_PROMETHEUS_TOKEN)")
+    p.add_argument("--timeout", type=seconds(600), default=None, metavar="S",
+                   help="seconds each query may take (default: the config's timeout_s, else 10)")
+    add_common(p)
+
+
+def engine_choice(text: str) -> str:
+    """One engine name (argparse `choices` would not combine with a repeatable type)."""
+    if text not in ENGINES:
+        raise argparse.ArgumentTypeError(f"unknown engine {text!r}; give one of {', '.join(ENGINES)}")
+    return text
+
+
 #: verb -> its arguments; the order is the order of `gpumem --help`
 VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "triage": _triage,
@@ -263,6 +294,7 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "notes": _notes,
     "handover": _handover,
     "rules": _rules,
+    "fleet": _fleet,
     "serve": _serve,
 }
 

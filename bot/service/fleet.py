@@ -1,0 +1,96 @@
+"""The fleet use case (`gpumem fleet`): which services are closest to trouble, fleet-wide.
+
+A fixed number of PromQL queries (`collectors.prometheus.fleet`), whatever the number of
+services, ranked by the runbook's lines (`runbooks.alerts.fleet`). A query that fails costs
+its columns, never the view; only when none answers is there nothing to show (exit 3).
+
+>>> top_count("5")
+5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from runbooks.model.errors import UsageError
+
+if TYPE_CHECKING:
+    from bot.render.fleet import FleetOutcome
+    from collectors.prometheus.client import PrometheusClient
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def top_count(text: str) -> int:
+    """`--top N`: a whole number of services, at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of services, at least 1")
+    return n
+
+
+def namespace_name(text: str) -> str:
+    """`--namespace NS`: a Kubernetes namespace name (a DNS label)."""
+    import re
+
+    if len(text) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name: lower-case letters, digits and '-'")
+    return text
+
+
+def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str] | None = None,
+               namespaces: Sequence[str] = (), top: int | None = None, window_s: int | None = None) -> FleetOutcome:
+    """Read the fleet through `client` at `now` and rank it; never raises for Prometheus trouble."""
+    from bot.render.fleet import FleetOutcome, Missing
+    from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
+    from runbooks.alerts.engines import ENGINES
+    from runbooks.alerts.fleet import rank
+
+    chosen = tuple(engines) if engines else ENGINES
+    window = window_s or DEFAULT_WINDOW_S
+    readings = read_fleet(client, now=now, engines=chosen, namespaces=namespaces, window_s=window)
+    ranked = rank(readings.services)
+    missing = tuple(Missing(n.query, n.columns, n.issue.kind, n.issue.message) for n in readings.not_read)
+    return FleetOutcome(rows=ranked[:top] if top else ranked, total=len(ranked), missing=missing,
+                        queries=dict(readings.queries), at=now, window_s=window,
+                        namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
+
+
+def prometheus_client(args: argparse.Namespace) -> PrometheusClient:
+    """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
+    Prometheus; UsageError no_prometheus when there is neither."""
+    from bot.service.settings import load_settings
+    from collectors.prometheus.client import PrometheusClient
+
+    settings = load_settings(args.config, os.environ)
+    cluster = settings.cluster(None)  # the default cluster's Prometheus, as triage reads it
+    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    timeout = args.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
+    if args.prometheus:
+        if not args.prometheus.startswith(("http://", "https://")):
+            raise UsageError("bad_prometheus_url", url=args.prometheus)
+        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
+        return PrometheusClient(args.prometheus, bearer_token=token, timeout_s=timeout)
+    if prom is None:
+        raise UsageError("no_prometheus")
+    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
+    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
+                            basic_auth=basic, timeout_s=timeout, verify=prom.ca_file or True)
+
+
+def run_fleet(args: argparse.Namespace, now: datetime | None = None) -> FleetOutcome:
+    """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
+    now = now or datetime.now(UTC)
+    if isinstance(args.at, timedelta):
+        now = now - args.at
+    elif isinstance(args.at, datetime):
+        now = args.at
+    client = prometheus_client(args)
+    return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
