@@ -4,8 +4,8 @@ Prometheus (or Thanos, Mimir, VictoriaMetrics behind the same API) does the aggr
 query takes all engines' series at once, derives the Deployment (else StatefulSet, else pod)
 from the pod's name the way the alert rules do (`runbooks.alerts.promql.workload`), and answers
 one series per (namespace, deployment[, engine]). So the number of queries is `len(queries(...))`
-(9, or 8 with --engine, which leaves out the GPU-memory query of engine-less pods), for 3
-services or 3000.
+for 3 services or 3000: 9 for every engine; with --engine fewer (no GPU-memory query of
+engine-less pods, none for a column no chosen engine exports: TGI has no preemptions or TTFT).
 
 | query | columns | PromQL, per engine, joined with `or` |
 | --- | --- | --- |
@@ -206,7 +206,7 @@ def queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str] = (),
     >>> sorted(queries())
     ['gpu_used', 'kv_max', 'kv_now', 'long_share', 'oom_kills', 'preemptions', 'queue', 'restarts', 'ttft_p99']
     >>> len(queries(("tgi",))), 'tgi' in queries(("tgi",))["queue"], 'vllm' in queries(("tgi",))["queue"]
-    (7, True, False)
+    (6, True, False)
     """
     b = _Builder(engines or ENGINES, namespaces, window_s)
     all_engines = set(b.engines) == set(ENGINES)

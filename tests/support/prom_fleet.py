@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import requests
+
+from tests.support.loopback import LoopbackServer
 from tests.support.prom_harness import (
     STEP_S,
     PromServer,
@@ -269,3 +275,54 @@ def run_fleet_prometheus(workdir: Path, fleet: Fleet, end_s: int) -> Iterator[Pr
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+# ------------------------------------------------------------------ a proxy that breaks one query
+
+
+class BreakingProxy(LoopbackServer):
+    """Forwards the query API to `upstream`, except queries whose PromQL contains `marker`:
+    those get HTTP `status` (500 by default), or, with `delay_s`, an answer that late."""
+
+    thread_name = "prom-proxy"
+
+    def __init__(self, upstream: str, marker: str, status: int = 500, delay_s: float = 0.0):
+        self.upstream, self.marker, self.status, self.delay_s = upstream, marker, status, delay_s
+        self.broken: list[str] = []
+
+    class handler(BaseHTTPRequestHandler):
+        server_state: BreakingProxy
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._serve(parse_qs(urlsplit(self.path).query))
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+            self._serve(parse_qs(body))
+
+        def _serve(self, params: dict[str, list[str]]) -> None:
+            proxy = self.server_state
+            promql = (params.get("query") or [""])[0]
+            if proxy.marker in promql:
+                proxy.broken.append(promql)
+                if proxy.delay_s:
+                    time.sleep(proxy.delay_s)
+                else:
+                    self._answer(proxy.status, b"upstream exploded", "text/plain")
+                    return
+            flat = {k: v[0] for k, v in params.items()}
+            resp = requests.post(proxy.upstream + urlsplit(self.path).path, data=flat, timeout=30)
+            self._answer(resp.status_code, resp.content, resp.headers.get("Content-Type", "application/json"))
+
+        def _answer(self, status: int, body: bytes, ctype: str) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout)
