@@ -190,11 +190,12 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
                                t.priority, t.actor, t.channel) for t in triages)
     plans = store.plans(limit=1000)
     applied_at = _applied_times(store)
-    changes = tuple(_change(p) for p in plans
+    changes = tuple(_change(p) for p in sorted(plans, key=lambda p: p.updated_at)
                     if p.state in CHANGE_STATES and (p.updated_at >= start or p.state in ("proposed", "approved"))
                     and p.updated_at <= now)
-    temporary = tuple(m for p in plans if p.state in ("applied", "watched")
-                      for m in _temporary(p, applied_at.get(p.plan.id, p.updated_at), now, read_object))
+    temporary = tuple(sorted((m for p in plans if p.state in ("applied", "watched")
+                              for m in _temporary(p, applied_at.get(p.plan.id, p.updated_at), now, read_object)),
+                             key=lambda m: (m.since, m.plan)))
     notes = tuple(journal.notes(since=start, until=now, channel=channel))
     targets = sorted({i.target for i in incidents if i.target and "/" in i.target}
                      | {c.target for c in changes} | {m.target for m in temporary}
@@ -287,7 +288,7 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
     namespace, name = target.split("/", 1)
     last: TriageRecord | None = journal.last_triage(namespace, name, until=now)
     mine = [p for p in plans if _target(p) == target]
-    applied = [p for p in mine if p.state in ("applied", "watched", "failed")]
+    applied = sorted((p for p in mine if p.state in ("applied", "watched", "failed")), key=lambda p: p.plan.created_at)
     flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in applied for c in p.plan.changes)
     split = any(p.plan.action_id == "split_pools" for p in applied)
     temps = [m for m in temporary if m.target == target]

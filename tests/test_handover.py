@@ -1,0 +1,176 @@
+"""The shift handover: window, incidents, changes with approvers, stop-gaps confirmed against the
+live object (the Kubernetes stand-in), notes, watch next, the runbook template, and the
+Prometheus state read from a real Prometheus in a constant number of queries."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.actuator.writer import KubeWriter
+from bot.main import main
+from bot.render.handover import handover_text
+from bot.service.handover import PROM_QUERIES, build_handover, post_handover, prometheus_state
+from bot.service.notes import add_note, record_triage
+from bot.store.db import Store
+from bot.store.notes import Journal
+from runbooks.model.changes import Change
+from runbooks.model.report import Report, Verdict
+from runbooks.remediation.plan import Plan, PlanTarget
+from tests.support import prom_harness as h
+from tests.support.kube_fixtures import running_scenario
+
+T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
+NOW = T0 + timedelta(hours=6)
+
+
+def _plan(plan_id: str, changes: tuple, name: str = "vllm-server", action: str = "lower_max_num_seqs",
+          at: datetime = T0) -> Plan:
+    return Plan(plan_id, PlanTarget(None, "llm", "Deployment", name), action, changes, "41", 3, (),
+                "application/json-patch+json", "U1", at, at + timedelta(minutes=15), 1, "triage")
+
+
+def _applied(store: Store, plan: Plan, at: datetime, approver: str = "U2") -> None:
+    store.add_plan(plan, now=at)
+    store.approve(plan.id, approver, plan.content_hash, now=at)
+    store.move(plan.id, "applying", actor=approver, now=at)
+    store.move(plan.id, "applied", actor=approver, now=at)
+
+
+@pytest.fixture
+def shift() -> Store:
+    store = Store.memory()
+    _applied(store, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),)), T0)
+    _applied(store, _plan("p-scale", (Change.scale(1, 2),), action="scale_out", at=T0 + timedelta(minutes=5)),
+             T0 + timedelta(minutes=5))
+    _applied(store, _plan("p-back", (Change.set_arg("vllm", "max-model-len", 32768, 16384),), name="other",
+                          at=T0 + timedelta(minutes=10)), T0 + timedelta(minutes=10))
+    store.move("p-back", "rolled_back", actor="U2", now=T0 + timedelta(hours=1))
+    store.add_plan(_plan("p-wait", (Change.set_arg("vllm", "gpu-memory-utilization", 0.9, 0.85),), name="third",
+                         at=NOW - timedelta(minutes=5)), now=NOW - timedelta(minutes=5))
+    record_triage(store, Report(target="llm/vllm-server", model="Qwen2.5-72B", engine="vllm", gpu="H100 80GB",
+                                verdict=Verdict("kv_cache", priority="highest")), actor="cli:ana", now=T0 - timedelta(minutes=2))
+    add_note(store, "U042", "max-num-seqs lowered while the batch job runs", target="llm/vllm-server", channel="C1",
+             now=T0 + timedelta(minutes=1))
+    return store
+
+
+def test_the_handover_lists_incidents_changes_stopgaps_notes_and_what_to_watch(shift):
+    ho = build_handover(shift, channel="C1", since=T0 - timedelta(hours=1), now=NOW)
+    assert ho.since_from == "since"
+    assert [(i.target, i.verdict, i.priority) for i in ho.incidents] == [("llm/vllm-server", "kv_cache", "highest")]
+    changes = {c.plan: c for c in ho.changes}
+    assert {p: c.state for p, c in changes.items()} == {"p-seqs": "applied", "p-scale": "applied",
+                                                        "p-back": "rolled_back", "p-wait": "proposed"}
+    assert changes["p-seqs"].approvers == ("U2",) and changes["p-seqs"].changes == ("--max-num-seqs 128 -> 64",)
+    temp = {m.what: m for m in ho.temporary}
+    assert set(temp) == {"max-num-seqs", "replicas"}  # the rolled-back max-model-len is not in place
+    assert (temp["max-num-seqs"].value, temp["max-num-seqs"].since, temp["max-num-seqs"].age_s) == (64, T0, 6 * 3600)
+    assert all(m.live == "unconfirmed" for m in ho.temporary)
+    assert [n.text for n in ho.notes] == ["max-num-seqs lowered while the batch job runs"]
+    assert any(w.startswith("p-wait on llm/third awaits approval") for w in ho.watch_next)
+    assert any("max-num-seqs 64 is a stop-gap for 6.0 h (unconfirmed)" in w for w in ho.watch_next)
+    assert ho.state is None  # no Prometheus configured
+    text = handover_text(ho, "en")
+    assert "llm/vllm-server: max-num-seqs 64 since 2026-12-01 02:14Z (6.0 h), set as a stop-gap: " \
+           "restore or make permanent [unconfirmed]" in text
+
+
+def test_the_template_fills_what_is_stored_and_says_unknown_for_the_rest(shift):
+    ho = build_handover(shift, since=T0 - timedelta(hours=1), now=NOW)
+    services = {s.target: s for s in ho.services}
+    vllm = services["llm/vllm-server"]
+    assert vllm.model_precision == "Qwen2.5-72B (precision unknown)"
+    assert vllm.pool == "vllm, H100 80GB" and vllm.layer == "kv_cache"
+    assert vllm.request_profile == "unknown" and vllm.oom_rejects == "unknown"
+    assert vllm.flags_changed == ("--max-num-seqs 128 -> 64 (p-seqs, applied)", "replicas 1 -> 2 (p-scale, applied)")
+    assert vllm.pools_split == "not split"
+    assert vllm.rollback_needed.startswith("if the stop-gap is not made permanent: p-seqs (max-num-seqs)")
+    assert "max-num-seqs 64 since 02:14Z: restore or make permanent" in vllm.temporary_review
+    third = services["llm/third"]  # only a proposed plan, never triaged
+    assert (third.model_precision, third.pool, third.layer, third.rollback_needed) == (
+        "unknown", "unknown", "unknown", "no: nothing applied")
+
+
+def test_stopgaps_are_confirmed_or_found_changed_against_the_live_object(shift, tmp_path):
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        ho = build_handover(shift, since=T0, now=NOW, read_object=KubeWriter(sc.api()).read)
+    temp = {m.what: m for m in ho.temporary}
+    assert (temp["replicas"].live, temp["replicas"].live_value) == ("confirmed", 2)  # live replicas: 2
+    assert (temp["max-num-seqs"].live, temp["max-num-seqs"].live_value) == ("changed", "128")  # someone restored it
+
+    def unreachable(kind, namespace, name):
+        raise OSError("connection refused")
+
+    assert {m.live for m in build_handover(shift, since=T0, now=NOW, read_object=unreachable).temporary} == {
+        "unconfirmed"}
+
+
+def test_the_window_starts_where_the_channels_last_handover_ended(shift):
+    posted = []
+    first = post_handover(shift, posted.append, channel="C1", now=T0 + timedelta(hours=3))
+    assert first.since == T0 + timedelta(hours=3) - timedelta(hours=12) and len(posted) == 1
+    second = build_handover(shift, channel="C1", now=NOW)
+    assert (second.since, second.since_from) == (T0 + timedelta(hours=3), "previous")
+    assert second.incidents == () and second.notes == ()  # both before the last handover
+    assert [c.plan for c in second.changes] == ["p-wait"]  # still awaiting approval
+    assert build_handover(shift, channel="C2", now=NOW).since_from == "default"
+    assert Journal(shift).last_handover("C1").body["since_from"] == "default"
+
+
+def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
+    db = tmp_path / "s.db"
+    store = Store.open(db)
+    now = datetime.now(UTC)
+    _applied(store, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),), at=now), now)
+    store.close()
+    assert main(["handover", "--since", "1h", "--store", str(db), "--offline", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"channel", "since", "until", "since_from", "late", "incidents", "changes", "temporary",
+                        "notes", "watch_next", "services", "state", "state_issue"}
+    assert set(doc["temporary"][0]) == {"plan", "target", "what", "old", "value", "since", "age_s", "live",
+                                        "live_value", "review"}
+    assert set(doc["changes"][0]) == {"plan", "target", "state", "action", "changes", "requested_by", "approvers",
+                                      "at"}
+    assert set(doc["services"][0]) == {"target", "model_precision", "pool", "oom_rejects", "request_profile",
+                                       "layer", "flags_changed", "pools_split", "rollback_needed",
+                                       "temporary_review", "last_triage"}
+    assert main(["handover", "--store", str(db), "--offline", "--lang", "zh"]) == 0
+    assert "仍在生效的临时措施（1）" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    try:
+        with h.run_prometheus(tmp_path_factory.mktemp("prometheus")) as running:
+            yield running
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom):
+    from collectors.prometheus.client import PrometheusClient
+
+    client = PrometheusClient(prom.url, timeout_s=10)
+    targets = ["llm/vllm-server", f"{h.TGI_NS}/tgi", "staging/vllm-server", f"{h.SGL_NS}/sgl"]
+    states = prometheus_state(client, targets, prom.end - timedelta(hours=1), prom.end)
+    assert client.queries_sent == len(PROM_QUERIES) == 6
+    by = {s.target: s for s in states}
+    vllm = by["llm/vllm-server"]
+    assert vllm.kv_usage_peak == pytest.approx(h.KV_USAGE_PEAK) and vllm.queue_peak == h.QUEUE_PEAK
+    assert vllm.queue_now == 4 and vllm.oom_kills == pytest.approx(2)
+    assert vllm.preemptions == pytest.approx(h.PREEMPTIONS_PER_S * 900, rel=0.05)
+    assert by[f"{h.TGI_NS}/tgi"].queue_now == h.TGI_QUEUE
+    assert by[f"{h.SGL_NS}/sgl"].kv_usage_now == pytest.approx(h.SGL_USAGE)
+    # the same Deployment name in another namespace is its own service, never mixed into llm's
+    assert (by["staging/vllm-server"].kv_usage_peak, by["staging/vllm-server"].queue_now) == (1.0, 500)
+    store = Store.memory()
+    record_triage(store, Report(target="llm/vllm-server", verdict=Verdict("kv_cache")), actor="t",
+                  now=prom.end - timedelta(minutes=5))
+    add_note(store, "U1", "sglang fine", target=f"{h.SGL_NS}/sgl", now=prom.end - timedelta(minutes=4))
+    ho = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end,
+                        read_state=lambda t, s, u: prometheus_state(client, t, s, u))
+    assert [s.target for s in ho.state] == ["llm/vllm-server", f"{h.SGL_NS}/sgl"]  # closest to trouble first
+    assert "llm/vllm-server: 2 OOM kill(s) this shift" in ho.watch_next
