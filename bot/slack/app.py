@@ -125,6 +125,9 @@ class Bot:
                         len(interrupts), time.monotonic() - started)
             self.client.timeout = max(1, int(grace_s / 2) or 1)
             run_bounded(interrupts, max(0.0, self.stopping.hard_left() - 0.5), what="interrupt")
+        close_runner = getattr(self.work.runner, "close", None)
+        if callable(close_runner):  # worker processes (bot.service.runners.ProcessRunner) end with the bot
+            close_runner()
         return idle
 
     def close(self, timeout_s: float = 30.0) -> None:

@@ -102,32 +102,87 @@ def configure_logging(level: str, settings: Any) -> None:
 
 
 def build_from_settings(settings: Any, environ: Mapping[str, str], limits: Any = None) -> Any:
-    """The bot with the runners this deployment has: live triage, bundles from the config, verbs in a worker."""
+    """The bot with the runners this deployment has: live triage, bundles from the config, verbs in a worker.
+
+    Triage runs in `workers.pool_size` worker processes, started and warmed here (matplotlib,
+    fonts, the parsers, the Kubernetes client, one triage of the first configured bundle), so
+    neither the first command pays for that nor do triages compete with the acks for the GIL.
+    This returns once they are warm: the HTTP face is started after it.
+    """
+    from bot.service.runners import ProcessRunner
     from bot.service.verbs import WorkerVerbRunner
-    from bot.slack.app import build_bot
+    from bot.slack.app import build_bot, secrets_of
     from bot.slack.limits import ServeLimits
+    from bot.slack.work import warm_up
 
-    return build_bot(settings, choose_runner(settings), WorkerVerbRunner(settings.deadlines.verb_s),
-                     limits=limits or ServeLimits.from_environ(environ))
+    runner = ProcessRunner(choose_runner(settings), settings.workers.pool_size, secrets=secrets_of(settings))
+    try:
+        pids = runner.start()
+        warm_up(_langs(settings))
+        bot = build_bot(settings, runner, WorkerVerbRunner(settings.deadlines.verb_s),
+                        limits=limits or ServeLimits.from_environ(environ))
+    except BaseException:
+        runner.close()
+        raise
+    log.info("triage workers ready: %s", ", ".join(map(str, pids)))
+    return bot
 
 
-def choose_runner(settings: Any) -> Any:
+def _langs(settings: Any) -> set[str]:
+    langs = {settings.slack.default_lang}
+    langs.update(getattr(policy, "lang", None) or settings.slack.default_lang
+                 for policy in settings.slack.channels.values())
+    return langs
+
+
+def choose_runner(settings: Any) -> ConfiguredRunner:
     """Targets named under `bundles:` read their bundle; every other target goes live (if built in)."""
-    from bot.service.runners import BundleRunner, TargetNotFound, live_runner
+    return ConfiguredRunner(settings)
 
-    live = live_runner(settings)
-    bundles = BundleRunner(settings.bundles, lang=settings.slack.default_lang) if settings.bundles else None
-    if live is None and bundles is None:
-        log.warning("no live triage in this build and no bundles in the config: every target is unknown")
 
-    def runner(target: str, context: str | None, on_step: Any) -> Any:
+class ConfiguredRunner:
+    """The TriageRunner of a deployment, picklable (it is sent to each triage worker process):
+    targets named under `bundles:` read their bundle, every other target goes live (if built in).
+    Its runners are built where it runs, on first use or by `warm()`."""
+
+    def __init__(self, settings: Any):
+        self.settings = settings
+        self._runners: tuple[Any, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "_runners": None}
+
+    def _built(self) -> tuple[Any, Any]:
+        if self._runners is None:
+            from bot.service.runners import BundleRunner, live_runner
+
+            settings = self.settings
+            live = live_runner(settings)
+            bundles = BundleRunner(settings.bundles, lang=settings.slack.default_lang) if settings.bundles else None
+            if live is None and bundles is None:
+                log.warning("no live triage in this build and no bundles in the config: every target is unknown")
+            self._runners = (live, bundles)
+        return self._runners
+
+    def warm(self) -> None:
+        """Build the runners (the live one imports the Kubernetes client) and warm the bundle one."""
+        from bot.service.runners import warm_charts
+
+        _, bundles = self._built()
+        if bundles is not None:
+            bundles.warm()
+        else:
+            warm_charts(self.settings.slack.default_lang)
+
+    def __call__(self, target: str, context: str | None, on_step: Any) -> Any:
+        from bot.service.runners import TargetNotFound
+
+        live, bundles = self._built()
         if bundles is not None and target in bundles.bundles:
             return bundles(target, context, on_step)
         if live is None:
             raise TargetNotFound(target)
         return live(target, context, on_step)
-
-    return runner
 
 
 def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:

@@ -63,6 +63,17 @@ class Job:
         return (self.target or self.command.verb).replace("/", "-")
 
 
+def warm_up(langs: set[str] | list[str] | tuple[str, ...]) -> None:
+    """What answering the first job would load in this process, loaded at start-up: each
+    language's catalog and the compiled report template. (The runner's own warm-up, the charts
+    and the parsers, happens where it runs: see `bot.service.runners.ProcessRunner`.)"""
+    from bot.render.templating import environment
+
+    for lang in langs:
+        Catalog.load(lang)
+    environment().get_template("triage.txt.j2")
+
+
 def error_reply(cat: Catalog, error: GpumemError, target: str | None) -> str:
     """The Slack wording of a GpumemError that ended a job: the Slack surface's one mapping.
 

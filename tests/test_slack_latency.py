@@ -1,0 +1,126 @@
+"""Triage in worker processes, warmed at start-up: behaviour only (the speed is the benchmark's,
+`benchmarks/bench_slack_ack.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.service.runners import ProcessRunner, WorkerCrashed
+from bot.service.runners import TargetNotFound as NoSource
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class PidRunner:
+    """A picklable runner that says which process ran it, with two progress steps."""
+
+    def __call__(self, target: str, context: str | None, on_step):
+        if target == "llm/unknown":
+            raise NoSource(target)
+        if target == "llm/bug":
+            raise ValueError("a bug")
+        on_step(1, 2, "evidence")
+        on_step(2, 2, "verdict")
+        return {"pid": os.getpid(), "target": target, "context": context}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    run = ProcessRunner(PidRunner(), workers=2)
+    pids = run.start()
+    yield run, pids
+    run.close()
+
+
+def test_triage_runs_in_a_warmed_worker_process_and_relays_its_progress(runner):
+    run, pids = runner
+    assert len(pids) == 2 and os.getpid() not in pids
+    steps = []
+    out = run("llm/vllm-server", "prod", lambda *step: steps.append(step))
+    assert out["pid"] in pids and out["pid"] != os.getpid()
+    assert out["target"] == "llm/vllm-server" and out["context"] == "prod"
+    assert steps == [(1, 2, "evidence"), (2, 2, "verdict")]
+
+
+def test_a_worker_error_comes_back_as_itself_and_a_bug_as_a_crash(runner):
+    run, _ = runner
+    with pytest.raises(NoSource) as e:
+        run("llm/unknown", None, lambda *_: None)
+    assert e.value.code == NoSource.NO_SOURCE and str(e.value) == "llm/unknown"
+    with pytest.raises(ValueError, match="a bug"):
+        run("llm/bug", None, lambda *_: None)
+    assert not issubclass(WorkerCrashed, ValueError)
+
+
+def test_a_closed_runner_refuses_and_its_workers_end():
+    run = ProcessRunner(PidRunner(), workers=1)
+    pids = run.start()
+    run.close()
+    with pytest.raises(RuntimeError):
+        run("llm/vllm-server", None, lambda *_: None)
+    deadline = time.monotonic() + 20
+    while pids and time.monotonic() < deadline:  # terminated (and reaped by the forkserver)
+        pids = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.05)
+    assert pids == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+SCRIPT = r"""
+import json, os, sys, threading
+from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
+from tests.support.slack_kit import env_for, write_config, example_targets, is_diagnosis, SECRET, CHANNEL
+from bot.service.settings import load_settings
+from bot.slack.serve import build_from_settings, serve_http
+import requests, pathlib, tempfile
+
+tmp = pathlib.Path(tempfile.mkdtemp())
+bundles = "bundles:\n" + "".join(f"  {t}: {f}\n" for t, f in example_targets().items())
+with FakeSlack() as fake:
+    settings = load_settings(write_config(tmp, extra=bundles), env_for(fake))
+    bot = build_from_settings(settings, {**os.environ, **env_for(fake)})
+    server = serve_http(bot, "127.0.0.1", 0)
+    started_with = "matplotlib" in sys.modules
+    try:
+        body = slash_body("triage llm/vllm-server", fake.response_url(1), channel=CHANNEL)
+        ack = requests.post(server.url + "/slack/events", data=body.encode(), headers=signed_headers(SECRET, body),
+                            timeout=10)
+        final = fake.wait_for("chat.update", where=is_diagnosis, timeout=60)[0]
+        uploads = fake.wait_for("files.completeUploadExternal", 3, timeout=60)
+        names = sorted(f["name"] for u in uploads for f in u.response["files"])
+    finally:
+        server.close()
+        pids = bot.work.runner.pids()
+        bot.close(timeout_s=30)
+print(json.dumps({"ack": ack.status_code, "started_with_matplotlib": started_with,
+                  "matplotlib": "matplotlib" in sys.modules, "main": os.getpid(), "workers": pids,
+                  "text": final.args["text"], "names": names}))
+"""
+
+
+def test_served_triage_never_loads_matplotlib_in_the_main_process():
+    """`gpumem serve`'s bot: the charts are drawn in the warmed workers, so neither start-up nor
+    the first command imports matplotlib in the process that acks."""
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ack"] == 200 and "llm/vllm-server" in out["text"]
+    assert out["workers"] and out["main"] not in out["workers"]
+    assert not out["started_with_matplotlib"] and not out["matplotlib"]
+    assert any(n.endswith("memory.png") for n in out["names"]) or any(n.endswith(".png") for n in out["names"])
+    assert any(n.endswith("bundle.tar.gz") for n in out["names"])
