@@ -161,3 +161,30 @@ def test_the_scheduler_runs_on_apscheduler_and_stops_cleanly():
     assert len(job.calls) == 1 and job.calls[0][0] == "C1"
     assert now - timedelta(minutes=1) < job.calls[0][1] <= datetime.now(UTC)  # this minute's slot, on time
     assert job.calls[0][2] is False
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('{cron: "0 9 * * *"}', "schedules.0: each schedule needs a channel"),
+    ("{channel: C1}", "schedules.0: each schedule needs a cron"),
+    ('{channel: C1, cron: "0 25 * * *"}', "schedules.0.cron: '0 25 * * *' is not a five-field crontab"),
+    ('{channel: C1, cron: "0 9 * * *", timezone: Mars/Olympus}', "schedules.0.timezone: 'Mars/Olympus' is not"),
+    ('{channel: C1, cron: "0 9 * * *", every: 1}', "every"),
+])
+def test_a_bad_schedule_is_named_by_file_line_and_field(tmp_path, entry, message):
+    from bot.service.settings import SettingsError, load_settings
+
+    config = tmp_path / "gpumem.yaml"
+    config.write_text(f"schedules:\n  - {entry}\n")
+    with pytest.raises(SettingsError) as e:
+        load_settings(config, {})
+    assert str(config) in str(e.value) and message in str(e.value)
+
+
+def test_schedules_default_to_utc_and_an_hour_of_grace(tmp_path):
+    from bot.service.settings import load_settings
+
+    config = tmp_path / "gpumem.yaml"
+    config.write_text('schedules:\n  - {channel: C1, cron: "30 8 * * 1-5"}\nscheduler: {lease_duration_s: 15}\n')
+    settings = load_settings(config, {})
+    assert settings.schedules == (Schedule("C1", "30 8 * * 1-5", "UTC", 3600.0),)
+    assert settings.scheduler.lease_duration_s == 15 and settings.scheduler.lease_namespace is None
