@@ -308,13 +308,18 @@ class BreakingProxy(LoopbackServer):
             promql = (params.get("query") or [""])[0]
             if proxy.marker in promql:
                 proxy.broken.append(promql)
-                if proxy.delay_s:
+                if proxy.delay_s:  # the client has given up by then: a late gateway timeout
                     time.sleep(proxy.delay_s)
+                    self._answer(504, b"upstream timed out", "text/plain")
                 else:
                     self._answer(proxy.status, b"upstream exploded", "text/plain")
-                    return
+                return
             flat = {k: v[0] for k, v in params.items()}
-            resp = requests.post(proxy.upstream + urlsplit(self.path).path, data=flat, timeout=30)
+            try:
+                resp = requests.post(proxy.upstream + urlsplit(self.path).path, data=flat, timeout=30)
+            except requests.RequestException:
+                self._answer(502, b"upstream unreachable", "text/plain")
+                return
             self._answer(resp.status_code, resp.content, resp.headers.get("Content-Type", "application/json"))
 
         def _answer(self, status: int, body: bytes, ctype: str) -> None:
