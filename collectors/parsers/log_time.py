@@ -3,7 +3,8 @@
 Accepted: RFC 3339 / ISO 8601 with `T` or a space, any number of fraction digits (kubectl
 prints nanoseconds), `Z` or an offset, and the compact forms `2026-03-09T2011Z` (HHMM) and
 `20260309T201105Z`; times without a zone are UTC. Unix epochs in seconds, milliseconds,
-microseconds or nanoseconds.
+microseconds or nanoseconds. The Common Log Format time that nginx and Apache write,
+`10/Oct/2026:13:55:36 +0000`, is read by `clf_time` (not by `parse_time`).
 
 >>> parse_time("2026-03-09T2011Z")
 datetime.datetime(2026, 3, 9, 20, 11, tzinfo=datetime.timezone.utc)
@@ -19,6 +20,11 @@ _ISO = re.compile(
     r"\s*(Z|z|UTC|[+-]\d{2}(?::?\d{2})?)?",
     re.ASCII,
 )
+
+#: the nginx/Apache `$time_local` form inside its brackets: day/month name/year:hh:mm:ss zone
+CLF_TIME = re.compile(r"(\d{2})/([A-Za-z]{3})/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})", re.ASCII)
+_MONTHS = {name: i for i, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                                              "Nov", "Dec"), start=1)}
 
 # epochs between 2000 and 2100 in each unit; anything else is not a time
 _EPOCH_MIN_S, _EPOCH_MAX_S = 946_684_800, 4_102_444_800
@@ -54,6 +60,28 @@ def _from_match(m: re.Match[str]) -> datetime | None:
         except OverflowError:
             return None
     return at
+
+
+def clf_time(text: str) -> datetime | None:
+    """A Common Log Format time (`10/Oct/2026:13:55:36 +0000`, English month names as nginx and
+    Apache write them) as a UTC datetime, or None.
+
+    >>> clf_time("10/Oct/2026:13:55:36 +0200").isoformat()
+    '2026-10-10T11:55:36+00:00'
+    """
+    m = CLF_TIME.fullmatch(text.strip())
+    if m is None:
+        return None
+    day, month_name, year, hour, minute, second, sign, zone_h, zone_m = m.groups()
+    month = _MONTHS.get(month_name)
+    if month is None or int(zone_h) > 23 or int(zone_m) > 59:
+        return None
+    try:
+        at = datetime(int(year), month, int(day), int(hour), int(minute), int(second), tzinfo=UTC)
+        offset = timedelta(hours=int(zone_h), minutes=int(zone_m))
+        return at - offset if sign == "+" else at + offset
+    except (ValueError, OverflowError):
+        return None
 
 
 def epoch_time(value: float | int | str) -> datetime | None:
