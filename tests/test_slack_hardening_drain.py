@@ -193,8 +193,9 @@ def test_sigterm_with_slack_up_cancels_the_queue_and_interrupts_what_still_runs(
     for c in fake.calls_to("chat.update", ok_only=True):
         last[c.args["ts"]] = c.args["text"]
     ends = sorted(text.split(": ", 1)[1].split(":")[0] for text in last.values())
-    assert ends.count("cancelled") == 8, ends
-    assert ends.count("stopped") == 2, ends
+    # two workers: at most two jobs were running when SIGTERM came (fewer if one had not yet
+    # been picked up); every other job was still queued
+    assert ends.count("cancelled") + ends.count("stopped") == 10 and 1 <= ends.count("stopped") <= 2, ends
     assert all(text.endswith("Run the command again.") for text in last.values())
     assert len(last) == 10, "every parent got its last word; none is left at 'starting' or 'queued'"
 
