@@ -35,7 +35,7 @@ from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
 from bot.slack.metrics import BotMetrics
-from bot.slack.work import Work
+from bot.slack.work import SharedStore, Work
 
 log = logging.getLogger("gpumem.slack")
 
@@ -92,6 +92,8 @@ class Bot:
     app: App
     limits: ServeLimits = field(default_factory=ServeLimits)
     stopping: Stopping = field(default_factory=Stopping)
+    #: the config's `store.path`, opened once (notes, triage records, handovers); None without one
+    store: SharedStore | None = None
 
     def health(self) -> dict[str, Any]:
         """200 while serving; 503 from the moment a drain begins (a load balancer stops sending)."""
@@ -128,6 +130,8 @@ class Bot:
         close_runner = getattr(self.work.runner, "close", None)
         if callable(close_runner):  # worker processes (bot.service.runners.ProcessRunner) end with the bot
             close_runner()
+        if self.store is not None:  # after the jobs: the last triage records are written
+            self.store.close()
         return idle
 
     def close(self, timeout_s: float = 30.0) -> None:
@@ -146,12 +150,23 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
     return tuple(s.reveal() for s in found if s is not None)
 
 
+def open_bot_store(settings: Settings) -> SharedStore | None:
+    """The config's `store.path` as the bot's store; None when the config names none (a bot
+    never creates the default file under $XDG_STATE_HOME on its own)."""
+    if not settings.store.path:
+        return None
+    from bot.store.db import Store
+
+    return SharedStore(Store.open(settings.store.path))
+
+
 def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner | None = None,
               metrics: BotMetrics | None = None,
               parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
               limits: ServeLimits | None = None) -> Bot:
     """Everything the Slack surface needs, from settings and the two injected runners."""
     settings.require("bot_token")
+    store = open_bot_store(settings)
     metrics = metrics or BotMetrics()
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
     stopping = Stopping()
@@ -161,8 +176,10 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     metrics.watch_pool(lambda: pool.running, lambda: pool.queued)
     d = settings.deadlines
     work = Work(poster, runner, verb_runner, metrics, d.triage_s, d.verb_s, d.progress_interval_s,
-                secrets=secrets_of(settings))
-    handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping)
+                secrets=secrets_of(settings), store=store)
+    handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
+                        store=store)
     app = create_app(settings, client, handlers)
-    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping)
+    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
+               store)
 

@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
+from bot.render.i18n import Catalog
 from bot.service.grammar import (
     SLACK_VERBS,
     Command,
@@ -26,13 +28,15 @@ from bot.service.grammar import (
     parse_target,
     usage_of,
 )
+from bot.service.notes import add_note, list_notes, split_note_args
 from bot.service.settings import Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Claims, JobPool
 from bot.slack.metrics import BotMetrics
-from bot.slack.work import Job, Work
+from bot.slack.work import Job, SharedStore, Work
+from runbooks.model.errors import UsageError
 
 log = logging.getLogger("gpumem.slack")
 
@@ -45,8 +49,10 @@ class Handlers:
     def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
                  claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
-                 stopping: Stopping | None = None):
+                 stopping: Stopping | None = None, store: SharedStore | None = None):
         self.settings = settings
+        #: the bot's store: notes and handovers (None: no `store.path` configured)
+        self.store = store
         self.stopping = stopping or Stopping()
         self.work = work
         self.pool = pool
@@ -98,7 +104,40 @@ class Handlers:
         if refusal is not None:
             key, params = refusal
             return self._refuse(ack, lang, cmd.verb, key, **params)
+        if cmd.verb in ("note", "notes"):
+            return self._notes(ack, cmd, channel, user, lang)
         self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
+
+    # ------------------------------------------------------------------ /gpumem note, notes
+
+    def _notes(self, ack: Callable[..., Any], cmd: Command, channel: str, user: str, lang: str) -> None:
+        """A note is recorded, or the channel's notes read, in the ack itself: one SQLite
+        statement, ephemeral, nothing in the channel. The channel is always this one."""
+        if self.store is None:
+            return self._refuse(ack, lang, cmd.verb, "no_store")
+        if cmd.verb == "notes":
+            with self.store.use() as store:
+                notes = list_notes(store, since=cmd.args.since, target=cmd.args.target, channel=channel)
+            self.metrics.command("notes", "ok")
+            return ack(response_type="ephemeral", **H.note_list_message(lang, notes))
+        target, text = split_note_args(cmd.args)
+        if target is not None:
+            try:
+                parsed = parse_target(target, self.settings.default_namespace)
+            except CommandError as e:
+                return self._refuse(ack, lang, "note", e.key, **e.params)
+            refusal = self._check_target(Command(verb="note", target=parsed), channel)
+            if refusal is not None:
+                return self._refuse(ack, lang, "note", refusal[0], **refusal[1])
+            target = str(parsed)
+        try:
+            with self.store.use() as store:
+                note = add_note(store, user, text, target=target, channel=channel)
+        except UsageError as e:
+            reason = Catalog.load(lang).t(f"handover.error.{e.code}", **e.params)
+            return self._refuse(ack, lang, "note", "note_failed", reason=reason)
+        self.metrics.command("note", "ok")
+        ack(response_type="ephemeral", **H.note_saved_message(lang, note))
 
     # ------------------------------------------------------------------ the "Run again" button
 

@@ -12,7 +12,8 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from bot.render.i18n import Catalog
 from bot.render.text import render_text
 from bot.service.grammar import Command
 from bot.service.live_errors import error_line
+from bot.service.notes import record_triage
 from bot.service.redact import redact
 from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
@@ -87,6 +89,23 @@ def error_reply(cat: Catalog, error: GpumemError, target: str | None) -> str:
     return error_line(cat, error)
 
 
+class SharedStore:
+    """The bot's one store (the config's `store.path`), used by listener and job threads in turn."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        with self._lock:
+            yield self.store
+
+    def close(self) -> None:
+        with self._lock:
+            self.store.close()
+
+
 class _Finish:
     """The single transition of a job to its end state (answer, failure, timeout, cancel)."""
 
@@ -113,8 +132,11 @@ class _Finish:
 class Work:
     def __init__(self, poster: SlackPoster, runner: TriageRunner, verb_runner: VerbRunner | None,
                  metrics: BotMetrics, deadline_s: float, verb_deadline_s: float, progress_interval_s: float,
-                 secrets: tuple[str, ...] = (), clock: Callable[[], float] = time.monotonic):
+                 secrets: tuple[str, ...] = (), clock: Callable[[], float] = time.monotonic,
+                 store: SharedStore | None = None):
         self.poster = poster
+        #: where a triage is recorded for the handover (None: no `store.path` configured)
+        self.store = store
         self.runner = runner
         self.verb_runner = verb_runner
         self.metrics = metrics
@@ -227,6 +249,17 @@ class Work:
         for i, reply in enumerate(detail.messages, 1):
             self.poster.post(job.channel, reply, thread_ts=job.parent_ts, meta=job.meta(f"thread-{i}"))
         self._uploads(job, outcome, report, detail.overflow)
+        self._record(job, report)
+
+    def _record(self, job: Job, report: Any) -> None:
+        """Keep the triage for the shift handover; best effort: the diagnosis is already posted."""
+        if self.store is None:
+            return
+        try:
+            with self.store.use() as store:
+                record_triage(store, report, actor=job.user, channel=job.channel, cluster=job.command.context)
+        except Exception as e:
+            log_crash(log, "triage %s: recording it for the handover failed", e, job.target)
 
     def _uploads(self, job: Job, outcome: Any, report: Any, overflow: bool) -> None:
         cat = Catalog.load(job.lang)
