@@ -60,3 +60,119 @@ def note_list_message(lang: str, notes: Sequence[Note]) -> Message:
     if len(lines) < len(notes):
         blocks.append(B.context(B.esc(cat.t("slack.handover.notes_more", shown=len(lines), total=len(notes)))))
     return B.message(B.clip(title, B.FALLBACK_CHARS), blocks)
+
+
+# ----------------------------------------------------------------------------- the handover
+
+#: items of each kind named in the parent message (the rest are counted, and in the thread)
+TOP_ITEMS = 3
+#: thread replies at most; past that the detail is attached as a file
+MAX_HANDOVER_THREAD = 6
+_FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
+           "rollback_needed", "temporary_review")
+
+
+def _z(at: Any) -> str:
+    return at.strftime("%Y-%m-%d %H:%M") + "Z"
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def _stopgap(m: Any) -> str:
+    live = f"{m.live}: {m.live_value}" if m.live == "changed" else m.live
+    return f"`{B.esc(m.target)}` {B.esc(m.what)} {B.esc(m.old)} → *{B.esc(m.value)}* · {_age(m.age_s)} · " \
+           f"{B.esc(m.review)} [{B.esc(live)}]"
+
+
+def _incident(i: Any) -> str:
+    return f"{_z(i.at)} `{B.esc(i.target or '-')}` {B.esc(i.verdict or '-')} ({B.esc(i.priority or '-')})"
+
+
+def _top(cat: Catalog, lines: Sequence[str]) -> list[str]:
+    shown = [f"• {line}" for line in lines[:TOP_ITEMS]]
+    if len(lines) > TOP_ITEMS:
+        shown.append(cat.t("slack.handover.more", count=len(lines) - TOP_ITEMS))
+    return shown
+
+
+def handover_title(h: Any, lang: str) -> str:
+    cat = Catalog.load(lang)
+    return cat.t("handover.title", channel="", since=_z(h.since), until=_z(h.until),
+                 since_from=cat.t(f"handover.since_from.{h.since_from}"))
+
+
+def handover_parent(h: Any, lang: str) -> Message:
+    """The parent message: the window, the counts, the top incidents, stop-gaps and what to watch.
+    `h` is a `bot.service.handover.Handover`."""
+    cat = Catalog.load(lang)
+    title = handover_title(h, lang)
+    blocks = [B.header(B.clip(cat.t("slack.handover.header"), B.HEADER_CHARS)), B.section(B.clip(B.esc(title),
+                                                                                               B.SECTION_CHARS))]
+    if h.late:
+        blocks.append(B.context(":alarm_clock: " + B.esc(cat.t("handover.late"))))
+    counts = [cat.t("handover.incidents", count=len(h.incidents)), cat.t("handover.changes", count=len(h.changes)),
+              cat.t("handover.temporary", count=len(h.temporary)), cat.t("handover.notes", count=len(h.notes))]
+    blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
+    for key, lines in (("handover.incidents", [_incident(i) for i in h.incidents]),
+                       ("handover.temporary", [_stopgap(m) for m in h.temporary])):
+        if lines:
+            blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))
+    watch = [B.esc(w) for w in h.watch_next]
+    blocks += B.text_sections(cat.t("handover.watch"), _top(cat, watch) if watch else [cat.t("handover.none").strip()])
+    blocks.append(B.context(B.esc(cat.t("slack.handover.thread_hint"))))
+    summary = cat.t("slack.handover.summary", incidents=len(h.incidents), changes=len(h.changes),
+                    temporary=len(h.temporary), watch=len(h.watch_next))
+    return B.message(B.clip(f"{title} {summary}", B.FALLBACK_CHARS), blocks[: B.MAX_BLOCKS])
+
+
+def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
+    """The thread under the parent: per service the runbook's template, the notes, the stop-gaps
+    with their age, changes and Prometheus state. Returns (messages, overflow): on overflow the
+    last message says the rest is in the attached file."""
+    cat = Catalog.load(lang)
+    blocks: list[dict[str, Any]] = []
+
+    def group(title: str, lines: list[str]) -> None:
+        if blocks:
+            blocks.append(B.divider())
+        blocks.extend(B.text_sections(title, lines or [cat.t("handover.none").strip()]))
+
+    for s in h.services:
+        lines = []
+        for key in _FIELDS:
+            value = getattr(s, key)
+            if isinstance(value, tuple):
+                value = "; ".join(value) or "none"
+            lines.append(f"{B.esc(cat.t('handover.field.' + key))}: {B.esc(value)}")
+        group(f"{s.target} · {cat.t('handover.services').rstrip(':：')}", lines)
+    group(cat.t("handover.notes", count=len(h.notes)), [note_line(n) for n in h.notes])
+    group(cat.t("handover.temporary", count=len(h.temporary)), [_stopgap(m) for m in h.temporary])
+    group(cat.t("handover.changes", count=len(h.changes)),
+          [f"`{B.esc(c.plan)}` {B.esc(c.state)} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
+           f"({B.esc(c.requested_by)})" for c in h.changes])
+    group(cat.t("handover.incidents", count=len(h.incidents)),
+          [_incident(i) + f" <@{B.esc(i.actor)}>" if i.actor[:1] in "UW" else _incident(i) for i in h.incidents])
+    if h.state is None or h.state_issue:
+        said = cat.t("handover.state_none") if h.state is None else cat.t("handover.state_issue", issue=h.state_issue)
+        blocks += [B.divider(), B.context(B.esc(B.clip(said, 2000)))]
+    else:
+        group(cat.t("handover.state"), [
+            f"`{B.esc(st.target)}` KV {_pct(st.kv_usage_peak)} ({_pct(st.kv_usage_now)}), queue {_n(st.queue_peak)} "
+            f"({_n(st.queue_now)}), preemptions {_n(st.preemptions)}, OOM {_n(st.oom_kills)}" for st in h.state])
+    pages = B.paginate(blocks)
+    overflow = len(pages) > MAX_HANDOVER_THREAD
+    if overflow:
+        pages = pages[: MAX_HANDOVER_THREAD - 1]
+        pages.append([B.section(B.esc(cat.t("slack.handover.overflow")))])
+    title = cat.t("slack.handover.header")
+    return tuple(B.message(f"{title} ({i}/{len(pages)})", page) for i, page in enumerate(pages, 1)), overflow
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _n(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"

@@ -31,7 +31,7 @@ MAX_COMMAND_CHARS = 2000
 #: keeps that step to a bounded cost, so parsing stays linear in the length of the text
 MAX_COMMAND_WORDS = 100
 #: verbs Slack may run, in the order `/gpumem help` lists them
-SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "note", "notes", "help")
+SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "note", "notes", "handover", "help")
 #: verbs that read one service and so need NAMESPACE/DEPLOYMENT
 TARGET_VERBS = ("triage", "profile", "snapshot")
 #: verbs whose CLI form means something else in Slack: `gpumem snapshot` samples the GPUs of the

@@ -106,6 +106,8 @@ class Handlers:
             return self._refuse(ack, lang, cmd.verb, key, **params)
         if cmd.verb in ("note", "notes"):
             return self._notes(ack, cmd, channel, user, lang)
+        if cmd.verb == "handover" and self.store is None:
+            return self._refuse(ack, lang, cmd.verb, "no_store")
         self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
 
     # ------------------------------------------------------------------ /gpumem note, notes

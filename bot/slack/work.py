@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
+from bot.render.handover import handover_text
 from bot.render.i18n import Catalog
 from bot.render.text import render_text
 from bot.service.grammar import Command
+from bot.service.handover import post_handover
 from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
 from bot.service.redact import redact
@@ -137,6 +140,8 @@ class Work:
         self.poster = poster
         #: where a triage is recorded for the handover (None: no `store.path` configured)
         self.store = store
+        #: the handover's Prometheus state reader (`bot.service.handover.prometheus_reader`); None: none
+        self.read_state: Callable[..., Any] | None = None
         self.runner = runner
         self.verb_runner = verb_runner
         self.metrics = metrics
@@ -158,6 +163,8 @@ class Work:
         try:
             if job.command.verb in ("triage", "profile", "snapshot"):
                 self._run_target(job, was_queued, finish)
+            elif job.command.verb == "handover":
+                self._run_handover(job, finish)
             else:
                 self._run_verb(job, finish)
         finally:
@@ -294,6 +301,53 @@ class Work:
         msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
         self.poster.update(job.channel, job.parent_ts, msg, job.meta())
         self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
+
+    # ------------------------------------------------------------------ the shift handover
+
+    def _run_handover(self, job: Job, finish: _Finish) -> None:
+        """`/gpumem handover`: posted now into the channel and recorded; a failure only to the asker."""
+        try:
+            self.post_handover(job.channel, job.lang, actor=job.user)
+        except GpumemError as e:
+            if finish.take():
+                reason = Catalog.load(job.lang).t(f"handover.error.{e.code}", **e.params) \
+                    if e.code.startswith("handover") else error_line(Catalog.load(job.lang), e)
+                self._tell(job, Catalog.load(job.lang).t("slack.error.handover_failed", reason=reason))
+                self.metrics.command("handover", "error", self.clock() - job.accepted_at)
+            return
+        except Exception as e:
+            error_id = log_crash(log, "handover in %s failed", e, job.channel)
+            if finish.take():
+                self._tell(job, Catalog.load(job.lang).t("slack.error.internal", error_id=error_id))
+                self.metrics.command("handover", "error", self.clock() - job.accepted_at)
+            return
+        if finish.take():
+            self.metrics.command("handover", "ok", self.clock() - job.accepted_at)
+
+    def post_handover(self, channel: str, lang: str, *, actor: str, slot: Any = None, late: bool = False) -> Any:
+        """Build the channel's handover, post it (parent and thread, the detail as a file when it
+        does not fit) and record it, so the next one starts where it ends. The slash command and
+        the scheduler both come here. Raises when there is no store or the parent cannot be posted
+        (nothing is recorded then)."""
+        if self.store is None:
+            raise RuntimeError("no store configured (store.path)")
+        job_id = new_job_id()
+
+        def post(handover: Any) -> None:
+            parent = H.handover_parent(handover, lang)
+            ts, error = self.poster.post_or_error(channel, parent, meta=job_metadata(job_id, "handover"))
+            if ts is None:
+                raise RuntimeError(f"posting the handover failed: {error}")
+            messages, overflow = H.handover_thread(handover, lang)
+            for i, reply in enumerate(messages, 1):
+                self.poster.post(channel, reply, thread_ts=ts, meta=job_metadata(job_id, f"thread-{i}"))
+            if overflow:
+                self.poster.upload(channel, ts, f"gpumem-handover-{lang}.txt", handover_text(handover, lang),
+                                   Catalog.load(lang).t("slack.handover.file"))
+
+        with self.store.use() as store:
+            return post_handover(store, post, channel=channel, actor=actor, slot=slot, late=late,
+                                 read_state=self.read_state)
 
     # ------------------------------------------------------------------ CLI verbs (budget)
 
