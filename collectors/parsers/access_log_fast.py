@@ -128,15 +128,29 @@ def _ranges(path: str | PathLike[str], size: int, workers: int) -> list[tuple[in
     with open(path, "rb") as fh:
         for i in range(1, workers):
             at = max(size * i // workers, cuts[-1])
-            fh.seek(at)
-            fh.readline()  # to the start of the next line
-            cut = fh.tell()
+            cut = _next_line_start(fh, at, size)
             if cut >= size:
                 break
             if cut > cuts[-1]:
                 cuts.append(cut)
     cuts.append(size)
     return [(a, b) for a, b in pairwise(cuts) if b > a] or [(0, size)]
+
+
+def _next_line_start(fh: BinaryIO, at: int, size: int, chunk_bytes: int = 1 << 16) -> int:
+    """The offset just past the first newline at or after `at` (`size` when there is none),
+    reading a chunk at a time: a file without newlines is never read into memory whole."""
+    fh.seek(at)
+    pos = at
+    while pos < size:
+        buf = fh.read(min(chunk_bytes, size - pos))
+        if not buf:
+            break
+        found = buf.find(b"\n")
+        if found >= 0:
+            return pos + found + 1
+        pos += len(buf)
+    return size
 
 
 def _scan_range(path: str, start: int, end: int, detail: bool, allow_long: bool) -> BlockTally:
