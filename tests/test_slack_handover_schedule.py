@@ -1,0 +1,47 @@
+"""The scheduler's job is the Slack handover: against the stand-in Slack, each slot of a short
+schedule is posted exactly once (retries and a second tick find it taken), a late one marked so.
+
+`gpumem serve` does not start the scheduler yet (the wiring belongs above both surfaces); this
+composes the two the way it will."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from bot.scheduler.runner import HandoverScheduler
+from bot.service.settings_schedules import Schedule
+from bot.store.db import Store
+from bot.store.notes import Journal
+from tests.support.slack_kit import CHANNEL, drain, running_bot
+
+
+def test_each_slot_of_a_short_schedule_is_posted_once_and_a_late_one_says_so(tmp_path):
+    db = tmp_path / "gpumem.db"
+    with running_bot(tmp_path, extra=f"store:\n  path: {db}\n") as (fake, bot):
+        store = Store.open(db)  # the scheduler's own connection (WAL), as a second replica would have
+        try:
+            schedule = Schedule(CHANNEL, "* * * * *", "UTC", grace_s=600, on_time_s=30)
+
+            def job(channel: str, slot: datetime, late: bool) -> int:
+                return bot.work.post_handover(channel, bot.settings.lang_for(channel), actor="gpumem", slot=slot,
+                                              late=late).id
+
+            scheduler = HandoverScheduler(store, [schedule], job, holder="test", interval_s=1)
+            minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=3)
+            on_time = [scheduler.tick(minute + timedelta(seconds=s)) for s in (1, 2, 5)]
+            late = scheduler.tick(minute + timedelta(minutes=1, seconds=schedule.on_time_s + 5))
+            again = scheduler.tick(minute + timedelta(minutes=1, seconds=schedule.on_time_s + 6))
+            slots = Journal(store).slots(CHANNEL)
+            handovers = store.db.execute("SELECT COUNT(*) FROM handovers").fetchone()[0]
+        finally:
+            store.close()
+        drain(bot)
+    assert [[o.state for o in r] for r in on_time] == [["posted"], ["taken"], ["taken"]]
+    assert [(o.state, o.late) for o in late] == [("posted", True)] and [o.state for o in again] == ["taken"]
+    assert [(s.state, s.late) for s in slots] == [("posted", False), ("posted", True)]
+    assert handovers == 2
+    parents = [c for c in fake.calls_to("chat.postMessage", ok_only=True) if not c.args.get("thread_ts")]
+    assert len(parents) == 2, "exactly one post per slot"
+    blocks = [json.dumps(c.args["blocks"]) for c in parents]
+    assert "late: the bot was down" not in blocks[0] and "late: the bot was down" in blocks[1]
