@@ -45,3 +45,24 @@ def test_each_slot_of_a_short_schedule_is_posted_once_and_a_late_one_says_so(tmp
     assert len(parents) == 2, "exactly one post per slot"
     blocks = [json.dumps(c.args["blocks"]) for c in parents]
     assert "late: the bot was down" not in blocks[0] and "late: the bot was down" in blocks[1]
+
+
+class _Background:
+    def __init__(self, events: list[str]):
+        self.events = events
+
+    def start(self) -> None:
+        self.events.append("start")
+
+    def shutdown(self) -> None:
+        self.events.append("shutdown")
+
+
+def test_what_runs_beside_the_bot_starts_and_is_shut_down_first_in_the_drain(tmp_path):
+    events: list[str] = []
+    with running_bot(tmp_path, extra=f"store:\n  path: {tmp_path / 'gpumem.db'}\n") as (_fake, bot):
+        bot.background.append(_Background(events))
+        bot.start_background()
+        assert events == ["start"]
+        drain(bot)
+        assert events == ["start", "shutdown"] and bot.background == []

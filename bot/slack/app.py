@@ -94,6 +94,21 @@ class Bot:
     stopping: Stopping = field(default_factory=Stopping)
     #: the config's `store.path`, opened once (notes, triage records, handovers); None without one
     store: SharedStore | None = None
+    #: what runs beside the listeners (the handover scheduler): each has start() and shutdown();
+    #: started after the HTTP face, shut down first in the drain (before the store closes)
+    background: list[Any] = field(default_factory=list)
+
+    def start_background(self) -> None:
+        for item in self.background:
+            item.start()
+
+    def _stop_background(self) -> None:
+        for item in self.background:
+            try:
+                item.shutdown()
+            except Exception as e:  # one that cannot stop must not keep the drain from ending
+                log.warning("stopping %s failed: %s", type(item).__name__, e)
+        self.background = []
 
     def health(self) -> dict[str, Any]:
         """200 while serving; 503 from the moment a drain begins (a load balancer stops sending)."""
@@ -114,6 +129,7 @@ class Bot:
         grace_s = self.limits.exit_grace_s if grace_s is None else grace_s
         started = time.monotonic()
         self.stopping.begin(drain_s, grace_s)
+        self._stop_background()  # no new scheduled post starts; one in progress ends first
         # one Slack call must not outlast the drain (the timeout is read at each call)
         self.client.timeout = max(1, min(int(self.client.timeout), int(drain_s / 2) or 1))
         cancels = self.pool.close()

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.service.exits import EXIT_OK, EXIT_USAGE
@@ -27,7 +27,10 @@ from bot.service.exits import EXIT_OK, EXIT_USAGE
 log = logging.getLogger("gpumem.serve")
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, background: Callable[[Any], list[Any]] | None = None) -> int:
+    """`gpumem serve`. `background(bot)` gives what runs beside the listeners (the handover
+    scheduler, from the layer above both surfaces): started once the HTTP face is up, shut down
+    first in the drain."""
     from bot.render.i18n import Catalog
     from bot.service.settings import SettingsError, load_settings
     from bot.slack.limits import ServeLimits
@@ -42,6 +45,8 @@ def run(args: argparse.Namespace, lang: str) -> int:
         return EXIT_USAGE
     configure_logging(args.log_level, settings)
     bot = build_from_settings(settings, os.environ, limits)
+    if background is not None:
+        bot.background += background(bot)
     host = args.host or settings.http.host
     port = settings.http.port if args.port is None else args.port
     stop = threading.Event()
@@ -59,6 +64,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
         assert settings.slack.app_token is not None
         handler = SocketModeHandler(bot.app, settings.slack.app_token.reveal())
         handler.connect()
+    bot.start_background()
     _wait(stop)
     return stop_within(bot, server, handler, limits, cat)
 
