@@ -40,7 +40,7 @@ def _in_ranges(path: Path, parts: int):
     """The multi-process path without processes: scan each range here, then merge."""
     size = os.path.getsize(path)
     try:
-        tallies = [fast._scan_range(str(path), a, b, True, False) for a, b in fast._ranges(path, size, parts)]
+        tallies = [fast._scan_range(str(path), a, b, True) for a, b in fast._ranges(path, size, parts)]
         return fast._merge(tallies, "access.log", True, 48)[0]
     except ParseError as e:
         return ("ParseError", e.source, e.message, e.line)
@@ -162,16 +162,22 @@ def test_untimed_log_keeps_arrival_order_across_processes(tmp_path):
     assert (scan.profile.shift.long_share_before, scan.profile.shift.long_share_after) == (0.0, 1.0)
 
 
-def test_a_line_longer_than_the_line_limit_is_read_as_the_reference_reads_it(tmp_path):
-    # the reference reader keeps or drops such a line depending on where its 4 MiB blocks fall
+def test_a_line_longer_than_the_line_limit_is_skipped_as_the_reference_skips_it(tmp_path):
+    # wherever it falls: inside a read, across reads, at the end without a newline
     body = _runbook_lines(70_000)
     long_fast = "time=2026-03-09T0800Z input_tokens=5 output_tokens=6 pad=" + "x" * (MAX_LINE_BYTES + 10)
-    long_junk = "y" * (MAX_LINE_BYTES + 10)
+    long_junk = "y" * (3 * MAX_LINE_BYTES)
     path = tmp_path / "access.log"
-    path.write_text("\n".join([*body[:20], long_fast, *body[20:60_000], long_junk, *body[60_000:]]) + "\n")
+    path.write_text("\n".join([*body[:20], long_fast, *body[20:60_000], long_junk, *body[60_000:], long_fast]))
     scan = scan_access_log(path, workers=2)
-    assert scan.reference_blocks
     assert scan.profile == read_access_log(path)
+    assert scan.profile.skipped_lines == 3
+    old = fast.CHUNK_BYTES
+    fast.CHUNK_BYTES = 1000
+    try:
+        assert read_access_log_fast(path, workers=1) == read_access_log(path)
+    finally:
+        fast.CHUNK_BYTES = old
 
 
 def test_many_distinct_times_coarsen_the_bins_as_the_reference_does(tmp_path):

@@ -5,9 +5,8 @@ files, by several processes at once.
 A file over PARALLEL_MIN_BYTES is split at line boundaries into one byte range per worker
 (the CPUs this process may use, at most MAX_WORKERS); each range is scanned in 4 MiB blocks
 by `access_log_scan.scan_block`, and the tallies are merged in file order, so arrival order
-(which the shift of an untimed log depends on) is kept. A line longer than MAX_LINE_BYTES
-makes the file be read again in the reference reader's own 4 MiB blocks in one process,
-because the reference reader's handling of such a line depends on where its blocks fall.
+(which the shift of an untimed log depends on) is kept. A line longer than MAX_LINE_BYTES is
+never held whole: it is counted as skipped, as the reference reader counts it.
 
 >>> import tempfile, os
 >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
@@ -26,7 +25,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from os import PathLike
 from typing import BinaryIO
@@ -35,8 +34,8 @@ import numpy as np
 
 from collectors.errors import ParseError
 from collectors.parsers.access_log import NO_LENGTHS
-from collectors.parsers.access_log_scan import PAD_BYTES, BlockTally, LineTooLong, scan_block
-from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
+from collectors.parsers.access_log_scan import FRONT_BYTES, PAD_BYTES, BlockTally, release, scan_block
+from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES
 from runbooks.model.evidence import RequestProfile
 from runbooks.model.units import MIB
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
@@ -54,8 +53,6 @@ class AccessScan:
     profile: RequestProfile
     detail: ProfileDetail | None = None
     workers: int = 1
-    #: True when a very long line made it read in the reference reader's blocks, in one process
-    reference_blocks: bool = False
 
 
 def available_cpus() -> int:
@@ -84,20 +81,15 @@ def scan_access_log(path: str | PathLike[str], source: str = "access.log", *, wo
     wanted = workers if workers is not None else min(available_cpus(), MAX_WORKERS)
     wanted = max(1, wanted) if size >= PARALLEL_MIN_BYTES or workers is not None else 1
     ranges = _ranges(path, size, wanted)
-    try:
-        tallies = _scan_ranges(str(path), ranges, detail) if len(ranges) > 1 else None
-        if tallies is None:
-            ranges = [(0, size)]
-            tallies = [_scan_range(str(path), 0, size, detail, False)]
-        used, reference = len(ranges), False
-    except LineTooLong:
-        tallies = [_scan_range(str(path), 0, size, detail, True)]
-        used, reference = 1, True
+    tallies = _scan_ranges(str(path), ranges, detail) if len(ranges) > 1 else None
+    if tallies is None:
+        ranges = [(0, size)]
+        tallies = [_scan_range(str(path), 0, size, detail)]
     profile, built = _merge(tallies, source, detail, max_slices)
     if built is not None:
         profile = replace(profile, p50_total_tokens=built.p50_total_tokens, p95_total_tokens=built.p95_total_tokens,
                           p99_total_tokens=built.p99_total_tokens)
-    return AccessScan(profile=profile, detail=built, workers=used, reference_blocks=reference)
+    return AccessScan(profile=profile, detail=built, workers=len(ranges))
 
 
 def _scan_ranges(path: str, ranges: list[tuple[int, int]], detail: bool) -> list[BlockTally] | None:
@@ -105,7 +97,7 @@ def _scan_ranges(path: str, ranges: list[tuple[int, int]], detail: bool) -> list
     caller scans here)."""
     try:
         with ProcessPoolExecutor(max_workers=len(ranges), mp_context=_pool_context()) as pool:
-            futures = [pool.submit(_scan_range, path, start, end, detail, False) for start, end in ranges]
+            futures = [pool.submit(_scan_range, path, start, end, detail) for start, end in ranges]
             return [f.result() for f in futures]
     except (BrokenProcessPool, OSError):
         return None
@@ -153,57 +145,60 @@ def _next_line_start(fh: BinaryIO, at: int, size: int, chunk_bytes: int = 1 << 1
     return size
 
 
-def _scan_range(path: str, start: int, end: int, detail: bool, allow_long: bool) -> BlockTally:
-    """Tally the lines in [start, end) of the file; with `allow_long`, in the reference reader's
-    own blocks (lines of any length), else raising LineTooLong at a line over MAX_LINE_BYTES."""
+def _scan_range(path: str, start: int, end: int, detail: bool) -> BlockTally:
+    """Tally the lines in [start, end) of the file."""
     tally = BlockTally(detail)
-    cache: dict[bytes, datetime | None] = {}
-    with open(path, "rb", buffering=0) as fh:
-        if allow_long:
-            _scan_reference_blocks(fh, tally, cache)
-        else:
-            _scan_direct(fh, start, end, tally, cache)
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            _scan_direct(fh, start, end, tally)
+    finally:
+        release()
     return tally
 
 
-def _scan_direct(fh: BinaryIO, start: int, end: int, tally: BlockTally, cache: dict[bytes, datetime | None]) -> None:
-    """Read straight into one buffer (no copies), carrying the partial last line forward."""
-    buf = bytearray(CHUNK_BYTES + MAX_LINE_BYTES + PAD_BYTES + 2)
+def _scan_direct(fh: BinaryIO, start: int, end: int, tally: BlockTally) -> None:
+    """Read straight into one buffer (no copies), carrying the partial last line forward; the
+    rest of a line longer than MAX_LINE_BYTES is read past and the line counted as skipped."""
+    base = FRONT_BYTES
+    buf = bytearray(base + CHUNK_BYTES + MAX_LINE_BYTES + PAD_BYTES + 2)
     fh.seek(start)
-    left, carry = end - start, 0
+    left, carry, dropping, json = end - start, 0, False, False
     with memoryview(buf) as view:
         while True:
-            got = fh.readinto(view[carry : carry + min(CHUNK_BYTES, left)]) if left > 0 else 0
+            got = fh.readinto(view[base + carry : base + carry + min(CHUNK_BYTES, left)]) if left > 0 else 0
             left -= got
-            filled = carry + got
-            cut = buf.rfind(b"\n", 0, filled) + 1
-            if not got and cut < filled:  # the file's last line has no newline: end it as $ does
+            filled = base + carry + got
+            if dropping:
+                nl = buf.find(b"\n", base, filled)
+                if nl < 0:
+                    carry = 0
+                    if not got:
+                        tally.skipped += 1
+                        return
+                    continue
+                tally.skipped += 1
+                dropping = False
+                buf[base : base + filled - nl - 1] = buf[nl + 1 : filled]
+                filled = base + filled - nl - 1
+            cut = buf.rfind(b"\n", base, filled) + 1
+            if not got and base <= filled - 1 and cut < filled:  # the last line has no newline: end it as $ does
                 buf[filled] = 10
                 filled += 1
                 cut = filled
-            if cut:
-                scan_block(buf, cut, tally, cache)
+            if cut > base:
+                json = scan_block(buf, base, cut, tally, json)
+            else:
+                cut = base
             carry = filled - cut
             if carry > MAX_LINE_BYTES:
-                raise LineTooLong()
+                carry, dropping = 0, True
+                if not got:
+                    tally.skipped += 1
+                    return
+                continue
             if not got:
                 return
-            buf[:carry] = buf[cut:filled]
-
-
-def _scan_reference_blocks(fh: BinaryIO, tally: BlockTally, cache: dict[bytes, datetime | None]) -> None:
-    buf = bytearray(CHUNK_BYTES + PAD_BYTES + 1)
-    blocks = BlockReader(fh, chunk_bytes=CHUNK_BYTES)
-    for block in blocks:
-        size = len(block)
-        if size + PAD_BYTES + 1 > len(buf):
-            buf = bytearray(size + PAD_BYTES + 1)
-        buf[:size] = block
-        if not block.endswith(b"\n"):  # the file's last line: end it as the reference regex's $ does
-            buf[size] = 10
-            size += 1
-        scan_block(buf, size, tally, cache, allow_long=True)
-    tally.skipped += blocks.dropped_lines
+            buf[base : base + carry] = buf[cut:filled]
 
 
 def _merge(tallies: list[BlockTally], source: str, detail: bool,
@@ -211,19 +206,11 @@ def _merge(tallies: list[BlockTally], source: str, detail: bool,
     inputs = _counts(sum(t.inputs for t in tallies), [t.inputs_big for t in tallies])
     outputs = _counts(sum(t.outputs for t in tallies), [t.outputs_big for t in tallies])
     classes = b"".join(bytes(t.classes) for t in tallies)
-    times: dict[datetime, list[int]] = {}
-    for t in tallies:
-        for at, counts in t.times.items():
-            cell = times.get(at)
-            if cell is None:
-                times[at] = counts
-            else:
-                for i, n in enumerate(counts):
-                    cell[i] += n
+    times = _times(tallies)
     builder = ProfileBuilder()
     arr = np.frombuffer(classes, np.uint8)
     bucket_counts = [int(np.count_nonzero(arr == c)) for c in range(4)]  # bincount would copy to int64
-    builder.add_tallied(inputs, outputs, classes, ((at, sum(c), c[2] + c[3]) for at, c in times.items()),
+    builder.add_tallied(inputs, outputs, classes, ((at, sum(c), c[2] + c[3]) for at, c in times),
                         bucket_counts)
     builder.skip(sum(t.skipped for t in tallies))
     profile = builder.build(source)
@@ -234,8 +221,40 @@ def _merge(tallies: list[BlockTally], source: str, detail: bool,
     lengths = sum(t.lengths for t in tallies if t.lengths is not None)
     per_bucket = [_counts(lengths[cls::4], [t.lengths_big[cls] for t in tallies]) for cls in range(4)]
     extra = DetailBuilder()
-    extra.add_tallied(per_bucket, classes, times.items(), _arrival_counts(classes))
+    extra.add_tallied(per_bucket, classes, times, _arrival_counts(classes))
     return profile, extra.build(max_slices)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _times(tallies: list[BlockTally]) -> list[tuple[datetime, list[int]]]:
+    """(time, requests per bucket) per minute, in order of first arrival, for the builders:
+    each minute stands as its start, except that the earliest and the latest time stand as
+    themselves to the microsecond. The same profile as handing them every request: a
+    builder's first and last time are the least and the greatest it is given, and it bins
+    int(time.timestamp()) by 60 s or a power of two times that, so by whole minutes."""
+    minutes: dict[int, list[int]] = {}
+    for t in tallies:
+        for minute, counts in t.times.items():
+            cell = minutes.get(minute)
+            if cell is None:
+                minutes[minute] = list(counts)
+            else:
+                for i, n in enumerate(counts):
+                    cell[i] += n
+    if not minutes:
+        return []
+    first_at = _EPOCH + timedelta(microseconds=min(t.first_us for t in tallies if t.first_us is not None))
+    last_at = _EPOCH + timedelta(microseconds=max(t.last_us for t in tallies if t.last_us is not None))
+    first, last = int(first_at.timestamp()) // 60, int(last_at.timestamp()) // 60  # the builders' own keys
+    out = []
+    for minute, counts in minutes.items():
+        at = first_at if minute == first else last_at if minute == last else _EPOCH + timedelta(minutes=minute)
+        out.append((at, counts))
+    if first == last and first_at != last_at:
+        out.append((last_at, [0, 0, 0, 0]))
+    return out
 
 
 def _arrival_counts(classes: bytes, block: int = 1000) -> list[list[int]]:
