@@ -1,21 +1,24 @@
-"""Benchmark: `gpumem profile` against mawk running the same bucketing, side by side.
+"""Benchmark: `gpumem profile` against mawk running the same bucketing, one access-log shape at a time.
 
-Writes a deterministic key=value access log of `--size-mb` MiB (the runbook's shape:
-`time=2026-03-09T2011Z input_tokens=N output_tokens=M model=qwen2.5-7b`, lognormal lengths)
-into a temporary folder, then times, alternating, `--runs` times each:
+For each shape (`SHAPES`: the runbook's key=value line, a logfmt gateway log with RFC 3339
+times and quoted values, nginx's combined format with upstream variables, Envoy's default
+format with the counts appended, key=value with Unix epochs, OpenAI-style JSON responses,
+and a gateway's JSON log with nested objects) a deterministic file of `--size-mb` MiB is
+written into a temporary folder (lognormal lengths, 50 requests a second), then timed,
+alternating, `--runs` times each:
 
-- mawk with the bucketing script (find input_tokens= and output_tokens=, apply the runbook's
-  bucket rule, count the buckets): one process, as awk is;
-- mawk with the same script plus what gpumem also reports (counts per token value for exact
-  p50/p95/p99, L+XL per first and last quarter of the lines for the shift);
-- `gpumem profile --access-log FILE --json` as a user runs it (a fresh Python process,
-  imports included), which scans with numpy and splits the file across the CPUs it may use.
+- mawk with a bucketing script for that shape: find the input and the output count with a
+  regex each (`match()`, as written for the shape, quotes included), apply the runbook's
+  bucket rule, count the buckets; one process, as awk is;
+- `gpumem profile --access-log FILE --json` as a user runs it (a fresh Python process, imports
+  included), which reads the counts and the times, builds exact percentiles, the shift and
+  per-bucket detail, and splits the file across the CPUs it may use.
 
-Prints wall seconds (median and best), the ratio, and gpumem's peak memory: the sum of the
-resident memory of its processes, sampled every 10 ms, and the largest single process
-(ru_maxrss). The file is deleted afterwards.
+Prints, per shape, wall seconds (median), the ratio, gpumem's peak memory (the resident
+memory of all its processes summed, sampled every 10 ms) and whether the bucket counts of
+the two agree. Each file is deleted after its shape.
 
-    python -m benchmarks.bench_profile_vs_mawk [--size-mb 1024] [--runs 3] [--workers N]
+    python -m benchmarks.bench_profile_vs_mawk [--size-mb 1024] [--runs 3] [--shapes a,b] [--workers N]
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +44,13 @@ from runbooks.model.units import MIB
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: the runbook's bucket rule: the smallest bucket holding both input and output
+#: the runbook's bucket rule in awk: the smallest bucket holding both input and output
 AWK_BUCKETS = r"""
 {
-  if (!match($0, /input_tokens=[0-9]+/)) { skipped++; next }
-  i = substr($0, RSTART + 13, RLENGTH - 13) + 0
-  if (!match($0, /output_tokens=[0-9]+/)) { skipped++; next }
-  o = substr($0, RSTART + 14, RLENGTH - 14) + 0
+  if (!match($0, /IN_RE/)) { skipped++; next }
+  i = substr($0, RSTART + IN_SKIP, RLENGTH - IN_SKIP) + 0
+  if (!match($0, /OUT_RE/)) { skipped++; next }
+  o = substr($0, RSTART + OUT_SKIP, RLENGTH - OUT_SKIP) + 0
   ci = (i <= 512) ? 0 : (i <= 2048) ? 1 : (i <= 8192) ? 2 : 3
   co = (o <= 128) ? 0 : (o <= 256) ? 1 : (o <= 512) ? 2 : 3
   c = (ci > co) ? ci : co
@@ -53,58 +59,139 @@ AWK_BUCKETS = r"""
 END { printf "%d %d %d %d %d\n", n[0], n[1], n[2], n[3], skipped }
 """
 
-#: the same, plus counts per value (exact percentiles) and L+XL per quarter of the lines
-AWK_FULL = r"""
-{
-  if (!match($0, /input_tokens=[0-9]+/)) { skipped++; next }
-  i = substr($0, RSTART + 13, RLENGTH - 13) + 0
-  if (!match($0, /output_tokens=[0-9]+/)) { skipped++; next }
-  o = substr($0, RSTART + 14, RLENGTH - 14) + 0
-  ci = (i <= 512) ? 0 : (i <= 2048) ? 1 : (i <= 8192) ? 2 : 3
-  co = (o <= 128) ? 0 : (o <= 256) ? 1 : (o <= 512) ? 2 : 3
-  c = (ci > co) ? ci : co
-  n[c]++; total++
-  cin[i]++; cout[o]++
-  if (i > maxi) maxi = i
-  if (o > maxo) maxo = o
-  q = int(NR * 4 / LINES); if (q > 3) q = 3
-  qn[q]++; if (c >= 2) ql[q]++
-}
-function pcts(arr, top,    v, seen, r50, r95, r99, out) {
-  r50 = int((50 * total + 99) / 100); r95 = int((95 * total + 99) / 100); r99 = int((99 * total + 99) / 100)
-  seen = 0; out = ""
-  for (v = 0; v <= top; v++) if (v in arr) {
-    before = seen; seen += arr[v]
-    if (before < r50 && seen >= r50) out = out " " v
-    if (before < r95 && seen >= r95) out = out " " v
-    if (before < r99 && seen >= r99) out = out " " v
-  }
-  return out
-}
-END {
-  printf "%d %d %d %d %d", n[0], n[1], n[2], n[3], skipped
-  printf " p50/95/99 in%s out%s", pcts(cin, maxi), pcts(cout, maxo)
-  printf " long %.4f -> %.4f\n", ql[0] / qn[0], ql[3] / qn[3]
-}
-"""
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+#: 2026-10-10T13:55:36Z, the first request's time in every shape but the runbook's
+START_S = 1791640536
+
+# a line from (request number k, input tokens, output tokens); 50 requests a second
+Line = Callable[[int, int, int], str]
 
 
-def write_access_log(path: Path, size_mb: float, seed: int = 7) -> int:
-    """About `size_mb` MiB of runbook-shaped lines, the same bytes for the same seed. Returns lines."""
+@dataclass(frozen=True)
+class Shape:
+    """One way gateways write an access log: a line maker and mawk's regexes for the counts
+    (the digits start `skip` characters into the match)."""
+
+    name: str
+    title: str
+    line: Line
+    awk_in: str
+    awk_in_skip: int
+    awk_out: str
+    awk_out_skip: int
+
+    def awk_script(self) -> str:
+        return (AWK_BUCKETS.replace("IN_RE", self.awk_in).replace("IN_SKIP", str(self.awk_in_skip))
+                .replace("OUT_RE", self.awk_out).replace("OUT_SKIP", str(self.awk_out_skip)))
+
+
+def _at(k: int) -> tuple[datetime, int]:
+    """The time of request k (UTC) and its milliseconds."""
+    return datetime.fromtimestamp(START_S + k // 50, UTC), (k * 37) % 1000
+
+
+def _runbook(k: int, i: int, o: int) -> str:
+    m = k // 3000  # the runbook's minute stamps
+    return (f"time=2026-03-{9 + m // 1440:02d}T{m // 60 % 24:02d}{m % 60:02d}Z input_tokens={i} output_tokens={o} "
+            "model=qwen2.5-7b")
+
+
+def _logfmt(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    if k % 3 == 2:  # some writers log local time with its offset
+        ts = f"{at + timedelta(hours=8):%Y-%m-%dT%H:%M:%S}.{ms:03d}+08:00"
+    else:
+        ts = f"{at:%Y-%m-%dT%H:%M:%S}.{ms:03d}" + ("Z" if k % 3 else "+00:00")
+    if k % 2:
+        return (f'level=info ts={ts} msg="request done" method=POST path=/v1/chat/completions model="qwen2.5 7b" '
+                f'status=200 input_tokens="{i}" output_tokens="{o}" duration_ms={k % 997} request_id=req-{k:08x}')
+    return (f'ts={ts} level=info request_id=req-{k:08x} output_tokens="{o}" model="qwen2.5 7b" input_tokens="{i}" '
+            f'status=200 msg="request done" duration_ms={k % 997}')
+
+
+def _nginx(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    # log_format llm '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    #   '"$http_referer" "$http_user_agent" rt=$request_time uct="$upstream_connect_time" '
+    #   'urt="$upstream_response_time" ua=$upstream_addr input_tokens=$upstream_http_x_input_tokens '
+    #   'output_tokens=$upstream_http_x_output_tokens';
+    return (f'10.0.3.{k % 250} - - [{at.day:02d}/{_MONTHS[at.month - 1]}/{at.year}:{at:%H:%M:%S} +0000] '
+            f'"POST /v1/chat/completions HTTP/1.1" 200 {1200 + k % 4000} "-" "python-httpx/0.27.0" '
+            f'rt={ms / 1000:.3f} uct="0.000" urt="{ms / 1000:.3f}" ua=10.1.2.3:8000 input_tokens={i} output_tokens={o}')
+
+
+def _envoy(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    # Envoy's default format, then input_tokens=%DYNAMIC_METADATA(...)% output_tokens=...
+    return (f'[{at:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z] "POST /v1/chat/completions HTTP/1.1" 200 - 512 {1200 + k % 4000} '
+            f'{ms} {ms - 2 if ms > 2 else 0} "10.0.3.{k % 250}" "python-httpx/0.27.0" "{k:08x}-1f2e-4d3c-9b8a" '
+            f'"llm.example" "10.1.2.3:8000" input_tokens={i} output_tokens={o}')
+
+
+def _epoch(k: int, i: int, o: int) -> str:
+    _, ms = _at(k)
+    s = START_S + k // 50
+    ts = f"{s}.{ms:03d}" if k % 2 else f"{s}{ms:03d}"  # seconds with a fraction, or milliseconds
+    return f"ts={ts} method=POST path=/v1/chat/completions status=200 input_tokens={i} output_tokens={o} model=qwen2.5-7b"
+
+
+def _openai(k: int, i: int, o: int) -> str:
+    s = START_S + k // 50
+    usage = (f'"usage":{{"prompt_tokens":{i},"completion_tokens":{o},"total_tokens":{i + o},'
+             '"prompt_tokens_details":{"cached_tokens":0}}')
+    choices = '"choices":[{"index":0,"finish_reason":"stop","logprobs":null}]'
+    if k % 2:
+        return (f'{{"id":"chatcmpl-{k:08x}","object":"chat.completion","created":{s},"model":"qwen2.5-7b",'
+                f'{choices},{usage},"system_fingerprint":null}}')
+    return f'{{{usage},"model":"qwen2.5-7b","id":"chatcmpl-{k:08x}",{choices},"object":"chat.completion","created":{s}}}'
+
+
+def _gateway_json(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    ts = f"{at:%Y-%m-%dT%H:%M:%S}.{ms:03d}" + ("Z" if k % 3 else "+00:00")
+    request = '"request": {"method": "POST", "path": "/v1/chat/completions", "model": "qwen2.5-7b"}'
+    response = f'"response": {{"status": 200, "latency_ms": {k % 997}}}'
+    usage = f'"usage": {{"completion_tokens": {o}, "prompt_tokens": {i}, "total_tokens": {i + o}}}'
+    client = f'"client": {{"ip": "10.0.3.{k % 250}", "user_agent": "python-httpx/0.27.0"}}'
+    if k % 2:
+        return f'{{"time": "{ts}", "level": "info", {request}, {response}, {usage}, {client}}}'
+    return f'{{"level": "info", {request}, {usage}, "time": "{ts}", {response}, {client}}}'
+
+
+SHAPES: dict[str, Shape] = {s.name: s for s in (
+    Shape("runbook", "key=value, runbook (`time=2026-03-09T2011Z input_tokens=...`)", _runbook,
+          "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("logfmt", "logfmt: RFC 3339 ms + offset, quoted values, 2 key orders", _logfmt,
+          'input_tokens="[0-9]+', 14, 'output_tokens="[0-9]+', 15),
+    Shape("nginx", "nginx combined + upstream vars (`[10/Oct/2026:13:55:36 +0000]`)", _nginx,
+          "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("envoy", "Envoy default format + counts (`[2026-10-10T13:55:36.123Z]`)", _envoy,
+          "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("epoch", "key=value, Unix epoch s.ms / ms", _epoch,
+          "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("openai", "JSON, OpenAI responses: nested usage, 2 key orders", _openai,
+          '"prompt_tokens":[0-9]+', 16, '"completion_tokens":[0-9]+', 20),
+    Shape("gateway-json", "JSON gateway log: nested objects, ISO times, 2 key orders", _gateway_json,
+          '"prompt_tokens": [0-9]+', 17, '"completion_tokens": [0-9]+', 21),
+)}
+
+
+def shape_lines(shape: Shape, k0: int, inputs: list[int], outputs: list[int]) -> list[str]:
+    """Lines k0, k0 + 1, ... of a shape for these counts (without newlines)."""
+    return [shape.line(k0 + j, i, o) for j, (i, o) in enumerate(zip(inputs, outputs, strict=True))]
+
+
+def write_shape(path: Path, shape: Shape, size_mb: float, seed: int = 7) -> int:
+    """About `size_mb` MiB of a shape's lines, the same bytes for the same seed. Returns lines."""
     rng = np.random.Generator(np.random.PCG64(seed))
     target = int(size_mb * MIB)
     written = lines = 0
-    batch = 200_000
+    batch = 100_000
     with open(path, "w", encoding="ascii") as fh:
         while written < target:
             tin = np.floor(rng.lognormal(7.0, 1.1, batch)).astype(np.int64).tolist()
             tout = np.floor(rng.lognormal(5.0, 0.9, batch)).astype(np.int64).tolist()
-            minutes = [(lines + k) // 3000 for k in range(batch)]  # 50 requests a second
-            text = "".join(
-                f"time=2026-03-{9 + m // 1440:02d}T{m // 60 % 24:02d}{m % 60:02d}Z input_tokens={a} "
-                f"output_tokens={b} model=qwen2.5-7b\n"
-                for m, a, b in zip(minutes, tin, tout, strict=True)
-            )
+            text = "\n".join(shape_lines(shape, lines, tin, tout)) + "\n"
             if written + len(text) > target:
                 text = text[: text.rfind("\n", 0, target - written) + 1] or text[: text.find("\n") + 1]
             fh.write(text)
@@ -166,74 +253,76 @@ def _gpumem_cmd(path: Path, workers: int | None) -> list[str]:
     return cmd
 
 
-def _maxrss_child_kib(cmd: list[str]) -> int:
-    """ru_maxrss of the largest process of one run (the main process or a worker)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, _, usage = os.wait4(proc.pid, 0)
-    return usage.ru_maxrss
+@dataclass(frozen=True)
+class Row:
+    shape: Shape
+    mib: float
+    lines: int
+    gpumem_s: float
+    mawk_s: float
+    peak_mib: float
+    workers: int
+    agree: bool
+
+
+def run_shape(shape: Shape, tmp: Path, mawk: str, size_mb: float, runs: int, workers: int | None, seed: int) -> Row:
+    path = tmp / f"{shape.name}.log"
+    lines = write_shape(path, shape, size_mb, seed)
+    script = tmp / f"{shape.name}.awk"
+    script.write_text(shape.awk_script())
+    with open(path, "rb") as fh:  # into the page cache, so no tool pays the first read
+        while fh.read(64 * MIB):
+            pass
+    awk = [mawk, "-f", str(script), str(path)]
+    gp = _gpumem_cmd(path, workers)
+    t_awk, t_gp, peaks = [], [], []
+    out_awk = out_gp = ""
+    for _ in range(max(1, runs)):
+        s, out_awk, _ = timed(awk)
+        t_awk.append(s)
+        s, out_gp, peak = timed(gp, sample=True)
+        t_gp.append(s)
+        peaks.append(peak)
+    mib = path.stat().st_size / MIB
+    path.unlink()
+    doc = json.loads(out_gp)
+    counts = [b["count"] for b in doc["buckets"]]
+    awk_counts = [int(x) for x in out_awk.split()[:4]]
+    return Row(shape, mib, lines, statistics.median(t_gp), statistics.median(t_awk), max(peaks) / 1024,
+               doc.get("workers", 0), counts == awk_counts)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=1024.0, help="access log size in MiB (default 1024)")
-    parser.add_argument("--runs", type=int, default=3, help="timed runs of each tool (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each tool per shape (default 3)")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--workers", type=int, default=None, help="gpumem processes (default: the CPUs it may use)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     mawk = shutil.which("mawk")
     if mawk is None:
         raise SystemExit("mawk is not installed (Debian: apt-get install mawk)")
-    from collectors.parsers.access_log_fast import MAX_WORKERS, available_cpus
+    names = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SHAPES]
+    if unknown:
+        raise SystemExit(f"unknown shapes: {', '.join(unknown)} (known: {', '.join(SHAPES)})")
+    from collectors.parsers.access_log_fast import available_cpus
 
-    cpus = available_cpus()
-    workers = args.workers or min(cpus, MAX_WORKERS)
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "access.log"
-        t0 = time.perf_counter()
-        lines = write_access_log(path, args.size_mb, args.seed)
-        print(f"wrote {path.stat().st_size / MIB:,.0f} MiB, {lines:,} lines in {time.perf_counter() - t0:.1f} s")
-        (Path(tmp) / "buckets.awk").write_text(AWK_BUCKETS)
-        (Path(tmp) / "full.awk").write_text(AWK_FULL)
-        with open(path, "rb") as fh:  # into the page cache, so no tool pays the first read
-            while fh.read(64 * MIB):
-                pass
-        awk_b = [mawk, "-f", str(Path(tmp) / "buckets.awk"), str(path)]
-        awk_f = [mawk, "-v", f"LINES={lines}", "-f", str(Path(tmp) / "full.awk"), str(path)]
-        gp = _gpumem_cmd(path, args.workers)
-        times: dict[str, list[float]] = {"awk": [], "awk_full": [], "gpumem": []}
-        peaks, out_awk, out_gp, out_full = [], "", "", ""
-        for _ in range(max(1, args.runs)):
-            s, out_awk, _ = timed(awk_b)
-            times["awk"].append(s)
-            s, out_gp, peak = timed(gp, sample=True)
-            times["gpumem"].append(s)
-            peaks.append(peak)
-            s, out_full, _ = timed(awk_f)
-            times["awk_full"].append(s)
-        largest = _maxrss_child_kib(gp)
-        path.unlink()
-    doc = json.loads(out_gp)
-    counts = [b["count"] for b in doc["buckets"]]
-    awk_counts = [int(x) for x in out_awk.split()[:4]]
-    med = {k: statistics.median(v) for k, v in times.items()}
-    best = {k: min(v) for k, v in times.items()}
-    print(f"\n{args.size_mb:,.0f} MiB key=value access log, {lines:,} lines; {cpus} CPUs; medians of {args.runs} runs")
-    print("| tool | computes | processes | seconds (median) | best | peak RSS |")
-    print("|---|---|---|---|---|---|")
-    print(f"| mawk, bucketing script | bucket counts | 1 | {med['awk']:.2f} | {best['awk']:.2f} | - |")
-    print(f"| mawk, + exact percentiles and quarter shift | as gpumem | 1 | {med['awk_full']:.2f} | "
-          f"{best['awk_full']:.2f} | - |")
-    print(f"| gpumem profile --json | buckets, exact p50/p95/p99, shift, per-bucket p95 | {doc['workers']} | "
-          f"{med['gpumem']:.2f} | {best['gpumem']:.2f} | {max(peaks) / 1024:.0f} MiB (all processes), "
-          f"{largest / 1024:.0f} MiB largest |")
-    print(f"\nmawk (bucketing) / gpumem: {med['awk'] / med['gpumem']:.2f}x (median), "
-          f"{best['awk'] / best['gpumem']:.2f}x (best); mawk (full) / gpumem: {med['awk_full'] / med['gpumem']:.2f}x")
-    print(f"bucket counts agree with mawk: {'yes' if counts == awk_counts else f'NO {counts} vs {awk_counts}'}")
-    print(f"mawk (full) says: {out_full.strip()}")
-    print(f"gpumem says: {counts} p50/95/99 in {doc['percentiles']['input']['p50']:.0f} "
-          f"{doc['percentiles']['input']['p95']:.0f} {doc['percentiles']['input']['p99']:.0f}, shift "
-          f"{(doc['shift'] or {}).get('long_share_before')} -> {(doc['shift'] or {}).get('long_share_after')}")
-    print(f"gpumem used {doc['workers']} processes ({workers} asked); mawk runs in one.")
+        for name in names:
+            row = run_shape(SHAPES[name], Path(tmp), mawk, args.size_mb, args.runs, args.workers, args.seed)
+            print(f"{name}: gpumem {row.gpumem_s:.2f} s, mawk {row.mawk_s:.2f} s, {row.mawk_s / row.gpumem_s:.2f}x, "
+                  f"peak {row.peak_mib:.0f} MiB", flush=True)
+            rows.append(row)
+    print(f"\n{args.size_mb:,.0f} MiB per shape; {available_cpus()} CPUs; medians of {args.runs} runs, alternating")
+    print("| shape | lines | gpumem s | mawk s | mawk / gpumem | gpumem peak MiB | buckets agree |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.shape.title} | {r.lines:,} | {r.gpumem_s:.2f} | {r.mawk_s:.2f} | {r.mawk_s / r.gpumem_s:.2f}x | "
+              f"{r.peak_mib:.0f} | {'yes' if r.agree else 'NO'} |")
+    print(f"\ngpumem used {rows[0].workers if rows else 0} processes; mawk runs in one.")
 
 
 if __name__ == "__main__":

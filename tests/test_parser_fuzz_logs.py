@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from collectors.errors import ParseError
 from collectors.parsers.access_log import parse_access_line, parse_access_lines, read_access_log
+from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_tables import parse_pod_text
 from collectors.parsers.log_failures import FailureReader, oom_numbers
 from collectors.parsers.log_launch import LaunchScanner
@@ -174,3 +175,52 @@ def test_failure_reader_gives_typed_oom_and_layout_errors(lines):
 def test_kubectl_text_gives_pods(lines):
     pods = parse_pod_text("\n".join(lines))
     assert all(isinstance(p, PodState) and p.restarts >= 0 for p in pods)
+
+
+# pieces of the access-log shapes gateways write (nginx/Apache, Envoy, logfmt, epochs, JSON)
+_ACCESS_FRAGMENTS = [
+    "10.0.3.7 - - ", "[10/Oct/2026:13:55:36 +0000]", "[31/Feb/2026:99:55:36 +9999]", "[10/Okt/2026:13:55:36 -0700]",
+    '"POST /v1/chat/completions HTTP/1.1" 200 1834 ', '"-" "python-httpx/0.27.0" ', "rt=0.812 ", 'uct="0.000" ',
+    "[2026-10-10T13:55:36.123Z] ", "[2026-10-10T13:55:36.1234567891+08:00] ", "[2026-13-40 25:61:61 TP0] ",
+    "ts=", "time=", "timestamp=", "@timestamp=", "2026-10-10T13:55:36.123+08:00", "2026-10-10 13:55:36Z",
+    "2026-03-09T2011Z", "2026-02-30T10:00:00Z", "1791640536", "1791640536.123", "1791640536123", "1791640536.",
+    "99999999999999999999", "input_tokens=", "output_tokens=", "prompt_tokens=", "completion_tokens=",
+    'input_tokens="', '"', "'", " ", "\t", ",", ";", "(", ")", "{", "}", "[", "]", ":", "=", "\\", "\r",
+    '{"usage": {"prompt_tokens": ', ', "completion_tokens": ', "}", '"created": ', '"time": "', '"ts": ',
+    '{"id":"chatcmpl-1","object":"chat.completion",', '"choices":[{"index":0}],', '"prompt_tokens_details":{',
+    '"ai":{"proxy":{"usage":{', "level=info ", 'msg="request done" ', 'model="qwen2.5 7b" ', "é", "\x00",
+]
+_ACCESS_PIECE = st.one_of(st.sampled_from(_ACCESS_FRAGMENTS), st.integers(-5, 10**13).map(str), st.text(max_size=6))
+_ACCESS_LINE = st.lists(_ACCESS_PIECE, max_size=14).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ACCESS_LINE)
+def test_one_shape_line_gives_counts_or_none(line):
+    found = parse_access_line(line)
+    assert found is None or (0 <= found[0] < 10**9 and 0 <= found[1] < 10**9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ACCESS_LINE, max_size=30), st.sampled_from([1, 2]))
+def test_both_access_log_readers_give_a_profile_or_a_parse_error_on_shape_lines(lines, workers):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "access.log"
+        path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
+        for read in (read_access_log, lambda p: scan_access_log(p, workers=workers).profile):
+            try:
+                assert isinstance(read(path), RequestProfile)
+            except ParseError as e:
+                assert (e.source, e.line) == ("access.log", 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000))
+def test_fast_access_log_reader_gives_a_profile_or_a_parse_error_on_any_bytes(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "access.log"
+        path.write_bytes(data)
+        try:
+            assert isinstance(scan_access_log(path, workers=1).profile, RequestProfile)
+        except ParseError as e:
+            assert e.source == "access.log"
