@@ -41,7 +41,7 @@ def _config(folder: Path, workers: int, queue: int) -> Path:
     path.write_text(
         "default_namespace: llm\nallowed_namespaces: ['*']\n"
         "slack:\n  channels:\n    C0BENCH: {lang: en}\n"
-        f"workers:\n  pool_size: {workers}\n  queue_length: {queue}\n  listener_threads: 96\n  http_threads: 96\n"
+        f"workers:\n  pool_size: {workers}\n  queue_length: {queue}\n"
         "deadlines:\n  progress_interval_s: 1.0\n"
         f"bundles:\n  {TARGET}: {bundle}\n")
     return path

@@ -144,10 +144,15 @@ def parse_command(text: str, default_namespace: str | None = None,
         topic = tokens[1] if len(tokens) > 1 else None
         return Command(verb="help", topic=topic if topic in SLACK_VERBS else None)
     verb, rest = tokens[0].lower(), tokens[1:]
-    root = slack_parser(parser_factory)
+    with _PARSER_LOCK:
+        return _parse_verb(tokens[0], verb, rest, default_namespace, slack_parser(parser_factory))
+
+
+def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | None,
+                root: argparse.ArgumentParser) -> Command:
     verbs = _verb_parsers(root)
     if verb not in SLACK_VERBS or verb not in verbs:
-        raise CommandError("unknown_verb", verb=tokens[0], verbs=", ".join(v for v in SLACK_VERBS if v in verbs or v == "help"))
+        raise CommandError("unknown_verb", verb=word, verbs=", ".join(v for v in SLACK_VERBS if v in verbs or v == "help"))
     sub = verbs[verb]
     try:
         args, extras = root.parse_known_args([verb, *rest])
@@ -183,31 +188,39 @@ def parse_target(value: str | None, default_namespace: str | None, usage: str = 
 
 def usage_of(verb: str, parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> str:
     """The usage line of one verb as Slack shows it (`usage: /gpumem budget ...`)."""
-    verbs = _verb_parsers(slack_parser(parser_factory))
-    return verbs[verb].format_usage() if verb in verbs else ""
+    with _PARSER_LOCK:
+        verbs = _verb_parsers(slack_parser(parser_factory))
+        return verbs[verb].format_usage() if verb in verbs else ""
 
 
 def available_verbs(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> tuple[str, ...]:
-    verbs = _verb_parsers(slack_parser(parser_factory))
+    with _PARSER_LOCK:
+        verbs = _verb_parsers(slack_parser(parser_factory))
     return tuple(v for v in SLACK_VERBS if v in verbs or v == "help")
 
 
-_local = threading.local()
+#: one Slack parser per factory, shared by every thread; each use of one holds the lock
+_PARSERS: dict[Callable[[], argparse.ArgumentParser], argparse.ArgumentParser] = {}
+_PARSER_LOCK = threading.RLock()
 
 
 def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
     """The CLI parser, made safe for Slack: no exits, `/gpumem` in usage, targets on read verbs.
 
-    One per thread and factory: parsing does not change a parser, but argparse promises nothing
-    about threads, and building one costs a few milliseconds on the ack path.
+    Built once per factory (a few milliseconds, which the bot pays at start, not on an ack) and
+    shared: parsing does not change a parser, but argparse promises nothing about threads, so
+    callers hold `_PARSER_LOCK` while they use it (a parse takes a tenth of a millisecond).
+    Before, each listener thread built its own, and a burst of commands on fresh threads
+    spent its acks building parsers.
     """
     if parser_factory is None:
         from bot.service.commands import build_parser
         parser_factory = build_parser
-    cache = _local.__dict__.setdefault("parsers", {})
-    if parser_factory not in cache:
-        cache[parser_factory] = _build_slack_parser(parser_factory)
-    return cache[parser_factory]
+    with _PARSER_LOCK:
+        parser = _PARSERS.get(parser_factory)
+        if parser is None:
+            parser = _PARSERS[parser_factory] = _build_slack_parser(parser_factory)
+        return parser
 
 
 def _build_slack_parser(parser_factory: Callable[[], argparse.ArgumentParser]) -> argparse.ArgumentParser:

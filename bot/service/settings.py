@@ -114,10 +114,12 @@ class WorkerSettings:
     pool_size: int = 4
     #: jobs that may wait for a worker; beyond it a command is refused as busy
     queue_length: int = 64
-    #: Bolt's listener threads: each slash command holds one until it is acked
-    listener_threads: int = 64
-    #: the HTTP server's threads: each request holds one until Bolt answers
-    http_threads: int = 64
+    #: threads for the work after an ack (parent messages, queueing, button clicks): a burst of
+    #: commands posts this many parent messages at once
+    listener_threads: int = 8
+    #: the HTTP server's threads: a request holds one until its ack (no Slack call happens on
+    #: them); more only add threads contending for the interpreter during a burst
+    http_threads: int = 8
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from bot.render.slack_triage import RERUN_ACTION
+from bot.service.grammar import slack_parser
 from bot.service.runners import TriageRunner
 from bot.service.settings import Settings
 from bot.service.verbs import VerbRunner
@@ -62,16 +63,16 @@ def register(app: App, registry: tuple[Listener, ...]) -> None:
 
 
 def create_app(settings: Settings, client: WebClient, handlers: Handlers) -> App:
-    """The Bolt App. Its listener pool is large enough that every command in a burst is acked."""
+    """The Bolt App. A listener runs in the thread of the request it answers and returns at the
+    ack (see `bot.slack.handlers`); Bolt's own executor only runs lazy listeners (none)."""
     signing = settings.slack.signing_secret
     app = App(
         client=client,
         signing_secret=signing.reveal() if signing else None,
         token_verification_enabled=settings.slack.verify_token_at_start,
         request_verification_enabled=True,
-        process_before_response=False,
-        listener_executor=ThreadPoolExecutor(max_workers=settings.workers.listener_threads,
-                                             thread_name_prefix="gpumem-listener"),
+        process_before_response=True,
+        listener_executor=ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpumem-bolt"),
         logger=logging.getLogger("gpumem.bolt"),
     )
     install_gate(app, RequestGate(signing.reveal() if signing else None, handlers.metrics))
@@ -143,6 +144,8 @@ class Bot:
                         len(interrupts), time.monotonic() - started)
             self.client.timeout = max(1, int(grace_s / 2) or 1)
             run_bounded(interrupts, max(0.0, self.stopping.hard_left() - 0.5), what="interrupt")
+        if self.handlers.after_ack is not None:  # what the acks left has run into the closed pool
+            self.handlers.after_ack.shutdown(wait=False)
         close_runner = getattr(self.work.runner, "close", None)
         if callable(close_runner):  # worker processes (bot.service.runners.ProcessRunner) end with the bot
             close_runner()
@@ -197,9 +200,11 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
         from bot.service.handover import prometheus_reader
 
         work.read_state = prometheus_reader(settings)
+    after_ack = ThreadPoolExecutor(max_workers=settings.workers.listener_threads, thread_name_prefix="gpumem-after-ack")
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
-                        store=store)
+                        store=store, after_ack=after_ack)
     app = create_app(settings, client, handlers)
+    slack_parser(parser_factory)  # built now, not by the first command's ack
     return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
                store)
 

@@ -1,9 +1,13 @@
-"""Bolt listeners: parse, check, ack at once, hand the work to the pool. Nothing slow here.
+"""Bolt listeners: parse, check, ack at once, hand the work on. Nothing slow here.
 
-A slash command is acked before anything else can take time: help and refusals are the ack
-itself (ephemeral, nothing in the channel); an accepted command is acked with "on it", then
-its parent message is posted and its job queued. Bolt's listener threads only ever wait on
-that one chat.postMessage.
+Bolt runs a listener in the thread of the request it answers (`process_before_response`), and
+the HTTP answer leaves when the listener returns. So a listener does only what the ack needs:
+help and refusals are the ack itself (ephemeral, nothing in the channel), a note is one SQLite
+statement; an accepted command is acked with "on it" and everything after the ack (its parent
+message, queueing its job; the whole of a button click) runs on the `after_ack` threads. A
+request thread never waits on Slack's Web API, and Bolt's wait for an ack on another thread
+(it polls every 10 ms) is gone: under a burst of commands the acks were queueing behind those
+polls and behind the parent messages being posted.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
 from bot.render import slack_handover as H
@@ -49,8 +54,12 @@ class Handlers:
     def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
                  claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
-                 stopping: Stopping | None = None, store: SharedStore | None = None):
+                 stopping: Stopping | None = None, store: SharedStore | None = None,
+                 after_ack: Executor | None = None):
         self.settings = settings
+        #: where the work after an ack runs (parent messages, queueing, button clicks); None:
+        #: in the listener's own thread (then the HTTP answer waits for it)
+        self.after_ack = after_ack
         #: the bot's store: notes and handovers (None: no `store.path` configured)
         self.store = store
         self.stopping = stopping or Stopping()
@@ -145,6 +154,9 @@ class Handlers:
 
     def on_rerun(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
         ack()
+        self._later(self._rerun_guarded, body, respond)
+
+    def _rerun_guarded(self, body: dict[str, Any], respond: Callable[..., Any]) -> None:
         try:
             self._rerun(body, respond)
         except Exception as e:
@@ -211,6 +223,23 @@ class Handlers:
         if ack is not None:
             ahead = ticket.ahead if ticket.queued and not with_parent else None
             ack(**V.ack_text(lang, cmd.verb, target, ahead))
+            return self._later(self._queue_guarded, cmd, channel, user, lang, accepted_at, respond, ticket)
+        self._queue(cmd, channel, user, lang, accepted_at, respond, ticket)
+
+    def _queue_guarded(self, cmd: Command, channel: str, user: str, lang: str, accepted_at: float,
+                       respond: Callable[..., Any], ticket: Any) -> None:
+        try:
+            self._queue(cmd, channel, user, lang, accepted_at, respond, ticket)
+        except Exception as e:
+            self.pool.release(ticket)
+            error_id = log_crash(log, "/gpumem failed after the ack", e)
+            self._tell(respond, lang, "internal", error_id=error_id)
+
+    def _queue(self, cmd: Command, channel: str, user: str, lang: str, accepted_at: float,
+               respond: Callable[..., Any], ticket: Any) -> None:
+        """Post the parent message (for verbs that have one) and queue the job on `ticket`."""
+        target = str(cmd.target) if cmd.target else None
+        with_parent = cmd.verb in PARENT_VERBS
         parent_ts = None
         job_id = new_job_id()
         if with_parent:
@@ -225,6 +254,17 @@ class Handlers:
         job = Job(cmd, channel, user, lang, parent_ts, accepted_at, respond, id=job_id)
         self.pool.submit(ticket, lambda: self.work.run(job, was_queued=ticket.queued),
                          cancel=lambda: self.work.cancel(job))
+
+    def _later(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run `fn(*args)` after the ack: on the `after_ack` threads, or here without them (or
+        once they are shut down, in a drain)."""
+        if self.after_ack is not None:
+            try:
+                self.after_ack.submit(fn, *args)
+                return
+            except RuntimeError:  # shut down: the drain has begun
+                pass
+        fn(*args)
 
     def _refuse(self, ack: Callable[..., Any], lang: str, verb: str, key: str, usage: str = "", /,
                 **params: Any) -> None:

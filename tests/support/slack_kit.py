@@ -164,7 +164,8 @@ def parser_with_budget() -> argparse.ArgumentParser:
 
 def drain(bot: Bot) -> None:
     """Wait until every listener and job has finished: what was posted is then all there is."""
-    bot.app.listener_runner.listener_executor.shutdown(wait=True)
+    if bot.handlers.after_ack is not None:  # what the acks handed on (parent posts, queueing)
+        bot.handlers.after_ack.shutdown(wait=True)
     bot.close(timeout_s=30)
 
 
