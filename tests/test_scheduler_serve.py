@@ -67,6 +67,8 @@ def test_a_bad_scheduler_setting_is_named_by_its_field(tmp_path, scheduler, mess
 
 def test_no_schedules_no_scheduler_and_schedules_without_a_store_are_refused(tmp_path):
     assert scheduler_from_settings(_load(tmp_path, "default_namespace: llm\n"), lambda *a: None) is None
+    with pytest.raises(SettingsError, match=r"^scheduler.lock_path: the file lock needs a path"):
+        make_elector(_load(tmp_path, "default_namespace: llm\n"), "laptop_1")
     with pytest.raises(SettingsError, match=r"^store.path: schedules need the bot's store"):
         scheduler_from_settings(_load(tmp_path, 'schedules:\n  - {channel: C1, cron: "0 9 * * *"}\n'),
                                 lambda *a: None)

@@ -59,7 +59,8 @@ def make_elector(settings: Settings, identity: str) -> LeaderElector | FileLockE
     """The Lease or the file lock, as the settings say (see the module docstring)."""
     s = settings.scheduler
     if not s.uses_lease():
-        assert settings.store.path is not None
+        if not (s.lock_path or settings.store.path):
+            raise SettingsError("scheduler.lock_path: the file lock needs a path (or store.path, beside which it goes)")
         return FileLockElector(s.lock_path or f"{settings.store.path}.lock", identity)
     from bot.service.lease import lease_client
 
