@@ -1,7 +1,8 @@
 """`gpumem`: parse one command line and hand it to the surface that runs the verb.
 
 The grammar is `bot.service.commands` (shared with Slack). Terminal verbs run in `bot.cli`,
-`serve` in `bot.slack`, `agent` in `bot.agent`; each module has `run(args, lang) -> int`.
+`serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
+here: `serve_background`), `agent` in `bot.agent`; each module has `run(args, lang) -> int`.
 `COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
 stays fast.
 
@@ -18,6 +19,8 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
 from bot.service.commands import build_parser
 from bot.service.exits import exit_code
@@ -53,9 +56,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb = importlib.import_module(COMMANDS[args.verb])
     with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
         try:
+            if args.verb == "serve":
+                return verb.run(args, lang, background=serve_background)
             return verb.run(args, lang)
         except GpumemError as e:
             return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+
+
+def serve_background(bot: Any) -> list[Any]:
+    """What `gpumem serve` runs beside the Slack listeners: the handover scheduler (with its
+    leader election and review reminders) when the config has schedules. The two surfaces meet
+    here, above both: the scheduler's jobs post through the Slack bot's `post_handover` and
+    `post_review`. Raises SettingsError (naming the field) when it cannot be built."""
+    from bot.scheduler.setup import scheduler_from_settings, wanted
+
+    settings = bot.settings
+    if not wanted(settings):
+        return []
+    work = bot.work
+
+    def job(channel: str, slot: datetime, late: bool) -> int | None:
+        return work.post_handover(channel, settings.lang_for(channel), actor="gpumem", slot=slot, late=late).id
+
+    def remind(reminder: Any) -> None:
+        work.post_review(reminder.channel, settings.lang_for(reminder.channel), reminder)
+
+    scheduler = scheduler_from_settings(settings, job, remind)
+    return [scheduler] if scheduler is not None else []
 
 
 @contextlib.contextmanager

@@ -80,10 +80,35 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _stopgap(m: Any) -> str:
-    live = f"{m.live}: {m.live_value}" if m.live == "changed" else m.live
+#: a stop-gap's live state -> its mark; anything but a read that matched is not shown as confirmed
+LIVE_MARKS = {"confirmed": ":white_check_mark:", "changed": ":warning:", "unconfirmed": ":grey_question:"}
+
+
+def live_mark(cat: Catalog, m: Any) -> str:
+    """How a stop-gap's live state reads: confirmed, changed (with the live value), or
+    unconfirmed (no cluster read, or the read failed), in the channel's language."""
+    state = m.live if m.live in LIVE_MARKS else "unconfirmed"
+    return f"{LIVE_MARKS[state]} {B.esc(cat.t('slack.handover.live.' + state, value=m.live_value))}"
+
+
+#: the review a stop-gap needs, as `bot.service.handover.TemporaryMeasure.review` says it
+DEFAULT_REVIEW = "restore or make permanent"
+
+
+def _review(cat: Catalog, m: Any) -> str:
+    return cat.t("slack.handover.review") if m.review == DEFAULT_REVIEW else str(m.review)
+
+
+def _stopgap(cat: Catalog, m: Any) -> str:
     return f"`{B.esc(m.target)}` {B.esc(m.what)} {B.esc(m.old)} → *{B.esc(m.value)}* · {_age(m.age_s)} · " \
-           f"{B.esc(m.review)} [{B.esc(live)}]"
+           f"{B.esc(_review(cat, m))} [{live_mark(cat, m)}]"
+
+
+def _unconfirmed(cat: Catalog, h: Any) -> list[dict[str, Any]]:
+    """A line under the stop-gaps when some could not be checked against the live object."""
+    count = sum(1 for m in h.temporary if m.live not in ("confirmed", "changed"))
+    return [B.context(B.esc(cat.t("slack.handover.unconfirmed_note", count=count, total=len(h.temporary))))] \
+        if count else []
 
 
 def _incident(i: Any) -> str:
@@ -116,9 +141,11 @@ def handover_parent(h: Any, lang: str) -> Message:
               cat.t("handover.temporary", count=len(h.temporary)), cat.t("handover.notes", count=len(h.notes))]
     blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
     for key, lines in (("handover.incidents", [_incident(i) for i in h.incidents]),
-                       ("handover.temporary", [_stopgap(m) for m in h.temporary])):
+                       ("handover.temporary", [_stopgap(cat, m) for m in h.temporary])):
         if lines:
             blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))
+            if key == "handover.temporary":
+                blocks += _unconfirmed(cat, h)
     watch = [B.esc(w) for w in h.watch_next]
     blocks += B.text_sections(cat.t("handover.watch"), _top(cat, watch) if watch else [cat.t("handover.none").strip()])
     blocks.append(B.context(B.esc(cat.t("slack.handover.thread_hint"))))
@@ -148,7 +175,8 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
             lines.append(f"{B.esc(cat.t('handover.field.' + key))}: {B.esc(value)}")
         group(f"{s.target} · {cat.t('handover.services').rstrip(':：')}", lines)
     group(cat.t("handover.notes", count=len(h.notes)), [note_line(n) for n in h.notes])
-    group(cat.t("handover.temporary", count=len(h.temporary)), [_stopgap(m) for m in h.temporary])
+    group(cat.t("handover.temporary", count=len(h.temporary)), [_stopgap(cat, m) for m in h.temporary])
+    blocks += _unconfirmed(cat, h)
     group(cat.t("handover.changes", count=len(h.changes)),
           [f"`{B.esc(c.plan)}` {B.esc(c.state)} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
            f"({B.esc(c.requested_by)})" for c in h.changes])
@@ -176,3 +204,28 @@ def _pct(value: float | None) -> str:
 
 def _n(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
+
+
+# ----------------------------------------------------------------------------- review reminders
+
+
+def review_message(reminder: Any, lang: str) -> Message:
+    """A post-change review reminder: which stop-gap, since when, whether it is still running,
+    and what to do (restore or make permanent). `reminder` is a `bot.service.reviews.ReviewReminder`."""
+    cat = Catalog.load(lang)
+    m = reminder.measure
+    title = cat.t("slack.review.title", target=m.target)
+    what = cat.t("slack.review.what", what=m.what, old=m.old, value=m.value, plan=m.plan, since=_z(m.since),
+                 age=_age(m.age_s), due=_z(reminder.review_at))
+    people = [f"<@{u}>" if u[:1] in "UW" and u.isalnum() else B.esc(u) for u in reminder.approvers]
+    who = cat.t("slack.review.who", requested_by=f"<@{reminder.requested_by}>"
+                if reminder.requested_by[:1] in "UW" and reminder.requested_by.isalnum()
+                else B.esc(reminder.requested_by), approvers=", ".join(people) or "-")
+    blocks = [
+        B.header(B.clip(title, B.HEADER_CHARS)),
+        B.section(B.clip(f"{B.esc(what)}\n{live_mark(cat, m)}", B.SECTION_CHARS)),
+        B.section(B.clip(B.esc(cat.t("slack.review.ask", plan=m.plan)), B.SECTION_CHARS)),
+        B.context(B.clip(who, 2000)),
+    ]
+    live = cat.t("slack.handover.live." + (m.live if m.live in LIVE_MARKS else "unconfirmed"), value=m.live_value)
+    return B.message(B.clip(f"{title}: {what} ({live})", B.FALLBACK_CHARS), blocks)

@@ -1,4 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it.
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it;
+without Kubernetes, a file lock (`FileLockElector`).
 
 `LeaderElector.step(now)` is one round: take the Lease when there is none, when it is ours
 (renew), or when its holder stopped renewing for `leaseDurationSeconds` (take over, one more
@@ -9,8 +10,11 @@ the duration. The clock is passed in, so tests move time by hand.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 from runbooks.model.errors import Conflict, GpumemError
@@ -48,6 +52,11 @@ class LeaderElector:
         self.identity = identity
         self.duration_s = duration_s
         self.leader = False
+
+    @property
+    def renew_s(self) -> float:
+        """How often the holder renews: a third of the duration, so one missed round is not a takeover."""
+        return max(1.0, self.duration_s / 3)
 
     def step(self, now: datetime | None = None) -> bool:
         """One election round; whether this instance leads now."""
@@ -111,3 +120,62 @@ class LeaderElector:
             return False
         finally:
             self.leader = False
+
+
+class FileLockElector:
+    """The Lease's stand-in without Kubernetes (a laptop, one host): an exclusive `flock` on a
+    file next to the store. The holder keeps the file open; the kernel lets go of the lock when
+    the process ends, however it ends, so a standby takes over on its next round. Same
+    interface as `LeaderElector` (`identity`, `leader`, `step`, `release`)."""
+
+    #: a lock has no renewals to schedule
+    renew_s: float | None = None
+
+    def __init__(self, path: str | os.PathLike[str], identity: str):
+        self.path = Path(path)
+        self.identity = identity
+        self.leader = False
+        self._fd: int | None = None
+
+    def step(self, now: datetime | None = None) -> bool:
+        """One round: hold the lock when it is free (or already ours); whether this instance leads."""
+        if self._fd is not None:
+            self.leader = True
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            log.warning("scheduler lock %s: %s", self.path, e)
+            self.leader = False
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another instance (BlockingIOError), or a file system without locks
+            os.close(fd)
+            self.leader = False
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{self.identity}\n".encode())
+        self._fd = fd
+        self.leader = True
+        return True
+
+    def holder(self) -> str | None:
+        """Who wrote the lock file last (the holder while it is locked)."""
+        try:
+            return self.path.read_text().strip() or None
+        except OSError:
+            return None
+
+    def release(self, now: datetime | None = None) -> bool:
+        """Let go of the lock (shutdown); whether it was held."""
+        fd, self._fd = self._fd, None
+        self.leader = False
+        if fd is None:
+            return False
+        try:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        return True

@@ -10,20 +10,27 @@ Exactly once per slot:
   retries), so a half-delivered post is never doubled.
 A bot down at the slot posts it late when it comes back within the grace (`late=True`), once.
 
-`start()` runs `tick` on an APScheduler 3.x BackgroundScheduler every `interval_s`;
-`shutdown()` stops it and releases the Lease so a standby takes over at once.
+Post-change review reminders (`bot.service.reviews`) go the same way: each round the leader
+asks `reviews(now)` for the stop-gaps whose review time has come, claims each one's key
+(`review:<plan>:<what>`) and gives it to `remind`; its outcome is recorded beside the slots.
+
+`start()` runs `tick` on an APScheduler 3.x BackgroundScheduler every `interval_s` (or every
+third of the Lease's duration when that is shorter, so the holder renews in time);
+`shutdown()` stops it, releases the Lease (or the file lock) so a standby takes over at once,
+and runs `on_shutdown` (closing the scheduler's own store connection).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.scheduler.leader import LeaderElector
+from bot.scheduler.leader import FileLockElector, LeaderElector
 from bot.scheduler.slots import Schedule, due_slot, is_late, slot_key
 from bot.store.db import Store
 from bot.store.notes import Journal
@@ -32,6 +39,10 @@ log = logging.getLogger(__name__)
 
 #: the injected job: (channel, slot, late) -> the recorded handover's id (or None)
 Job = Callable[[str, datetime, bool], "int | None"]
+#: the stop-gaps due for review at `now` (`bot.service.reviews.due_reviews`, bound to a store)
+Reviews = Callable[[datetime], Sequence[Any]]
+#: posts one review reminder (a `bot.service.reviews.ReviewReminder`)
+Remind = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -44,17 +55,22 @@ class SlotOutcome:
     late: bool = False
     handover_id: int | None = None
     error: str | None = None
+    #: "handover" (a scheduled slot) or "review" (a post-change review reminder)
+    kind: str = "handover"
 
 
 def default_identity() -> str:
-    """This instance's name in the Lease: the pod name (HOSTNAME in Kubernetes)."""
-    return socket.gethostname()
+    """This instance's name in the Lease: the pod name (HOSTNAME in Kubernetes) and the process
+    id, so two processes on one host are two candidates."""
+    return f"{socket.gethostname()}_{os.getpid()}"
 
 
 class HandoverScheduler:
     def __init__(self, store: Store, schedules: Sequence[Schedule], job: Job, *,
-                 elector: LeaderElector | None = None, holder: str | None = None, interval_s: float = 30.0,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 elector: LeaderElector | FileLockElector | None = None, holder: str | None = None,
+                 interval_s: float = 30.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 reviews: Reviews | None = None, remind: Remind | None = None,
+                 on_shutdown: Callable[[], None] | None = None):
         self.store = store
         self.journal = Journal(store)
         self.schedules = tuple(schedules)
@@ -63,6 +79,9 @@ class HandoverScheduler:
         self.holder = holder or (elector.identity if elector else default_identity())
         self.interval_s = interval_s
         self.clock = clock
+        self.reviews = reviews
+        self.remind = remind
+        self.on_shutdown = on_shutdown
         self._scheduler: Any = None
 
     @property
@@ -72,9 +91,35 @@ class HandoverScheduler:
     def tick(self, now: datetime | None = None) -> list[SlotOutcome]:
         """One round: renew or take the Lease; when leading, post each channel's due slot."""
         now = now or self.clock()
-        if self.elector is not None and not self.elector.step(now):
-            return []
-        return [o for s in self.schedules if (o := self._run(s, now)) is not None]
+        if self.elector is not None:
+            was, leads = self.elector.leader, self.elector.step(now)
+            if leads != was:
+                log.info("scheduler: %s %s", self.holder, "leads: it runs the schedules" if leads else "follows")
+            if not leads:
+                return []
+        outcomes = [o for s in self.schedules if (o := self._run(s, now)) is not None]
+        if self.reviews is not None and self.remind is not None:
+            outcomes += [self._review(r, now) for r in self.reviews(now)]
+        return outcomes
+
+    def _review(self, reminder: Any, now: datetime) -> SlotOutcome:
+        """One review reminder, posted once: done already or claimed elsewhere is "taken"."""
+        key, channel, at = reminder.key, reminder.channel, reminder.review_at
+        if self.journal.slot_done(key) is not None:
+            return SlotOutcome(channel, at, key, "taken", kind="review")
+        # held for a day: a post in progress elsewhere (or a crash mid-post) is never doubled
+        if not self.store.claim(key, self.holder, ttl_s=86400.0, now=now):
+            return SlotOutcome(channel, at, key, "taken", kind="review")
+        try:
+            self.remind(reminder)  # type: ignore[misc]
+        except Exception as e:  # recorded; not retried into a double
+            log.exception("review reminder %s failed", key)
+            self.journal.finish_slot(key, channel, at, state="failed", holder=self.holder, late=False,
+                                     error=str(e)[:500], now=now)
+            return SlotOutcome(channel, at, key, "failed", error=str(e), kind="review")
+        self.journal.finish_slot(key, channel, at, state="posted", holder=self.holder, late=False, now=now)
+        log.info("scheduler: posted the review reminder %s in %s", key, channel)
+        return SlotOutcome(channel, at, key, "posted", kind="review")
 
     def _run(self, schedule: Schedule, now: datetime) -> SlotOutcome | None:
         slot = due_slot(schedule, now)
@@ -96,6 +141,8 @@ class HandoverScheduler:
             return SlotOutcome(schedule.channel, slot, key, "failed", late, error=str(e))
         self.journal.finish_slot(key, schedule.channel, slot, state="posted", holder=self.holder, late=late,
                                  handover_id=handover_id, now=now)
+        log.info("scheduler: posted the handover of %s for %s%s", schedule.channel, slot.isoformat(),
+                 " (late)" if late else "")
         return SlotOutcome(schedule.channel, slot, key, "posted", late, handover_id)
 
     # ------------------------------------------------------------------ the real clock
@@ -105,8 +152,15 @@ class HandoverScheduler:
         from apscheduler.schedulers.background import BackgroundScheduler
         from apscheduler.triggers.interval import IntervalTrigger
 
+        every = self.interval_s
+        renew = getattr(self.elector, "renew_s", None)
+        if renew:
+            every = min(every, renew)
+        # one line per round would bury the bot's own log: APScheduler says only what went wrong
+        logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
         scheduler = BackgroundScheduler(timezone=UTC)
-        scheduler.add_job(self._safe_tick, IntervalTrigger(seconds=self.interval_s), id="handover-tick",
+        scheduler.add_job(self._safe_tick, IntervalTrigger(seconds=every), id="handover-tick",
                           max_instances=1, coalesce=True, next_run_time=datetime.now(UTC))
         scheduler.start()
         self._scheduler = scheduler
@@ -118,12 +172,17 @@ class HandoverScheduler:
             log.exception("scheduler tick failed")
 
     def shutdown(self) -> None:
-        """Stop ticking and release the Lease."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
-            self._scheduler = None
-        if self.elector is not None:
-            self.elector.release(self.clock())
+        """Stop ticking (a post in progress ends first), release the Lease, run `on_shutdown`."""
+        try:
+            if self._scheduler is not None:
+                self._scheduler.shutdown(wait=True)
+                self._scheduler = None
+            if self.elector is not None and self.elector.release(self.clock()):
+                log.info("scheduler: released the leadership of %s", self.holder)
+        finally:
+            if self.on_shutdown is not None:
+                on_shutdown, self.on_shutdown = self.on_shutdown, None
+                on_shutdown()
 
 
 def handover_job(store: Store, post: Callable[[Any], Any], *, read_state: Any = None,

@@ -301,8 +301,8 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
         rollback = "no: applied changes are not stop-gaps"
     else:
         rollback = "no: nothing applied" if mine else UNKNOWN
-    review = "; ".join(f"{m.what} {m.value} since {m.since.strftime('%H:%M')}Z: {m.review}" for m in temps) \
-        or "none in place"
+    review = "; ".join(f"{m.what} {m.value} since {m.since.strftime('%H:%M')}Z: {m.review}{_live_note(m)}"
+                       for m in temps) or "none in place"
     s = last.summary if last else {}
     model = s.get("model")
     precision = s.get("precision")
@@ -330,6 +330,14 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
         request_profile=request_profile, layer=s.get("verdict") or UNKNOWN, flags_changed=flags,
         pools_split="split (split_pools applied)" if split else ("not split" if applied else UNKNOWN),
         rollback_needed=rollback, temporary_review=review, last_triage=last.at if last else None)
+
+
+def _live_note(m: TemporaryMeasure) -> str:
+    """What the template adds when a stop-gap is not confirmed live: it is never shown as in place
+    on the record alone."""
+    if m.live == "confirmed":
+        return ""
+    return f" [changed: live {m.live_value}]" if m.live == "changed" else " [unconfirmed]"
 
 
 def _tok(value: Any) -> str:
@@ -438,6 +446,34 @@ def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | N
     except Exception:  # no cluster configured: temporary measures stay unconfirmed
         return None
     return writer.read
+
+
+def live_object_reader(settings: Any, timeout_s: float = 5.0) -> ObjectReader | None:
+    """The bot's ObjectReader for stop-gaps: the config's default cluster (its kubeconfig and
+    context; `context: in-cluster` is the pod's service account), its client made on first use.
+    None when the config names no cluster (the stop-gaps stay unconfirmed). A client that cannot
+    be made raises on each read, which leaves the stop-gap unconfirmed."""
+    cluster = settings.cluster(None)
+    if cluster is None:
+        return None
+    import threading
+
+    lock = threading.Lock()
+    made: list[ObjectReader] = []
+
+    def read(kind: str, namespace: str, name: str) -> dict[str, Any]:
+        with lock:
+            if not made:
+                from bot.actuator.writer import KubeWriter
+                from collectors.kube.client import make_api_client
+
+                in_cluster = cluster.context == "in-cluster"
+                api = make_api_client(None if in_cluster else cluster.kubeconfig,
+                                      None if in_cluster else cluster.context, in_cluster=in_cluster)
+                made.append(KubeWriter(api, timeout_s=timeout_s).read)
+        return made[0](kind, namespace, name)
+
+    return read
 
 
 # ----------------------------------------------------------------------------- the CLI's use case

@@ -63,7 +63,15 @@ class LeaseClient:
 
 def lease_client(namespace: str, kubeconfig: str | None = None, context: str | None = None,
                  in_cluster: bool = False) -> LeaseClient:
-    """A LeaseClient for the bot's own namespace (in a pod: the in-cluster service account)."""
-    from collectors.kube.client import make_api_client
+    """A LeaseClient for the bot's own namespace (in a pod: the in-cluster service account).
+    Raises SettingsError when no Kubernetes API can be configured (no kubeconfig, no context,
+    no service account)."""
+    from bot.service.settings import SettingsError
+    from collectors.kube.client import KubeConfigError, make_api_client
 
-    return LeaseClient(make_api_client(kubeconfig, context, in_cluster=in_cluster), namespace)
+    try:
+        api = make_api_client(kubeconfig, context, in_cluster=in_cluster)
+    except KubeConfigError as e:
+        where = "the pod's service account" if in_cluster else "the default cluster (clusters, default_context)"
+        raise SettingsError(f"scheduler.election: the Lease needs a Kubernetes API through {where}: {e}") from e
+    return LeaseClient(api, namespace)

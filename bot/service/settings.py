@@ -242,7 +242,7 @@ def load_settings(path: str | os.PathLike[str] | None, environ: Mapping[str, str
         store=store_settings(doc, base),
         remediation=remediation_settings(doc, base),
         schedules=schedules_settings(doc),
-        scheduler=scheduler_settings(doc, environ),
+        scheduler=scheduler_settings(doc, environ, base),
     )
 
 

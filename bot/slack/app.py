@@ -197,9 +197,10 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     work = Work(poster, runner, verb_runner, metrics, d.triage_s, d.verb_s, d.progress_interval_s,
                 secrets=secrets_of(settings), store=store)
     if store is not None:
-        from bot.service.handover import prometheus_reader
+        from bot.service.handover import live_object_reader, prometheus_reader
 
         work.read_state = prometheus_reader(settings)
+        work.read_object = live_object_reader(settings)
     after_ack = ThreadPoolExecutor(max_workers=settings.workers.listener_threads, thread_name_prefix="gpumem-after-ack")
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
                         store=store, after_ack=after_ack)

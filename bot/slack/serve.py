@@ -46,7 +46,15 @@ def run(args: argparse.Namespace, lang: str, background: Callable[[Any], list[An
     configure_logging(args.log_level, settings)
     bot = build_from_settings(settings, os.environ, limits)
     if background is not None:
-        bot.background += background(bot)
+        try:
+            bot.background += background(bot)
+        except SettingsError as e:
+            bot.close(timeout_s=1.0)
+            print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
+            return EXIT_USAGE
+        except BaseException:
+            bot.close(timeout_s=1.0)
+            raise
     host = args.host or settings.http.host
     port = settings.http.port if args.port is None else args.port
     stop = threading.Event()

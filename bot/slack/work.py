@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.render import slack_handover as H
@@ -142,6 +143,8 @@ class Work:
         self.store = store
         #: the handover's Prometheus state reader (`bot.service.handover.prometheus_reader`); None: none
         self.read_state: Callable[..., Any] | None = None
+        #: reads a stop-gap's live object (`bot.service.handover.kube_reader`); None: they stay unconfirmed
+        self.read_object: Callable[..., Any] | None = None
         self.runner = runner
         self.verb_runner = verb_runner
         self.metrics = metrics
@@ -347,7 +350,22 @@ class Work:
 
         with self.store.use() as store:
             return post_handover(store, post, channel=channel, actor=actor, slot=slot, late=late,
-                                 read_state=self.read_state)
+                                 read_state=self.read_state, read_object=self.read_object)
+
+    def post_review(self, channel: str, lang: str, reminder: Any) -> str:
+        """Post a post-change review reminder (`bot.service.reviews.ReviewReminder`) into
+        `channel`, its stop-gap checked against the live object first. Returns the message ts;
+        raises when it could not be posted (the scheduler records the failure)."""
+        from bot.service.reviews import confirm
+
+        if self.store is not None:
+            with self.store.use() as store:
+                reminder = confirm(store, reminder, self.read_object, datetime.now(UTC))
+        ts, error = self.poster.post_or_error(channel, H.review_message(reminder, lang),
+                                              meta=job_metadata(new_job_id(), "review"))
+        if ts is None:
+            raise RuntimeError(f"posting the review reminder failed: {error}")
+        return ts
 
     # ------------------------------------------------------------------ CLI verbs (budget)
 

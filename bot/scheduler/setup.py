@@ -1,0 +1,100 @@
+"""The scheduler `gpumem serve` runs: built from the settings, with its own store connection and
+its leader election, the posting injected by the layer above (`bot.main` gives the Slack side's
+`post_handover` and `post_review`).
+
+- `election: lease` (or `auto` in a pod, or with `lease_namespace` / $POD_NAMESPACE): the
+  coordination.k8s.io/v1 Lease `lease_name` in that namespace, through the pod's service account
+  in a pod, else the default cluster of the config (its kubeconfig and context);
+- `election: file` (or `auto` elsewhere): an exclusive lock on `lock_path`, by default the store's
+  file name plus `.lock` (the instances that share a store share the lock).
+
+Nothing starts without `store.path`: each slot and reminder is claimed in the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.scheduler.leader import FileLockElector, LeaderElector
+from bot.scheduler.runner import HandoverScheduler, Job, Remind, default_identity
+from bot.service.settings import Settings, SettingsError
+from bot.store.db import Store
+
+log = logging.getLogger(__name__)
+
+#: where a pod's service account says which namespace it runs in
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def wanted(settings: Settings) -> bool:
+    """Whether this config asks for the scheduler: schedules, or a channel for review reminders."""
+    return bool(settings.schedules or settings.scheduler.review_channel)
+
+
+def review_channel(settings: Settings) -> str | None:
+    """Where reminders of plans made outside Slack go."""
+    if settings.scheduler.review_channel:
+        return settings.scheduler.review_channel
+    return settings.schedules[0].channel if settings.schedules else None
+
+
+def lease_namespace(settings: Settings) -> str:
+    s = settings.scheduler
+    if s.lease_namespace:
+        return s.lease_namespace
+    try:
+        found = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if s.in_cluster else ""
+    except OSError:
+        found = ""
+    if not found:
+        raise SettingsError("scheduler.lease_namespace: the Lease needs a namespace: set it, or $POD_NAMESPACE")
+    return found
+
+
+def make_elector(settings: Settings, identity: str) -> LeaderElector | FileLockElector:
+    """The Lease or the file lock, as the settings say (see the module docstring)."""
+    s = settings.scheduler
+    if not s.uses_lease():
+        if not (s.lock_path or settings.store.path):
+            raise SettingsError("scheduler.lock_path: the file lock needs a path (or store.path, beside which it goes)")
+        return FileLockElector(s.lock_path or f"{settings.store.path}.lock", identity)
+    from bot.service.lease import lease_client
+
+    namespace = lease_namespace(settings)
+    cluster = settings.cluster(None)
+    api = lease_client(namespace, None if s.in_cluster else (cluster.kubeconfig if cluster else None),
+                       None if s.in_cluster or cluster is None else cluster.context, in_cluster=s.in_cluster)
+    return LeaderElector(api, s.lease_name, identity, s.lease_duration_s)
+
+
+def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None = None, *,
+                            identity: str | None = None,
+                            clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> HandoverScheduler | None:
+    """The scheduler of this deployment, not started (None when the config asks for none).
+    Raises SettingsError naming the field when it cannot be built."""
+    if not wanted(settings):
+        return None
+    if not settings.store.path:
+        raise SettingsError("store.path: schedules need the bot's store (each slot is claimed there before it is "
+                            "posted)")
+    identity = identity or default_identity()
+    elector = make_elector(settings, identity)
+    store = Store.open(settings.store.path)
+    reviews = None
+    if remind is not None:
+        from bot.service.reviews import due_reviews
+
+        channel = review_channel(settings)
+        after = settings.scheduler.review_after_s
+
+        def reviews(now: datetime) -> list[Any]:
+            return due_reviews(store, now, review_after_s=after, default_channel=channel)
+
+    log.info("scheduler: %d schedule(s), leader election by %s as %s", len(settings.schedules),
+             "Lease" if isinstance(elector, LeaderElector) else f"file lock {elector.path}", identity)
+    return HandoverScheduler(store, settings.schedules, job, elector=elector, interval_s=settings.scheduler.interval_s,
+                             clock=clock, reviews=reviews, remind=remind, on_shutdown=store.close)
