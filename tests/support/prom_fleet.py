@@ -13,6 +13,7 @@ holds no GPU. `small_fleet()` holds 3.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import IO
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -147,7 +149,14 @@ BIG_ORDER = tuple(d.target for d in INTERESTING) + tuple(d.target for d in calm(
 
 def fleet_openmetrics(fleet: Fleet, end_s: int) -> str:
     w = _Writer()
-    times = range(end_s - WINDOW_S - LEAD_S, end_s + 1, STEP_S)
+    write_fleet(w, fleet, end_s)
+    return w.text()
+
+
+def write_fleet(w: _Writer | FamilyFiles, fleet: Fleet, end_s: int, history_s: int = WINDOW_S + LEAD_S,
+                step_s: int = STEP_S) -> None:
+    """`fleet`'s samples from `history_s` before `end_s` to `end_s`, every `step_s`, into `w`."""
+    times = range(end_s - history_s, end_s + 1, step_s)
     counts: dict[str, float] = {}
 
     def inc(key: str, by: float) -> float:
@@ -165,7 +174,34 @@ def fleet_openmetrics(fleet: Fleet, end_s: int) -> str:
                   _labels(namespace=ns, pod=pod, container="job"), (t - times.start) // 120, t)
             w.add("reason", "kube_pod_container_status_last_terminated_reason",
                   _labels(namespace=ns, pod=pod, container="job", reason="OOMKilled"), 1, t)
-    return w.text()
+
+
+class FamilyFiles:
+    """A `_Writer` for histories too large to hold in memory (the fleet benchmark): each metric
+    family's lines go to a file of its own under `folder`, joined family after family at `finish`."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._files: dict[str, IO[str]] = {}
+
+    def add(self, family: str, name: str, labels: str, value: float, at: float) -> None:
+        out = self._files.get(family)
+        if out is None:
+            out = self._files[family] = (self.folder / f"family-{len(self._files):03d}.txt").open("w")
+        out.write(f"{name}{{{labels}}} {value:.10g} {int(at)}\n")
+
+    def finish(self, path: Path) -> int:
+        """Write the OpenMetrics file to `path`, remove the family files; returns its size in bytes."""
+        with path.open("wb") as dest:
+            for out in self._files.values():
+                out.close()
+                part = Path(out.name)
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, dest, 1 << 20)
+                part.unlink()
+            dest.write(b"# EOF\n")
+        self._files = {}
+        return path.stat().st_size
 
 
 def _engine(w: _Writer, dep: Dep, pod: str, times: range, end_s: int, inc) -> None:
