@@ -23,6 +23,7 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
 from bot.service.runners import TriageRunner
 from bot.service.settings import Settings
@@ -53,6 +54,8 @@ def listeners(handlers: Handlers, command: str = "/gpumem") -> tuple[Listener, .
     return (
         Listener("command", command, handlers.on_command),
         Listener("action", RERUN_ACTION, handlers.on_rerun),
+        # the fleet view's Triage buttons carry the same value: one triage each, claimed per button
+        Listener("action", TRIAGE_ACTION, handlers.on_rerun),
     )
 
 
@@ -197,6 +200,9 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
         from bot.service.handover import prometheus_reader
 
         work.read_state = prometheus_reader(settings)
+    from bot.service.fleet import fleet_reader
+
+    work.fleet_reader = fleet_reader(settings)
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
                         store=store)
     app = create_app(settings, client, handlers)
