@@ -127,7 +127,7 @@ def test_a_triage_button_starts_the_triage_of_its_service_once(tmp_path, prom):
 
 def test_a_namespace_ranks_only_its_services_and_a_channel_only_its_namespaces(tmp_path, prom):
     with running_bot(tmp_path, extra=_extra(prom.url)) as (fake, bot):
-        dispatch_command(bot, fake, "fleet search", n=1)
+        dispatch_command(bot, fake, f"fleet search --at {prom.end.isoformat()}", n=1)
         fake.wait_for("chat.postMessage", 1, timeout=60)
         dispatch_command(bot, fake, "fleet --all", channel=ZH_CHANNEL, n=2)
         fake.wait_for("chat.postMessage", 2, timeout=60)
@@ -140,6 +140,7 @@ def test_a_namespace_ranks_only_its_services_and_a_channel_only_its_namespaces(t
     search_targets = [d.target for d in f.big_fleet().deps if d.namespace == "search"]
     assert f"search: {len(search_targets)} of {len(search_targets)} services" in search
     assert "*1. search/rag-sgl*" in search and "prod/" not in search
+    assert prom.end.strftime("at %Y-%m-%d %H:%M UTC") in search  # --at: the view as it was then
     # the Chinese channel may read llm and search: --all means those two (the fleet has none in llm)
     assert "集群总览 · llm, search" in zh and "search/rag-sgl" in zh and "prod/" not in zh
     assert "不允许 gpumem 读取命名空间 prod" in refused["text"] and "llm, search" in refused["text"]

@@ -85,13 +85,18 @@ def prometheus_client(args: argparse.Namespace) -> PrometheusClient:
                             basic_auth=basic, timeout_s=timeout, verify=prom.ca_file or True)
 
 
+def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
+    """`--at`: a duration back from `now`, or a time; `now` without it."""
+    if isinstance(at, timedelta):
+        return now - at
+    if isinstance(at, datetime):
+        return at
+    return now
+
+
 def run_fleet(args: argparse.Namespace, now: datetime | None = None) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
-    now = now or datetime.now(UTC)
-    if isinstance(args.at, timedelta):
-        now = now - args.at
-    elif isinstance(args.at, datetime):
-        now = args.at
+    now = view_time(args.at, now or datetime.now(UTC))
     client = prometheus_client(args)
     return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
 

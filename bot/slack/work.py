@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.render import slack_fleet as F
@@ -365,8 +366,11 @@ class Work:
         try:
             if self.fleet_reader is None:
                 raise RuntimeError("no Prometheus configured for the fleet view")
+            from bot.service.fleet import view_time
+
             outcome = self.fleet_reader(tuple(getattr(args, "namespace", None) or ()),
-                                        getattr(args, "engine", None), getattr(args, "top", None))
+                                        getattr(args, "engine", None), getattr(args, "top", None),
+                                        view_time(getattr(args, "at", None), datetime.now(UTC)))
         except Exception as e:
             error_id = log_crash(log, "fleet in %s failed", e, job.channel)
             if finish.take():
