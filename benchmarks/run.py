@@ -6,7 +6,8 @@ import importlib
 
 BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log", "benchmarks.bench_live_latency",
               "benchmarks.bench_live_cli",
-              "benchmarks.bench_slack_ack", "benchmarks.bench_slack_parse", "benchmarks.bench_profile_vs_mawk")
+              "benchmarks.bench_slack_ack", "benchmarks.bench_slack_parse", "benchmarks.bench_profile_vs_mawk",
+              "benchmarks.bench_fleet")
 
 
 def main() -> None:

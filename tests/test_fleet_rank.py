@@ -17,7 +17,7 @@ from runbooks.catalogs import thresholds as T
 def test_lines_are_the_runbooks_numbers():
     assert LINES["kv_now"] == LINES["kv_max"] == T.KV_USAGE_HIGH_RATIO
     assert LINES["queue"] == T.QUEUE_DEPTH_ALERT and LINES["ttft_p99"] == T.TTFT_P99_SLOW_S
-    assert LINES["gpu_used"] == T.GPU_MEM_PINNED_RATIO
+    assert LINES["gpu_used"] == T.GPU_MEM_ALERT_RATIO == 0.95
     assert (LINES["long_share"], LINES["long_jump"]) == (T.LONG_SHARE_HIGH, T.LONG_SHARE_SHIFT)
     assert LINES["restarts"] == 2 and LINES["oom_kills"] == LINES["preemptions"] == 1
 
@@ -56,7 +56,9 @@ def _vector(*series):
 def test_parse_answers_merges_columns_per_deployment_and_computes_the_long_share():
     chat = {"namespace": "llm", "deployment": "chat"}
     answers = {
-        "kv_now": _vector(({**chat, "engine": "vllm"}, 0.8)),
+        "kv": _vector(({**chat, "engine": "vllm", "column": "kv_now"}, 0.8),
+                      ({**chat, "engine": "vllm", "column": "kv_max"}, 0.96),
+                      ({**chat, "engine": "vllm", "column": "queue"}, 99)),  # not a column of this query: ignored
         "queue": _vector(({**chat, "engine": "vllm"}, 3), ({**chat, "engine": "sglang"}, 2)),
         "restarts": _vector((chat, 1), ({"namespace": "llm"}, 7)),  # no deployment: ignored
         "long_share": _vector(*(({**chat, "engine": "vllm", "part": p, "count": c}, n) for p, c, n in (
@@ -64,7 +66,7 @@ def test_parse_answers_merges_columns_per_deployment_and_computes_the_long_share
     }
     (svc,) = parse_answers(answers)
     assert svc.engines == ("vllm", "sglang")
-    assert svc.values == {"kv_now": 0.8, "queue": 5.0, "restarts": 1.0, "long_share": 0.37, "long_jump": 0.29}
+    assert svc.values == {"kv_now": 0.8, "kv_max": 0.96, "queue": 5.0, "restarts": 1.0, "long_share": 0.37, "long_jump": 0.29}
 
 
 def test_queries_use_the_alert_rules_workload_and_both_label_variants():
@@ -75,7 +77,10 @@ def test_queries_use_the_alert_rules_workload_and_both_label_variants():
         assert 'namespace=~"a\\\\.b|llm"' in promql
     assert 'exported_namespace=~"a\\\\.b|llm"' in q["restarts"] and "exported_pod" in q["gpu_used"]
     assert "unless on (namespace, pod)" in q["gpu_used"]  # preallocating engines left out
-    assert q["kv_max"].startswith("max_over_time((") and q["kv_max"].endswith("[1h:1m])")
+    now, peak = q["kv"].split("\nor ")
+    assert now.endswith('"column", "kv_now", "", "")') and peak.endswith('[1h:1m]), "column", "kv_max", "", "")')
+    assert peak.startswith("label_replace(max_over_time((")
+    assert len(q) == 8 and len(queries(("vllm",))) == 7 and len(queries(("tgi",))) == 5
 
 
 def _outcome(missing=()):

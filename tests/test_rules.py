@@ -144,7 +144,7 @@ def test_gpu_memory_leaves_out_every_engine_that_preallocates(capsys):
     for engine in ENGINES:
         assert SERIES[engine].preallocates
         assert set(SERIES[engine].presence.split("|")) <= set(names)
-    assert gpu["expr"].rstrip().endswith("> 0.9")
+    assert gpu["expr"].rstrip().endswith("> 0.95")
 
 
 # ---------------------------------------------------------------------- JSON

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -63,11 +64,13 @@ def _sample(bot, name: str, **labels) -> float:
 def test_the_listener_registry_names_the_command_and_the_button(tmp_path):
     with running_bot(tmp_path) as (_, bot):
         registry = listeners(bot.handlers, "/gpumem")
-        assert [(item.kind, item.matcher) for item in registry] == [("command", "/gpumem"),
-                                                                     ("action", "gpumem_rerun")]
+        assert [(item.kind, item.matcher) for item in registry] == [
+            ("command", "/gpumem"), ("action", "gpumem_rerun"),
+            ("action", re.compile(r"^gpumem_fleet_triage_[0-9]+$"))]
+        assert registry[1].fn == registry[2].fn == bot.handlers.on_rerun  # the fleet's Triage buttons start a triage
         fresh = App(client=bot.client, signing_secret=SECRET, token_verification_enabled=False)
         register(fresh, registry)
-        assert len(fresh._listeners) == 2
+        assert len(fresh._listeners) == 3
 
 
 @pytest.mark.parametrize("case", ["unsigned", "tampered", "stale", "wrong_secret"])

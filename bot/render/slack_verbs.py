@@ -22,6 +22,7 @@ FORMS = {
     "profile": ("/gpumem profile NAMESPACE/DEPLOYMENT [--context C]", "/gpumem profile llm/vllm-server"),
     "snapshot": ("/gpumem snapshot NAMESPACE/DEPLOYMENT [--context C]", "/gpumem snapshot llm/vllm-server"),
     "budget": ("/gpumem budget [flags of gpumem budget]", "/gpumem help budget"),
+    "fleet": ("/gpumem fleet [NAMESPACE|--all] [--engine E] [--top N]", "/gpumem fleet llm"),
     "help": ("/gpumem help [VERB]", "/gpumem help triage"),
 }
 #: snapshot lines before "+N more"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runbooks.model.errors import UsageError
 
@@ -85,12 +85,37 @@ def prometheus_client(args: argparse.Namespace) -> PrometheusClient:
                             basic_auth=basic, timeout_s=timeout, verify=prom.ca_file or True)
 
 
+def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
+    """`--at`: a duration back from `now`, or a time; `now` without it."""
+    if isinstance(at, timedelta):
+        return now - at
+    if isinstance(at, datetime):
+        return at
+    return now
+
+
 def run_fleet(args: argparse.Namespace, now: datetime | None = None) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
-    now = now or datetime.now(UTC)
-    if isinstance(args.at, timedelta):
-        now = now - args.at
-    elif isinstance(args.at, datetime):
-        now = args.at
+    now = view_time(args.at, now or datetime.now(UTC))
     client = prometheus_client(args)
     return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
+
+
+def fleet_reader(settings: Any) -> Callable[..., FleetOutcome] | None:
+    """The fleet view for the Slack bot, read through the config's Prometheus (the default
+    cluster's, else the top-level one, as `gpumem fleet` reads it); None when the config names none."""
+    cluster = settings.cluster(None)
+    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    if prom is None:
+        return None
+    from collectors.prometheus.client import PrometheusClient
+
+    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
+    client = PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
+                              basic_auth=basic, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+
+    def read(namespaces: Sequence[str] = (), engines: Sequence[str] | None = None, top: int | None = None,
+             now: datetime | None = None) -> FleetOutcome:
+        return fleet_view(client, now=now or datetime.now(UTC), engines=engines, namespaces=namespaces, top=top)
+
+    return read

@@ -31,7 +31,7 @@ MAX_COMMAND_CHARS = 2000
 #: keeps that step to a bounded cost, so parsing stays linear in the length of the text
 MAX_COMMAND_WORDS = 100
 #: verbs Slack may run, in the order `/gpumem help` lists them
-SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "note", "notes", "handover", "help")
+SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "fleet", "note", "notes", "handover", "help")
 #: verbs that read one service and so need NAMESPACE/DEPLOYMENT
 TARGET_VERBS = ("triage", "profile", "snapshot")
 #: verbs whose CLI form means something else in Slack: `gpumem snapshot` samples the GPUs of the
@@ -164,6 +164,8 @@ def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | 
         raise CommandError("bad_flags", usage=sub.format_usage(),
                            detail=f"unrecognized arguments: {' '.join(extras)}")
     _refuse_host_only(sub, args)
+    if verb == "fleet":
+        _check_fleet_scope(args, sub.format_usage())
     target = None
     if verb in TARGET_VERBS:
         namespace = getattr(args, "namespace", None) or default_namespace
@@ -171,6 +173,32 @@ def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | 
     options = frozenset(s for a in sub._actions for s in a.option_strings)
     return Command(verb=verb, argv=tuple(rest), args=args, target=target, context=getattr(args, "context", None),
                    lang=getattr(args, "lang", None), options=options)
+
+
+def _check_fleet_scope(args: argparse.Namespace, usage: str) -> None:
+    names = [n for n in (getattr(args, "scope", None), *(getattr(args, "namespace", None) or ())) if n]
+    if names and getattr(args, "all", False):
+        raise CommandError("bad_flags", usage=usage, detail="give NAMESPACE or --all, not both")
+    for name in names:
+        if not _NAMESPACE.match(name):
+            raise CommandError("bad_namespace", usage=usage, namespace=name)
+
+
+def fleet_scope(args: argparse.Namespace, default_namespace: str | None) -> tuple[str, ...] | None:
+    """The namespaces `/gpumem fleet [NAMESPACE|--all]` asks about: those named (NAMESPACE, -n),
+    else the default namespace; None for --all, or when neither is given nor configured.
+
+    >>> fleet_scope(parse_command("fleet prod").args, "llm"), fleet_scope(parse_command("fleet").args, "llm")
+    (('prod',), ('llm',))
+    >>> fleet_scope(parse_command("fleet --all").args, "llm") is None
+    True
+    """
+    names = [n for n in (getattr(args, "scope", None), *(getattr(args, "namespace", None) or ())) if n]
+    if getattr(args, "all", False):
+        return None
+    if names:
+        return tuple(dict.fromkeys(names))
+    return (default_namespace,) if default_namespace else None
 
 
 def parse_target(value: str | None, default_namespace: str | None, usage: str = "") -> Target:
@@ -242,6 +270,10 @@ def _build_slack_parser(parser_factory: Callable[[], argparse.ArgumentParser]) -
                 sub.add_argument("--context", help="kube context (a cluster in the config)")
             if "lang" not in dests:
                 sub.add_argument("--lang", choices=("en", "zh"), default=None, help="language of the reply")
+        if verb == "fleet":
+            sub.add_argument("scope", nargs="?", metavar="NAMESPACE", help="the namespace to rank (default: the "
+                             "default namespace)")
+            sub.add_argument("--all", action="store_true", help="every namespace this channel may read")
         for action in sub._actions:
             if _host_only(action):
                 action.help = argparse.SUPPRESS  # not offered in Slack's usage text

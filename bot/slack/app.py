@@ -23,6 +23,7 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
 from bot.service.grammar import slack_parser
 from bot.service.runners import TriageRunner
@@ -54,6 +55,8 @@ def listeners(handlers: Handlers, command: str = "/gpumem") -> tuple[Listener, .
     return (
         Listener("command", command, handlers.on_command),
         Listener("action", RERUN_ACTION, handlers.on_rerun),
+        # the fleet view's Triage buttons carry the same value: one triage each, claimed per button
+        Listener("action", TRIAGE_ACTION, handlers.on_rerun),
     )
 
 
@@ -201,6 +204,9 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
 
         work.read_state = prometheus_reader(settings)
         work.read_object = live_object_reader(settings)
+    from bot.service.fleet import fleet_reader
+
+    work.fleet_reader = fleet_reader(settings)
     after_ack = ThreadPoolExecutor(max_workers=settings.workers.listener_threads, thread_name_prefix="gpumem-after-ack")
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
                         store=store, after_ack=after_ack)

@@ -29,12 +29,13 @@ from bot.service.grammar import (
     Command,
     CommandError,
     available_verbs,
+    fleet_scope,
     parse_command,
     parse_target,
     usage_of,
 )
 from bot.service.notes import add_note, list_notes, split_note_args
-from bot.service.settings import Settings
+from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
@@ -117,7 +118,30 @@ class Handlers:
             return self._notes(ack, cmd, channel, user, lang)
         if cmd.verb == "handover" and self.store is None:
             return self._refuse(ack, lang, cmd.verb, "no_store")
+        if cmd.verb == "fleet":
+            if self.work.fleet_reader is None:
+                return self._refuse(ack, lang, cmd.verb, "no_prometheus")
+            refusal = self._fleet_scope(cmd, channel)
+            if refusal is not None:
+                return self._refuse(ack, lang, cmd.verb, refusal[0], **refusal[1])
         self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
+
+    # ------------------------------------------------------------------ /gpumem fleet
+
+    def _fleet_scope(self, cmd: Command, channel: str) -> tuple[str, dict[str, Any]] | None:
+        """Resolve `[NAMESPACE|--all]` to the namespaces this channel may read, into
+        `cmd.args.namespace` (empty: every namespace); a refusal when one named is not allowed."""
+        names = fleet_scope(cmd.args, self.settings.default_namespace)
+        allowed = self.settings.namespaces_for(None, channel)
+        if names is None:
+            if not allowed:
+                return "namespace_not_allowed", {"namespace": "*", "allowed": "-"}
+            names = () if WILDCARD in allowed else allowed
+        for ns in names:
+            if not self.settings.namespace_allowed(ns, None, channel):
+                return "namespace_not_allowed", {"namespace": ns, "allowed": ", ".join(allowed) or "-"}
+        cmd.args.namespace = list(names)
+        return None
 
     # ------------------------------------------------------------------ /gpumem note, notes
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.render import slack_fleet as F
 from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
@@ -145,6 +146,8 @@ class Work:
         self.read_state: Callable[..., Any] | None = None
         #: reads a stop-gap's live object (`bot.service.handover.kube_reader`); None: they stay unconfirmed
         self.read_object: Callable[..., Any] | None = None
+        #: the fleet view (`bot.service.fleet.fleet_reader`: namespaces, engines, top -> FleetOutcome); None: no Prometheus
+        self.fleet_reader: Callable[..., Any] | None = None
         self.runner = runner
         self.verb_runner = verb_runner
         self.metrics = metrics
@@ -168,6 +171,8 @@ class Work:
                 self._run_target(job, was_queued, finish)
             elif job.command.verb == "handover":
                 self._run_handover(job, finish)
+            elif job.command.verb == "fleet":
+                self._run_fleet(job, finish)
             else:
                 self._run_verb(job, finish)
         finally:
@@ -366,6 +371,53 @@ class Work:
         if ts is None:
             raise RuntimeError(f"posting the review reminder failed: {error}")
         return ts
+
+    # ------------------------------------------------------------------ the fleet view
+
+    def _run_fleet(self, job: Job, finish: _Finish) -> None:
+        """`/gpumem fleet`: the ranked services posted in the channel, the headroom chart in its
+        thread; a failure only to the one who asked. Each query is bounded by the Prometheus
+        client's timeout (they run in parallel), so the job is too."""
+        cat = Catalog.load(job.lang)
+        args = job.command.args
+        try:
+            if self.fleet_reader is None:
+                raise RuntimeError("no Prometheus configured for the fleet view")
+            from bot.service.fleet import view_time
+
+            outcome = self.fleet_reader(tuple(getattr(args, "namespace", None) or ()),
+                                        getattr(args, "engine", None), getattr(args, "top", None),
+                                        view_time(getattr(args, "at", None), datetime.now(UTC)))
+        except Exception as e:
+            error_id = log_crash(log, "fleet in %s failed", e, job.channel)
+            if finish.take():
+                self._tell(job, cat.t("slack.error.internal", error_id=error_id))
+                self.metrics.command("fleet", "error", self.clock() - job.accepted_at)
+            return
+        if not finish.take():
+            log.warning("fleet: its answer arrived after the shutdown interrupted it and was dropped")
+            return
+        if outcome.nothing_read:
+            reason = "; ".join(f"{m.query}: {m.kind}" for m in outcome.missing)
+            self._tell(job, cat.t("slack.error.fleet_unread", reason=reason))
+            self.metrics.command("fleet", "error", self.clock() - job.accepted_at)
+            return
+        ts, error = self.poster.post_or_error(job.channel, F.fleet_message(outcome, job.lang, job.user),
+                                              meta=job.meta("fleet"))
+        if ts is None:
+            self._tell(job, cat.t("slack.error.post_failed", error=error))
+            self.metrics.command("fleet", "error", self.clock() - job.accepted_at)
+            return
+        try:
+            from bot.render.chart_fleet import fleet_chart
+
+            png = fleet_chart(outcome.rows, F.chart_title(outcome, job.lang), job.lang)
+        except Exception as e:  # the ranking is posted; a chart that cannot be drawn is logged, not fatal
+            log_crash(log, "fleet: drawing the headroom chart failed", e)
+            png = None
+        if png:
+            self.poster.upload(job.channel, ts, "gpumem-fleet-headroom.png", png, cat.t("slack.upload.fleet_chart"))
+        self.metrics.command("fleet", "ok", self.clock() - job.accepted_at)
 
     # ------------------------------------------------------------------ CLI verbs (budget)
 

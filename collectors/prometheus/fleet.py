@@ -4,13 +4,13 @@ Prometheus (or Thanos, Mimir, VictoriaMetrics behind the same API) does the aggr
 query takes all engines' series at once, derives the Deployment (else StatefulSet, else pod)
 from the pod's name the way the alert rules do (`runbooks.alerts.promql.workload`), and answers
 one series per (namespace, deployment[, engine]). So the number of queries is `len(queries(...))`
-for 3 services or 3000: 9 for every engine; with --engine fewer (no GPU-memory query of
+for 3 services or 3000: 8 for every engine; with --engine fewer (no GPU-memory query of
 engine-less pods, none for a column no chosen engine exports: TGI has no preemptions or TTFT).
+A query that fills two columns tells them apart by a `column` label (`label_replace`, then `or`).
 
 | query | columns | PromQL, per engine, joined with `or` |
 | --- | --- | --- |
-| kv_now | kv_now | `max by (namespace, deployment)` of the KV usage gauge (TGI: batch tokens / KV token budget per pod) |
-| kv_max | kv_max | `max_over_time((kv_now)[window:1m])` |
+| kv | kv_now, kv_max | `max by (namespace, deployment)` of the KV usage gauge (TGI: batch tokens / KV token budget per pod), `or` its `max_over_time((...)[window:1m])` |
 | queue | queue | `sum by (namespace, deployment)` of waiting requests (SGLang: max per pod and dp_rank first) |
 | preemptions | preemptions | `sum by (...) (increase(counter[window]))` (SGLang: or the older gauge's max) |
 | oom_kills | oom_kills | restarts over the window of containers whose last termination was OOMKilled (kube-state-metrics; 0 for the rest) |
@@ -46,8 +46,7 @@ from runbooks.profile.requests import SHIFT_MIN_PART
 
 #: query id -> the columns it fills
 QUERY_COLUMNS: dict[str, tuple[str, ...]] = {
-    "kv_now": ("kv_now",),
-    "kv_max": ("kv_max",),
+    "kv": ("kv_now", "kv_max"),
     "queue": ("queue",),
     "preemptions": ("preemptions",),
     "oom_kills": ("oom_kills",),
@@ -60,6 +59,8 @@ DEFAULT_WINDOW_S = 3600
 #: the resolution of the KV-usage subquery
 SUBQUERY_STEP_S = 60
 _BY = "namespace, deployment"
+#: the label that names the column of a series, in a query that fills more than one
+COLUMN_LABEL = "column"
 #: columns whose values add up across the engines of one deployment (the rest take the most)
 _ADDED = ("queue", "preemptions", "oom_kills", "restarts")
 
@@ -204,16 +205,16 @@ def queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str] = (),
     GPU-memory query) are left out; `namespaces` empty means every namespace.
 
     >>> sorted(queries())
-    ['gpu_used', 'kv_max', 'kv_now', 'long_share', 'oom_kills', 'preemptions', 'queue', 'restarts', 'ttft_p99']
+    ['gpu_used', 'kv', 'long_share', 'oom_kills', 'preemptions', 'queue', 'restarts', 'ttft_p99']
     >>> len(queries(("tgi",))), 'tgi' in queries(("tgi",))["queue"], 'vllm' in queries(("tgi",))["queue"]
-    (6, True, False)
+    (5, True, False)
     """
     b = _Builder(engines or ENGINES, namespaces, window_s)
     all_engines = set(b.engines) == set(ENGINES)
     kv_now = b.per_engine(b.kv)
+    kv_max = f"max_over_time(({kv_now})[{b.win}:{q.duration(SUBQUERY_STEP_S)}])"
     out: dict[str, str | None] = {
-        "kv_now": kv_now,
-        "kv_max": f"max_over_time(({kv_now})[{b.win}:{q.duration(SUBQUERY_STEP_S)}])",
+        "kv": f"{b.tag(kv_now, COLUMN_LABEL, 'kv_now')}\nor {b.tag(kv_max, COLUMN_LABEL, 'kv_max')}",
         "queue": b.per_engine(b.queue),
         "preemptions": b.per_engine(b.preemptions),
     }
@@ -261,7 +262,10 @@ def parse_answers(answers: Mapping[str, QueryResult]) -> tuple[Service, ...]:
                     got = counts.setdefault(key, {})
                     got[(part, kind)] = got.get((part, kind), 0.0) + value
                 continue
-            for column in QUERY_COLUMNS.get(query_id, ()):
+            columns = QUERY_COLUMNS.get(query_id, ())
+            if len(columns) > 1:
+                columns = tuple(c for c in columns if c == s.labels.get(COLUMN_LABEL))
+            for column in columns:
                 have = values.setdefault(key, {})
                 if column in have:
                     have[column] = have[column] + value if column in _ADDED else max(have[column], value)

@@ -10,7 +10,7 @@ and the alert rules' own counts, `runbooks.alerts.rules`):
 | preemptions / retractions over the window | 1 (the alert fires on any) |
 | OOM kills over the window | 1 (the alert fires on any) |
 | restarts over the window | 2 (the restart-burst alert: more than 1) |
-| GPU memory used, engines that do not preallocate | 0.90 (GPU_MEM_PINNED_RATIO) |
+| GPU memory used, engines that do not preallocate | 0.95 (GPU_MEM_ALERT_RATIO, as GpumemGPUMemoryHigh) |
 | TTFT p99 | 2 s (TTFT_P99_SLOW_S) |
 | long-request share (L+XL) | 0.30 (LONG_SHARE_HIGH) |
 | its jump between the window's first and last quarter hour | 0.15 (LONG_SHARE_SHIFT) |
@@ -50,7 +50,7 @@ LINES: dict[str, float] = {
     "preemptions": 1.0,
     "oom_kills": 1.0,
     "restarts": float(RESTART_BURST_COUNT + 1),
-    "gpu_used": T.GPU_MEM_PINNED_RATIO,
+    "gpu_used": T.GPU_MEM_ALERT_RATIO,
     "ttft_p99": T.TTFT_P99_SLOW_S,
     "long_share": T.LONG_SHARE_HIGH,
     "long_jump": T.LONG_SHARE_SHIFT,

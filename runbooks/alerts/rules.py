@@ -4,7 +4,7 @@ One group per engine (KV cache above 90% for 10 minutes, queue above 12 for 10 m
 preemptions or retractions in every 5-minute window for 10 minutes, TTFT p99 above 2 s for 10
 minutes, the long-request share jumping 15 points between the quarters gpumem triage compares)
 and one group for what Kubernetes and DCGM say whatever the engine (a GPU pod OOMKilled, the
-runbook's restart burst, GPU memory above 90% for 10 minutes on pods that run no engine which
+runbook's restart burst, GPU memory above 95% for 10 minutes on pods that run no engine which
 preallocates it). Every alert is per workload and carries `gpumem: triage` plus the namespace
 and deployment labels the webhook reads. The numbers are the runbook's
 (`runbooks.catalogs.thresholds`); the wording is the renderer's, by `Rule.wording` key.
@@ -268,8 +268,8 @@ class _Builder:
         fullest = (f"max by (namespace, pod) ({q.both(ratio)})\n"
                    f"unless on (namespace, pod) {q.selector(presence(engines))}\n"
                    f"and on (namespace, pod) {self._owned()}")
-        expr = f"max by ({self.by}) (\n  {self._workload(fullest)}\n) > {T.GPU_MEM_PINNED_RATIO:g}"
+        expr = f"max by ({self.by}) (\n  {self._workload(fullest)}\n) > {T.GPU_MEM_ALERT_RATIO:g}"
         return Rule("gpu_memory_high", ALERTS["gpu_memory_high"], KUBERNETES_GROUP, None, expr, T.SUSTAINED_S,
                     "warning", "ratio", "gpu_memory_high",
-                    {"threshold_pct": round(T.GPU_MEM_PINNED_RATIO * 100), "minutes": _minutes(T.SUSTAINED_S),
+                    {"threshold_pct": round(T.GPU_MEM_ALERT_RATIO * 100), "minutes": _minutes(T.SUSTAINED_S),
                      "engines": engines})

@@ -2,6 +2,9 @@
 
 #: GPU memory above this share of the card must be explained (runbook: >90% sustained)
 GPU_MEM_PINNED_RATIO = 0.90
+#: the GPU-memory alert (issue 11): above this share for 10 minutes, on pods whose engine does not
+#: claim its memory at start-up (for vLLM, SGLang and TGI a full card is their fraction at work)
+GPU_MEM_ALERT_RATIO = 0.95
 #: static memory (weights + reserve) above this share leaves too little for the KV cache
 STATIC_CRITICAL_RATIO = 0.85
 STATIC_WARNING_RATIO = 0.70
