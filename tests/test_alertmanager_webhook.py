@@ -57,7 +57,7 @@ def _outcomes(records) -> dict[str, int]:
 
 
 def test_a_firing_alert_starts_a_triage_under_its_summary_and_resolving_edits_it(tmp_path):
-    with serving(tmp_path) as s:
+    with serving(tmp_path, runner=ExampleRunner(charts=True)) as s:
         started = time.monotonic()
         r = s.post(notification([alert(severity="critical")]))
         assert r.status_code == 200 and r.json() == {"status": "accepted", "alerts": 1}
@@ -78,9 +78,15 @@ def test_a_firing_alert_starts_a_triage_under_its_summary_and_resolving_edits_it
         assert block_errors(final.args["blocks"]) == []
         # the diagnosis's detail in the thread, as for /gpumem triage
         s.fake.wait_for("chat.postMessage", where=lambda c: c.args.get("thread_ts") == parent.response["ts"])
+        # ... and its charts, uploaded into the same thread
+        uploads = s.fake.wait_for("files.completeUploadExternal", timeout=60)
+        names = [f["name"] for u in uploads for f in u.response["files"]]
+        assert any(n.endswith(".png") for n in names), names
+        assert {u.args.get("thread_ts") for u in uploads} == {parent.response["ts"]}
         records = s.records()
-        assert [(r.outcome, r.target, r.channel, r.thread_ts, r.alertname, r.severity) for r in records] == [
-            ("triaged", "llm/vllm-server", CHANNEL, parent.response["ts"], "GpumemKVCacheHigh", "critical")]
+        assert [(r.outcome, r.target, r.cluster, r.channel, r.thread_ts, r.alertname, r.severity)
+                for r in records] == [("triaged", "llm/vllm-server", "prod", CHANNEL, parent.response["ts"],
+                                       "GpumemKVCacheHigh", "critical")]
 
         def triages():
             with s.bot.store.use() as store:

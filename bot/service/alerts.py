@@ -77,6 +77,8 @@ def place(alert: Alert, settings: Any, resolve_pod: ResolvePod | None) -> Placem
             return Placement("unknown_cluster", channel=channel,
                              detail=f"{names.cluster}={cluster_label!r} is not a configured cluster")
         cluster = known.name
+    elif settings.clusters and settings.cluster(None) is not None:
+        cluster = settings.cluster(None).name  # no label: the default cluster, named as a label would name it
     deployment = labels.get(names.deployment) or None
     pod = labels.get(names.pod) or None
     if not namespace or not (deployment or pod):
