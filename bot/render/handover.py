@@ -52,6 +52,8 @@ def handover_text(h: Any, lang: str) -> str:
                                    for m in h.temporary])
     section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"
                                for n in h.notes])
+    if h.alerts:
+        section("handover.alerts", [alert_line(cat, a) for a in h.alerts])
     section("handover.watch", [f"  - {w}" for w in h.watch_next], count=False)
     if h.services:
         out.append("")
@@ -75,6 +77,13 @@ def handover_text(h: Any, lang: str) -> str:
                        f"{_n(st.queue_peak)} (now {_n(st.queue_now)}), preemptions {_n(st.preemptions)}, "
                        f"OOM kills {_n(st.oom_kills)}")
     return "\n".join(out) + "\n"
+
+
+def alert_line(cat: Catalog, a: Any) -> str:
+    """One `bot.service.handover.AlertItem` as a line."""
+    return "  " + cat.t("handover.alert_line", first=_hm(a.first_at), last=_hm(a.last_at), alertname=a.alertname,
+                        target=a.target or "-", severity=a.severity or "-", count=a.count, firing=a.firing,
+                        resolved=a.resolved, outcomes=a.outcomes)
 
 
 def notes_json(notes: list[Note]) -> list[dict[str, Any]]:

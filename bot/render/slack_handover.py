@@ -115,6 +115,12 @@ def _incident(i: Any) -> str:
     return f"{_z(i.at)} `{B.esc(i.target or '-')}` {B.esc(i.verdict or '-')} ({B.esc(i.priority or '-')})"
 
 
+def _alert(a: Any) -> str:
+    """One `bot.service.handover.AlertItem`: name, target, how many, what became of them."""
+    return (f"{_z(a.last_at)} *{B.esc(a.alertname)}* `{B.esc(a.target or '-')}` {B.esc(a.severity or '-')} "
+            f"×{a.count} (firing {a.firing}, resolved {a.resolved}; {B.esc(a.outcomes)})")
+
+
 def _top(cat: Catalog, lines: Sequence[str]) -> list[str]:
     shown = [f"• {line}" for line in lines[:TOP_ITEMS]]
     if len(lines) > TOP_ITEMS:
@@ -141,7 +147,8 @@ def handover_parent(h: Any, lang: str) -> Message:
               cat.t("handover.temporary", count=len(h.temporary)), cat.t("handover.notes", count=len(h.notes))]
     blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
     for key, lines in (("handover.incidents", [_incident(i) for i in h.incidents]),
-                       ("handover.temporary", [_stopgap(cat, m) for m in h.temporary])):
+                       ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
+                       ("handover.alerts", [_alert(a) for a in getattr(h, "alerts", ())])):
         if lines:
             blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))
             if key == "handover.temporary":
@@ -180,6 +187,8 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
     group(cat.t("handover.changes", count=len(h.changes)),
           [f"`{B.esc(c.plan)}` {B.esc(c.state)} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
            f"({B.esc(c.requested_by)})" for c in h.changes])
+    if getattr(h, "alerts", ()):
+        group(cat.t("handover.alerts", count=len(h.alerts)), [_alert(a) for a in h.alerts])
     group(cat.t("handover.incidents", count=len(h.incidents)),
           [_incident(i) + f" <@{B.esc(i.actor)}>" if i.actor[:1] in "UW" else _incident(i) for i in h.incidents])
     if h.state is None or h.state_issue:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
 from runbooks.model.errors import UsageError
@@ -75,6 +76,25 @@ class TemporaryMeasure:
 
 
 @dataclass(frozen=True)
+class AlertItem:
+    """The alerts of one name on one target in the window, as received from Alertmanager."""
+
+    alertname: str
+    target: str | None
+    severity: str | None
+    count: int
+    firing: int
+    resolved: int
+    first_at: datetime
+    last_at: datetime
+    #: what became of them, by how many: "triaged 1, joined 4, duplicate 12"
+    outcomes: str
+    #: the thread of the triage they started or joined (the newest), if any
+    thread_ts: str | None = None
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
 class ServiceState:
     """One service's Prometheus readings over the shift (None: no series)."""
 
@@ -126,6 +146,8 @@ class Handover:
     state: tuple[ServiceState, ...] | None = None
     state_issue: str | None = None
     late: bool = False
+    #: Alertmanager alerts received in the window, grouped by name and target (newest first)
+    alerts: tuple[AlertItem, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (README "Shift handovers")."""
@@ -150,6 +172,7 @@ class Handover:
             "services": [asdict(s) for s in self.services],
             "state": None if self.state is None else [asdict(s) for s in self.state],
             "state_issue": self.state_issue,
+            "alerts": [asdict(a) for a in self.alerts],
         }
         return conv(doc)
 
@@ -208,9 +231,31 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
             state = tuple(sorted(read_state(targets, start, now), key=lambda s: s.trouble))
         except Exception as e:  # a Prometheus that cannot answer leaves the rest of the handover
             state, issue = (), str(e)
-    watch = _watch_next(changes, temporary, state or (), incidents)
+    alerts = alert_items(store, start, now, channel)
+    watch = _watch_next(changes, temporary, state or (), incidents, alerts)
     return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch, services, state,
-                    issue, late)
+                    issue, late, alerts)
+
+
+def alert_items(store: Store, since: datetime, until: datetime, channel: str | None) -> tuple[AlertItem, ...]:
+    """The window's alerts (the channel's and the unrouted ones), one item per name and target."""
+    groups: dict[tuple[str, str | None], list[AlertRecord]] = {}
+    for a in AlertLog(store).alerts(since=since, until=until, channel=channel):
+        groups.setdefault((a.alertname or "?", a.target), []).append(a)
+    items = []
+    for (name, target), rows in groups.items():
+        outcomes: dict[str, int] = {}
+        for r in rows:
+            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+        threaded = [r for r in rows if r.thread_ts]
+        items.append(AlertItem(
+            alertname=name, target=target, severity=next((r.severity for r in reversed(rows) if r.severity), None),
+            count=len(rows), firing=sum(r.status == "firing" for r in rows),
+            resolved=sum(r.status == "resolved" for r in rows), first_at=rows[0].at, last_at=rows[-1].at,
+            outcomes=", ".join(f"{k} {v}" for k, v in sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))),
+            thread_ts=threaded[-1].thread_ts if threaded else None,
+            channel=threaded[-1].channel if threaded else rows[-1].channel))
+    return tuple(sorted(items, key=lambda i: (i.last_at, i.count), reverse=True))
 
 
 def _applied_times(store: Store) -> dict[str, datetime]:
@@ -345,7 +390,8 @@ def _tok(value: Any) -> str:
 
 
 def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
-                state: tuple[ServiceState, ...], incidents: tuple[Incident, ...]) -> tuple[str, ...]:
+                state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
+                alerts: tuple[AlertItem, ...] = ()) -> tuple[str, ...]:
     """What the next shift should look at first, derived from the rest."""
     watch = []
     for c in changes:
@@ -362,6 +408,9 @@ def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasu
             watch.append(f"{s.target}: {s.oom_kills:.0f} OOM kill(s) this shift")
         elif s.kv_usage_peak is not None and s.kv_usage_peak >= 0.9:
             watch.append(f"{s.target}: KV cache peaked at {s.kv_usage_peak:.0%}")
+    for a in alerts:
+        if a.firing and not a.resolved and a.target:
+            watch.append(f"{a.target}: alert {a.alertname} fired {a.firing} time(s) and has not resolved")
     open_high = [i for i in incidents if i.priority in ("highest", "high")]
     for i in open_high[-3:]:
         watch.append(f"{i.target}: {i.verdict} ({i.priority}) at {i.at.strftime('%H:%M')}Z")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from bot.service.settings_alerts import AlertSettings, alert_settings
 from bot.service.settings_remediation import (
     RemediationSettings,
     StoreSettings,
@@ -36,8 +37,8 @@ DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 WILDCARD = "*"
 
 __all__ = [
-    "ChannelPolicy", "ClusterSettings", "DeadlineSettings", "HttpSettings", "PrometheusSettings", "Secret",
-    "Settings", "SettingsError", "SlackSettings", "WorkerSettings", "load_settings",
+    "AlertSettings", "ChannelPolicy", "ClusterSettings", "DeadlineSettings", "HttpSettings", "PrometheusSettings",
+    "Secret", "Settings", "SettingsError", "SlackSettings", "WorkerSettings", "load_settings",
 ]
 
 
@@ -163,6 +164,8 @@ class Settings:
     #: per-channel shift handover schedules, and how the scheduler elects its leader
     schedules: tuple[Schedule, ...] = ()
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    #: the Alertmanager webhook: labels, routes to channels, storm limits, its token
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
     def channel_policy(self, channel_id: str) -> ChannelPolicy | None:
         """The channel's policy, or None when gpumem may not answer there."""
@@ -214,7 +217,7 @@ class Settings:
 
 _TOP = ("default_namespace", "default_context", "allowed_namespaces", "clusters", "prometheus", "slack",
         "workers", "deadlines", "http", "bundles", "store", "remediation", "schedules",
-        "scheduler")
+        "scheduler", "alerts")
 _SECRET_KEYS = ("bot_token", "signing_secret", "app_token", "token", "bearer_token", "password")
 
 
@@ -243,7 +246,27 @@ def load_settings(path: str | os.PathLike[str] | None, environ: Mapping[str, str
         remediation=remediation_settings(doc, base),
         schedules=schedules_settings(doc),
         scheduler=scheduler_settings(doc, environ, base),
+        alerts=_alerts(doc, environ),
     )
+
+
+def _alerts(doc: YamlDoc, environ: Mapping[str, str]) -> AlertSettings:
+    """The `alerts:` section, its token from the environment, and every route's channel one
+    gpumem may post in (`slack.channels`)."""
+    alerts = alert_settings(doc)
+    channels = doc.keys(("slack", "channels"))
+    if WILDCARD not in channels:
+        named = [("alerts", "routes", i, "channel") for i, r in enumerate(alerts.routes) if r.channel not in channels]
+        if alerts.default_channel and alerts.default_channel not in channels:
+            named.append(("alerts", "default_channel"))
+        for at in named:
+            doc.fail(at, "the channel is not in slack.channels: gpumem may not post there")
+    token = _secret(environ, "GPUMEM_WEBHOOK_TOKEN")
+    if token is not None and (len(token.reveal()) < 16 or any(c.isspace() or not c.isprintable()
+                                                              for c in token.reveal())):
+        raise SettingsError(f"{token.source}: the webhook token must be at least 16 printable characters "
+                            "without spaces (e.g. `openssl rand -hex 24`)")
+    return replace(alerts, token=token) if token is not None else alerts
 
 
 def _slack(doc: YamlDoc, environ: Mapping[str, str]) -> SlackSettings:

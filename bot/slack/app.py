@@ -101,6 +101,16 @@ class Bot:
     #: what runs beside the listeners (the handover scheduler): each has start() and shutdown();
     #: started after the HTTP face, shut down first in the drain (before the store closes)
     background: list[Any] = field(default_factory=list)
+    #: the Alertmanager webhook's desk (`bot.slack.alerts.AlertDesk`); None: no webhook token set
+    alerts: Any = None
+
+    def alert_endpoint(self) -> Any:
+        """The handler of POST /alertmanager for `bot.slack.http.wsgi_app` (refuses all without a token)."""
+        from bot.slack.alerts import alert_endpoint
+
+        token = self.settings.alerts.token
+        return alert_endpoint(self.alerts, token.reveal() if token is not None else None, self.metrics,
+                              self.stopping)
 
     def start_background(self) -> None:
         for item in self.background:
@@ -134,6 +144,8 @@ class Bot:
         started = time.monotonic()
         self.stopping.begin(drain_s, grace_s)
         self._stop_background()  # no new scheduled post starts; one in progress ends first
+        if self.alerts is not None:  # no new alert triage; queued notifications are recorded only
+            self.alerts.shutdown(timeout_s=max(0.5, min(5.0, drain_s / 4)))
         # one Slack call must not outlast the drain (the timeout is read at each call)
         self.client.timeout = max(1, min(int(self.client.timeout), int(drain_s / 2) or 1))
         cancels = self.pool.close()
@@ -165,7 +177,8 @@ class Bot:
 
 def secrets_of(settings: Settings) -> tuple[str, ...]:
     """Every secret value the settings hold (the log filter masks them)."""
-    found = [settings.slack.bot_token, settings.slack.signing_secret, settings.slack.app_token]
+    found = [settings.slack.bot_token, settings.slack.signing_secret, settings.slack.app_token,
+             settings.alerts.token]
     for prom in [settings.prometheus, *(c.prometheus for c in settings.clusters)]:
         if prom is not None:
             found += [prom.bearer_token, prom.password]
@@ -212,6 +225,13 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
                         store=store, after_ack=after_ack)
     app = create_app(settings, client, handlers)
     slack_parser(parser_factory)  # built now, not by the first command's ack
-    return Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
-               store)
+    bot = Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
+              store)
+    if settings.alerts.token is not None:
+        from bot.service.alerts import PodResolver
+        from bot.slack.alerts import AlertDesk
+
+        bot.alerts = AlertDesk(settings, work, pool, poster, metrics, store, stopping,
+                               resolve_pod=PodResolver(settings)).start()
+    return bot
 

@@ -33,7 +33,8 @@ from bot.slack.metrics import CONTENT_TYPE, BotMetrics
 log = logging.getLogger("gpumem.http")
 
 EVENTS_PATH = "/slack/events"
-PATHS = (EVENTS_PATH, "/health", "/metrics")
+ALERTMANAGER_PATH = "/alertmanager"
+PATHS = (EVENTS_PATH, "/health", "/metrics", ALERTMANAGER_PATH)
 _JSON = [("Content-Type", "application/json")]
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _READ_CHUNK = 64 * 1024
@@ -45,9 +46,12 @@ def path_label(path: str) -> str:
 
 
 def wsgi_app(bolt_app: Any, metrics: BotMetrics, health: Callable[[], dict[str, Any]],
-             events: bool = True, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Callable[..., Iterable[bytes]]:
-    """Route /slack/events to Bolt (when `events`), /health and /metrics to the bot; every path
-    refuses a body over `max_body_bytes` with 413."""
+             events: bool = True, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+             alertmanager: Callable[[dict[str, Any]], tuple[str, list[tuple[str, str]], bytes]] | None = None,
+             ) -> Callable[..., Iterable[bytes]]:
+    """Route /slack/events to Bolt (when `events`), /health and /metrics to the bot, POST
+    /alertmanager to `alertmanager` (`bot.slack.alerts.alert_endpoint`; without one it is 404);
+    every path refuses a body over `max_body_bytes` with 413."""
     slack = SlackRequestHandler(bolt_app, path=EVENTS_PATH) if events else None
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any], method: str,
@@ -72,6 +76,19 @@ def wsgi_app(bolt_app: Any, metrics: BotMetrics, health: Callable[[], dict[str, 
             state = health()
             start_response("200 OK" if state.get("ok") else "503 Service Unavailable", _JSON)
             return [json.dumps(state).encode()]
+        if path == ALERTMANAGER_PATH and alertmanager is not None:
+            if method != "POST":
+                start_response("405 Method Not Allowed", [*_JSON, ("Allow", "POST")])
+                return [b'{"error": "POST an Alertmanager webhook notification here"}']
+            try:
+                status, headers, body = alertmanager(environ)
+            except Exception:
+                error_id = new_error_id()
+                log.exception("Alertmanager notification failed [error %s]", error_id)
+                start_response("500 Internal Server Error", _JSON, sys.exc_info())
+                return [json.dumps({"error": "internal error", "error_id": error_id}).encode()]
+            start_response(status, headers)
+            return [body]
         if path == "/metrics" and method == "GET":
             start_response("200 OK", [("Content-Type", CONTENT_TYPE)])
             return [metrics.exposition()]

@@ -8,7 +8,8 @@
 | gpumem_slack_api_errors_total | method, error | Slack Web API calls that failed after retries |
 | gpumem_slack_api_retries_total | method, reason | retries: ratelimited, server_error, connection |
 | gpumem_jobs_running, gpumem_jobs_queued | | the work pool now |
-| gpumem_http_refused_total | reason | requests refused before any listener ran: body_too_large, bad_timestamp, stale_timestamp, bad_signature, bad_payload, replay, ... |
+| gpumem_http_refused_total | reason | requests refused before any listener ran: body_too_large, bad_timestamp, stale_timestamp, bad_signature, bad_payload, replay, webhook_unauthorized, webhook_bad_body, webhook_disabled, webhook_queue_full, ... |
+| gpumem_alerts_total | status, outcome | Alertmanager alerts received, by what became of them: triaged, joined, duplicate, resolved, busy, no_target, no_route, ... |
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class BotMetrics:
                                    ["method", "reason"], registry=r)
         self.http_refused = Counter("gpumem_http_refused", "HTTP requests refused before a listener ran, by reason",
                                     ["reason"], registry=r)
+        self.alerts = Counter("gpumem_alerts", "Alertmanager alerts received, by status and what became of them",
+                              ["status", "outcome"], registry=r)
         self.jobs_running = Gauge("gpumem_jobs_running", "Jobs running now", registry=r)
         self.jobs_queued = Gauge("gpumem_jobs_queued", "Jobs waiting for a worker", registry=r)
 

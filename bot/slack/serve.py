@@ -3,8 +3,9 @@
     SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-... gpumem serve --config gpumem.yaml
     SLACK_BOT_TOKEN=xoxb-... SLACK_SIGNING_SECRET=... gpumem serve --http --port 3000
 
-HTTP serves /slack/events, /health and /metrics on a threaded WSGI server (waitress). Socket
-Mode needs no public endpoint; /health and /metrics are still served on --port.
+HTTP serves /slack/events, /health, /metrics and /alertmanager (Alertmanager's webhook, see
+`bot.slack.alerts`) on a threaded WSGI server (waitress). Socket Mode needs no public endpoint
+for Slack; /health, /metrics and /alertmanager are still served on --port.
 
 SIGTERM (or Ctrl-C) starts a drain that ends the process within GPUMEM_DRAIN_S +
 GPUMEM_EXIT_GRACE_S seconds (20 + 5 by default, under Kubernetes' 30 s grace period), whether
@@ -212,6 +213,14 @@ def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:
     from bot.slack.http import HttpServer, wsgi_app
 
     limit = bot.limits.max_body_bytes
-    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events, max_body_bytes=limit)
-    return HttpServer(app, host, port, bot.settings.workers.http_threads, max_body_bytes=limit,
-                      metrics=bot.metrics).start()
+    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events, max_body_bytes=limit,
+                   alertmanager=bot.alert_endpoint())
+    server = HttpServer(app, host, port, bot.settings.workers.http_threads, max_body_bytes=limit,
+                        metrics=bot.metrics).start()
+    if bot.settings.alerts.token is None:
+        log.warning("Alertmanager webhook refused (fail closed): neither GPUMEM_WEBHOOK_TOKEN nor "
+                    "GPUMEM_WEBHOOK_TOKEN_FILE is set, so POST %s/alertmanager answers 403", server.url)
+    else:
+        log.info("Alertmanager webhook: POST %s/alertmanager (bearer token or basic auth from %s)", server.url,
+                 bot.settings.alerts.token.source)
+    return server

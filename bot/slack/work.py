@@ -57,6 +57,8 @@ class Job:
     respond: Callable[..., Any] | None = None
     #: carried by every message of the job in Slack message metadata (see `bot.slack.api`)
     id: str = field(default_factory=new_job_id)
+    #: the alert that started the job (`bot.slack.alerts.AlertFrame`): its head tops every parent edit
+    alert: Any = None
 
     def meta(self, part: str = "parent") -> dict[str, Any]:
         """The metadata of one of the job's messages: the parent, a thread reply, the output."""
@@ -207,13 +209,12 @@ class Work:
         throttle = Throttle(self.progress_interval_s, self.clock)
         if was_queued:
             throttle.ready()
-            self.poster.update(job.channel, job.parent_ts, R.starting_message(job.lang, verb, job.target, job.user),
-                               job.meta())
+            self._update_parent(job, R.starting_message(job.lang, verb, job.target, job.user))
 
         def on_step(i: int, total: int, step: str) -> None:
             if throttle.ready():
                 msg = R.progress_message(job.lang, verb, job.target, i, total, step, job.user)
-                finish.while_open(lambda: self.poster.update(job.channel, job.parent_ts, msg, job.meta()))
+                finish.while_open(lambda: self._update_parent(job, msg))
 
         def expire() -> None:
             if finish.take():
@@ -255,9 +256,9 @@ class Work:
         elapsed = self.clock() - job.accepted_at
         msg = R.diagnosis_message(report, job.lang, target=job.target, context=job.command.context,
                                   user=job.user, elapsed_s=elapsed)
-        if not self.poster.update(job.channel, job.parent_ts, msg, job.meta()):
+        if not self._update_parent(job, msg):
             # the parent must not stay on "running": fall back to the headline alone
-            self.poster.update(job.channel, job.parent_ts, {"text": msg["text"]}, job.meta())
+            self._update_parent(job, {"text": msg["text"], "blocks": []})
         # the diagnosis is the answer; the thread and the files follow it
         self.metrics.command("triage", outcome_of(report.verdict.primary), self.clock() - job.accepted_at)
         detail = R.thread_detail(report, job.lang)
@@ -272,7 +273,8 @@ class Work:
             return
         try:
             with self.store.use() as store:
-                record_triage(store, report, actor=job.user, channel=job.channel, cluster=job.command.context)
+                record_triage(store, report, actor=job.user or "alertmanager", channel=job.channel,
+                              cluster=job.command.context)
         except Exception as e:
             log_crash(log, "triage %s: recording it for the handover failed", e, job.target)
 
@@ -299,7 +301,7 @@ class Work:
 
     def _answer_profile(self, job: Job, outcome: Any) -> None:
         msg = V.profile_message(outcome.report, job.lang, job.target or "?", job.user)
-        self.poster.update(job.channel, job.parent_ts, msg, job.meta())
+        self._update_parent(job, msg)
         if outcome.profile_chart_png:
             self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-buckets.png",
                                outcome.profile_chart_png, Catalog.load(job.lang).t("slack.upload.profile_chart"))
@@ -307,7 +309,7 @@ class Work:
 
     def _answer_snapshot(self, job: Job, outcome: Any) -> None:
         msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
-        self.poster.update(job.channel, job.parent_ts, msg, job.meta())
+        self._update_parent(job, msg)
         self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
 
     # ------------------------------------------------------------------ the shift handover
@@ -482,10 +484,17 @@ class Work:
 
     # ------------------------------------------------------------------ endings
 
+    def _update_parent(self, job: Job, msg: dict[str, Any]) -> bool:
+        """Edit the job's parent; under an alert's head when an alert started it (`bot.slack.alerts`)."""
+        if job.alert is None:
+            return self.poster.update(job.channel, str(job.parent_ts), msg, job.meta())
+        return bool(job.alert.send(msg, lambda framed: self.poster.update(job.channel, str(job.parent_ts), framed,
+                                                                          job.meta())))
+
     def _fail(self, job: Job, key: str, outcome: str, **params: Any) -> None:
         msg = R.failed_message(job.lang, job.command.verb, job.target, key, job.user, **params)
         if job.parent_ts is None:
             self._tell(job, msg["text"])
-        elif not self.poster.update(job.channel, job.parent_ts, msg, job.meta()):
+        elif not self._update_parent(job, msg):
             log.error("%s %s: could not report its failure (%s) in the channel", job.command.verb, job.target, key)
         self.metrics.command(job.command.verb, outcome, self.clock() - job.accepted_at)

@@ -60,3 +60,19 @@ def _notes_triages_handovers_slots(db: Database) -> None:
         "key": str, "channel": str, "slot": str, "state": str, "holder": str, "at": str, "late": int,
         "handover_id": int, "error": str,
     }, pk="key", not_null={"channel", "slot", "state", "holder", "at"})
+
+
+@MIGRATIONS(name="0003_alerts")
+def _alerts(db: Database) -> None:
+    """Every alert the Alertmanager webhook received, with what gpumem did about it (`outcome`:
+    triaged, joined, duplicate, resolved, no_target, no_route, refused, busy, ...) and where
+    (the channel and the thread of the triage it started or joined)."""
+    db["alerts"].create({
+        "id": int, "at": str, "fingerprint": str, "group_key": str, "status": str, "alertname": str,
+        "severity": str, "cluster": str, "namespace": str, "name": str, "pod": str, "channel": str,
+        "thread_ts": str, "outcome": str, "detail": str, "summary": str, "starts_at": str, "ends_at": str,
+        "labels": str,
+    }, pk="id", not_null={"at", "fingerprint", "status", "outcome"})
+    db["alerts"].create_index(["at"])
+    db["alerts"].create_index(["fingerprint"])
+    db["alerts"].create_index(["namespace", "name"])
