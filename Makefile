@@ -25,18 +25,21 @@ lint: $(STAMP)
 	$(BIN)/ruff check bot collectors runbooks tests benchmarks
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(BIN)/python -m benchmarks.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
 
-## Debian packages for `make test`: a real Prometheus server (prometheus, promtool) and a CJK font
-## for Chinese charts. Idempotent: installs only what is missing; needs root (or sudo) then.
+## Debian packages for `make test`: a real Prometheus server (prometheus, promtool), a real
+## Alertmanager (prometheus-alertmanager, amtool) and a CJK font for Chinese charts; mawk for
+## `make bench`'s comparison. Idempotent: installs only what is missing; needs root (or sudo) then.
 ## The prometheus package's postinst starts its service; a policy-rc.d guard keeps it from doing so.
 system-deps:
 	@missing=""; \
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	{ command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 || missing="$$missing prometheus-alertmanager"; \
+	command -v mawk >/dev/null 2>&1 || missing="$$missing mawk"; \
 	dpkg-query -W -f='$${Status}\n' fonts-wqy-microhei fonts-noto-cjk 2>/dev/null | grep -q ' installed$$' || missing="$$missing fonts-wqy-microhei"; \
 	[ -z "$$missing" ] && exit 0; \
 	sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
