@@ -11,8 +11,15 @@ import pytest
 
 from bot.actuator.writer import KubeWriter
 from bot.main import main
+from bot.render.chart_shift import shift_chart
 from bot.render.handover import handover_text
-from bot.service.handover import PROM_QUERIES, build_handover, post_handover, prometheus_state
+from bot.service.handover import (
+    PROM_QUERIES,
+    build_handover,
+    post_handover,
+    prometheus_series,
+    prometheus_state,
+)
 from bot.service.notes import add_note, record_triage
 from bot.store.db import Store
 from bot.store.notes import Journal
@@ -129,7 +136,7 @@ def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
     assert main(["handover", "--since", "1h", "--store", str(db), "--offline", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"channel", "since", "until", "since_from", "late", "incidents", "changes", "temporary",
-                        "notes", "watch_next", "services", "state", "state_issue", "alerts"}
+                        "notes", "watch_next", "services", "state", "state_issue", "alerts", "watched"}
     assert set(doc["temporary"][0]) == {"plan", "target", "what", "old", "value", "since", "age_s", "live",
                                         "live_value", "review"}
     assert set(doc["changes"][0]) == {"plan", "target", "state", "action", "changes", "requested_by", "approvers",
@@ -156,11 +163,14 @@ def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom)
     client = PrometheusClient(prom.url, timeout_s=10)
     targets = ["llm/vllm-server", f"{h.TGI_NS}/tgi", "staging/vllm-server", f"{h.SGL_NS}/sgl"]
     states = prometheus_state(client, targets, prom.end - timedelta(hours=1), prom.end)
-    assert client.queries_sent == len(PROM_QUERIES) == 6
+    assert client.queries_sent == len(PROM_QUERIES) == 7
     by = {s.target: s for s in states}
     vllm = by["llm/vllm-server"]
     assert vllm.kv_usage_peak == pytest.approx(h.KV_USAGE_PEAK) and vllm.queue_peak == h.QUEUE_PEAK
     assert vllm.queue_now == 4 and vllm.oom_kills == pytest.approx(2)
+    # two OOM kills of pod A and one restart of pod B (read through exported_* labels); the
+    # restarting pod of another team's namespace never counts
+    assert vllm.restarts == pytest.approx(3, rel=0.1)
     assert vllm.preemptions == pytest.approx(h.PREEMPTIONS_PER_S * 900, rel=0.05)
     assert by[f"{h.TGI_NS}/tgi"].queue_now == h.TGI_QUEUE
     assert by[f"{h.SGL_NS}/sgl"].kv_usage_now == pytest.approx(h.SGL_USAGE)
@@ -174,3 +184,35 @@ def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom)
                         read_state=lambda t, s, u: prometheus_state(client, t, s, u))
     assert [s.target for s in ho.state] == ["llm/vllm-server", f"{h.SGL_NS}/sgl"]  # closest to trouble first
     assert "llm/vllm-server: 2 OOM kill(s) this shift" in ho.watch_next
+
+
+def test_a_channels_watch_list_picks_the_services_and_their_shift_chart(prom):
+    from collectors.prometheus.client import PrometheusClient
+
+    client = PrometheusClient(prom.url, timeout_s=10)
+    store = Store.memory()
+    # the shift triaged SGLang only; the channel watches vLLM (and a service with no series)
+    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache")), actor="t",
+                  now=prom.end - timedelta(minutes=5))
+    watch = ("llm/vllm-server", "llm/not-deployed")
+    ho = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end, watch=watch,
+                        read_state=lambda t, s, u: prometheus_state(client, t, s, u),
+                        read_series=lambda t, s, u: prometheus_series(client, t, s, u))
+    assert client.queries_sent == len(PROM_QUERIES) + 1  # the chart's series: one range query
+    assert [s.target for s in ho.state] == ["llm/vllm-server", "llm/not-deployed"]  # the watched ones, not sgl
+    assert ho.state[1].kv_usage_now is None and ho.state[1].restarts is None
+    assert {s.target for s in ho.services} == {f"{h.SGL_NS}/sgl", *watch}
+    assert ho.to_json()["watched"] == list(watch)
+    (series,) = ho.shift  # the service with no series draws no line
+    assert series.target == "llm/vllm-server" and 100 <= len(series.points) <= 125
+    values = [v for _, v in series.points]
+    # the most used engine of the service at each step: pod B's 0.8 until pod A's engine 0 peaks
+    assert values[0] == pytest.approx(0.8) and values[-1] == pytest.approx(h.KV_USAGE_PEAK)
+    assert series.points[0][0] == prom.end - timedelta(hours=1)
+    for lang in ("en", "zh"):
+        png = shift_chart(ho.shift, ho.since, ho.until, lang)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1100
+    # without a watch list the services the shift touched are watched
+    touched = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end,
+                             read_state=lambda t, s, u: prometheus_state(client, t, s, u))
+    assert [s.target for s in touched.state] == [f"{h.SGL_NS}/sgl"] and touched.shift == ()

@@ -157,6 +157,8 @@ def test_require_names_the_missing_variables():
     ("slack:\n  bot_token: xoxb-in-the-file\n", ":2: slack.bot_token:", "do not belong in the config file"),
     ("slack:\n  default_lang: fr\n", ":2: slack.default_lang:", "not one of en, zh"),
     ("slack:\n  channels:\n    C1: {lang: de}\n", ":3: slack.channels.C1.lang:", "not one of en, zh"),
+    ("slack:\n  channels:\n    C1:\n      watch: [vllm-server]\n", ":4: slack.channels.C1.watch.0:",
+     "not NAMESPACE/DEPLOYMENT"),
     ("clusters:\n  - kubeconfig: x\n", ":2: clusters.0:", "needs a context"),
     ("prometheus:\n  url: prom:9090\n", ":2: prometheus.url:", "not an http(s) URL"),
     ("deadlines:\n  triage_s: soon\n", ":2: deadlines.triage_s:", "expected a number"),
@@ -205,3 +207,10 @@ def test_the_documented_example_file_loads(tmp_path):
     assert s.lang_for("C0456ONCALLZH") == "zh"
     assert (s.workers.pool_size, s.deadlines.collect_s) == (4, 20.0)
     assert "prom-token" not in repr(s)
+
+
+def test_a_channels_watch_list_is_read_in_order_without_repeats(tmp_path):
+    path = tmp_path / "gpumem.yaml"
+    path.write_text("slack:\n  channels:\n    C1: {watch: [llm/b, llm/a, llm/b]}\n    C2: {lang: zh}\n")
+    s = load_settings(str(path), {})
+    assert s.watched("C1") == ("llm/b", "llm/a") and s.watched("C2") == () and s.watched("C9") == ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from bot.store.notes import Journal
 from runbooks.model.changes import Change
 from runbooks.model.report import Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
+from tests.support import prom_harness as h
 from tests.support.fake_slack import block_errors
 from tests.support.slack_kit import CHANNEL, ZH_CHANNEL, dispatch_command, drain, running_bot
 
@@ -130,3 +132,38 @@ def test_slash_handover_without_a_store_is_refused(tmp_path):
         ack = json.loads(dispatch_command(bot, fake, "handover").body)
         drain(bot)
     assert "store.path" in ack["text"] and not fake.calls_to("chat.postMessage")
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    try:
+        with h.run_prometheus(tmp_path_factory.mktemp("prometheus")) as running:
+            yield running
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def test_the_handover_shows_the_channels_watched_services_and_charts_the_shift(tmp_path, prom):
+    db = tmp_path / "gpumem.db"
+    store = Store.open(db)
+    # the shift triaged SGLang only; the channel watches the vLLM service
+    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache")), actor="U0ONCALL",
+                  channel=CHANNEL, now=datetime.now(UTC) - timedelta(minutes=30))
+    store.close()
+    extra = f"store:\n  path: {db}\nprometheus:\n  url: {prom.url}\n  timeout_s: 20\n"
+    with running_bot(tmp_path, extra=extra, channel_extra=", watch: [llm/vllm-server]") as (fake, bot):
+        dispatch_command(bot, fake, "handover")
+        parent = fake.wait_for("chat.postMessage", 1, timeout=30, where=lambda c: not c.args.get("thread_ts"))[0]
+        deadline = datetime.now(UTC) + timedelta(seconds=30)
+        while not any(u.get("completed") for u in fake.uploads.values()) and datetime.now(UTC) < deadline:
+            time.sleep(0.05)
+        drain(bot)
+    thread = json.dumps([c.args.get("blocks") for c in fake.thread(CHANNEL, parent.response["ts"])])
+    # the history ends 5 minutes before now: the peaks and counts of the shift, no reading "now"
+    assert "`llm/vllm-server` KV 97% (n/a), queue 18 (n/a), preemptions 90" in thread
+    assert "restarts 3" in thread
+    assert f"`{h.SGL_NS}/sgl` KV" not in thread  # triaged, but not watched: no state line
+    (upload,) = fake.uploads.values()
+    assert upload["filename"] == "gpumem-shift.png" and upload["thread_ts"] == parent.response["ts"]
+    assert upload["channel"] == CHANNEL and "KV cache usage" in upload["title"]
+    assert upload["data"][:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,11 @@ Everything comes from the store (triages, plans and their audit, notes), so a ha
 given with no cluster at all; what needs one says so:
 - a temporary measure (a stop-gap flag or replica change from an applied plan not rolled back)
   is `confirmed` against the live object when a reader is given, else `unconfirmed`;
-- the Prometheus state of the services (KV cache usage, queue, preemptions, OOM kills over the
-  shift) is read with a constant number of queries (`PROM_QUERIES`) for all of them at once.
+- the Prometheus state of the watched services (KV cache usage, queue, preemptions, OOM kills
+  and restarts over the shift) is read with a constant number of queries (`PROM_QUERIES`) for
+  all of them at once, and their KV usage over the shift (the chart) with one range query. The
+  watched services are the channel's `watch:` list in the config, else every service the shift
+  touched (triaged, changed, noted).
 
 The template says "unknown" wherever nothing stored tells.
 """
@@ -14,6 +17,7 @@ The template says "unknown" wherever nothing stored tells.
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,11 +34,15 @@ DEFAULT_WINDOW = timedelta(hours=12)
 STOPGAP_FLAGS = ("max-num-seqs", "max-model-len", "max_num_seqs", "max_model_len", "max-running-requests",
                  "max-total-tokens", "max-batch-total-tokens", "context-length")
 #: plan states reported as changes, and what a handover calls them
+log = logging.getLogger("gpumem.handover")
+
 CHANGE_STATES = ("applied", "watched", "rolled_back", "failed", "expired", "proposed", "approved", "rejected")
 UNKNOWN = "unknown"
 
 #: Prometheus reads for all services of a handover at once: name -> what it measures
-PROM_QUERIES = ("kv_usage_peak", "kv_usage_now", "queue_peak", "queue_now", "preemptions", "oom_kills")
+PROM_QUERIES = ("kv_usage_peak", "kv_usage_now", "queue_peak", "queue_now", "preemptions", "oom_kills", "restarts")
+#: points per service in the shift chart (the range query's step is the window over this)
+SHIFT_POINTS = 120
 
 
 @dataclass(frozen=True)
@@ -105,11 +113,23 @@ class ServiceState:
     queue_now: float | None = None
     preemptions: float | None = None
     oom_kills: float | None = None
+    #: container restarts over the shift, for any reason
+    restarts: float | None = None
 
     @property
     def trouble(self) -> tuple:
-        """Sort key: closest to trouble first (OOM kills, then preemptions, KV usage, queue)."""
-        return (-(self.oom_kills or 0), -(self.preemptions or 0), -(self.kv_usage_peak or 0), -(self.queue_peak or 0))
+        """Sort key: closest to trouble first (OOM kills, then preemptions, KV usage, queue, restarts)."""
+        return (-(self.oom_kills or 0), -(self.preemptions or 0), -(self.kv_usage_peak or 0), -(self.queue_peak or 0),
+                -(self.restarts or 0))
+
+
+@dataclass(frozen=True)
+class ShiftSeries:
+    """One watched service's KV cache usage over the shift (the most used engine), for the chart."""
+
+    target: str
+    #: (time, usage 0-1), in time order
+    points: tuple[tuple[datetime, float], ...]
 
 
 @dataclass(frozen=True)
@@ -148,6 +168,10 @@ class Handover:
     late: bool = False
     #: Alertmanager alerts received in the window, grouped by name and target (newest first)
     alerts: tuple[AlertItem, ...] = ()
+    #: the channel's configured watch list (empty: the services the shift touched are watched)
+    watched: tuple[str, ...] = ()
+    #: KV usage over the shift per watched service, for the chart (empty: no Prometheus, or nothing read)
+    shift: tuple[ShiftSeries, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (README "Shift handovers")."""
@@ -173,6 +197,7 @@ class Handover:
             "state": None if self.state is None else [asdict(s) for s in self.state],
             "state_issue": self.state_issue,
             "alerts": [asdict(a) for a in self.alerts],
+            "watched": list(self.watched),
         }
         return conv(doc)
 
@@ -183,6 +208,8 @@ class Handover:
 ObjectReader = Callable[[str, str, str], dict[str, Any]]
 #: reads the Prometheus state of services: (targets, since, until) -> states
 StateReader = Callable[[list[str], datetime, datetime], list[ServiceState]]
+#: reads the services' KV usage over the shift: (targets, since, until) -> series
+SeriesReader = Callable[[list[str], datetime, datetime], list[ShiftSeries]]
 
 
 def window_start(journal: Journal, channel: str | None, since: datetime | timedelta | None,
@@ -201,8 +228,10 @@ def window_start(journal: Journal, channel: str | None, since: datetime | timede
 
 def build_handover(store: Store, *, channel: str | None = None, since: datetime | timedelta | None = None,
                    now: datetime | None = None, read_object: ObjectReader | None = None,
-                   read_state: StateReader | None = None, late: bool = False) -> Handover:
-    """The handover for `channel` up to `now` (see the module docstring)."""
+                   read_state: StateReader | None = None, late: bool = False, watch: tuple[str, ...] = (),
+                   read_series: SeriesReader | None = None) -> Handover:
+    """The handover for `channel` up to `now` (see the module docstring). `watch`: the channel's
+    watched services (their state and chart; empty: every service the shift touched)."""
     now = now or datetime.now(UTC)
     journal = Journal(store)
     start, since_from = window_start(journal, channel, since, now)
@@ -223,18 +252,25 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
     targets = sorted({i.target for i in incidents if i.target and "/" in i.target}
                      | {c.target for c in changes} | {m.target for m in temporary}
                      | {n.target for n in notes if n.target})
-    services = tuple(_template(t, journal, plans, temporary, now) for t in targets)
+    watched = list(dict.fromkeys(watch)) or targets
+    services = tuple(_template(t, journal, plans, temporary, now) for t in sorted({*targets, *watched}))
     state: tuple[ServiceState, ...] | None = None
     issue = None
-    if read_state is not None and targets:
+    if read_state is not None and watched:
         try:
-            state = tuple(sorted(read_state(targets, start, now), key=lambda s: s.trouble))
+            state = tuple(sorted(read_state(watched, start, now), key=lambda s: s.trouble))
         except Exception as e:  # a Prometheus that cannot answer leaves the rest of the handover
             state, issue = (), str(e)
+    shift: tuple[ShiftSeries, ...] = ()
+    if read_series is not None and watched and not issue:
+        try:
+            shift = tuple(s for s in read_series(watched, start, now) if s.points)
+        except Exception as e:  # the chart is a picture of the state above: its loss is logged only
+            log.warning("handover: the shift chart's series could not be read: %s", e)
     alerts = alert_items(store, start, now, channel)
-    watch = _watch_next(changes, temporary, state or (), incidents, alerts)
-    return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch, services, state,
-                    issue, late, alerts)
+    watch_next = _watch_next(changes, temporary, state or (), incidents, alerts)
+    return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch_next, services, state,
+                    issue, late, alerts, tuple(dict.fromkeys(watch)), shift)
 
 
 def alert_items(store: Store, since: datetime, until: datetime, channel: str | None) -> tuple[AlertItem, ...]:
@@ -420,9 +456,10 @@ def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasu
 # ----------------------------------------------------------------------------- Prometheus
 
 
-def prometheus_state(client: Any, targets: list[str], since: datetime, until: datetime) -> list[ServiceState]:
-    """The services' state over [since, until] in `len(PROM_QUERIES)` instant queries, however
-    many services there are. `client` is a `collectors.prometheus.client.PrometheusClient`."""
+def _by_service(targets: list[str]) -> tuple[list[tuple[str, str]], Callable[..., str]]:
+    """The (namespace, deployment) pairs of `targets`, and `sel(names_re, extra, wrap)`: a
+    selector of those metrics on the services' pods (labelled directly or through a
+    gateway's `exported_*` labels), each series given a `deployment` label."""
     from collectors.prometheus import promql
 
     pairs = sorted({tuple(t.split("/", 1)) for t in targets})
@@ -432,8 +469,6 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
     dep = "(" + "|".join(promql.re2_escape(n) for n in names) + ")"
     # Deployment pods (NAME-HASH-SUFFIX) and StatefulSet pods (NAME-N)
     pod_re = promql.promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
-    label_re = promql.promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
-    window = f"{max(60, round((until - since).total_seconds()))}s"
 
     def sel(names_re: str, extra: str = "", wrap: Callable[[str], str] = lambda s: s) -> str:
         more = f",{extra}" if extra else ""
@@ -443,9 +478,22 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
         exported = (f'label_replace(label_replace({exported}, "pod", "$1", "exported_pod", "(.+)"), '
                     f'"namespace", "$1", "exported_namespace", "(.+)")')
         both = f"({direct} or {exported})"
-        return f'label_replace({both}, "deployment", "$1", "pod", {label_re})'
+        return f'label_replace({both}, "deployment", "$1", "pod", {pod_re})'
 
-    by = "by (namespace, deployment)"
+    return pairs, sel  # type: ignore[return-value]
+
+
+_BY = "by (namespace, deployment)"
+
+
+def prometheus_state(client: Any, targets: list[str], since: datetime, until: datetime) -> list[ServiceState]:
+    """The services' state over [since, until] in `len(PROM_QUERIES)` instant queries, however
+    many services there are. `client` is a `collectors.prometheus.client.PrometheusClient`."""
+    from collectors.prometheus import promql
+
+    pairs, sel = _by_service(targets)
+    window = f"{max(60, round((until - since).total_seconds()))}s"
+    by = _BY
     usage = f"max {by} ({sel(promql.USAGE_NAMES)})"
     queue = f"sum {by} ({sel(promql.QUEUE_NAMES)})"
     restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
@@ -458,8 +506,9 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
         "preemptions": f"sum {by} ({sel(promql.PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
         "oom_kills": (f"sum {by} (max by (namespace, deployment, pod) ({restarts}) and on (namespace, pod) "
                       f"max by (namespace, pod) ({oom_flag}))"),
+        "restarts": f"sum {by} ({restarts})",
     }
-    values: dict[tuple[str, str], dict[str, float]] = {p: {} for p in pairs}  # type: ignore[misc]
+    values: dict[tuple[str, str], dict[str, float]] = {p: {} for p in pairs}
     for key in PROM_QUERIES:
         result = client.query(queries[key], at=until)
         for series in result.series:
@@ -469,8 +518,25 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
     return [ServiceState(f"{ns}/{name}", **values[(ns, name)]) for ns, name in pairs]
 
 
-def prometheus_reader(settings: Any) -> StateReader | None:
-    """A StateReader for the configured Prometheus (None: none configured)."""
+def prometheus_series(client: Any, targets: list[str], since: datetime, until: datetime,
+                      points: int = SHIFT_POINTS) -> list[ShiftSeries]:
+    """The services' KV cache usage over [since, until] (the most used engine of each), in one
+    range query of about `points` steps, for the shift chart."""
+    from collectors.prometheus import promql
+
+    pairs, sel = _by_service(targets)
+    step_s = max(15.0, (until - since).total_seconds() / points)
+    result = client.query_range(f"max {_BY} ({sel(promql.USAGE_NAMES)})", since, until, step_s)
+    found: dict[tuple[str, str], tuple[tuple[datetime, float], ...]] = {}
+    for series in result.series:
+        where = (series.labels.get("namespace", ""), series.labels.get("deployment", ""))
+        if where in set(pairs):
+            found[where] = tuple((datetime.fromtimestamp(t, UTC), v) for t, v in series.points)
+    return [ShiftSeries(f"{ns}/{name}", found.get((ns, name), ())) for ns, name in pairs]
+
+
+def _prometheus_client(settings: Any) -> Any:
+    """A client for the configured Prometheus (the top-level one, else the default cluster's); None: none."""
     prom = settings.prometheus
     if prom is None:
         cluster = settings.cluster(None)
@@ -479,10 +545,25 @@ def prometheus_reader(settings: Any) -> StateReader | None:
         return None
     from collectors.prometheus.client import PrometheusClient
 
-    client = PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                              basic_auth=(prom.username, prom.password.reveal()) if prom.username and prom.password
-                              else None, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
+                            basic_auth=(prom.username, prom.password.reveal()) if prom.username and prom.password
+                            else None, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+
+
+def prometheus_reader(settings: Any) -> StateReader | None:
+    """A StateReader for the configured Prometheus (None: none configured)."""
+    client = _prometheus_client(settings)
+    if client is None:
+        return None
     return lambda targets, since, until: prometheus_state(client, targets, since, until)
+
+
+def prometheus_series_reader(settings: Any) -> SeriesReader | None:
+    """A SeriesReader (the shift chart's) for the configured Prometheus (None: none configured)."""
+    client = _prometheus_client(settings)
+    if client is None:
+        return None
+    return lambda targets, since, until: prometheus_series(client, targets, since, until)
 
 
 def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | None:
@@ -547,19 +628,21 @@ def handover_from_args(args: argparse.Namespace, now: datetime | None = None) ->
                                   getattr(args, "context", None) or (cluster.context if cluster else None))
     store = open_store(args)
     try:
+        watch = settings.watched(args.channel) if args.channel else ()
         return build_handover(store, channel=args.channel, since=args.since, now=now, read_object=read_object,
-                              read_state=read_state)
+                              read_state=read_state, watch=watch)
     finally:
         store.close()
 
 
 def post_handover(store: Store, post: Callable[[Handover], Any], *, channel: str, actor: str = "gpumem",
                   slot: datetime | None = None, late: bool = False, now: datetime | None = None,
-                  read_object: ObjectReader | None = None, read_state: StateReader | None = None) -> HandoverRecord:
+                  read_object: ObjectReader | None = None, read_state: StateReader | None = None,
+                  watch: tuple[str, ...] = (), read_series: SeriesReader | None = None) -> HandoverRecord:
     """Build the channel's handover, hand it to `post` (the Slack poster, later), and record it,
     so the channel's next handover starts where this one ends."""
     handover = build_handover(store, channel=channel, now=now, read_object=read_object, read_state=read_state,
-                              late=late)
+                              late=late, watch=watch, read_series=read_series)
     post(handover)
     return Journal(store).add_handover(actor, handover.to_json(), since=handover.since, until=handover.until,
                                        channel=channel, slot=slot, late=late, now=now)

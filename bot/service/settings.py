@@ -13,6 +13,7 @@ Settings tree is safe to log.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +36,8 @@ from bot.service.settings_yaml import SettingsError, YamlDoc
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 WILDCARD = "*"
+#: a watched service: NAMESPACE/DEPLOYMENT, as Kubernetes names them
+_WATCHED = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 __all__ = [
     "AlertSettings", "ChannelPolicy", "ClusterSettings", "DeadlineSettings", "HttpSettings", "PrometheusSettings",
@@ -93,6 +96,9 @@ class ChannelPolicy:
     lang: str
     #: namespaces this channel may ask about; empty: whatever the cluster allows
     namespaces: tuple[str, ...] = ()
+    #: services (NAMESPACE/DEPLOYMENT) whose state each handover here shows; empty: every
+    #: service the shift touched (triaged, changed, noted)
+    watch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,11 @@ class Settings:
         """The channel's policy, or None when gpumem may not answer there."""
         ch = self.slack.channels
         return ch.get(channel_id) or ch.get(WILDCARD)
+
+    def watched(self, channel_id: str) -> tuple[str, ...]:
+        """The services the channel's handovers watch (its `watch:` list; empty: none configured)."""
+        policy = self.channel_policy(channel_id)
+        return policy.watch if policy else ()
 
     def lang_for(self, channel_id: str) -> str:
         policy = self.channel_policy(channel_id)
@@ -278,10 +289,15 @@ def _slack(doc: YamlDoc, environ: Mapping[str, str]) -> SlackSettings:
     channels: dict[str, ChannelPolicy] = {}
     for channel in doc.keys((*where, "channels")):
         at = (*where, "channels", channel)
-        doc.only_keys(at, ("lang", "namespaces"))
+        doc.only_keys(at, ("lang", "namespaces", "watch"))
         lang = doc.opt_str((*at, "lang")) or default
         doc.check_choice((*at, "lang"), lang, ("en", "zh"))
-        channels[channel] = ChannelPolicy(lang=lang, namespaces=doc.str_list((*at, "namespaces")))
+        watch = doc.str_list((*at, "watch"))
+        for i, target in enumerate(watch):
+            if not _WATCHED.fullmatch(target):
+                doc.fail((*at, "watch", i), f"{target!r} is not NAMESPACE/DEPLOYMENT (e.g. llm/vllm-server)")
+        channels[channel] = ChannelPolicy(lang=lang, namespaces=doc.str_list((*at, "namespaces")),
+                                          watch=tuple(dict.fromkeys(watch)))
     api_url = environ.get("GPUMEM_SLACK_API_URL") or doc.opt_str((*where, "api_url")) or DEFAULT_SLACK_API_URL
     if not api_url.startswith(("http://", "https://")):
         raise SettingsError(f"GPUMEM_SLACK_API_URL / slack.api_url: {api_url!r} is not an http(s) URL")

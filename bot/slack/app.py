@@ -213,9 +213,11 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     work = Work(poster, runner, verb_runner, metrics, d.triage_s, d.verb_s, d.progress_interval_s,
                 secrets=secrets_of(settings), store=store)
     if store is not None:
-        from bot.service.handover import live_object_reader, prometheus_reader
+        from bot.service.handover import live_object_reader, prometheus_reader, prometheus_series_reader
 
         work.read_state = prometheus_reader(settings)
+        work.read_series = prometheus_series_reader(settings)
+        work.watched = settings.watched
         work.read_object = live_object_reader(settings)
     from bot.service.fleet import fleet_reader
 

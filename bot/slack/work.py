@@ -148,6 +148,10 @@ class Work:
         self.read_state: Callable[..., Any] | None = None
         #: reads a stop-gap's live object (`bot.service.handover.kube_reader`); None: they stay unconfirmed
         self.read_object: Callable[..., Any] | None = None
+        #: reads the watched services' KV usage over the shift (the handover chart); None: no chart
+        self.read_series: Callable[..., Any] | None = None
+        #: a channel's watched services (`Settings.watched`); none: the services the shift touched
+        self.watched: Callable[[str], tuple[str, ...]] = lambda channel: ()
         #: the fleet view (`bot.service.fleet.fleet_reader`: namespaces, engines, top -> FleetOutcome); None: no Prometheus
         self.fleet_reader: Callable[..., Any] | None = None
         self.runner = runner
@@ -354,10 +358,26 @@ class Work:
             if overflow:
                 self.poster.upload(channel, ts, f"gpumem-handover-{lang}.txt", handover_text(handover, lang),
                                    Catalog.load(lang).t("slack.handover.file"))
+            self._shift_chart(channel, ts, handover, lang)
 
         with self.store.use() as store:
             return post_handover(store, post, channel=channel, actor=actor, slot=slot, late=late,
-                                 read_state=self.read_state, read_object=self.read_object)
+                                 read_state=self.read_state, read_object=self.read_object,
+                                 watch=self.watched(channel), read_series=self.read_series)
+
+    def _shift_chart(self, channel: str, ts: str, handover: Any, lang: str) -> None:
+        """The chart of the shift into the handover's thread; best effort (the text says it all)."""
+        if not handover.shift:
+            return
+        try:
+            from bot.render.chart_shift import shift_chart
+
+            png = shift_chart(handover.shift, handover.since, handover.until, lang)
+        except Exception as e:
+            log_crash(log, "handover: drawing the shift chart failed", e)
+            return
+        if png:
+            self.poster.upload(channel, ts, "gpumem-shift.png", png, Catalog.load(lang).t("slack.upload.shift_chart"))
 
     def post_review(self, channel: str, lang: str, reminder: Any) -> str:
         """Post a post-change review reminder (`bot.service.reviews.ReviewReminder`) into

@@ -58,7 +58,7 @@ clusters:
 slack:
   default_lang: en
   channels:
-    {channel}: {{lang: en}}
+    {channel}: {{lang: en{channel_extra}}}
     {zh}: {{lang: zh, namespaces: [llm, search]}}
 workers:
   pool_size: {pool}
@@ -73,10 +73,11 @@ deadlines:
 
 
 def write_config(folder: Path, pool: int = 4, queue: int = 64, deadline: float = 60, interval: float = 0.0001,
-                 extra: str = "") -> Path:
+                 extra: str = "", channel_extra: str = "") -> Path:
+    """The test bot's config; `channel_extra` goes into CHANNEL's policy (`, watch: [llm/a]`)."""
     path = folder / "gpumem.yaml"
     path.write_text(CONFIG.format(channel=CHANNEL, zh=ZH_CHANNEL, pool=pool, queue=queue, deadline=deadline,
-                                  interval=interval) + extra)
+                                  interval=interval, channel_extra=channel_extra) + extra)
     return path
 
 
