@@ -148,6 +148,8 @@ class Bot:
             self.alerts.shutdown(timeout_s=max(0.5, min(5.0, drain_s / 4)))
         # one Slack call must not outlast the drain (the timeout is read at each call)
         self.client.timeout = max(1, min(int(self.client.timeout), int(drain_s / 2) or 1))
+        if not self.handlers.settle(self.stopping.drain_left()):  # every accepted job queued first
+            log.warning("stopping: work after an ack still running at the drain deadline")
         cancels = self.pool.close()
         if cancels:
             log.info("stopping: cancelling %d queued job(s)", len(cancels))
@@ -159,8 +161,6 @@ class Bot:
                         len(interrupts), time.monotonic() - started)
             self.client.timeout = max(1, int(grace_s / 2) or 1)
             run_bounded(interrupts, max(0.0, self.stopping.hard_left() - 0.5), what="interrupt")
-        if self.handlers.after_ack is not None:  # what the acks left has run into the closed pool
-            self.handlers.after_ack.shutdown(wait=False)
         close_runner = getattr(self.work.runner, "close", None)
         if callable(close_runner):  # worker processes (bot.service.runners.ProcessRunner) end with the bot
             close_runner()

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 from bot.render import slack_handover as H
@@ -61,6 +62,8 @@ class Handlers:
         #: where the work after an ack runs (parent messages, queueing, button clicks); None:
         #: in the listener's own thread (then the HTTP answer waits for it)
         self.after_ack = after_ack
+        self._pending: set[Future[Any]] = set()
+        self._pending_lock = threading.Lock()
         #: the bot's store: notes and handovers (None: no `store.path` configured)
         self.store = store
         self.stopping = stopping or Stopping()
@@ -284,11 +287,31 @@ class Handlers:
         once they are shut down, in a drain)."""
         if self.after_ack is not None:
             try:
-                self.after_ack.submit(fn, *args)
-                return
+                future = self.after_ack.submit(fn, *args)
             except RuntimeError:  # shut down: the drain has begun
                 pass
+            else:
+                with self._pending_lock:
+                    self._pending.add(future)
+                future.add_done_callback(self._done)
+                return
         fn(*args)
+
+    def _done(self, future: Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def settle(self, timeout_s: float) -> bool:
+        """Stop taking work after acks and wait up to `timeout_s` for what was handed on (a
+        parent message being posted, a job being queued), so the drain that follows finds every
+        accepted job in the pool. True when all of it ended."""
+        if self.after_ack is None:
+            return True
+        self.after_ack.shutdown(wait=False)  # from now on, what an ack leaves runs in its thread
+        with self._pending_lock:
+            pending = set(self._pending)
+        _, left = wait(pending, timeout=max(0.0, timeout_s))
+        return not left
 
     def _refuse(self, ack: Callable[..., Any], lang: str, verb: str, key: str, usage: str = "", /,
                 **params: Any) -> None:
