@@ -24,11 +24,19 @@ def run(args: argparse.Namespace, lang: str) -> int:
 
         print(Catalog.load(lang).t("remediate_cli.needs_yes", verb=args.verb, plan=args.plan), file=sys.stderr)
         return EXIT_USAGE
-    settings = load_settings(args.config, os.environ)
+    from bot.service.live_errors import live_guard
+
+    with live_guard(lang) as guard:  # no cluster, a broken config: one line and exit 2, never a traceback
+        settings = load_settings(args.config, os.environ)
+        cluster = settings.cluster(args.context)
+        kubeconfig = args.kubeconfig or (cluster.kubeconfig if cluster else None)
+        context = args.context or (cluster.context if cluster else None)
+        writer = remediate.writer_for(kubeconfig, context)
+    if guard.exit_code:
+        return guard.exit_code
     store = open_store(args)
     watched = None
     try:
-        writer = remediate.writer_for(args.kubeconfig, args.context)
         actor = remediate.operator()
         if args.verb == "plan":
             from bot.service.triage import split_target

@@ -497,7 +497,10 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
     usage = f"max {by} ({sel(promql.USAGE_NAMES)})"
     queue = f"sum {by} ({sel(promql.QUEUE_NAMES)})"
     restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
-    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"')
+    # the pods whose last termination was an OOM kill at any time in the window (a pod that
+    # restarted since for another reason still counts its OOM restarts)
+    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"',
+                   wrap=lambda s: f"max_over_time({s}[{window}])")
     queries = {
         "kv_usage_peak": f"max_over_time({usage}[{window}:15s])",
         "kv_usage_now": usage,
