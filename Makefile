@@ -31,12 +31,15 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
 
-## Debian packages for `make test`: a real Prometheus server (prometheus, promtool) and a CJK font
-## for Chinese charts. Idempotent: installs only what is missing; needs root (or sudo) then.
-## The prometheus package's postinst starts its service; a policy-rc.d guard keeps it from doing so.
+## Debian packages for `make test`: a real Prometheus server (prometheus, promtool), amtool (checks
+## the Alertmanager receiver in deploy/components/alerts) and a CJK font for Chinese charts.
+## Idempotent: installs only what is missing; needs root (or sudo) then. The prometheus packages'
+## postinst scripts start their services; a policy-rc.d guard keeps them from doing so.
+## kubectl (its built-in kustomize), where installed, is compared with tests/support/kustomize.py.
 system-deps:
 	@missing=""; \
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v amtool >/dev/null 2>&1 || missing="$$missing prometheus-alertmanager"; \
 	dpkg-query -W -f='$${Status}\n' fonts-wqy-microhei fonts-noto-cjk 2>/dev/null | grep -q ' installed$$' || missing="$$missing fonts-wqy-microhei"; \
 	[ -z "$$missing" ] && exit 0; \
 	sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
