@@ -13,13 +13,21 @@ import pytest
 from bot.scheduler.leader import LeaderElector
 from bot.service.lease import LeaseClient
 from bot.service.settings import load_settings
-from tests.support.deploy import OVERLAYS, bot_deployment, one, render
+from tests.support.deploy import (
+    DEPLOY,
+    OVERLAYS,
+    bot_deployment,
+    one,
+    readme_install_commands,
+    readme_secrets,
+    render,
+)
 from tests.support.fake_kube_rules import rule_allows
 from tests.support.kube_fixtures import running_scenario
 
 DOCS = render("read-only")
 #: the Secrets and keys README.md's "Install in a cluster" creates before the first apply
-README_SECRETS = {"gpumem-slack": {"bot-token", "signing-secret"}, "gpumem-webhook": {"token"}}
+README_SECRETS = readme_secrets()
 
 
 def _container(docs: list[dict]) -> dict:
@@ -114,9 +122,9 @@ def _pod_environ(docs: list[dict], secrets: dict[str, dict[str, str]], root: Pat
 
 
 def test_the_bot_starts_with_only_the_secrets_the_readme_creates(tmp_path):
+    assert {"gpumem-slack": {"bot-token", "signing-secret"}, "gpumem-webhook": {"token"}} == README_SECRETS
     values = {"gpumem-slack": {"bot-token": "xoxb-1-2-abc", "signing-secret": "s1gn"},
               "gpumem-webhook": {"token": "w3bh00k"}}
-    assert {name: set(keys) for name, keys in values.items()} == README_SECRETS
     config = tmp_path / "gpumem.yaml"
     config.write_text(one(DOCS, "ConfigMap")["data"]["gpumem.yaml"])
     environ = _pod_environ(DOCS, values, tmp_path)
@@ -202,3 +210,27 @@ def test_the_service_and_servicemonitor_reach_the_http_port_and_the_config_loads
     cluster = settings.cluster(None)
     assert cluster is not None and cluster.context == "in-cluster"  # reads use the pod's ServiceAccount
     assert set(settings.slack.channels) == {schedule.channel}
+
+
+def test_the_readme_install_steps_name_what_the_manifests_have():
+    commands = readme_install_commands()
+    applied = [w[3] for w in commands if w[:3] == ["kubectl", "apply", "-k"]]
+    assert applied == ["deploy/overlays/read-only"]
+    assert all((DEPLOY.parent / path / "kustomization.yaml").is_file() for path in applied)
+    assert ["kubectl", "create", "namespace", "gpumem"] in commands
+    assert {bot_deployment(render(o))["metadata"]["namespace"] for o in OVERLAYS} == {"gpumem"}
+    (forward,) = [w for w in commands if w[:4] == ["kubectl", "-n", "gpumem", "port-forward"]]
+    svc = one(DOCS, "Service", "gpumem-bot")
+    local, _, remote = forward[5].partition(":")
+    assert forward[4] == f"svc/{svc['metadata']['name']}" and int(remote) == svc["spec"]["ports"][0]["port"]
+    (curl,) = [w for w in commands if w[0] == "curl"]
+    assert curl[-1] == f"http://127.0.0.1:{local}/health"
+    (rollout,) = [w for w in commands if w[3:5] == ["rollout", "status"]]
+    assert rollout[5] == f"deploy/{bot_deployment(DOCS)['metadata']['name']}"
+    # every secret the README creates is one the bot reads
+    env = _container(DOCS)["env"]
+    referenced = {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+                  for e in env if "secretKeyRef" in e.get("valueFrom", {})}
+    volumes = bot_deployment(DOCS)["spec"]["template"]["spec"]["volumes"]
+    referenced |= {(v["secret"]["secretName"], i["key"]) for v in volumes if "secret" in v for i in v["secret"]["items"]}
+    assert {(name, key) for name, keys in README_SECRETS.items() for key in keys} <= referenced

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -60,3 +61,35 @@ def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> di
 
 def bot_deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return one(objects, "Deployment", "gpumem-bot")
+
+
+def readme_install_section() -> str:
+    """README.md's "Install in a cluster" section, up to the next section."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Install in a cluster\n")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+def readme_install_commands() -> list[list[str]]:
+    """The shell commands of that section's code blocks, split into words (comments dropped)."""
+    import shlex
+
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", readme_install_section(), flags=re.DOTALL):
+        for line in block.splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append([w for w in words if w != "&"])
+    return commands
+
+
+def readme_secrets(namespace: str = "gpumem") -> dict[str, set[str]]:
+    """Secret name -> keys, of every `kubectl -n NAMESPACE create secret generic` the section's
+    code blocks run."""
+    secrets: dict[str, set[str]] = {}
+    for words in readme_install_commands():
+        if words[:6] == ["kubectl", "-n", namespace, "create", "secret", "generic"]:
+            keys = {w.split("=", 2)[1] for w in words[7:] if w.startswith("--from-literal=")}
+            secrets.setdefault(words[6], set()).update(keys)
+    return secrets
