@@ -32,9 +32,12 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
 
 ## Debian packages for `make test`: a real Prometheus server (prometheus, promtool), a real
-## Alertmanager (prometheus-alertmanager, amtool) and a CJK font for Chinese charts; mawk for
-## `make bench`'s comparison. Idempotent: installs only what is missing; needs root (or sudo) then.
-## The prometheus package's postinst starts its service; a policy-rc.d guard keeps it from doing so.
+## Alertmanager (prometheus-alertmanager, amtool: the webhook tests, and the receiver in
+## deploy/components/alerts) and a CJK font for Chinese charts; mawk for `make bench`'s
+## comparison. Idempotent: installs only what is missing; needs root (or sudo) then. The
+## prometheus packages' postinst scripts start their services; a policy-rc.d guard keeps them
+## from doing so. kubectl (its built-in kustomize), where installed, is compared with
+## tests/support/kustomize.py.
 system-deps:
 	@missing=""; \
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.agent.command import AgentIo, serve
@@ -28,10 +27,10 @@ from bot.service.gpus import NvmlUnavailable
 from collectors.nvml.reader import read_gpus
 from runbooks.model.units import GIB, MIB
 from tests.support import fake_nvml
+from tests.support.deploy import render
 from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-MANIFEST = ROOT / "deploy" / "gpumem-agent-daemonset.yaml"
 
 
 class Ticks:
@@ -314,7 +313,9 @@ def test_sigterm_stops_the_real_process_cleanly():
 
 
 def _manifest() -> dict[str, dict]:
-    return {d["kind"]: d for d in yaml.safe_load_all(MANIFEST.read_text()) if d}
+    """The agent's objects as the nvml-agent component installs them (deploy/components/nvml-agent)."""
+    return {d["kind"]: d for d in render("read-only", ("nvml-agent",))
+            if d["metadata"]["name"] == "gpumem-agent" or d["kind"] == "Namespace"}
 
 
 def test_daemonset_manifest_parses_and_its_args_are_a_valid_agent_command():

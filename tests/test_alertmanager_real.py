@@ -1,4 +1,4 @@
-"""A real Alertmanager in front of gpumem's webhook: deploy/alertmanager-receiver.yaml as Alertmanager
+"""A real Alertmanager in front of gpumem's webhook: deploy/components/alerts/alertmanager-receiver.yaml as Alertmanager
 reads it (`amtool check-config`), then the same receiver, pointed at a bot on 127.0.0.1, delivering
 a firing alert (a triage under its summary) and its resolution (the message edited).
 
@@ -22,7 +22,7 @@ import yaml
 from tests.support.alertmanager import TOKEN, serving
 from tests.support.slack_kit import CHANNEL, is_diagnosis
 
-RECEIVER = Path(__file__).resolve().parent.parent / "deploy" / "alertmanager-receiver.yaml"
+RECEIVER = Path(__file__).resolve().parent.parent / "deploy" / "components" / "alerts" / "alertmanager-receiver.yaml"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 AMTOOL = shutil.which("amtool")
 

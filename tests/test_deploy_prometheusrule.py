@@ -1,6 +1,6 @@
-"""deploy/prometheusrule.yaml is what `gpumem rules -o prometheusrule` writes today: a change to
+"""deploy/components/alerts/prometheusrule.yaml is what `gpumem rules -o prometheusrule` writes today: a change to
 a rule, a threshold or its wording that is not written back into the committed file fails here
-(regenerate with `gpumem rules -o prometheusrule > deploy/prometheusrule.yaml`)."""
+(regenerate with `gpumem rules -o prometheusrule > deploy/components/alerts/prometheusrule.yaml`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 
 from bot.main import main
 
-COMMITTED = Path(__file__).resolve().parent.parent / "deploy" / "prometheusrule.yaml"
+COMMITTED = Path(__file__).resolve().parent.parent / "deploy" / "components" / "alerts" / "prometheusrule.yaml"
 
 
 def _generated(capsys) -> str:

@@ -1,4 +1,4 @@
-"""deploy/rbac.yaml grants exactly what gpumem reads: a full gathering under that role meets no
+"""deploy/base/rbac-reader.yaml grants exactly what gpumem reads: a full gathering under that role meets no
 403, and every request it makes maps to one of the manifest's rules. A new API call without a
 rule for it fails here."""
 
@@ -77,7 +77,7 @@ def test_the_manifest_grants_reads_only_and_names_every_resource_it_is_used_for(
 def test_the_manifest_binds_the_role_to_the_gpumem_service_account():
     docs = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text(encoding="utf-8")) if d]
     kinds = {d["kind"]: d for d in docs}
-    assert set(kinds) == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    assert set(kinds) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     binding = kinds["ClusterRoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": kinds["ClusterRole"]["metadata"]["name"]}

@@ -1,18 +1,17 @@
 """The writer identity's Role grants what the actuator calls and nothing more: a test fails if the
-actuator makes a call deploy/rbac-remediate.yaml does not grant, and a missing verb is named."""
+actuator makes a call deploy/overlays/remediation/rbac-writer.yaml does not grant, and a missing verb is named."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import yaml
 
 from bot.main import main
 from tests.support.fake_kube_rules import rule_allows
+from tests.support.kube_fixtures import WRITER_MANIFEST as MANIFEST
 from tests.support.kube_fixtures import rbac_rules, running_scenario
 
-MANIFEST = Path(__file__).resolve().parent.parent / "deploy" / "rbac-remediate.yaml"
 RULES = rbac_rules("Role", MANIFEST)
 
 

@@ -1,6 +1,6 @@
 """Helpers for tests against the stand-in API server: load a scenario (objects, logs, metrics
 served by stand-in engines), write a kubeconfig with several contexts, read RBAC rules out of
-deploy/rbac.yaml.
+deploy/'s RBAC manifests.
 
 A scenario is a folder under tests/data/kube_live/:
 - `objects.yaml`: every object, as multi-document YAML (Lists are unpacked);
@@ -31,8 +31,11 @@ from tests.support.fake_kube import FakeKube, ManualClock
 
 DATA = Path(__file__).parent.parent / "data"
 SCENARIOS = DATA / "kube_live"
-RBAC_MANIFEST = Path(__file__).parent.parent.parent / "deploy" / "rbac.yaml"
-RBAC_NAMESPACED_MANIFEST = Path(__file__).parent.parent.parent / "deploy" / "rbac-namespaced.yaml"
+DEPLOY = Path(__file__).parent.parent.parent / "deploy"
+#: the reader (the ClusterRole the bot runs with), the one-namespace reader, the remediation writer
+RBAC_MANIFEST = DEPLOY / "base" / "rbac-reader.yaml"
+RBAC_NAMESPACED_MANIFEST = DEPLOY / "rbac-namespaced.yaml"
+WRITER_MANIFEST = DEPLOY / "overlays" / "remediation" / "rbac-writer.yaml"
 TEST_TOKEN = "test-token-0123456789abcdef"
 
 
@@ -141,7 +144,7 @@ def write_kubeconfig(path: Path, clusters: Mapping[str, str], current: str | Non
 
 
 def rbac_rules(kind: str = "ClusterRole", manifest: Path = RBAC_MANIFEST) -> list[dict[str, Any]]:
-    """The rules of the first ClusterRole (or Role) in a manifest (deploy/rbac.yaml by default)."""
+    """The rules of the first ClusterRole (or Role) in a manifest (the reader's by default)."""
     for doc in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
         if doc and doc.get("kind") == kind:
             return list(doc.get("rules") or [])
