@@ -124,11 +124,11 @@ def _pod_environ(docs: list[dict], secrets: dict[str, dict[str, str]], root: Pat
 def test_the_bot_starts_with_only_the_secrets_the_readme_creates(tmp_path):
     assert {"gpumem-slack": {"bot-token", "signing-secret"}, "gpumem-webhook": {"token"}} == README_SECRETS
     values = {"gpumem-slack": {"bot-token": "xoxb-1-2-abc", "signing-secret": "s1gn"},
-              "gpumem-webhook": {"token": "w3bh00k"}}
+              "gpumem-webhook": {"token": "w3bh00k-0123456789abcdef"}}
     config = tmp_path / "gpumem.yaml"
     config.write_text(one(DOCS, "ConfigMap")["data"]["gpumem.yaml"])
     environ = _pod_environ(DOCS, values, tmp_path)
-    assert environ["GPUMEM_WEBHOOK_TOKEN"] == "w3bh00k" and "SLACK_APP_TOKEN" not in environ
+    assert environ["GPUMEM_WEBHOOK_TOKEN"] == "w3bh00k-0123456789abcdef" and "SLACK_APP_TOKEN" not in environ
     settings = load_settings(config, environ)
     settings.require("bot_token", "signing_secret")  # what `gpumem serve --http` requires
     assert settings.slack.bot_token.reveal() == "xoxb-1-2-abc" and settings.slack.signing_secret.reveal() == "s1gn"
