@@ -6,6 +6,7 @@ Prometheus holding the shift's history and the live object read back for the sto
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -71,3 +72,30 @@ def test_a_shift_of_real_flows_hands_over_what_happened_and_what_is_still_in_pla
     assert "max-num-seqs 64 is a stop-gap" in watch and "2 OOM kill(s) this shift" in watch
     (service,) = ho["services"]
     assert service["target"] == TARGET and any("max-num-seqs" in f for f in service["flags_changed"])
+
+
+def test_a_stopgap_is_confirmed_on_the_cluster_its_plan_changed(tmp_path, capsys):
+    from bot.service.handover import build_handover, live_object_reader
+    from bot.service.settings import load_settings
+    from bot.store.db import Store
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with running_scenario("vllm-incident", tmp_path / "a", context="prod-a") as a, \
+            running_scenario("vllm-incident", tmp_path / "b", context="prod-b") as b:
+        config = tmp_path / "gpumem.yaml"
+        config.write_text(f"store:\n  path: {tmp_path / 'gpumem.db'}\ndefault_context: prod-a\nclusters:\n"
+                          f"  - {{context: prod-a, kubeconfig: {a.kubeconfig}}}\n"
+                          f"  - {{context: prod-b, kubeconfig: {b.kubeconfig}}}\n")
+        db = tmp_path / "gpumem.db"
+        _, plan = _run(capsys, config, db, "plan", TARGET, "--context", "prod-b", "--set", "max-num-seqs=64", "--json")
+        assert _run(capsys, config, db, "apply", plan["id"], "--context", "prod-b", "--yes", "--no-watch")[0] == 0
+        assert (len(a.kube.writes()), len(b.kube.writes())) == (0, 1)
+        settings = load_settings(str(config), {})
+        store = Store.open(db)
+        try:
+            (measure,) = build_handover(store, since=timedelta(hours=1), read_object=live_object_reader(settings)).temporary
+        finally:
+            store.close()
+    # read on prod-b, where the plan wrote; the default cluster (prod-a, still 128) would say "changed"
+    assert (measure.live, measure.live_value) == ("confirmed", 64)

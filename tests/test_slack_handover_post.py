@@ -160,7 +160,7 @@ def test_the_handover_shows_the_channels_watched_services_and_charts_the_shift(t
         drain(bot)
     thread = json.dumps([c.args.get("blocks") for c in fake.thread(CHANNEL, parent.response["ts"])])
     # the history ends 5 minutes before now: the peaks and counts of the shift, no reading "now"
-    assert "`llm/vllm-server` KV 97% (n/a), queue 18 (n/a), preemptions 90" in thread
+    assert "`llm/vllm-server` KV 97% (n/a, headroom 3%), queue 18 (n/a), preemptions 90" in thread
     assert "restarts 3" in thread
     assert f"`{h.SGL_NS}/sgl` KV" not in thread  # triaged, but not watched: no state line
     (upload,) = fake.uploads.values()

@@ -73,7 +73,8 @@ def handover_text(h: Any, lang: str) -> str:
     else:
         out.append(cat.t("handover.state"))
         for st in h.state:
-            out.append(f"  {st.target}: KV peak {_pct(st.kv_usage_peak)} (now {_pct(st.kv_usage_now)}), queue peak "
+            out.append(f"  {st.target}: KV peak {_pct(st.kv_usage_peak)} (now {_pct(st.kv_usage_now)}, headroom at "
+                       f"the peak {_pct(st.headroom)}), queue peak "
                        f"{_n(st.queue_peak)} (now {_n(st.queue_now)}), preemptions {_n(st.preemptions)}, "
                        f"OOM kills {_n(st.oom_kills)}, restarts {_n(getattr(st, 'restarts', None))}")
     return "\n".join(out) + "\n"

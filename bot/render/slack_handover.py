@@ -196,7 +196,8 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
         blocks += [B.divider(), B.context(B.esc(B.clip(said, 2000)))]
     else:
         group(cat.t("handover.state"), [
-            f"`{B.esc(st.target)}` KV {_pct(st.kv_usage_peak)} ({_pct(st.kv_usage_now)}), queue {_n(st.queue_peak)} "
+            f"`{B.esc(st.target)}` KV {_pct(st.kv_usage_peak)} ({_pct(st.kv_usage_now)}, headroom "
+            f"{_pct(st.headroom)}), queue {_n(st.queue_peak)} "
             f"({_n(st.queue_now)}), preemptions {_n(st.preemptions)}, OOM {_n(st.oom_kills)}, "
             f"restarts {_n(getattr(st, 'restarts', None))}" for st in h.state])
     pages = B.paginate(blocks)

@@ -117,6 +117,12 @@ class ServiceState:
     restarts: float | None = None
 
     @property
+    def headroom(self) -> float | None:
+        """The memory left at the shift's peak: the KV cache the engines had free at their fullest
+        (the GPU memory itself is claimed at start-up by vLLM, SGLang and TGI)."""
+        return None if self.kv_usage_peak is None else max(0.0, 1.0 - self.kv_usage_peak)
+
+    @property
     def trouble(self) -> tuple:
         """Sort key: closest to trouble first (OOM kills, then preemptions, KV usage, queue, restarts)."""
         return (-(self.oom_kills or 0), -(self.preemptions or 0), -(self.kv_usage_peak or 0), -(self.queue_peak or 0),
@@ -338,8 +344,11 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
             continue
         live, live_value = "unconfirmed", None
         if not read_failed and obj is None:
+            reader = read_object
+            if p.plan.target.cluster and hasattr(read_object, "for_cluster"):  # the plan's own cluster
+                reader = read_object.for_cluster(p.plan.target.cluster)
             try:
-                obj = read_object(p.plan.target.kind, p.plan.target.namespace, p.plan.target.name)  # type: ignore[misc]
+                obj = reader(p.plan.target.kind, p.plan.target.namespace, p.plan.target.name)  # type: ignore[misc]
             except Exception:  # no cluster: the measure stays unconfirmed, never fails the handover
                 read_failed = True
         if obj is not None:
@@ -582,31 +591,54 @@ def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | N
 
 
 def live_object_reader(settings: Any, timeout_s: float = 5.0) -> ObjectReader | None:
-    """The bot's ObjectReader for stop-gaps: the config's default cluster (its kubeconfig and
-    context; `context: in-cluster` is the pod's service account), its client made on first use.
-    None when the config names no cluster (the stop-gaps stay unconfirmed). A client that cannot
-    be made raises on each read, which leaves the stop-gap unconfirmed."""
-    cluster = settings.cluster(None)
-    if cluster is None:
+    """The bot's ObjectReader for stop-gaps: the cluster each plan names (its kubeconfig and
+    context from the config; `context: in-cluster` is the pod's service account), the default
+    cluster for plans that name none; each client made on first use. None when the config names
+    no cluster (the stop-gaps stay unconfirmed). A plan on a cluster the config does not know, or
+    a client that cannot be made, raises on the read, which leaves the stop-gap unconfirmed."""
+    if not settings.clusters:
         return None
-    import threading
+    return ClusterReaders(settings, timeout_s)
 
-    lock = threading.Lock()
-    made: list[ObjectReader] = []
 
-    def read(kind: str, namespace: str, name: str) -> dict[str, Any]:
-        with lock:
-            if not made:
+class ClusterReaders:
+    """Reads objects live, one client per configured cluster (see `live_object_reader`).
+    Called as an ObjectReader it reads the default cluster; `for_cluster(name)` gives the
+    reader of the cluster a plan names."""
+
+    def __init__(self, settings: Any, timeout_s: float):
+        import threading
+
+        self.settings = settings
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._made: dict[str, ObjectReader] = {}
+
+    def __call__(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.for_cluster(None)(kind, namespace, name)
+
+    def for_cluster(self, wanted: str | None) -> ObjectReader:
+        cluster = self.settings.cluster(wanted)
+
+        def read(kind: str, namespace: str, name: str) -> dict[str, Any]:
+            if cluster is None:
+                raise LookupError(f"no cluster {wanted!r} in the config")
+            return self._reader(cluster)(kind, namespace, name)
+
+        return read
+
+    def _reader(self, cluster: Any) -> ObjectReader:
+        key = cluster.name or cluster.context
+        with self._lock:
+            if key not in self._made:
                 from bot.actuator.writer import KubeWriter
                 from collectors.kube.client import make_api_client
 
                 in_cluster = cluster.context == "in-cluster"
                 api = make_api_client(None if in_cluster else cluster.kubeconfig,
                                       None if in_cluster else cluster.context, in_cluster=in_cluster)
-                made.append(KubeWriter(api, timeout_s=timeout_s).read)
-        return made[0](kind, namespace, name)
-
-    return read
+                self._made[key] = KubeWriter(api, timeout_s=self.timeout_s).read
+            return self._made[key]
 
 
 # ----------------------------------------------------------------------------- the CLI's use case
