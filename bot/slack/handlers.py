@@ -71,6 +71,10 @@ class Handlers:
         self.parser_factory = parser_factory
         self.claims = claims or Claims()
         self.clock = clock
+        from bot.slack.remediation import RemediationDesk
+
+        #: plans: the "Plan" buttons, Approve / Reject / Roll back / Plan again, /gpumem plan, plans, rollback
+        self.remediation = RemediationDesk(settings, poster, store, self._later, self._check_target)
 
     # ------------------------------------------------------------------ /gpumem
 
