@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -346,3 +347,105 @@ def test_a_plan_button_with_a_value_gpumem_did_not_make_is_refused(tmp_path, val
         (told,) = _respond(fake, 95)
         assert told["text"] == "That button does not carry a plan gpumem can read."
         assert _patches(sc) == 0
+
+
+# ----------------------------------------------------------------------------- slash commands
+
+
+def _command(bot, fake, text: str, user: str = USER, n: int = 100) -> dict:
+    from slack_bolt.request import BoltRequest
+
+    from tests.support.fake_slack import slash_body
+
+    body = slash_body(text, fake.response_url(n), channel=CHANNEL, user=user)
+    response = bot.app.dispatch(BoltRequest(body=body, headers=signed_headers(SECRET, body)))
+    assert response.status == 200
+    return json.loads(response.body)
+
+
+def _top_level_plan(fake) -> tuple[str, str]:
+    call = fake.wait_for("chat.postMessage", where=lambda c: not c.args.get("thread_ts")
+                         and "Waiting for" in (c.args.get("text") or ""), timeout=20)[-1]
+    approve = next(e for b in call.args["blocks"] if b.get("type") == "actions" for e in b["elements"]
+                   if e["action_id"] == P.APPROVE_ACTION)
+    return approve["value"], call.response["ts"]
+
+
+def test_slash_plan_then_approval_then_plans_and_slash_rollback(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ack = _command(bot, fake, "plan llm/vllm-server --set max-num-seqs=64 --context prod", n=101)
+        assert ack["text"].startswith("On it: a plan for llm/vllm-server")
+        plan_id, plan_ts = _top_level_plan(fake)
+        assert "`--max-num-seqs 128 -&gt; 64`" in json.dumps(fake.messages[(CHANNEL, plan_ts)]["blocks"])
+        _click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, APPROVER, n=102)
+        _wait_edit(fake, plan_ts, "Held:")
+        # the rollback note went into the plan message's own thread
+        assert any("Rollback note" in c.args["text"] for c in fake.thread(CHANNEL, plan_ts))
+        listed = _command(bot, fake, "plans", n=103)
+        assert listed["response_type"] == "ephemeral" and plan_id in json.dumps(listed["blocks"])
+        assert _patches(sc) == 1
+        refused = _command(bot, fake, f"rollback {plan_id}", user=STRANGER, n=104)
+        assert refused["text"] == f"On it: rolling back plan {plan_id}."
+        (told,) = _respond(fake, 104)
+        assert "Only approvers for llm may roll back" in told["text"] and _patches(sc) == 1
+        _command(bot, fake, f"rollback {plan_id}", user=APPROVER, n=105)
+        _wait_edit(fake, plan_ts, "Rolled back by")
+        assert _patches(sc) == 2
+        _command(bot, fake, f"rollback {plan_id}", user=APPROVER, n=106)
+        (again,) = _respond(fake, 106)
+        assert again["text"] == f"Plan {plan_id} is rolled back already; nothing changed." and _patches(sc) == 2
+        assert "No open plans." in json.dumps(_command(bot, fake, "plans", n=107)["blocks"])
+
+
+def _wait_recorded(path, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    store = Store.open(path)
+    try:
+        while not store.db.execute("SELECT COUNT(*) FROM triages").fetchone()[0]:
+            assert time.monotonic() < deadline, "the triage was never recorded"
+            time.sleep(0.05)
+    finally:
+        store.close()
+
+
+def test_slash_plan_from_the_last_triages_action(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        _command(bot, fake, "plan llm/vllm-server --action cap_max_model_len", n=111)
+        (told,) = _respond(fake, 111)
+        assert "no triage of llm/vllm-server recorded action cap_max_model_len" in told["text"]
+        _diagnosis(bot, fake)
+        _wait_recorded(tmp_path / "gpumem.db")  # the triage is recorded after its uploads
+        _command(bot, fake, "plan llm/vllm-server --action cap_max_model_len", n=112)
+        plan_id, plan_ts = _top_level_plan(fake)
+        assert "`--max-model-len 8192 -&gt; 4096`" in json.dumps(fake.messages[(CHANNEL, plan_ts)]["blocks"])
+        plan = Store.open(tmp_path / "gpumem.db").get(plan_id).plan
+        assert (plan.action_id, plan.requested_by) == ("cap_max_model_len", USER)
+        assert plan.origin.endswith("action cap_max_model_len of the last triage")
+        _command(bot, fake, "plan llm/vllm-server --action cap_max_model_len --replicas 3", n=113)
+        (both,) = _respond(fake, 113)
+        assert "not both" in both["text"]
+        assert _patches(sc) == 0 and sc.kube.dry_runs() == []
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("rollback p-nope", "No plan p-nope in the store"),
+    ("plan llm/vllm-server --set max-num-seqs", "expected FLAG=VALUE"),
+    ("plan llm/vllm-server", "nothing to change"),
+])
+def test_slash_commands_with_bad_input_get_a_clear_answer(tmp_path, text, words):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        _command(bot, fake, text, user=APPROVER, n=121)
+        (told,) = _respond(fake, 121)
+        assert words in told["text"] and "Traceback" not in told["text"]
+        assert _patches(sc) == 0
+
+
+def test_slash_plan_refuses_host_flags_and_a_disabled_namespace_in_the_ack(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ack = _command(bot, fake, "plan llm/vllm-server --replicas 3 --kubeconfig /etc/x", n=131)
+        assert "--kubeconfig" in ack["text"]
+    (tmp_path / "off").mkdir()
+    with remediation_bot(tmp_path / "off", enabled=False) as (sc, fake, bot):
+        ack = _command(bot, fake, "plan llm/vllm-server --replicas 3", n=132)
+        assert "Remediation is off for llm on prod" in ack["text"]
+        assert _patches(sc) == 0 and Store.open(tmp_path / "off" / "gpumem.db").plans() == []

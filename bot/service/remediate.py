@@ -211,6 +211,34 @@ def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now
     return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now)
 
 
+def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:
+    """The typed changes of `action_id` as the newest recorded triage of NAMESPACE/NAME gave them
+    (`gpumem plan --action ID`, `/gpumem plan ... --action ID`). Raises UsageError no_action
+    when no triage was recorded or it did not recommend that action with changes."""
+    from bot.store.notes import Journal
+
+    record = Journal(store).last_triage(namespace, name)
+    raw = ((record.summary.get("action_changes") or {}) if record else {}).get(action_id)
+    if not raw:
+        raise UsageError("no_action", target=f"{namespace}/{name}", action=action_id)
+    return tuple(Change(*item) for item in raw)
+
+
+def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],
+                 replicas: int | None, container: str | None, action: str | None, requested_by: str,
+                 origin: str) -> PlanRequest:
+    """The request `gpumem plan` / `/gpumem plan` makes: `--action ID` (the recorded triage's
+    changes) or `--set` / `--replicas`, not both."""
+    if action:
+        if sets or replicas is not None:
+            raise UsageError("action_and_changes")
+        changes = action_changes(store, namespace, name, action)
+        return request_from_changes(namespace, name, cluster, action, changes, requested_by=requested_by,
+                                    origin=f"{origin}, action {action} of the last triage", kind=kind)
+    return PlanRequest(namespace, name, kind, cluster, parse_set(sets), replicas, container,
+                       requested_by=requested_by, origin=origin)
+
+
 def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
     """`--set max-num-seqs=64 --set enforce-eager=` -> (("max-num-seqs", 64), ("enforce-eager", None))."""
     out = []

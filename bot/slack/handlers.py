@@ -120,6 +120,8 @@ class Handlers:
             return self._refuse(ack, lang, cmd.verb, key, **params)
         if cmd.verb in ("note", "notes"):
             return self._notes(ack, cmd, channel, user, lang)
+        if cmd.verb in ("plan", "plans", "rollback"):
+            return self.remediation.command(ack, cmd, channel, user, lang, respond)
         if cmd.verb == "handover" and self.store is None:
             return self._refuse(ack, lang, cmd.verb, "no_store")
         if cmd.verb == "fleet":

@@ -23,7 +23,7 @@ from bot.render import slack_remediation as P
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
 from bot.service import approvals, remediate
-from bot.service.grammar import Command, CommandError, parse_target
+from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
@@ -121,6 +121,56 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "%s failed", e, click.action_id)
             self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    # ------------------------------------------------------------------ /gpumem plan, plans, rollback
+
+    def command(self, ack: Callable[..., Any], cmd: Command, channel: str, user: str, lang: str,
+                respond: Callable[..., Any]) -> None:
+        """In the ack: `plans` is the answer itself (one SQLite read); `plan` and `rollback` are
+        acked, then run after the ack (a plan reads the object; a rollback writes)."""
+        if self.shared is None:
+            return ack(response_type="ephemeral", **P.refusal_message(lang, "no_store"))
+        if cmd.verb == "plans":
+            return ack(response_type="ephemeral", **P.plans_message(self._plans(cmd, channel), lang))
+        if cmd.verb == "plan":
+            assert cmd.target is not None  # a TARGET_VERB: the grammar parsed it
+            cluster = approvals.cluster_name(self.settings, cmd.context)
+            if not approvals.remediation_on(self.settings, cluster, cmd.target.namespace):
+                return ack(response_type="ephemeral", **P.refusal_message(
+                    lang, "remediation_off", namespace=cmd.target.namespace, cluster=cluster or "-"))
+            ack(**V.ack_text(lang, "plan", str(cmd.target)))
+            return self.later(self._slash_guarded, lang, respond, self._slash_plan, cmd, channel, user, lang, respond)
+        plan_id = str(getattr(cmd.args, "plan", "") or "")[:64]
+        ack(**V.ack_text(lang, "rollback", plan_id))
+        self.later(self._slash_guarded, lang, respond, self._rollback, plan_id, user, channel, lang, respond, None)
+
+    def _slash_guarded(self, lang: str, respond: Callable[..., Any], fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            error_id = log_crash(log, "/gpumem %s failed after the ack", e, getattr(fn, "__name__", "?"))
+            self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    def _plans(self, cmd: Command, channel: str) -> list[Any]:
+        """The plans this channel may see: open ones (all with --all), in namespaces it may read."""
+        wanted = getattr(cmd.args, "target", None)
+        found = self.store.plans(open_only=not getattr(cmd.args, "all", False))
+        return [s for s in found
+                if self.settings.namespace_allowed(s.plan.target.namespace, s.plan.target.cluster, channel)
+                and (not wanted or wanted == f"{s.plan.target.namespace}/{s.plan.target.name}")]
+
+    def _slash_plan(self, cmd: Command, channel: str, user: str, lang: str, respond: Callable[..., Any]) -> None:
+        assert cmd.target is not None
+        args = cmd.args
+        try:
+            request = remediate.plan_request(
+                self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
+                cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
+                replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
+                action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}")
+        except UsageError as e:
+            return self._plan_failed(respond, lang, e)
+        self._make_and_post(request, channel, None, lang, respond)
 
     # ------------------------------------------------------------------ Plan (under a diagnosis)
 
@@ -318,6 +368,9 @@ class RemediationDesk:
         if stored is None:
             return
         plan = stored.plan
+        refusal = self._target_refusal(Target(plan.target.namespace, plan.target.name), plan.target.cluster, channel)
+        if refusal is not None:
+            return self._say(respond, V.error_message(lang, refusal[0], **refusal[1]))
         groups = self._groups(user, plan.target.namespace)
         out = approvals.may_roll_back(self.store, self.settings, plan.id, user, groups, channel=channel)
         if isinstance(out, approvals.Refusal):
