@@ -449,3 +449,43 @@ def test_slash_plan_refuses_host_flags_and_a_disabled_namespace_in_the_ack(tmp_p
         ack = _command(bot, fake, "plan llm/vllm-server --replicas 3", n=132)
         assert "Remediation is off for llm on prod" in ack["text"]
         assert _patches(sc) == 0 and Store.open(tmp_path / "off" / "gpumem.db").plans() == []
+
+
+def test_over_http_triage_plan_approval_by_a_second_user_held_and_rollback(tmp_path):
+    """The same flow through `gpumem serve --http`'s server: signed form posts to /slack/events."""
+    import requests
+
+    from bot.slack.serve import serve_http
+    from tests.support.fake_slack import slash_body
+
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        server = serve_http(bot, "127.0.0.1", 0)
+        try:
+            def post(body: str) -> requests.Response:
+                return requests.post(server.url + "/slack/events", data=body.encode(),
+                                     headers=signed_headers(SECRET, body), timeout=10)
+
+            ack = post(slash_body("triage llm/vllm-server --context prod", fake.response_url(141), channel=CHANNEL))
+            assert ack.status_code == 200
+            diagnosis = fake.wait_for("chat.update", where=is_diagnosis, timeout=60)[0].args
+            button = _plan_button(diagnosis, "cap_max_model_len")
+            click = post(action_body(button["action_id"], button["value"], fake.response_url(142), channel=CHANNEL,
+                                     message_ts=diagnosis["ts"], user=USER))
+            assert click.status_code == 200 and click.text == ""
+            plan_id, plan_ts = _plan_posted(fake, diagnosis["ts"])
+            approve = post(action_body(P.APPROVE_ACTION, plan_id, fake.response_url(143), channel=CHANNEL,
+                                       message_ts=plan_ts, user=SECOND, thread_ts=diagnosis["ts"]))
+            assert approve.status_code == 200
+            _wait_edit(fake, plan_ts, "Held:")
+            assert _patches(sc) == 1 and _max_model_len(sc) == 4096
+            back = post(action_body(P.ROLLBACK_ACTION, plan_id, fake.response_url(144), channel=CHANNEL,
+                                    message_ts=plan_ts, user=SECOND, thread_ts=diagnosis["ts"]))
+            assert back.status_code == 200
+            _wait_edit(fake, plan_ts, "Rolled back by")
+            assert _patches(sc) == 2 and _max_model_len(sc) == 8192
+            assert post(action_body(P.APPROVE_ACTION, plan_id, fake.response_url(145), channel=CHANNEL,
+                                    message_ts=plan_ts, user=APPROVER)).status_code == 200
+            (late,) = _respond(fake, 145)
+            assert "rolled back already" in late["text"] and _patches(sc) == 2
+        finally:
+            server.close()
