@@ -66,11 +66,16 @@ def test_the_listener_registry_names_the_command_and_the_button(tmp_path):
         registry = listeners(bot.handlers, "/gpumem")
         assert [(item.kind, item.matcher) for item in registry] == [
             ("command", "/gpumem"), ("action", "gpumem_rerun"),
-            ("action", re.compile(r"^gpumem_fleet_triage_[0-9]+$"))]
+            ("action", re.compile(r"^gpumem_fleet_triage_[0-9]+$")),
+            ("action", re.compile(r"^gpumem_plan:\d+$")), ("action", "gpumem_plan_approve"),
+            ("action", "gpumem_plan_reject"), ("action", "gpumem_plan_rollback"), ("action", "gpumem_plan_replan")]
         assert registry[1].fn == registry[2].fn == bot.handlers.on_rerun  # the fleet's Triage buttons start a triage
+        desk = bot.handlers.remediation
+        assert [item.fn for item in registry[3:]] == [desk.on_plan, desk.on_approve, desk.on_reject, desk.on_rollback,
+                                                      desk.on_replan]
         fresh = App(client=bot.client, signing_secret=SECRET, token_verification_enabled=False)
         register(fresh, registry)
-        assert len(fresh._listeners) == 3
+        assert len(fresh._listeners) == 8
 
 
 @pytest.mark.parametrize("case", ["unsigned", "tampered", "stale", "wrong_secret"])
@@ -395,7 +400,7 @@ def test_the_installed_filter_redacts_messages_args_and_tracebacks():
 def test_the_manifest_asks_only_for_the_scopes_gpumem_uses():
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-app-manifest.yaml").read_text())
     assert manifest["oauth_config"]["scopes"]["bot"] == ["commands", "chat:write", "files:write",
-                                                         "channels:history", "groups:history"]
+                                                         "channels:history", "groups:history", "usergroups:read"]
     assert "user" not in manifest["oauth_config"]["scopes"]
     (command,) = manifest["features"]["slash_commands"]
     assert command["command"] == "/gpumem"

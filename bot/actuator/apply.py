@@ -14,7 +14,7 @@ since, it refuses and returns the three values (before gpumem, what gpumem wrote
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,8 +64,11 @@ def request_body(plan: Plan, current: dict[str, Any], cause: str) -> list[dict[s
     return ops
 
 
-def apply_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
-    """Read again, dry run, write; each guard refusing raises before anything is written."""
+def apply_plan(writer: KubeWriter, plan: Plan, cause: str,
+               on_dry_run: Callable[[], None] | None = None) -> Written:
+    """Read again, dry run, write; each guard refusing raises before anything is written.
+    `on_dry_run` is called once the dry run passed, right before the write (a surface shows
+    the step)."""
     if plan.patch_type != JSON_PATCH:
         raise UsageError("patch_type_unsupported", patch_type=plan.patch_type)
     t = plan.target
@@ -73,6 +76,8 @@ def apply_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     check_unchanged(plan, current)
     body = request_body(plan, current, cause)
     writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH, dry_run=True)
+    if on_dry_run is not None:
+        on_dry_run()
     after = _write_after_dry_run(writer, plan, body)
     rv, generation = _version(after)
     return Written(after, rv, generation)

@@ -42,8 +42,9 @@ def run(args: argparse.Namespace, lang: str) -> int:
             from bot.service.triage import split_target
 
             namespace, name = split_target(args.target, settings.default_namespace)
-            request = remediate.PlanRequest(namespace, name, args.kind, args.context, remediate.parse_set(args.set),
-                                            args.replicas, args.container, requested_by=actor)
+            request = remediate.plan_request(store, namespace, name, kind=args.kind, cluster=args.context,
+                                             sets=args.set, replicas=args.replicas, container=args.container,
+                                             action=args.action, requested_by=actor, origin="cli")
             stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             stored = remediate.apply_now(store, writer, args.plan, actor)

@@ -15,6 +15,7 @@ from typing import Any
 from slack_sdk.models.blocks import (
     ActionsBlock,
     ButtonElement,
+    ConfirmObject,
     ContextBlock,
     DividerBlock,
     HeaderBlock,
@@ -86,9 +87,23 @@ def divider() -> Block:
     return DividerBlock().to_dict()
 
 
-def button(text: str, action_id: str, value: str, style: str | None = None) -> ButtonElement:
+#: a confirm dialog's title, text and button limits
+CONFIRM_TITLE_CHARS = 100
+CONFIRM_TEXT_CHARS = 300
+CONFIRM_BUTTON_CHARS = 30
+
+
+def confirm(title: str, text: str, yes: str, no: str, style: str | None = None) -> ConfirmObject:
+    """A confirm dialog for a button (plain text; each part cut to Slack's limit)."""
+    return ConfirmObject(title=clip(title, CONFIRM_TITLE_CHARS), text=PlainTextObject(text=clip(text, CONFIRM_TEXT_CHARS)),
+                         confirm=clip(yes, CONFIRM_BUTTON_CHARS), deny=clip(no, CONFIRM_BUTTON_CHARS), style=style)
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None,
+           confirm: ConfirmObject | None = None) -> ButtonElement:
     return ButtonElement(text=PlainTextObject(text=clip(text, BUTTON_CHARS), emoji=True),
-                         action_id=clip(action_id, ID_CHARS, ""), value=clip(value, VALUE_CHARS, ""), style=style)
+                         action_id=clip(action_id, ID_CHARS, ""), value=clip(value, VALUE_CHARS, ""), style=style,
+                         confirm=confirm)
 
 
 def actions(block_id: str, *buttons: ButtonElement) -> Block:

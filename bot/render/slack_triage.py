@@ -11,6 +11,7 @@ same view the terminal renderer uses (`bot.render.view.view`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,8 +151,10 @@ def _service_line(cat: Catalog, v: ReportView, user: str | None, elapsed_s: floa
 
 
 def diagnosis_message(report: Report, lang: str, target: str | None = None, context: str | None = None,
-                      user: str | None = None, elapsed_s: float | None = None) -> Message:
-    """The parent once the verdict is in. At most ~10 blocks whatever the report holds."""
+                      user: str | None = None, elapsed_s: float | None = None,
+                      plan_blocks: Sequence[Block] = ()) -> Message:
+    """The parent once the verdict is in. At most ~10 blocks whatever the report holds (and the
+    "Plan" buttons, `bot.render.slack_remediation.plan_buttons`, above "Run again")."""
     cat = Catalog.load(lang)
     v = view(report, lang)
     target = target or v.target
@@ -177,6 +180,7 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
     notes = [t(cat, "slack.diag.also", causes=" · ".join(others))] if others else []
     notes.append(":thread: " + t(cat, "slack.diag.thread_note"))
     blocks.append(B.context(*notes))
+    blocks += plan_blocks
     value = json.dumps({"target": target, "context": context}, separators=(",", ":"))
     blocks.append(B.actions("gpumem_diagnosis", B.button(cat.t("slack.diag.rerun"), RERUN_ACTION, value)))
     fallback = f"{emoji} {v.primary_title} · {target}"

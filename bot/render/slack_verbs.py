@@ -23,6 +23,10 @@ FORMS = {
     "snapshot": ("/gpumem snapshot NAMESPACE/DEPLOYMENT [--context C]", "/gpumem snapshot llm/vllm-server"),
     "budget": ("/gpumem budget [flags of gpumem budget]", "/gpumem help budget"),
     "fleet": ("/gpumem fleet [NAMESPACE|--all] [--engine E] [--top N]", "/gpumem fleet llm"),
+    "plan": ("/gpumem plan NAMESPACE/DEPLOYMENT [--action ID | --set FLAG=VALUE ... | --replicas N] [--context C]",
+             "/gpumem plan llm/vllm-server --set max-num-seqs=64"),
+    "plans": ("/gpumem plans [--target NAMESPACE/NAME] [--all]", "/gpumem plans"),
+    "rollback": ("/gpumem rollback PLAN", "/gpumem rollback p-0a1b2c3d"),
     "help": ("/gpumem help [VERB]", "/gpumem help triage"),
 }
 #: snapshot lines before "+N more"

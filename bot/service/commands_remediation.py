@@ -27,6 +27,8 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
                    help="a server flag's new value, e.g. max-num-seqs=64 (FLAG= removes it); repeatable")
     p.add_argument("--replicas", type=whole_number(0, 10_000), metavar="N", help="the new replica count")
+    p.add_argument("--action", metavar="ID", help="the changes of a next action of the last recorded triage of "
+                                                   "NAMESPACE/NAME, e.g. cap_max_model_len (instead of --set/--replicas)")
     p.add_argument("--container", help="the server container when the pod has several")
     _target_flags(p)
 

@@ -31,9 +31,10 @@ MAX_COMMAND_CHARS = 2000
 #: keeps that step to a bounded cost, so parsing stays linear in the length of the text
 MAX_COMMAND_WORDS = 100
 #: verbs Slack may run, in the order `/gpumem help` lists them
-SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "fleet", "note", "notes", "handover", "help")
+SLACK_VERBS = ("triage", "profile", "snapshot", "budget", "fleet", "note", "notes", "handover", "plan", "plans",
+               "rollback", "help")
 #: verbs that read one service and so need NAMESPACE/DEPLOYMENT
-TARGET_VERBS = ("triage", "profile", "snapshot")
+TARGET_VERBS = ("triage", "profile", "snapshot", "plan")
 #: verbs whose CLI form means something else in Slack: `gpumem snapshot` samples the GPUs of the
 #: machine it runs on and `gpumem profile` reads log files; in Slack both read a service
 SLACK_OWN_VERBS = ("snapshot", "profile")

@@ -93,12 +93,35 @@ def _server_container(obj: dict[str, Any]) -> str | None:
 
 
 def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
-              now: datetime | None = None, channel: str | None = None) -> StoredPlan:
-    """Read the object, build the plan, store it as proposed."""
+              now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None) -> StoredPlan:
+    """Read the object, build the plan, store it as proposed (with the Slack channel and the
+    incident thread it belongs to, when it came from Slack)."""
     now = now or datetime.now(UTC)
     obj = writer.read(request.kind, request.namespace, request.name)
     plan = build_plan(obj, request, policy, now)
-    return store.add_plan(plan, channel=channel, now=now)
+    return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
+
+
+#: the change kinds a plan can be built from today (`build_plan`)
+APPLY_KINDS = ("set_arg", "scale")
+
+
+def request_from_changes(namespace: str, name: str, cluster: str | None, action_id: str,
+                         changes: tuple[Change, ...], *, requested_by: str, origin: str,
+                         kind: str = "Deployment") -> PlanRequest:
+    """The plan request for a recommended action's typed changes (a triage's "Plan" button, a
+    re-plan): flags at their new values, replicas at the new count. Raises UsageError
+    not_applicable when a change is of a kind gpumem cannot apply."""
+    if not changes:
+        raise UsageError("nothing_to_change", what=action_id)
+    other = sorted({c.kind for c in changes if c.kind not in APPLY_KINDS})
+    if other:
+        raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
+    flags = tuple((c.flag, c.new) for c in changes if c.kind == "set_arg" and c.flag)
+    containers = {c.container for c in changes if c.kind == "set_arg" and c.container}
+    replicas = next((int(c.new) for c in changes if c.kind == "scale"), None)
+    return PlanRequest(namespace, name, kind, cluster, flags, replicas,
+                       containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin)
 
 
 def _cause(plan: Plan, verb: str) -> str:
@@ -121,12 +144,30 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
         stored = store.get(plan_id)
         if stored.state == "proposed":  # a plan that needs two approvals: the CLI gives one
             raise UsageError("needs_more_approvals", plan=plan_id, needed=plan.approvals_needed)
+    return apply_approved(store, writer, plan_id, actor, now=now, channel=channel)
+
+
+def rollback_note(plan: Plan) -> dict[str, Any]:
+    """What is recorded (and posted in Slack) before the write: the inverse change, the prior
+    values of what changes, the triage it came from."""
+    return {"plan": plan.id, "target": str(plan.target), "inverse": inverse_ops(plan.patch),
+            "prior": [c.describe() for c in plan.changes], "origin": plan.origin}
+
+
+def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
+                   channel: str | None = None, before_write: Any = None, on_dry_run: Any = None) -> StoredPlan:
+    """Apply an approved plan: approved -> applying (one transaction: a second caller gets
+    Conflict plan_moved and writes nothing), the rollback note committed to the audit and handed
+    to `before_write(note)` (Slack posts it in the thread), then re-read, dry run (`on_dry_run()`
+    once it passed) and the write with its precondition -> applied; a refusal -> failed."""
+    plan = store.get(plan_id).plan
     store.move(plan_id, "applying", actor=actor, expect="approved", channel=channel, now=now)
-    store.record("rollback_note", actor=actor, channel=channel, now=now, detail={
-        "plan": plan_id, "target": str(plan.target), "inverse": inverse_ops(plan.patch),
-        "prior": [c.describe() for c in plan.changes], "origin": plan.origin})
+    note = rollback_note(plan)
+    store.record("rollback_note", actor=actor, channel=channel, now=now, detail=note)
     try:
-        written = apply_plan(writer, plan, _cause(plan, "plan"))
+        if before_write is not None:
+            before_write(note)
+        written = apply_plan(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except GpumemError as e:
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
@@ -168,6 +209,34 @@ def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now
         raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
     rollback_plan(writer, stored.plan, _cause(stored.plan, "rollback"))
     return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now)
+
+
+def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:
+    """The typed changes of `action_id` as the newest recorded triage of NAMESPACE/NAME gave them
+    (`gpumem plan --action ID`, `/gpumem plan ... --action ID`). Raises UsageError no_action
+    when no triage was recorded or it did not recommend that action with changes."""
+    from bot.store.notes import Journal
+
+    record = Journal(store).last_triage(namespace, name)
+    raw = ((record.summary.get("action_changes") or {}) if record else {}).get(action_id)
+    if not raw:
+        raise UsageError("no_action", target=f"{namespace}/{name}", action=action_id)
+    return tuple(Change(*item) for item in raw)
+
+
+def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],
+                 replicas: int | None, container: str | None, action: str | None, requested_by: str,
+                 origin: str) -> PlanRequest:
+    """The request `gpumem plan` / `/gpumem plan` makes: `--action ID` (the recorded triage's
+    changes) or `--set` / `--replicas`, not both."""
+    if action:
+        if sets or replicas is not None:
+            raise UsageError("action_and_changes")
+        changes = action_changes(store, namespace, name, action)
+        return request_from_changes(namespace, name, cluster, action, changes, requested_by=requested_by,
+                                    origin=f"{origin}, action {action} of the last triage", kind=kind)
+    return PlanRequest(namespace, name, kind, cluster, parse_set(sets), replicas, container,
+                       requested_by=requested_by, origin=origin)
 
 
 def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:

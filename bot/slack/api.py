@@ -253,6 +253,14 @@ class SlackPoster:
             kw["metadata"] = meta
         return self._call("chat.update", channel, self.client.chat_update, **kw)[1] is None
 
+    def group_members(self, group: str) -> tuple[str, ...] | None:
+        """The user ids in a Slack user group (usergroups.users.list, scope usergroups:read);
+        None when Slack would not say (logged): the caller then treats nobody as a member."""
+        answer, error = self._call("usergroups.users.list", None, self.client.usergroups_users_list, usergroup=group)
+        if error is not None or answer is None:
+            return None
+        return tuple(str(u) for u in answer.get("users") or ())
+
     def ephemeral(self, channel: str, user: str, msg: Message) -> bool:
         return self._call("chat.postEphemeral", channel, self.client.chat_postEphemeral, channel=channel,
                           user=user, **msg)[1] is None

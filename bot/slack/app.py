@@ -23,6 +23,7 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.render import slack_remediation as P
 from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
 from bot.service.grammar import slack_parser
@@ -52,11 +53,18 @@ class Listener:
 
 
 def listeners(handlers: Handlers, command: str = "/gpumem") -> tuple[Listener, ...]:
+    desk = handlers.remediation
     return (
         Listener("command", command, handlers.on_command),
         Listener("action", RERUN_ACTION, handlers.on_rerun),
         # the fleet view's Triage buttons carry the same value: one triage each, claimed per button
         Listener("action", TRIAGE_ACTION, handlers.on_rerun),
+        # remediation: the diagnosis' "Plan" buttons (`gpumem_plan:<n>`), then the plan message's buttons
+        Listener("action", re.compile(rf"^{P.PLAN_ACTION}:\d+$"), desk.on_plan),
+        Listener("action", P.APPROVE_ACTION, desk.on_approve),
+        Listener("action", P.REJECT_ACTION, desk.on_reject),
+        Listener("action", P.ROLLBACK_ACTION, desk.on_rollback),
+        Listener("action", P.REPLAN_ACTION, desk.on_replan),
     )
 
 
@@ -161,6 +169,7 @@ class Bot:
                         len(interrupts), time.monotonic() - started)
             self.client.timeout = max(1, int(grace_s / 2) or 1)
             run_bounded(interrupts, max(0.0, self.stopping.hard_left() - 0.5), what="interrupt")
+        self.handlers.remediation.shutdown()  # no apply starts now; a watch running ends with the process
         close_runner = getattr(self.work.runner, "close", None)
         if callable(close_runner):  # worker processes (bot.service.runners.ProcessRunner) end with the bot
             close_runner()
@@ -195,6 +204,16 @@ def open_bot_store(settings: Settings) -> SharedStore | None:
     return SharedStore(Store.open(settings.store.path))
 
 
+def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
+    """The "Plan" buttons under a diagnosis: the actions gpumem can apply where remediation is on."""
+    from bot.service.approvals import plannable_actions
+
+    def buttons(report: Any, lang: str, target: str, context: str | None) -> list[Any]:
+        return P.plan_buttons(report, lang, target, context, plannable_actions(report, settings, target, context))
+
+    return buttons
+
+
 def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner | None = None,
               metrics: BotMetrics | None = None,
               parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
@@ -222,6 +241,8 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     from bot.service.fleet import fleet_reader
 
     work.fleet_reader = fleet_reader(settings)
+    if store is not None and settings.remediation.enabled:
+        work.plan_buttons = _plan_buttons(settings)
     after_ack = ThreadPoolExecutor(max_workers=settings.workers.listener_threads, thread_name_prefix="gpumem-after-ack")
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
                         store=store, after_ack=after_ack)

@@ -74,6 +74,10 @@ class Handlers:
         self.parser_factory = parser_factory
         self.claims = claims or Claims()
         self.clock = clock
+        from bot.slack.remediation import RemediationDesk
+
+        #: plans: the "Plan" buttons, Approve / Reject / Roll back / Plan again, /gpumem plan, plans, rollback
+        self.remediation = RemediationDesk(settings, poster, store, self._later, self._check_target)
 
     # ------------------------------------------------------------------ /gpumem
 
@@ -119,6 +123,8 @@ class Handlers:
             return self._refuse(ack, lang, cmd.verb, key, **params)
         if cmd.verb in ("note", "notes"):
             return self._notes(ack, cmd, channel, user, lang)
+        if cmd.verb in ("plan", "plans", "rollback"):
+            return self.remediation.command(ack, cmd, channel, user, lang, respond)
         if cmd.verb == "handover" and self.store is None:
             return self._refuse(ack, lang, cmd.verb, "no_store")
         if cmd.verb == "fleet":

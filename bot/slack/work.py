@@ -112,6 +112,29 @@ class SharedStore:
         with self._lock:
             self.store.close()
 
+    def each_call(self) -> Any:
+        """The store with the lock taken per method call, not for a whole use case: a plan's apply
+        and watch read and move it between Kubernetes calls that take seconds to minutes, and
+        notes and other clicks must not wait for those. Each Store method is one transaction."""
+        return _LockedStore(self.store, self._lock)
+
+
+class _LockedStore:
+    def __init__(self, store: Any, lock: threading.Lock):
+        self._store = store
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kw: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kw)
+
+        return call
+
 
 class _Finish:
     """The single transition of a job to its end state (answer, failure, timeout, cancel)."""
@@ -154,6 +177,8 @@ class Work:
         self.watched: Callable[[str], tuple[str, ...]] = lambda channel: ()
         #: the fleet view (`bot.service.fleet.fleet_reader`: namespaces, engines, top -> FleetOutcome); None: no Prometheus
         self.fleet_reader: Callable[..., Any] | None = None
+        #: (report, lang, target, context) -> the "Plan" buttons under a diagnosis; None: remediation off
+        self.plan_buttons: Callable[..., list[Any]] | None = None
         self.runner = runner
         self.verb_runner = verb_runner
         self.metrics = metrics
@@ -258,8 +283,9 @@ class Work:
     def _answer_triage(self, job: Job, outcome: Any) -> None:
         report = outcome.report
         elapsed = self.clock() - job.accepted_at
+        plans = self._plan_buttons(job, report)
         msg = R.diagnosis_message(report, job.lang, target=job.target, context=job.command.context,
-                                  user=job.user, elapsed_s=elapsed)
+                                  user=job.user, elapsed_s=elapsed, plan_blocks=plans)
         if not self._update_parent(job, msg):
             # the parent must not stay on "running": fall back to the headline alone
             self._update_parent(job, {"text": msg["text"], "blocks": []})
@@ -270,6 +296,16 @@ class Work:
             self.poster.post(job.channel, reply, thread_ts=job.parent_ts, meta=job.meta(f"thread-{i}"))
         self._uploads(job, outcome, report, detail.overflow)
         self._record(job, report)
+
+    def _plan_buttons(self, job: Job, report: Any) -> list[Any]:
+        """The "Plan" buttons where an apply is possible; a failure costs the buttons, not the diagnosis."""
+        if self.plan_buttons is None or not job.target:
+            return []
+        try:
+            return self.plan_buttons(report, job.lang, job.target, job.command.context)
+        except Exception as e:
+            log_crash(log, "triage %s: the Plan buttons failed", e, job.target)
+            return []
 
     def _record(self, job: Job, report: Any) -> None:
         """Keep the triage for the shift handover; best effort: the diagnosis is already posted."""

@@ -291,6 +291,14 @@ class Store:
         rows = self.db.execute(sql + " ORDER BY id LIMIT ?", [*params, limit]).fetchall()
         return [AuditRow(r[0], _parse(r[1]), *r[2:12], json.loads(r[12] or "{}")) for r in rows]
 
+    def plan_audit(self, plan_id: str) -> list[AuditRow]:
+        """Every audit row of one plan, oldest first: its moves and the rows recorded about it
+        (the rollback note, refused clicks, where its Slack message is)."""
+        rows = self.db.execute(
+            "SELECT id, at, actor, event, plan_id, content_hash, channel, cluster, namespace, name, from_state, "
+            "to_state, detail FROM audit WHERE plan_id = ? ORDER BY id", [plan_id]).fetchall()
+        return [AuditRow(r[0], _parse(r[1]), *r[2:12], json.loads(r[12] or "{}")) for r in rows]
+
     # ------------------------------------------------------------------ claims
 
     def claim(self, key: str, holder: str, *, ttl_s: float, now: datetime | None = None) -> bool:

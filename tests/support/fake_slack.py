@@ -146,7 +146,10 @@ class FakeSlack:
         self.uploads: dict[str, dict[str, Any]] = {}
         self.not_in_channel: set[str] = set()
         #: the bot token's scopes; conversations.* need channels:history
-        self.scopes: set[str] = {"commands", "chat:write", "files:write", "channels:history", "groups:history"}
+        self.scopes: set[str] = {"commands", "chat:write", "files:write", "channels:history", "groups:history",
+                                 "usergroups:read"}
+        #: user-group id -> its members' user ids (usergroups.users.list)
+        self.groups: dict[str, list[str]] = {}
         self._failures: dict[str, list[tuple[int, dict[str, str], dict[str, Any] | None]]] = {}
         self._late_failures: dict[str, list[int]] = {}
         self._last_ts = 0.0
@@ -382,6 +385,15 @@ class FakeSlack:
                      if ch == args["channel"] and (mts == ts or m.get("thread_ts") == ts)]
         return self._page(found, args, newest_first=False)
 
+    def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        if "usergroups:read" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "usergroups:read",
+                    "provided": ",".join(sorted(self.scopes))}
+        group = args.get("usergroup")
+        if group not in self.groups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(self.groups[group])}
+
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         refusal = self._message_checks(args)
         if refusal:
@@ -551,9 +563,13 @@ def slash_body(text: str, response_url: str, channel: str = "C0INCIDENT", user: 
 
 
 def action_body(action_id: str, value: str, response_url: str, channel: str = "C0INCIDENT",
-                message_ts: str = "1700000000.000001", user: str = "U0ONCALL", trigger_id: str | None = None) -> str:
+                message_ts: str = "1700000000.000001", user: str = "U0ONCALL", trigger_id: str | None = None,
+                thread_ts: str | None = None) -> str:
+    """A block_actions body; `thread_ts` when the clicked message is a reply in a thread."""
+    container = {"type": "message", "channel_id": channel, "message_ts": message_ts,
+                 **({"thread_ts": thread_ts} if thread_ts else {})}
     payload = {"type": "block_actions", "user": {"id": user}, "api_app_id": "A0GPUMEM", "team": {"id": "T0FAKE"},
-               "container": {"type": "message", "channel_id": channel, "message_ts": message_ts},
+               "container": container,
                "channel": {"id": channel}, "response_url": response_url, "trigger_id": trigger_id or new_trigger_id(),
                "actions": [{"type": "button", "action_id": action_id, "block_id": "gpumem_diagnosis",
                             "value": value, "action_ts": "1700000001.0"}]}

@@ -1,0 +1,259 @@
+"""Slack rendering of remediation: the "Plan" buttons under a diagnosis, the plan message in every
+stage of its life, the rollback note, the refusals, `/gpumem plans`.
+
+The plan message is one message edited through its stages:
+
+    proposed -> partly_approved -> approved -> dry_run_ok -> watching -> held | symptoms_remain | failed
+    (and rejected, expired, superseded, changed, not_applied, rolled_back, failed_rolled_back)
+
+Each stage shows the same body (target, the version it was made against, the change, risk,
+rollback, expiry) under its own status line, and the buttons that stage allows: Approve (with a
+confirm dialog) and Reject while it waits, Roll back once the change is on the cluster, Plan
+again when it expired or the object changed. The buttons carry only the plan id; the store's
+row is the truth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.render import slack_blocks as B
+from bot.render.i18n import Catalog
+from bot.render.slack_blocks import Block, Message, esc
+from bot.render.slack_triage import t
+from bot.render.wording import action_text
+from bot.store.db import StoredPlan
+from runbooks.model.changes import Change
+from runbooks.model.report import Report
+
+#: action ids; the "Plan" buttons under a diagnosis are `PLAN_ACTION:<n>`
+PLAN_ACTION = "gpumem_plan"
+APPROVE_ACTION = "gpumem_plan_approve"
+REJECT_ACTION = "gpumem_plan_reject"
+ROLLBACK_ACTION = "gpumem_plan_rollback"
+REPLAN_ACTION = "gpumem_plan_replan"
+PLAN_BLOCK = "gpumem_plans"
+#: "Plan" buttons under one diagnosis
+MAX_PLAN_BUTTONS = 5
+
+STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
+          "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded")
+_EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
+          "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
+          "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
+          "changed": ":warning:", "not_applied": ":x:", "rolled_back": ":leftwards_arrow_with_hook:",
+          "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:"}
+_WAITING = ("proposed", "partly_approved")
+_ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed")
+_REPLAN = ("changed", "not_applied", "expired")
+
+
+# ----------------------------------------------------------------------------- the "Plan" buttons
+
+
+def plan_value(target: str, context: str | None, action_id: str, changes: Sequence[Change]) -> str:
+    """What a "Plan" button carries: the target, the cluster, the action and its typed changes
+    (kind, container, flag, new value); the plan itself is read against the live object."""
+    doc = {"t": target, "c": context, "a": action_id,
+           "ch": [[c.kind, c.container, c.flag, c.new] for c in changes]}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_plan_value(text: str) -> tuple[str, str | None, str, tuple[Change, ...]]:
+    """(target, context, action id, changes) from a "Plan" button's value. Raises ValueError
+    when it is not one `plan_value` made."""
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not an object")
+    target, context, action, raw = doc.get("t"), doc.get("c"), doc.get("a"), doc.get("ch")
+    if not isinstance(target, str) or not isinstance(action, str) or not isinstance(raw, list) or not raw:
+        raise ValueError("missing fields")
+    if context is not None and not isinstance(context, str):
+        raise ValueError("bad context")
+    changes = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
+                and all(x is None or isinstance(x, str) for x in item[1:3])
+                and (item[3] is None or isinstance(item[3], (int, float, str)))):
+            raise ValueError("bad change")
+        changes.append(Change(item[0], item[1], item[2], None, item[3]))
+    return target, context, action, tuple(changes)
+
+
+def plan_buttons(report: Report, lang: str, target: str, context: str | None,
+                 plannable: Sequence[str]) -> list[Block]:
+    """An actions block of "Plan: <action>" buttons for the actions in `plannable` (at most
+    `MAX_PLAN_BUTTONS`); none when there are none."""
+    cat = Catalog.load(lang)
+    buttons = []
+    for i, action in enumerate(report.actions, 1):
+        if action.id not in plannable or len(buttons) >= MAX_PLAN_BUTTONS:
+            continue
+        value = plan_value(target, context, action.id, action.changes)
+        if len(value) > B.VALUE_CHARS:  # would be cut: no button rather than a broken one
+            continue
+        title = action_text(cat, action)["title"]
+        buttons.append(B.button(cat.t("slack_plan.button.plan", title=title), f"{PLAN_ACTION}:{i}", value))
+    return [B.actions(PLAN_BLOCK, *buttons)] if buttons else []
+
+
+# ----------------------------------------------------------------------------- the plan message
+
+
+def mention(ident: str) -> str:
+    """A user (`<@U..>`) or user group (`<!subteam^S..>`) mention; anything else as text."""
+    if ident.startswith("S"):
+        return f"<!subteam^{ident}>"
+    if ident[:1] in ("U", "W"):
+        return f"<@{ident}>"
+    return esc(ident)
+
+
+def mentions(cat: Catalog, ids: Sequence[str]) -> str:
+    return ", ".join(mention(i) for i in ids) if ids else esc(cat.t("slack_plan.nobody"))
+
+
+def slack_date(at: datetime) -> str:
+    """A date Slack shows in the reader's time zone, with the UTC time as the fallback."""
+    return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} {{time}}|{at.strftime('%Y-%m-%d %H:%M UTC')}>"
+
+
+def restored(changes: Sequence[Change]) -> str:
+    """What a rollback puts back: `--max-model-len 4096 -> 8192; replicas 3 -> 2`."""
+    return "; ".join(Change(c.kind, c.container, c.flag, c.new, c.old).describe() for c in changes)
+
+
+def _changes(changes: Sequence[Change]) -> str:
+    return "; ".join(c.describe() for c in changes)
+
+
+def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, Any]) -> str:
+    p = stored.plan
+    users = params.pop("users", ())
+    raw = {"users": mentions(cat, users)}
+    values = {"needed": p.approvals_needed, "namespace": p.target.namespace, "count": len(stored.approvals),
+              "rv": p.resource_version, "restored": restored(p.changes), "at": p.expires_at.strftime("%H:%M UTC"),
+              **params}
+    if "notes" in values:
+        values["notes"] = "; ".join(values["notes"]) or "-"
+    return t(cat, f"slack_plan.stage.{stage}", raw=raw, **values)
+
+
+def _buttons(cat: Catalog, stored: StoredPlan, stage: str) -> list[Block]:
+    p = stored.plan
+    where = {"plan": p.id, "kind": p.target.kind, "namespace": p.target.namespace, "name": p.target.name,
+             "cluster": p.target.cluster or "-"}
+    if stage in _WAITING:
+        ask = B.confirm(cat.t("slack_plan.confirm.approve_title", plan=p.id),
+                        cat.t("slack_plan.confirm.approve_text", changes=_changes(p.changes), **where),
+                        cat.t("slack_plan.confirm.approve_yes"), cat.t("slack_plan.confirm.deny"), "primary")
+        return [B.actions(f"gpumem_plan_{p.id}",
+                          B.button(cat.t("slack_plan.button.approve"), APPROVE_ACTION, p.id, "primary", ask),
+                          B.button(cat.t("slack_plan.button.reject"), REJECT_ACTION, p.id, "danger"))]
+    if stage in _ON_CLUSTER:
+        ask = B.confirm(cat.t("slack_plan.confirm.rollback_title", plan=p.id),
+                        cat.t("slack_plan.confirm.rollback_text", restored=restored(p.changes), **where),
+                        cat.t("slack_plan.confirm.rollback_yes"), cat.t("slack_plan.confirm.deny"), "danger")
+        return [B.actions(f"gpumem_plan_{p.id}",
+                          B.button(cat.t("slack_plan.button.rollback"), ROLLBACK_ACTION, p.id, "danger", ask))]
+    if stage in _REPLAN:
+        return [B.actions(f"gpumem_plan_{p.id}", B.button(cat.t("slack_plan.button.replan"), REPLAN_ACTION, p.id))]
+    return []
+
+
+def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Message:
+    """The plan message at `stage` (`STAGES`); `params` fill its status line (`users`: the ids it
+    names; `updated`, `available`, `replicas`, `minutes` while watching; `notes`; `reason`)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown plan stage {stage!r}")
+    cat = Catalog.load(lang)
+    p = stored.plan
+    tgt = p.target
+    title = t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
+    line = _stage_line(cat, stored, stage, dict(params))
+    blocks: list[Block] = [B.section(f"{_EMOJI[stage]} *{title}*\n{line}")]
+    blocks.append(B.fields([
+        (cat.t("slack_plan.field.target"), esc(f"{tgt.kind} {tgt.namespace}/{tgt.name}")),
+        (cat.t("slack_plan.field.cluster"), esc(tgt.cluster or "-")),
+        (cat.t("slack_plan.field.version"), t(cat, "slack_plan.field.version_value", rv=p.resource_version,
+                                              generation=p.generation)),
+        (cat.t("slack_plan.field.requested_by"), mention(p.requested_by)),
+        (cat.t("slack_plan.field.expires"), slack_date(p.expires_at)),
+        (cat.t("slack_plan.field.approvals"), t(cat, "slack_plan.field.approvals_value", count=len(stored.approvals),
+                                                needed=p.approvals_needed)),
+    ]))
+    blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
+    kinds = dict.fromkeys(c.kind for c in p.changes)
+    risks = [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
+    blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
+    blocks += B.text_sections(cat.t("slack_plan.rollback"),
+                              [t(cat, "slack_plan.rollback_value", restored=restored(p.changes), plan=p.id)])
+    blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
+    blocks += _buttons(cat, stored, stage)
+    return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
+
+
+def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
+    """The thread reply posted before the write: what a rollback restores, who, why."""
+    cat = Catalog.load(lang)
+    p = stored.plan
+    text = t(cat, "slack_plan.note", raw={"approvers": mentions(cat, stored.approvals),
+                                          "requester": mention(p.requested_by)},
+             plan=p.id, restored=restored(p.changes), target=str(p.target), origin=p.origin or p.action_id)
+    return B.message(text, [B.section(":memo: " + text)])
+
+
+def refusal_message(lang: str, key: str, /, **params: Any) -> Message:
+    """An ephemeral refusal (`slack_plan.refused.<key>`); `approvers` are ids, mentioned."""
+    cat = Catalog.load(lang)
+    approvers = params.pop("approvers", ())
+    if params.get("verb"):
+        params["verb"] = cat.t(f"slack_plan.verb.{params['verb']}")
+    text = t(cat, f"slack_plan.refused.{key}", raw={"approvers": mentions(cat, approvers)}, **params)
+    return B.message(text, [B.section(f":warning: {text}")])
+
+
+def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str) -> str:
+    """The plan-specific wording of an error code, else `fallback` (the shared error line)."""
+    key = f"slack_plan.error.{code}"
+    return cat.t(key, params) if cat.has(key) else fallback
+
+
+def differences_text(rows: Sequence[dict[str, Any]], limit: int = 1500) -> str:
+    """A rollback's refusal, per changed path: before gpumem / what gpumem wrote / now. A list
+    (a container's args) shows only the items that differ, when the three have the same length.
+
+    >>> differences_text([{"path": "/a/args", "before": ["x", "--n=1"], "gpumem": ["x", "--n=2"], "now": ["x", "--n=3"]}])
+    '/a/args/1: --n=1 / --n=2 / --n=3'
+    """
+    lines = []
+    for row in rows:
+        values = (row.get("before"), row.get("gpumem"), row.get("now"))
+        if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
+            for i, items in enumerate(zip(*values, strict=True)):
+                if len({json.dumps(x, sort_keys=True) for x in items}) > 1:
+                    lines.append(f"{row['path']}/{i}: " + " / ".join(map(str, items)))
+        else:
+            lines.append(f"{row['path']}: " + " / ".join(map(str, values)))
+    return B.clip("; ".join(lines), limit)
+
+
+def plans_message(plans: Sequence[StoredPlan], lang: str) -> Message:
+    """`/gpumem plans`: the open plans, newest first (ephemeral)."""
+    cat = Catalog.load(lang)
+    title = cat.t("slack_plan.plans.title", count=len(plans))
+    if not plans:
+        return B.message(title, [B.section(f"*{esc(title)}*\n{esc(cat.t('slack_plan.plans.none'))}")])
+    lines = []
+    for s in plans:
+        p = s.plan
+        state = cat.t(f"remediate_cli.state.{s.state}")
+        lines.append("• " + t(cat, "slack_plan.plans.line", raw={"user": mention(p.requested_by),
+                                                                 "at": slack_date(p.expires_at)},
+                              plan=p.id, state=state, kind=p.target.kind, namespace=p.target.namespace,
+                              name=p.target.name, changes=_changes(p.changes)))
+    blocks = B.text_sections(title, lines)[: B.MAX_BLOCKS]
+    return B.message(title, blocks)

@@ -1,0 +1,191 @@
+"""Remediation as the Slack bot runs it: where a "Plan" button is offered, who may approve, reject
+or roll back, the approval itself, a re-plan, and the writer identity per cluster.
+
+The surfaces may not read the approval policy themselves (`runbooks.remediation` is behind this
+layer); they call these functions and show what comes back. Every refusal is a `Refusal` with
+the reason and, where it helps, who may: nothing in the store moves for a refused click (an
+audit row records it).
+
+>>> from runbooks.model.report import Action
+>>> from runbooks.model.changes import Change
+>>> applicable(Action("scale_out", tier="now", changes=(Change.scale(2, 3),)))
+True
+>>> applicable(Action("bigger_gpu", tier="escalate", changes=(Change.scale(2, 3),)))
+False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.actuator.writer import KubeWriter
+from bot.service import remediate
+from bot.store.db import StoredPlan
+from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.report import Action, Report
+from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
+
+#: plan states a Reject click may end
+REJECTABLE = ("proposed", "approved")
+#: plan states whose change is on the cluster and may be rolled back
+ROLLBACKABLE = ("applied", "watched", "failed")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a click or command changes nothing.
+
+    reason: disabled, out_of_scope, requester, not_an_approver, already_approved (policy);
+    expired, moved (the plan is not where the click expects it: `state` says where it is)."""
+
+    reason: str
+    approvers: tuple[str, ...] = ()
+    state: str | None = None
+
+
+def cluster_name(settings: Any, context: str | None) -> str | None:
+    """The configured name of the cluster a --context names (the default cluster without one)."""
+    cluster = settings.cluster(context)
+    if cluster is None:
+        return context or settings.default_context
+    return cluster.name or cluster.context
+
+
+def remediation_on(settings: Any, cluster: str | None, namespace: str) -> bool:
+    """`remediation.enabled` and this cluster and namespace in its scopes."""
+    return in_scope(settings.remediation.policy, cluster, namespace)
+
+
+def applicable(action: Action) -> bool:
+    """An action gpumem can apply: on-call tier, with typed changes of kinds a plan can hold."""
+    return (action.tier != "escalate" and bool(action.changes)
+            and all(c.kind in remediate.APPLY_KINDS for c in action.changes))
+
+
+def plannable_actions(report: Report, settings: Any, target: str | None, context: str | None) -> tuple[str, ...]:
+    """The ids of the report's actions that get a "Plan" button: applicable, and remediation on
+    for the target's cluster and namespace (none when it is off or the target is not NS/NAME)."""
+    target = target or report.target
+    if not target or target.count("/") != 1:
+        return ()
+    namespace = target.split("/")[0]
+    if not remediation_on(settings, cluster_name(settings, context), namespace):
+        return ()
+    return tuple(a.id for a in report.actions if applicable(a))
+
+
+def groups_to_resolve(settings: Any, namespace: str) -> tuple[str, ...]:
+    """The Slack user-group ids (S...) among the namespace's approvers: the surface asks Slack
+    whether the clicker is in one."""
+    return tuple(i for i in approvers_for(settings.remediation.policy, namespace) if i.startswith("S"))
+
+
+def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
+    """The writer identity (`remediation.writer`): its kubeconfig, with its own context, else
+    the kube context of the plan's cluster. A bot never writes with the reader's identity, so
+    without `remediation.writer.kubeconfig` it refuses (UsageError no_writer)."""
+    writer = settings.remediation.writer
+    if not writer.kubeconfig:
+        raise UsageError("no_writer")
+    configured = settings.cluster(cluster)
+    context = writer.context or (configured.context if configured else cluster)
+    return remediate.writer_for(writer.kubeconfig, context)
+
+
+def _policy(settings: Any) -> ApprovalPolicy:
+    return settings.remediation.policy
+
+
+def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tuple[str, ...],
+            channel: str | None = None, now: datetime | None = None) -> StoredPlan | Refusal:
+    """`user`'s approval of the plan as stored (its content hash), or why not. An expired plan is
+    moved to expired here. The store moves the plan in one transaction: of two clicks at once,
+    one approves and the other finds it moved."""
+    now = now or datetime.now(UTC)
+    stored = store.get(plan_id)
+    plan = stored.plan
+    if stored.state == "proposed" and plan.expired(now):
+        with contextlib.suppress(Conflict):  # moved meanwhile: it is not proposed any more either way
+            store.move(plan_id, "expired", actor="gpumem", expect="proposed", channel=channel, now=now)
+        return Refusal("expired", state="expired")
+    if stored.state != "proposed":
+        return Refusal("expired" if stored.state == "expired" else "moved", state=stored.state)
+    decision = decide(_policy(settings), plan.target.namespace, requested_by=plan.requested_by, user=user,
+                      user_groups=user_groups, cluster=plan.target.cluster, approved_by=stored.approvals)
+    if not decision.allowed:
+        store.record("approval_refused", actor=user, channel=channel, now=now,
+                     detail={"plan": plan_id, "reason": decision.reason})
+        return Refusal(decision.reason, decision.approvers)
+    try:
+        return store.approve(plan_id, user, plan.content_hash, channel=channel, now=now)
+    except Conflict as e:
+        if e.code == "plan_expired":
+            return Refusal("expired", state="expired")
+        if e.code == "already_approved":
+            return Refusal("already_approved", decision.approvers)
+        return Refusal("moved", state=str(e.params.get("state") or store.get(plan_id).state))
+
+
+def reject(store: Any, settings: Any, plan_id: str, user: str, user_groups: tuple[str, ...],
+           channel: str | None = None, now: datetime | None = None) -> StoredPlan | Refusal:
+    """Reject a plan not yet applied: its requester or anyone who may approve in its namespace."""
+    stored = store.get(plan_id)
+    plan = stored.plan
+    if stored.state not in REJECTABLE:
+        return Refusal("moved", state=stored.state)
+    if user != plan.requested_by:
+        relaxed = dataclasses.replace(_policy(settings), four_eyes=False)
+        decision = decide(relaxed, plan.target.namespace, requested_by=plan.requested_by, user=user,
+                          user_groups=user_groups, cluster=plan.target.cluster)
+        if not decision.allowed:
+            store.record("reject_refused", actor=user, channel=channel, now=now,
+                         detail={"plan": plan_id, "reason": decision.reason})
+            return Refusal(decision.reason, decision.approvers)
+    try:
+        return store.move(plan_id, "rejected", actor=user, expect=REJECTABLE, channel=channel, now=now)
+    except Conflict as e:
+        return Refusal("moved", state=str(e.params.get("state")))
+
+
+def may_roll_back(store: Any, settings: Any, plan_id: str, user: str, user_groups: tuple[str, ...],
+                  channel: str | None = None, now: datetime | None = None) -> StoredPlan | Refusal:
+    """Whether `user` may roll the plan back: remediation on, an approver of its namespace (the
+    one who asked for the plan too: a rollback restores the reviewed state before it), and the
+    plan in a state whose change is on the cluster."""
+    stored = store.get(plan_id)
+    plan = stored.plan
+    relaxed = dataclasses.replace(_policy(settings), four_eyes=False)
+    decision = decide(relaxed, plan.target.namespace, requested_by=plan.requested_by, user=user,
+                      user_groups=user_groups, cluster=plan.target.cluster)
+    if not decision.allowed:
+        store.record("rollback_refused", actor=user, channel=channel, now=now,
+                     detail={"plan": plan_id, "reason": decision.reason})
+        return Refusal(decision.reason, decision.approvers)
+    if stored.state not in ROLLBACKABLE:
+        return Refusal("moved", state=stored.state)
+    return stored
+
+
+def replan_request(stored: StoredPlan, user: str) -> remediate.PlanRequest:
+    """A new plan for the same change against the object as it is now, asked for by `user`."""
+    p = stored.plan
+    return remediate.request_from_changes(p.target.namespace, p.target.name, p.target.cluster, p.action_id,
+                                          p.changes, requested_by=user, origin=p.origin, kind=p.target.kind)
+
+
+def slack_message(store: Any, plan_id: str) -> tuple[str, str, str | None] | None:
+    """Where the plan's Slack message is: (channel, ts, thread_ts), from the newest
+    `slack_message` row of its audit; None when it was never posted."""
+    for row in reversed(store.plan_audit(plan_id)):
+        if row.event == "slack_message" and row.detail.get("ts") and row.channel:
+            return row.channel, str(row.detail["ts"]), row.detail.get("thread_ts")
+    return None
+
+
+def record_message(store: Any, plan_id: str, channel: str, ts: str, thread_ts: str | None) -> None:
+    store.record("slack_message", actor="gpumem", channel=channel,
+                 detail={"plan": plan_id, "ts": ts, "thread_ts": thread_ts})

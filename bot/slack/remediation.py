@@ -1,0 +1,431 @@
+"""The Slack side of remediation: the "Plan" button under a diagnosis, Approve / Reject / Roll back
+/ Plan again on a plan message, and `/gpumem plan`, `/gpumem plans`, `/gpumem rollback`.
+
+Listeners ack at once and hand the click to the `after_ack` threads (`later`): nothing calls
+Slack or Kubernetes before the ack. Who may do what is decided in `bot.service.approvals`; the
+store's state machine makes each step happen once (a double click, two approvers at once or a
+retried delivery finds the plan moved and is told so). An approval that completes a plan starts
+the apply on `jobs` (threads of their own: a watch lasts minutes): the rollback note is posted
+in the thread before the write, and the plan message is edited through approved -> dry run ok
+-> watching -> held / symptoms remain / failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.render import slack_remediation as P
+from bot.render import slack_verbs as V
+from bot.render.i18n import Catalog
+from bot.service import approvals, remediate
+from bot.service.grammar import Command, CommandError, Target, parse_target
+from bot.service.live_errors import error_line
+from bot.slack.api import SlackPoster
+from bot.slack.errorid import log_crash
+from bot.slack.work import SharedStore
+from runbooks.model.errors import Conflict, GpumemError, UsageError
+
+log = logging.getLogger("gpumem.slack.remediation")
+
+#: how long a "Plan" click holds its button (a double click makes one plan)
+PLAN_CLAIM_S = 30.0
+#: how long a rollback holds its plan (a second click or command meanwhile is told one runs)
+ROLLBACK_CLAIM_S = 30.0
+
+
+class Click:
+    """What a block_actions body says: who clicked what, where."""
+
+    def __init__(self, body: dict[str, Any]):
+        container = body.get("container") if isinstance(body.get("container"), dict) else {}
+        action = (body.get("actions") or [{}])[0]
+        self.user = str((body.get("user") or {}).get("id") or "")
+        self.channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+        self.ts = str(container.get("message_ts") or "")
+        #: the thread the message is in; a top-level message is its own thread
+        self.thread = str(container.get("thread_ts") or self.ts)
+        self.action_id = str(action.get("action_id") or "")
+        self.value = str(action.get("value") or "")
+
+
+class RemediationDesk:
+    def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore | None,
+                 later: Callable[..., None], check_target: Callable[[Command, str], Any],
+                 writer_for: Callable[[str | None], Any] | None = None, jobs: Executor | None = None,
+                 watch_clock: Callable[[], float] | None = None, watch_sleep: Callable[[float], None] | None = None,
+                 poll_s: float = 10.0, now: Callable[[], datetime] | None = None):
+        self.settings = settings
+        self.poster = poster
+        self.shared = store
+        self.later = later
+        self.check_target = check_target
+        #: cluster name -> KubeWriter (the writer identity; tests hand in the stand-in's)
+        self.writer_for = writer_for or (lambda cluster: approvals.bot_writer(settings, cluster))
+        #: where applies, watches and rollbacks run (they take minutes; not the ack threads)
+        self.jobs = jobs or ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpumem-remediate")
+        self.watch_clock = watch_clock or time.monotonic
+        self.watch_sleep = watch_sleep or time.sleep
+        self.poll_s = poll_s
+        #: the wall clock plans expire by
+        self.now = now or (lambda: datetime.now(UTC))
+
+    @property
+    def store(self) -> Any:
+        assert self.shared is not None
+        return self.shared.each_call()
+
+    def shutdown(self) -> None:
+        """In a drain: no new job starts; a running watch ends with the process (the plan stays
+        `applied` in the store, and the audit says how far it got)."""
+        shutdown = getattr(self.jobs, "shutdown", None)
+        if callable(shutdown):
+            shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ listeners (ack, then later)
+
+    def on_plan(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._plan_click, body, respond)
+
+    def on_approve(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._approve_click, body, respond)
+
+    def on_reject(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._reject_click, body, respond)
+
+    def on_rollback(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._rollback_click, body, respond)
+
+    def on_replan(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._replan_click, body, respond)
+
+    def _guarded(self, fn: Callable[[Click, str, Callable[..., Any]], None], body: dict[str, Any],
+                 respond: Callable[..., Any]) -> None:
+        click = Click(body)
+        lang = self.settings.lang_for(click.channel)
+        try:
+            if self.settings.channel_policy(click.channel) is None:
+                return self._say(respond, V.error_message(lang, "channel_not_allowed"))
+            if self.shared is None:
+                return self._refuse(respond, lang, "no_store")
+            fn(click, lang, respond)
+        except Exception as e:
+            error_id = log_crash(log, "%s failed", e, click.action_id)
+            self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    # ------------------------------------------------------------------ /gpumem plan, plans, rollback
+
+    def command(self, ack: Callable[..., Any], cmd: Command, channel: str, user: str, lang: str,
+                respond: Callable[..., Any]) -> None:
+        """In the ack: `plans` is the answer itself (one SQLite read); `plan` and `rollback` are
+        acked, then run after the ack (a plan reads the object; a rollback writes)."""
+        if self.shared is None:
+            return ack(response_type="ephemeral", **P.refusal_message(lang, "no_store"))
+        if cmd.verb == "plans":
+            return ack(response_type="ephemeral", **P.plans_message(self._plans(cmd, channel), lang))
+        if cmd.verb == "plan":
+            assert cmd.target is not None  # a TARGET_VERB: the grammar parsed it
+            cluster = approvals.cluster_name(self.settings, cmd.context)
+            if not approvals.remediation_on(self.settings, cluster, cmd.target.namespace):
+                return ack(response_type="ephemeral", **P.refusal_message(
+                    lang, "remediation_off", namespace=cmd.target.namespace, cluster=cluster or "-"))
+            ack(**V.ack_text(lang, "plan", str(cmd.target)))
+            return self.later(self._slash_guarded, lang, respond, self._slash_plan, cmd, channel, user, lang, respond)
+        plan_id = str(getattr(cmd.args, "plan", "") or "")[:64]
+        ack(**V.ack_text(lang, "rollback", plan_id))
+        self.later(self._slash_guarded, lang, respond, self._rollback, plan_id, user, channel, lang, respond, None)
+
+    def _slash_guarded(self, lang: str, respond: Callable[..., Any], fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            error_id = log_crash(log, "/gpumem %s failed after the ack", e, getattr(fn, "__name__", "?"))
+            self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    def _plans(self, cmd: Command, channel: str) -> list[Any]:
+        """The plans this channel may see: open ones (all with --all), in namespaces it may read."""
+        wanted = getattr(cmd.args, "target", None)
+        found = self.store.plans(open_only=not getattr(cmd.args, "all", False))
+        return [s for s in found
+                if self.settings.namespace_allowed(s.plan.target.namespace, s.plan.target.cluster, channel)
+                and (not wanted or wanted == f"{s.plan.target.namespace}/{s.plan.target.name}")]
+
+    def _slash_plan(self, cmd: Command, channel: str, user: str, lang: str, respond: Callable[..., Any]) -> None:
+        assert cmd.target is not None
+        args = cmd.args
+        try:
+            request = remediate.plan_request(
+                self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
+                cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
+                replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
+                action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}")
+        except UsageError as e:
+            return self._plan_failed(respond, lang, e)
+        self._make_and_post(request, channel, None, lang, respond)
+
+    # ------------------------------------------------------------------ Plan (under a diagnosis)
+
+    def _plan_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        try:
+            target, context, action_id, changes = P.parse_plan_value(click.value)
+            parsed = parse_target(target, self.settings.default_namespace)
+        except (ValueError, CommandError):
+            return self._refuse(respond, lang, "bad_value")
+        refusal = self._target_refusal(parsed, context, click.channel)
+        if refusal is not None:
+            return self._say(respond, V.error_message(lang, refusal[0], **refusal[1]))
+        cluster = approvals.cluster_name(self.settings, context)
+        if not approvals.remediation_on(self.settings, cluster, parsed.namespace):
+            return self._refuse(respond, lang, "remediation_off", namespace=parsed.namespace, cluster=cluster or "-")
+        if not self.store.claim(f"plan:{click.channel}:{click.ts}:{click.action_id}", click.user, ttl_s=PLAN_CLAIM_S):
+            return self._refuse(respond, lang, "claimed")
+        try:
+            request = remediate.request_from_changes(parsed.namespace, parsed.name, cluster, action_id, changes,
+                                                     requested_by=click.user, origin=f"triage of {parsed}")
+        except UsageError as e:
+            return self._plan_failed(respond, lang, e)
+        self._make_and_post(request, click.channel, click.thread, lang, respond)
+
+    def _make_and_post(self, request: Any, channel: str, thread: str | None, lang: str,
+                       respond: Callable[..., Any]) -> str | None:
+        """Make the plan against the live object and post it (in `thread`, or as a new message
+        whose own thread it then is). Returns the plan id, None when refused (the asker is told)."""
+        try:
+            writer = self.writer_for(request.cluster)
+            stored = remediate.make_plan(self.store, writer, request, self.settings.remediation.policy,
+                                         channel=channel, thread_ts=thread)
+        except UsageError as e:
+            if e.code == "no_writer":
+                self._refuse(respond, lang, "no_writer")
+                return None
+            self._plan_failed(respond, lang, e)
+            return None
+        except GpumemError as e:
+            self._plan_failed(respond, lang, e)
+            return None
+        ts, error = self.poster.post_or_error(channel, P.plan_message(stored, lang, "proposed"), thread_ts=thread)
+        if ts is None:
+            self._say(respond, V.error_message(lang, "post_failed", error=error))
+            return stored.plan.id
+        approvals.record_message(self.store, stored.plan.id, channel, ts, thread or ts)
+        return stored.plan.id
+
+    def _plan_failed(self, respond: Callable[..., Any], lang: str, e: GpumemError) -> None:
+        cat = Catalog.load(lang)
+        reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+        self._refuse(respond, lang, "plan_failed", reason=reason)
+
+    # ------------------------------------------------------------------ Approve, Reject
+
+    def _groups(self, user: str, namespace: str) -> tuple[str, ...]:
+        """The approver user groups of `namespace` that `user` is in (asked of Slack)."""
+        member_of = []
+        for group in approvals.groups_to_resolve(self.settings, namespace):
+            members = self.poster.group_members(group)
+            if members is not None and user in members:
+                member_of.append(group)
+        return tuple(member_of)
+
+    def _stored(self, plan_id: str, respond: Callable[..., Any], lang: str) -> Any:
+        try:
+            return self.store.get(plan_id)
+        except UsageError:
+            self._refuse(respond, lang, "plan_not_found", plan=plan_id[:40])
+            return None
+
+    def _approve_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        stored = self._stored(click.value, respond, lang)
+        if stored is None:
+            return
+        plan = stored.plan
+        groups = self._groups(click.user, plan.target.namespace)
+        out = approvals.approve(self.store, self.settings, plan.id, click.user, groups, channel=click.channel,
+                                now=self.now())
+        if isinstance(out, approvals.Refusal):
+            if out.reason == "expired":
+                self.poster.update(click.channel, click.ts, P.plan_message(self.store.get(plan.id), lang, "expired"))
+            return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
+                                approvers=out.approvers, state=out.state, verb="approve")
+        if out.state == "proposed":  # more approvals needed
+            self.poster.update(click.channel, click.ts,
+                               P.plan_message(out, lang, "partly_approved", users=out.approvals))
+            return
+        self.poster.update(click.channel, click.ts, P.plan_message(out, lang, "approved", users=out.approvals))
+        self.jobs.submit(self._apply_guarded, plan.id, click.channel, click.ts, click.thread, lang, click.user)
+
+    def _reject_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        stored = self._stored(click.value, respond, lang)
+        if stored is None:
+            return
+        plan = stored.plan
+        groups = self._groups(click.user, plan.target.namespace)
+        out = approvals.reject(self.store, self.settings, plan.id, click.user, groups, channel=click.channel)
+        if isinstance(out, approvals.Refusal):
+            return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
+                                approvers=out.approvers, state=out.state, verb="reject")
+        self.poster.update(click.channel, click.ts, P.plan_message(out, lang, "rejected", users=(click.user,)))
+
+    def _replan_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        stored = self._stored(click.value, respond, lang)
+        if stored is None:
+            return
+        plan = stored.plan
+        if not approvals.remediation_on(self.settings, plan.target.cluster, plan.target.namespace):
+            return self._refuse(respond, lang, "remediation_off", namespace=plan.target.namespace,
+                                cluster=plan.target.cluster or "-")
+        if not self.store.claim(f"replan:{plan.id}", click.user, ttl_s=PLAN_CLAIM_S):
+            return self._refuse(respond, lang, "claimed")
+        self._make_and_post(approvals.replan_request(stored, click.user), click.channel, click.thread, lang, respond)
+
+    # ------------------------------------------------------------------ apply and watch
+
+    def _apply_guarded(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
+        try:
+            self._apply(plan_id, channel, ts, thread, lang, actor)
+        except Exception as e:
+            error_id = log_crash(log, "applying plan %s failed", e, plan_id)
+            reason = Catalog.load(lang).t("slack.error.internal", error_id=error_id)
+            self.poster.update(channel, ts, P.plan_message(self.store.get(plan_id), lang, "not_applied",
+                                                           reason=reason))
+
+    def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
+        store = self.store
+        stored = store.get(plan_id)
+        plan = stored.plan
+        cat = Catalog.load(lang)
+
+        def before_write(note: dict[str, Any]) -> None:
+            # the note is in the audit already; the thread gets it before the write too
+            if self.poster.post(channel, P.rollback_note_message(store.get(plan_id), lang), thread_ts=thread) is None:
+                raise RuntimeError("the rollback note could not be posted in the thread; nothing was written")
+
+        def on_dry_run() -> None:
+            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "dry_run_ok"))
+
+        try:
+            writer = self.writer_for(plan.target.cluster)
+            remediate.apply_approved(store, writer, plan_id, actor, channel=channel, before_write=before_write,
+                                     on_dry_run=on_dry_run)
+        except Conflict as e:
+            if e.code == "plan_moved":  # another approval started it: that one reports
+                log.info("plan %s: already %s, not applied again", plan_id, e.params.get("state"))
+                return
+            now = store.get(plan_id)
+            if e.code == "changed_since_planned":
+                self.poster.update(channel, ts, P.plan_message(now, lang, "changed", planned=plan.resource_version,
+                                                               now=e.params.get("now") or "?"))
+                return
+            self.poster.update(channel, ts, P.plan_message(now, lang, "not_applied", reason=error_line(cat, e)))
+            return
+        except GpumemError as e:
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "not_applied", reason=reason))
+            return
+        except RuntimeError as e:  # the note could not be posted: the plan failed before any write
+            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "not_applied", reason=str(e)))
+            return
+        self._watch(plan_id, channel, ts, lang, writer)
+
+    def _watch(self, plan_id: str, channel: str, ts: str, lang: str, writer: Any) -> None:
+        store = self.store
+        window = self.settings.remediation.watch_s
+        minutes = max(1, round(window / 60))
+
+        def on_look(look: Any) -> None:
+            if look.outcome == "rolling_out":
+                self.poster.update(channel, ts, P.plan_message(
+                    store.get(plan_id), lang, "watching", minutes=minutes, updated=look.updated,
+                    available=look.available, replicas=look.replicas))
+
+        try:
+            stored, seen = remediate.watch_after(store, writer, plan_id, window,
+                                                 auto_rollback=self.settings.remediation.auto_rollback,
+                                                 poll_s=self.poll_s, clock=self.watch_clock, sleep=self.watch_sleep,
+                                                 on_look=on_look)
+        except Conflict as e:  # rolled back while watched: the rollback edited the message
+            log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
+            return
+        stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
+        self.poster.update(channel, ts, P.plan_message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas))
+
+    # ------------------------------------------------------------------ Roll back
+
+    def _rollback_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        self._rollback(click.value, click.user, click.channel, lang, respond, (click.channel, click.ts))
+
+    def _rollback(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
+                  message: tuple[str, str] | None) -> None:
+        stored = self._stored(plan_id, respond, lang)
+        if stored is None:
+            return
+        plan = stored.plan
+        refusal = self._target_refusal(Target(plan.target.namespace, plan.target.name), plan.target.cluster, channel)
+        if refusal is not None:
+            return self._say(respond, V.error_message(lang, refusal[0], **refusal[1]))
+        groups = self._groups(user, plan.target.namespace)
+        out = approvals.may_roll_back(self.store, self.settings, plan.id, user, groups, channel=channel)
+        if isinstance(out, approvals.Refusal):
+            return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
+                                approvers=out.approvers, state=out.state, verb="rollback")
+        if not self.store.claim(f"rollback:{plan.id}", user, ttl_s=ROLLBACK_CLAIM_S):
+            return self._refuse(respond, lang, "rollback_running", plan=plan.id)
+        if message is None:
+            found = approvals.slack_message(self.store, plan.id)
+            message = (found[0], found[1]) if found else None
+        self.jobs.submit(self._rollback_guarded, plan.id, user, channel, lang, respond, message)
+
+    def _rollback_guarded(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
+                          message: tuple[str, str] | None) -> None:
+        cat = Catalog.load(lang)
+        try:
+            writer = self.writer_for(self.store.get(plan_id).plan.target.cluster)
+            stored = remediate.rollback_now(self.store, writer, plan_id, user, channel=channel)
+        except Conflict as e:
+            if e.code == "changed_after_apply":
+                rows = P.differences_text(e.params.get("differences") or ())
+                return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
+            if e.code == "plan_moved":
+                return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
+            return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=error_line(cat, e))
+        except GpumemError as e:
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
+        except Exception as e:
+            error_id = log_crash(log, "rolling back plan %s failed", e, plan_id)
+            return self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+        msg = P.plan_message(stored, lang, "rolled_back", users=(user,))
+        if message is not None:
+            self.poster.update(message[0], message[1], msg)
+        else:
+            self.poster.post(channel, msg)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _target_refusal(self, target: Any, context: str | None, channel: str) -> Any:
+        return self.check_target(Command(verb="plan", target=target, context=context), channel)
+
+    @staticmethod
+    def _state_word(lang: str, state: str) -> str:
+        cat = Catalog.load(lang)
+        return cat.t_or(f"remediate_cli.state.{state}", state)
+
+    def _refuse(self, respond: Callable[..., Any], lang: str, reason: str, /, **params: Any) -> None:
+        if "state" in params and params["state"] is not None:
+            params["state"] = self._state_word(lang, str(params["state"]))
+        self._say(respond, P.refusal_message(lang, reason, **params))
+
+    @staticmethod
+    def _say(respond: Callable[..., Any], msg: dict[str, Any]) -> None:
+        try:
+            respond(response_type="ephemeral", replace_original=False, **msg)
+        except Exception as e:  # the response_url may be used up (5 uses) or expired (30 min)
+            log.warning("respond failed: %s", type(e).__name__)
