@@ -124,3 +124,43 @@ def test_served_triage_never_loads_matplotlib_in_the_main_process():
     assert not out["started_with_matplotlib"] and not out["matplotlib"]
     assert any(n.endswith("memory.png") for n in out["names"]) or any(n.endswith(".png") for n in out["names"])
     assert any(n.endswith("bundle.tar.gz") for n in out["names"])
+
+
+def test_work_after_an_ack_waits_for_a_lull_in_the_answers_but_never_long():
+    import threading
+    import time
+
+    from bot.slack.jobs import Answering
+
+    answering = Answering(max_wait_s=5.0)
+    order: list[str] = []
+    release = threading.Event()
+
+    def request() -> None:
+        with answering:
+            release.wait(5)
+            order.append("ack")
+
+    def after_ack() -> None:
+        answering.lull()
+        order.append("post")
+
+    threads = [threading.Thread(target=request) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while answering.count < 3:
+        time.sleep(0.001)
+    poster = threading.Thread(target=after_ack)
+    poster.start()
+    time.sleep(0.05)
+    assert order == [] and poster.is_alive()  # held while requests are being answered
+    release.set()
+    for t in [*threads, poster]:
+        t.join(5)
+    assert order == ["ack", "ack", "ack", "post"] and answering.count == 0
+    # a request that never ends delays the work by max_wait_s at most
+    stuck = Answering(max_wait_s=0.05)
+    with stuck:
+        started = time.monotonic()
+        assert stuck.lull() is False
+        assert 0.04 <= time.monotonic() - started < 1.0

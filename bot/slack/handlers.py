@@ -40,7 +40,7 @@ from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
-from bot.slack.jobs import Claims, JobPool
+from bot.slack.jobs import Answering, Claims, JobPool
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import Job, SharedStore, Work
 from runbooks.model.errors import UsageError
@@ -57,11 +57,13 @@ class Handlers:
                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
                  claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
                  stopping: Stopping | None = None, store: SharedStore | None = None,
-                 after_ack: Executor | None = None):
+                 after_ack: Executor | None = None, answering: Answering | None = None):
         self.settings = settings
         #: where the work after an ack runs (parent messages, queueing, button clicks); None:
         #: in the listener's own thread (then the HTTP answer waits for it)
         self.after_ack = after_ack
+        #: the Slack requests being answered now (the HTTP face counts them); after-ack work waits for a lull
+        self.answering = answering or Answering()
         self._pending: set[Future[Any]] = set()
         self._pending_lock = threading.Lock()
         #: the bot's store: notes and handovers (None: no `store.path` configured)
@@ -293,7 +295,7 @@ class Handlers:
         once they are shut down, in a drain)."""
         if self.after_ack is not None:
             try:
-                future = self.after_ack.submit(fn, *args)
+                future = self.after_ack.submit(self._after_lull, fn, *args)
             except RuntimeError:  # shut down: the drain has begun
                 pass
             else:
@@ -301,6 +303,10 @@ class Handlers:
                     self._pending.add(future)
                 future.add_done_callback(self._done)
                 return
+        fn(*args)
+
+    def _after_lull(self, fn: Callable[..., None], *args: Any) -> None:
+        self.answering.lull()
         fn(*args)
 
     def _done(self, future: Future[Any]) -> None:

@@ -48,17 +48,21 @@ def path_label(path: str) -> str:
 def wsgi_app(bolt_app: Any, metrics: BotMetrics, health: Callable[[], dict[str, Any]],
              events: bool = True, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
              alertmanager: Callable[[dict[str, Any]], tuple[str, list[tuple[str, str]], bytes]] | None = None,
-             ) -> Callable[..., Iterable[bytes]]:
+             answering: Any = None) -> Callable[..., Iterable[bytes]]:
     """Route /slack/events to Bolt (when `events`), /health and /metrics to the bot, POST
     /alertmanager to `alertmanager` (`bot.slack.alerts.alert_endpoint`; without one it is 404);
-    every path refuses a body over `max_body_bytes` with 413."""
+    every path refuses a body over `max_body_bytes` with 413. `answering`
+    (`bot.slack.jobs.Answering`) counts the Slack requests in flight."""
     slack = SlackRequestHandler(bolt_app, path=EVENTS_PATH) if events else None
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any], method: str,
               path: str) -> Iterable[bytes]:
         if path == EVENTS_PATH and slack is not None and method == "POST":
             try:
-                return list(slack(environ, start_response))
+                if answering is None:
+                    return list(slack(environ, start_response))
+                with answering:  # work after acks waits while Slack requests are answered
+                    return list(slack(environ, start_response))
             except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
                 # Bolt parses the body (a `payload` field is JSON) before it checks the
                 # signature; a body it cannot parse is the sender's error, not ours

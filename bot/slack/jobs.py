@@ -162,6 +162,38 @@ class Throttle:
         return True
 
 
+class Answering:
+    """How many Slack requests are being answered right now. Work that follows an ack (posting
+    a parent message, queueing its job) waits for a lull first, up to `max_wait_s`: in a burst of
+    commands the acks go first, the posts right after, so no ack queues behind a post for the
+    interpreter."""
+
+    def __init__(self, max_wait_s: float = 0.5):
+        self.max_wait_s = max_wait_s
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> Answering:
+        with self._cond:
+            self._count += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._count -= 1
+            if self._count == 0:
+                self._cond.notify_all()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def lull(self) -> bool:
+        """Wait until no request is being answered (at most `max_wait_s`); True when one came."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count == 0, timeout=self.max_wait_s)
+
+
 class Claims:
     """First-come claims on keys for `ttl_s` seconds: a double click runs once.
 

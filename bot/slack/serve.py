@@ -214,7 +214,7 @@ def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:
 
     limit = bot.limits.max_body_bytes
     app = wsgi_app(bot.app, bot.metrics, bot.health, events=events, max_body_bytes=limit,
-                   alertmanager=bot.alert_endpoint())
+                   alertmanager=bot.alert_endpoint(), answering=bot.handlers.answering)
     server = HttpServer(app, host, port, bot.settings.workers.http_threads, max_body_bytes=limit,
                         metrics=bot.metrics).start()
     if bot.settings.alerts.token is None:
