@@ -489,3 +489,32 @@ def test_over_http_triage_plan_approval_by_a_second_user_held_and_rollback(tmp_p
             assert "rolled back already" in late["text"] and _patches(sc) == 2
         finally:
             server.close()
+
+
+def test_a_triage_an_alert_started_offers_the_same_plan_buttons(tmp_path):
+    import requests
+
+    from bot.slack.serve import serve_http
+    from tests.support.alertmanager import TOKEN, alert, notification
+
+    with running_scenario("vllm-incident", tmp_path) as sc, FakeSlack() as fake:
+        config = live_config(tmp_path, sc.kubeconfig)
+        with open(config, "a") as f:
+            f.write(_remediation(tmp_path, sc.kubeconfig) + f"alerts: {{default_channel: {CHANNEL}}}\n")
+        settings = load_settings(config, {**env_for(fake), "GPUMEM_WEBHOOK_TOKEN": TOKEN})
+        bot = build_bot(settings, choose_runner(settings))
+        server = serve_http(bot, "127.0.0.1", 0)
+        try:
+            body = notification([alert(severity="critical", extra={"cluster": "prod"})])
+            r = requests.post(server.url + "/alertmanager", json=body, timeout=10,
+                              headers={"Authorization": f"Bearer {TOKEN}"})
+            assert r.status_code == 200
+            diagnosis = fake.wait_for("chat.update", where=is_diagnosis, timeout=60)[0].args
+        finally:
+            server.close()
+            bot.close(timeout_s=30)
+    assert diagnosis["blocks"][0]["text"]["text"].startswith(":rotating_light: *Alert GpumemKVCacheHigh")
+    # the Plan buttons a typed /gpumem triage gets, under the alert's head; nothing written yet
+    button = _plan_button(diagnosis, "cap_max_model_len")
+    assert json.loads(button["value"])["a"] == "cap_max_model_len"
+    assert _patches(sc) == 0
