@@ -138,13 +138,9 @@ def reject(store: Any, settings: Any, plan_id: str, user: str, user_groups: tupl
     if stored.state not in REJECTABLE:
         return Refusal("moved", state=stored.state)
     if user != plan.requested_by:
-        relaxed = dataclasses.replace(_policy(settings), four_eyes=False)
-        decision = decide(relaxed, plan.target.namespace, requested_by=plan.requested_by, user=user,
-                          user_groups=user_groups, cluster=plan.target.cluster)
-        if not decision.allowed:
-            store.record("reject_refused", actor=user, channel=channel, now=now,
-                         detail={"plan": plan_id, "reason": decision.reason})
-            return Refusal(decision.reason, decision.approvers)
+        refusal = _not_an_approver(store, settings, plan, user, user_groups, "reject_refused", channel, now)
+        if refusal is not None:
+            return refusal
     try:
         return store.move(plan_id, "rejected", actor=user, expect=REJECTABLE, channel=channel, now=now)
     except Conflict as e:
@@ -157,14 +153,9 @@ def may_roll_back(store: Any, settings: Any, plan_id: str, user: str, user_group
     one who asked for the plan too: a rollback restores the reviewed state before it), and the
     plan in a state whose change is on the cluster."""
     stored = store.get(plan_id)
-    plan = stored.plan
-    relaxed = dataclasses.replace(_policy(settings), four_eyes=False)
-    decision = decide(relaxed, plan.target.namespace, requested_by=plan.requested_by, user=user,
-                      user_groups=user_groups, cluster=plan.target.cluster)
-    if not decision.allowed:
-        store.record("rollback_refused", actor=user, channel=channel, now=now,
-                     detail={"plan": plan_id, "reason": decision.reason})
-        return Refusal(decision.reason, decision.approvers)
+    refusal = _not_an_approver(store, settings, stored.plan, user, user_groups, "rollback_refused", channel, now)
+    if refusal is not None:
+        return refusal
     if stored.state not in ROLLBACKABLE:
         return Refusal("moved", state=stored.state)
     return stored
@@ -189,3 +180,16 @@ def slack_message(store: Any, plan_id: str) -> tuple[str, str, str | None] | Non
 def record_message(store: Any, plan_id: str, channel: str, ts: str, thread_ts: str | None) -> None:
     store.record("slack_message", actor="gpumem", channel=channel,
                  detail={"plan": plan_id, "ts": ts, "thread_ts": thread_ts})
+
+
+def _not_an_approver(store: Any, settings: Any, plan: Any, user: str, user_groups: tuple[str, ...], event: str,
+                     channel: str | None, now: datetime | None) -> Refusal | None:
+    """None when `user` may approve in the plan's namespace (the requester included: four-eyes
+    is for applying); else the refusal, recorded in the audit as `event`."""
+    relaxed = dataclasses.replace(_policy(settings), four_eyes=False)
+    decision = decide(relaxed, plan.target.namespace, requested_by=plan.requested_by, user=user,
+                      user_groups=user_groups, cluster=plan.target.cluster)
+    if decision.allowed:
+        return None
+    store.record(event, actor=user, channel=channel, now=now, detail={"plan": plan.id, "reason": decision.reason})
+    return Refusal(decision.reason, decision.approvers)
