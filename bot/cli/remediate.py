@@ -9,6 +9,7 @@ import os
 import sys
 
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from runbooks.model.errors import GpumemError
 
 ERROR_KEYS = "remediate_cli.error"
 
@@ -55,7 +56,13 @@ def run(args: argparse.Namespace, lang: str) -> int:
                                                      on_look=lambda look: _progress(look, lang))
                 watched = seen
         else:
-            stored = remediate.rollback_now(store, writer, args.plan, actor)
+            try:
+                stored = remediate.rollback_now(store, writer, args.plan, actor)
+            except GpumemError as e:
+                if e.code == "changed_after_apply":  # one line per changed field, not a Python list
+                    rows = render.differences_lines(e.params.get("differences") or ())
+                    e.params["differences"] = "".join(f"\n  {line}" for line in rows)
+                raise
     finally:
         store.close()
     if args.json:

@@ -4,6 +4,7 @@ exact patch, the rollback, its state and expiry."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from bot.render.i18n import Catalog
@@ -55,3 +56,22 @@ def look_text(look: Any, lang: str) -> str:
     line = cat.t(f"remediate_cli.watch.{look.outcome}", updated=look.updated, available=look.available,
                  replicas=look.replicas)
     return line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
+
+
+def differences_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """A rollback's refusal, per changed path: before gpumem / what gpumem wrote / now. A list
+    (a container's args) shows only the items that differ, when the three have the same length.
+
+    >>> differences_lines([{"path": "/spec/replicas", "before": 2, "gpumem": 3, "now": 5}])
+    ['/spec/replicas: 2 / 3 / 5']
+    """
+    lines = []
+    for row in rows:
+        values = (row.get("before"), row.get("gpumem"), row.get("now"))
+        if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
+            for i, items in enumerate(zip(*values, strict=True)):
+                if len({json.dumps(x, sort_keys=True) for x in items}) > 1:
+                    lines.append(f"{row['path']}/{i}: " + " / ".join(map(str, items)))
+        else:
+            lines.append(f"{row['path']}: " + " / ".join(map(str, values)))
+    return lines

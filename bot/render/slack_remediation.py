@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
+from bot.render.remediation import differences_lines
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text
@@ -223,22 +224,12 @@ def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str)
 
 
 def differences_text(rows: Sequence[dict[str, Any]], limit: int = 1500) -> str:
-    """A rollback's refusal, per changed path: before gpumem / what gpumem wrote / now. A list
-    (a container's args) shows only the items that differ, when the three have the same length.
+    """A rollback's refusal on one line (`bot.render.remediation.differences_lines`), clipped.
 
     >>> differences_text([{"path": "/a/args", "before": ["x", "--n=1"], "gpumem": ["x", "--n=2"], "now": ["x", "--n=3"]}])
     '/a/args/1: --n=1 / --n=2 / --n=3'
     """
-    lines = []
-    for row in rows:
-        values = (row.get("before"), row.get("gpumem"), row.get("now"))
-        if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
-            for i, items in enumerate(zip(*values, strict=True)):
-                if len({json.dumps(x, sort_keys=True) for x in items}) > 1:
-                    lines.append(f"{row['path']}/{i}: " + " / ".join(map(str, items)))
-        else:
-            lines.append(f"{row['path']}: " + " / ".join(map(str, values)))
-    return B.clip("; ".join(lines), limit)
+    return B.clip("; ".join(differences_lines(rows)), limit)
 
 
 def plans_message(plans: Sequence[StoredPlan], lang: str) -> Message:
