@@ -507,3 +507,28 @@ def test_a_drain_records_queued_notifications_without_triaging_them(tmp_path):
         outcomes = {r.alertname: r.outcome for r in s.records()}
         assert outcomes["Second"] == outcomes["Third"] == "shutdown"
         assert outcomes["First"] == "triaged"
+
+
+def test_an_alert_firing_again_on_a_resolved_triage_takes_back_its_resolved_head(tmp_path):
+    with serving(tmp_path, runner=ExampleRunner(charts=False)) as s:
+        s.post(notification([alert(severity="critical")]))
+        s.fake.wait_for("chat.update", where=is_diagnosis, timeout=60)
+        s.settle()
+        parent_ts = s.parents(CHANNEL)[0].response["ts"]
+        s.post(notification([alert(status="resolved", severity="critical")]))
+        s.settle()
+
+        def head() -> str:
+            edits = [c for c in s.fake.calls_to("chat.update") if c.args["ts"] == parent_ts]
+            return edits[-1].args["blocks"][0]["text"]["text"]
+
+        assert head().startswith(":white_check_mark: *Resolved at")
+        # the same alert fires again within the interval: a reply in the thread, and the head
+        # no longer tells the channel it is resolved
+        s.post(notification([alert(severity="critical", starts="2026-03-09T21:40:00Z")]))
+        s.settle()
+        assert s.runner.started._value == 1  # within the interval: joined, not triaged again
+        assert head().startswith(":rotating_light: *Alert GpumemKVCacheHigh (critical) firing since")
+        assert any(c.args["text"].startswith("1 more alert(s) for llm/vllm-server")
+                   for c in s.fake.thread(CHANNEL, parent_ts))
+        assert _outcomes(s.records()) == {"triaged": 1, "resolved": 1, "joined": 1}

@@ -80,6 +80,12 @@ class AlertFrame:
             self.head = replace(self.head, resolved_at=at, count=count)
             return update(A.frame(self.head, self.lang, self.last or {"text": "", "blocks": []}))
 
+    def refire(self, count: int, update: Callable[[dict[str, Any]], bool]) -> bool:
+        """An alert fired again on a resolved triage: the head says firing again, not resolved."""
+        with self._lock:
+            self.head = replace(self.head, resolved_at=None, count=count)
+            return update(A.frame(self.head, self.lang, self.last or {"text": "", "blocks": []}))
+
 
 @dataclass
 class Incident:
@@ -381,8 +387,13 @@ class AlertDesk:
         incident.resolved = False
 
     def _join(self, incident: Incident, items: list[tuple[Alert, Placement]], group_key: str) -> list[dict[str, Any]]:
-        """One thread reply under the recent triage for the alerts on its target."""
+        """One thread reply under the recent triage for the alerts on its target (and its head
+        back to firing when it had said resolved)."""
+        was_resolved = incident.resolved
         self._track(incident, items)
+        if was_resolved and incident.frame is not None and any(a.status == "firing" for a, _ in items):
+            incident.frame.refire(len(incident.seen), lambda m: self.poster.update(incident.channel,
+                                                                                   incident.parent_ts, m))
         next_at = incident.at + timedelta(seconds=self.config.triage_interval_s)
         msg = A.joined_message(incident.lang, incident.target, incident.at, next_at,
                                [(a.status, a.name, a.summary) for a, _ in items])
