@@ -106,19 +106,10 @@ class Journal:
               name: str | None = None, channel: str | None = None, ids: tuple[int, ...] = (),
               limit: int = 500) -> list[Note]:
         """Notes, oldest first; `channel` keeps that channel's and the channel-less ones."""
-        where, params = _window(since, until)
-        if namespace:
-            where.append("namespace = ?")
-            params.append(namespace)
-        if name:
-            where.append("name = ?")
-            params.append(name)
+        where, params = _filters(since, until, namespace, name, ids)
         if channel:
             where.append("(channel = ? OR channel IS NULL)")
             params.append(channel)
-        if ids:
-            where.append(f"id IN ({','.join('?' * len(ids))})")
-            params += list(ids)
         sql = "SELECT id, at, author, channel, cluster, namespace, name, text FROM notes"
         rows = self.store.db.execute(_where(sql, where) + " ORDER BY at, id LIMIT ?", [*params, limit]).fetchall()
         return [Note(r[0], _parse(r[1]), *r[2:]) for r in rows]
@@ -142,16 +133,7 @@ class Journal:
                 namespace: str | None = None, name: str | None = None, ids: tuple[int, ...] = (),
                 limit: int = 500) -> list[TriageRecord]:
         """Triages, oldest first."""
-        where, params = _window(since, until)
-        if namespace:
-            where.append("namespace = ?")
-            params.append(namespace)
-        if name:
-            where.append("name = ?")
-            params.append(name)
-        if ids:
-            where.append(f"id IN ({','.join('?' * len(ids))})")
-            params += list(ids)
+        where, params = _filters(since, until, namespace, name, ids)
         sql = "SELECT id, at, actor, channel, cluster, namespace, name, verdict, priority, summary FROM triages"
         rows = self.store.db.execute(_where(sql, where) + " ORDER BY at, id LIMIT ?", [*params, limit]).fetchall()
         return [TriageRecord(r[0], _parse(r[1]), *r[2:9], json.loads(r[9])) for r in rows]
@@ -228,6 +210,22 @@ class Journal:
         sql = "SELECT key FROM schedule_slots" + (" WHERE channel = ?" if channel else "") + " ORDER BY slot"
         keys = [r[0] for r in self.store.db.execute(sql, [channel] if channel else []).fetchall()]
         return [s for s in (self.slot_done(k) for k in keys) if s is not None]
+
+
+def _filters(since: datetime | None, until: datetime | None, namespace: str | None, name: str | None,
+             ids: tuple[int, ...]) -> tuple[list[str], list[Any]]:
+    """The WHERE terms (and their parameters) the note and triage readers share."""
+    where, params = _window(since, until)
+    if namespace:
+        where.append("namespace = ?")
+        params.append(namespace)
+    if name:
+        where.append("name = ?")
+        params.append(name)
+    if ids:
+        where.append(f"id IN ({','.join('?' * len(ids))})")
+        params += list(ids)
+    return where, params
 
 
 def _window(since: datetime | None, until: datetime | None) -> tuple[list[str], list[Any]]:
