@@ -92,6 +92,8 @@ class Symptoms:
     queue: float | None = None
     preemptions: float | None = None
     error: str | None = None
+    #: the seconds `preemptions` counts over
+    window_s: int = PREEMPTION_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -281,7 +283,7 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             notes.append(f"KV cache usage {_pct(seen.kv_usage)} (at or above {_pct(KV_USAGE_HIGH)})")
             metric_symptom = True
         if seen.preemptions is not None and seen.preemptions > 0:
-            notes.append(f"{seen.preemptions:.0f} preemptions in the last {PREEMPTION_WINDOW_S // 60} min")
+            notes.append(f"{seen.preemptions:.0f} preemptions in the last {max(1, round(seen.window_s / 60))} min")
             metric_symptom = True
     if deadline or restarts or ooms:
         outcome = "failed"
