@@ -187,3 +187,15 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     after = _write_after_dry_run(writer, plan, body)
     rv, generation = _version(after)
     return Written(after, rv, generation)
+
+
+def landed(plan: Plan, current: dict[str, Any]) -> str | None:
+    """None when `plan`'s write is on the object `current` (the values it wrote are there and
+    the object's `gpumem.io/plan` annotation names it); else why not, in a few words."""
+    named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+    if named != plan.id:
+        return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
+    differ = [row["path"] for row in three_way(plan, current) if row["now"] != row["gpumem"]]
+    if differ:
+        return "the values the plan writes are not on the object: " + ", ".join(differ)
+    return None

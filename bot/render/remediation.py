@@ -77,3 +77,10 @@ def look_text(look: Any, lang: str) -> str:
         key = "remediate_cli.watch_metrics_unread" if symptoms.error else "remediate_cli.watch_metrics"
         out += cat.t(key, symptoms_values(symptoms)) + "\n"
     return out
+
+
+def reconciled_text(rows: Any, lang: str) -> str:
+    """One line per plan found `applying` at start-up and what became of it."""
+    cat = Catalog.load(lang)
+    return "".join(cat.t(f"remediate_cli.reconciled.{r.outcome}", plan=r.plan_id, target=r.target,
+                         reason=r.reason or "-") + "\n" for r in rows)

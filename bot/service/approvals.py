@@ -96,6 +96,12 @@ def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
     return remediate.writer_for(writer.kubeconfig, context, observer=reader_api(settings, cluster))
 
 
+def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
+    """The reader identity of `cluster`, for reads only (`read`): what start-up reconciliation
+    reads the object with; it never writes."""
+    return KubeWriter(reader_api(settings, cluster))
+
+
 def reader_api(settings: Any, cluster: str | None) -> Any:
     """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
     from collectors.kube.client import make_api_client
