@@ -94,3 +94,92 @@ def test_a_failed_watch_rolls_back_by_itself_only_when_configured(cluster, tmp_p
     vllm = next(c for c in cluster.kube.get("Deployment", NS, NAME)["spec"]["template"]["spec"]["containers"]
                 if c["name"] == "vllm")
     assert "--max-num-seqs=128" in " ".join(vllm.get("args") or []) + " ".join(vllm.get("command") or [])
+
+
+# ------------------------------------------------------------------ a replica change (no new revision)
+
+OLD_POD = "vllm-server-7d9c8b6f4-q8wvn"  # restarted once after a CUDA OOM, before any plan
+
+
+def _scale(cluster, store, replicas: int = 3):
+    from bot.service import remediate
+    from runbooks.remediation.policy import ApprovalPolicy
+
+    cluster.kube.rollout.hpa_sync_s = None  # its HPA (2..2) would undo the change
+    writer = KubeWriter(cluster.api("prod"))
+    request = remediate.PlanRequest(NS, NAME, replicas=replicas, requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    return writer, stored.plan.id
+
+
+def _restarts(cluster, pod: str) -> int:
+    found = next(p for p in cluster.kube.pods_of(NS, NAME) if p["metadata"]["name"] == pod)
+    return sum(int(cs.get("restartCount") or 0) for cs in found["status"]["containerStatuses"])
+
+
+def test_a_scale_plan_that_holds_is_held_whatever_the_old_pods_did_before(cluster, tmp_path):
+    from bot.service import remediate
+    from bot.store.db import Store
+
+    clock = manual_clock(cluster, ready_after_s=30.0)
+    store = Store.open(tmp_path / "gpumem.db")
+    writer, plan_id = _scale(cluster, store)
+    assert _restarts(cluster, OLD_POD) == 1, "the scenario's pod restarted before the plan"
+    final, seen = remediate.watch_after(store, writer, plan_id, 600, poll_s=60, clock=clock, sleep=clock.advance)
+    assert seen.outcome == "held" and final.state == "watched"
+    assert seen.replicas == seen.available == 3 and seen.restarts == 0 and seen.oom_lines == 0
+    assert len(seen.new_pods) == 1 and OLD_POD not in seen.new_pods and seen.notes == ()
+    # without the baseline the same look counts the old pod's restart and OOM: the misread fixed here
+    generation = cluster.kube.get("Deployment", NS, NAME)["metadata"]["generation"]
+    blind = look(writer, NS, NAME, generation)
+    assert blind.outcome == "failed" and blind.restarts == 1 and blind.oom_lines >= 1
+
+
+def test_a_scale_plan_whose_new_pods_crash_loop_with_a_cuda_oom_fails(cluster, tmp_path):
+    from bot.service import remediate
+    from bot.store.db import Store
+
+    clock = manual_clock(cluster, ready_after_s=30.0)
+    cluster.kube.rollout.outcome = "crashloop"
+    cluster.kube.rollout.crash_after_s = 20
+    store = Store.open(tmp_path / "gpumem.db")
+    writer, plan_id = _scale(cluster, store)
+    final, seen = remediate.watch_after(store, writer, plan_id, 600, poll_s=30, clock=clock, sleep=clock.advance)
+    assert seen.outcome == "failed" and final.state == "failed"
+    (new,) = seen.new_pods
+    assert seen.restarts == _restarts(cluster, new) >= 1, "only the new pod's restarts count"
+    assert seen.oom_lines >= 1 and seen.notes[0] == f"{seen.restarts} restarts in new pods"
+    assert not any("ran before" in n for n in seen.notes)
+    assert clock() < 600
+
+
+def test_restarts_and_oom_lines_of_old_pods_count_only_after_the_write(cluster, tmp_path):
+    from bot.actuator.watch import Baseline
+    from bot.store.db import Store
+
+    clock = manual_clock(cluster, ready_after_s=30.0)
+    store = Store.open(tmp_path / "gpumem.db")
+    writer, plan_id = _scale(cluster, store)
+    applied = next(e.detail for e in store.plan_audit(plan_id) if e.to_state == "applied")
+    baseline = Baseline.from_json(applied["baseline"])
+    assert baseline is not None and baseline.restarts[OLD_POD] == {"vllm": 1}
+    assert baseline.marks[OLD_POD]["vllm"].startswith("2026-03-09T20:26:05")
+    clock.advance(60)
+    held = look(writer, NS, NAME, applied["generation"], baseline)
+    assert held.outcome == "held" and held.restarts == 0 and held.oom_lines == 0
+    # the old pod now crashes again, after the write: one more restart, one more CUDA OOM line
+    kube = cluster.kube
+    pod = kube.objects[("", "pods")][(NS, OLD_POD)]
+    pod["status"]["containerStatuses"][0]["restartCount"] = 2
+    old_previous = kube.logs[(NS, OLD_POD, "vllm", True)]
+    stamp = kube.wall(clock(), nanos=True)
+    kube.set_log(NS, OLD_POD, "vllm", kube.logs[(NS, OLD_POD, "vllm", False)]
+                 + f"{stamp} ERROR 03-09 21:01:00 engine.py:366] CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+                 previous=True)
+    kube.set_log(NS, OLD_POD, "vllm", f"{stamp} INFO 03-09 21:01:00 api_server.py:585] vLLM API server version 0.6.6\n")
+    seen = look(writer, NS, NAME, applied["generation"], baseline)
+    assert seen.outcome == "failed" and seen.restarts == 1 and seen.oom_lines == 1
+    assert seen.notes == ("1 restarts in pods that ran before the change, since it",
+                          "1 CUDA OOM lines in the logs of pods that ran before the change, since it")
+    assert "CUDA out of memory" in old_previous, "the earlier OOM is in the log, and did not count"

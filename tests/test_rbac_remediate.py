@@ -26,9 +26,14 @@ def test_the_role_grants_no_delete_no_update_and_nothing_outside_its_objects():
 
 
 def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
+    """The operator's CLI identity here holds the writer's Role and the reader's rules: every
+    write is one the writer's Role grants; the reads of pods and logs right before the write
+    (the watch's baseline) are the reader's, which the bot makes with the reader identity."""
     store = tmp_path / "gpumem.db"
+    reader = rbac_rules()
     with running_scenario("vllm-incident", tmp_path) as sc:
         sc.kube.grant(RULES, namespace="llm")
+        sc.kube.grant(reader)
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
         plan = json.loads(capsys.readouterr().out)["id"]
@@ -37,9 +42,31 @@ def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
         calls = sc.kube.calls()
     assert calls and all(r.status != 403 for r in calls)
     for r in calls:
-        assert any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
-                   for rule in RULES), (r.method, r.path)
-    assert {r.verb for r in calls} == {"get", "patch"}
+        by_writer = any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
+                        for rule in RULES)
+        by_reader = r.resource == "pods" and r.verb in ("list", "get") and any(
+            rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name) for rule in reader)
+        assert by_writer or by_reader, (r.method, r.path)
+    assert {r.verb for r in calls if r.resource != "pods"} == {"get", "patch"}
+    assert {(r.verb, r.subresource) for r in calls if r.resource == "pods"} == {("list", None), ("get", "log")}
+
+
+def test_a_writer_that_may_not_list_pods_still_writes_and_the_audit_says_why_no_baseline(tmp_path, capsys):
+    from bot.store.db import Store
+
+    store = tmp_path / "gpumem.db"
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(RULES, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--replicas", "3", "--json", *common]) == 0
+        plan = json.loads(capsys.readouterr().out)["id"]
+        assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0
+        patches = sc.kube.writes(verb="patch")
+        refused = [(r.verb, r.resource) for r in sc.kube.calls() if r.status == 403]
+    assert len(patches) == 1 and patches[0].status == 200
+    assert refused == [("list", "pods")]
+    applied = next(e.detail for e in Store.open(store).plan_audit(plan) if e.to_state == "applied")
+    assert "baseline" not in applied and "list pods" in applied["baseline_error"]
 
 
 def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):

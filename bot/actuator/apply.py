@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import JSON_PATCH, KubeWriter
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import Conflict, GpumemError, UsageError
 from runbooks.remediation.plan import Plan
 
 PLAN_ANNOTATION = "gpumem.io/plan"
@@ -33,6 +34,10 @@ class Written:
     obj: dict[str, Any]
     resource_version: str
     generation: int | None
+    #: the pods right before the write (a Deployment's, for the watch); None for other kinds
+    baseline: Baseline | None = None
+    #: why no baseline was taken (the pods could not be listed); None when taken or not needed
+    baseline_error: str | None = None
 
 
 def _version(obj: dict[str, Any]) -> tuple[str, int | None]:
@@ -78,9 +83,23 @@ def apply_plan(writer: KubeWriter, plan: Plan, cause: str,
     writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH, dry_run=True)
     if on_dry_run is not None:
         on_dry_run()
+    before, unread = _baseline(writer, plan, current)
     after = _write_after_dry_run(writer, plan, body)
     rv, generation = _version(after)
-    return Written(after, rv, generation)
+    return Written(after, rv, generation, before, unread)
+
+
+def _baseline(writer: KubeWriter, plan: Plan, current: dict[str, Any]) -> tuple[Baseline | None, str | None]:
+    """The pods as they are right before the write (the watch judges only what the change
+    produced), and why there is none. Best effort: an identity that may patch but not list pods
+    still writes; its watch then counts every pod of the current revision."""
+    t = plan.target
+    if t.kind != "Deployment":
+        return None, None
+    try:
+        return baseline(writer, t.namespace, current), None
+    except GpumemError as e:
+        return None, str(e)[:300]
 
 
 def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, Any]]) -> dict[str, Any]:
@@ -168,3 +187,15 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     after = _write_after_dry_run(writer, plan, body)
     rv, generation = _version(after)
     return Written(after, rv, generation)
+
+
+def landed(plan: Plan, current: dict[str, Any]) -> str | None:
+    """None when `plan`'s write is on the object `current` (the values it wrote are there and
+    the object's `gpumem.io/plan` annotation names it); else why not, in a few words."""
+    named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+    if named != plan.id:
+        return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
+    differ = [row["path"] for row in three_way(plan, current) if row["now"] != row["gpumem"]]
+    if differ:
+        return "the values the plan writes are not on the object: " + ", ".join(differ)
+    return None

@@ -1,12 +1,22 @@
 """After a write: is the change holding? One look (`look`) and a watch window (`watch`).
 
 A look reads the workload's status (observedGeneration, updated, ready and available
-replicas, the Progressing condition) and the pods of the new revision: their restarts, and the
-CUDA OOM, preemption and reject lines in their logs (the previous container's too). It answers
+replicas, the Progressing condition) and the pods of the current revision: their restarts, and
+the CUDA OOM, preemption and reject lines in their logs (the previous container's too). Only
+what the change produced counts. A `Baseline` taken right before the write names the pods that
+ran then, with each container's restart count and the time of its last log line: a pod not in
+it is new and counts whole; a pod in it counts only the restarts since and the log lines
+stamped after (a replica change makes no new revision, so the pods that were running keep
+their earlier restarts and OOM lines, and those never count). Without a baseline every pod of
+the current revision counts whole (right for a template change, whose pods are all new).
 
-- `failed`: the rollout hit its progress deadline, or new pods crash-loop or log a CUDA OOM;
-- `symptoms_remain`: rolled out, but the new pods still log KV-cache preemptions or rejects;
-- `held`: rolled out, the new pods ready, no restart, none of those lines;
+With a Prometheus (`symptoms`, read by the caller), each look also carries the target's KV
+cache usage, queue and the preemptions of the last `PREEMPTION_WINDOW_S`. It answers
+
+- `failed`: the rollout hit its progress deadline, or pods restart or log a CUDA OOM since the change;
+- `symptoms_remain`: rolled out, but the pods still log KV-cache preemptions or rejects, or KV
+  cache usage is at `KV_USAGE_HIGH` or above, or preemptions are still rising;
+- `held`: rolled out, the new pods ready, no restart, none of those lines or symptoms;
 - `rolling_out`: not decided yet.
 
 `watch` looks every `poll_s` until the window ends or the rollout fails, and returns the last
@@ -17,17 +27,73 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from bot.actuator.writer import KubeWriter
+from bot.actuator.writer import KubeWriter, _typed
+from collectors.kube.client import Call
 from collectors.kube.rest import path
 from collectors.kube.selectors import selector_query
+from runbooks.model.errors import GpumemError, TemporaryError
 
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 _PRESSURE = re.compile(r"preempted|[Pp]reemption|insufficient KV cache|KV cache (is )?full|retract", re.I)
+#: the RFC 3339 time the kubelet puts before each line with timestamps=true
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 REVISION = "deployment.kubernetes.io/revision"
+#: KV cache usage (a fraction) at or above which the symptoms remain
+KV_USAGE_HIGH = 0.90
+#: preemptions are "still rising" when they grew over this many seconds before the look
+PREEMPTION_WINDOW_S = 120
+#: a container whose log could not be read at the baseline: its lines never count, only its restarts
+UNREAD = "-"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The pods of the workload right before the write: per pod, per container, the restart
+    count and the time of the last log line then (None: no stamped line yet; `UNREAD`: the log
+    could not be read)."""
+
+    restarts: Mapping[str, Mapping[str, int]]
+    marks: Mapping[str, Mapping[str, str | None]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"restarts": {p: dict(c) for p, c in self.restarts.items()},
+                "marks": {p: dict(c) for p, c in self.marks.items()}}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Baseline | None:
+        """The baseline a `to_json` wrote; None for anything else (a plan applied without one)."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("restarts"), dict) or not isinstance(doc.get("marks"), dict):
+            return None
+        restarts: dict[str, dict[str, int]] = {}
+        for pod, containers in doc["restarts"].items():
+            if not isinstance(containers, dict):
+                return None
+            restarts[str(pod)] = {str(c): int(n) for c, n in containers.items() if isinstance(n, int)}
+        marks: dict[str, dict[str, str | None]] = {}
+        for pod, containers in doc["marks"].items():
+            if not isinstance(containers, dict):
+                return None
+            marks[str(pod)] = {str(c): m if isinstance(m, str) else None for c, m in containers.items()}
+        return cls(restarts, marks)
+
+
+@dataclass(frozen=True)
+class Symptoms:
+    """What Prometheus says of the target at a look: the most used engine's KV cache usage
+    (0..1), the requests waiting, the preemptions in the last `PREEMPTION_WINDOW_S` (None: no
+    such series); `error` when it could not be read."""
+
+    kv_usage: float | None = None
+    queue: float | None = None
+    preemptions: float | None = None
+    error: str | None = None
+    #: the seconds `preemptions` counts over
+    window_s: int = PREEMPTION_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -38,12 +104,16 @@ class Look:
     updated: int
     ready: int
     available: int
+    #: the pods of the current revision that did not run before the write
     new_pods: tuple[str, ...] = ()
+    #: restarts since the write (new pods: all of theirs)
     restarts: int = 0
     oom_lines: int = 0
     pressure_lines: int = 0
     #: why, in a few words each ("progress deadline exceeded", "2 restarts in new pods", ...)
     notes: tuple[str, ...] = field(default=())
+    #: Prometheus at this look (None: no Prometheus configured)
+    symptoms: Symptoms | None = None
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -52,7 +122,7 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def _new_revision_hash(writer: KubeWriter, namespace: str, deployment: dict[str, Any], query: str) -> str | None:
     revision = ((deployment.get("metadata") or {}).get("annotations") or {}).get(REVISION)
-    sets = writer.rest.get_json(path("apis", "apps", "v1", "namespaces", namespace, "replicasets"),
+    sets = writer.observer.get_json(path("apis", "apps", "v1", "namespaces", namespace, "replicasets"),
                                 {"labelSelector": query}, timeout_s=writer.timeout_s)
     for rs in sets.get("items") or []:
         meta = rs.get("metadata") or {}
@@ -61,17 +131,94 @@ def _new_revision_hash(writer: KubeWriter, namespace: str, deployment: dict[str,
     return None
 
 
-def _log(writer: KubeWriter, namespace: str, pod: str, container: str, previous: bool) -> str:
+def _log(writer: KubeWriter, namespace: str, pod: str, container: str, previous: bool,
+         stamped: bool = False, tail: int = 2000) -> str | None:
+    """The container's log (None: it could not be read: no previous container, not started yet)."""
     try:
-        return writer.rest.get_text(path("api", "v1", "namespaces", namespace, "pods", pod, "log"),
+        return writer.observer.get_text(path("api", "v1", "namespaces", namespace, "pods", pod, "log"),
                                     {"container": container, "previous": True if previous else None,
-                                     "tailLines": 2000}, timeout_s=writer.timeout_s)
+                                     "timestamps": True if stamped else None, "tailLines": tail},
+                                    timeout_s=writer.timeout_s)
     except Exception:  # no previous container, a log not there yet: nothing to count
-        return ""
+        return None
 
 
-def look(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> Look:
-    """One look at a Deployment after a write that made `generation`."""
+def _stamp(line: str) -> tuple[int, int] | None:
+    """(unix seconds, nanoseconds) of a line's RFC 3339 prefix; None when it has none."""
+    m = _STAMP.match(line)
+    if m is None:
+        return None
+    try:
+        at = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
+    except ValueError:
+        return None
+    return int(at.astimezone(UTC).timestamp()), int((m.group(2) or "0").ljust(9, "0"))
+
+
+def _last_stamp(text: str | None) -> str | None:
+    for line in reversed((text or "").splitlines()):
+        m = _STAMP.match(line)
+        if m is not None:
+            return m.group(0).strip()
+    return None
+
+
+def _pods(writer: KubeWriter, namespace: str, query: str) -> list[dict[str, Any]]:
+    return writer.observer.get_json(path("api", "v1", "namespaces", namespace, "pods"), {"labelSelector": query},
+                                timeout_s=writer.timeout_s).get("items") or []
+
+
+def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baseline:
+    """The pods of the workload `obj` as they are now (call it right before the write): each
+    container's restart count and the time of its last log line. Raises a GpumemError when the
+    pods cannot be listed (NotPermitted naming `list pods`, TemporaryError, ...)."""
+    query = selector_query((obj.get("spec") or {}).get("selector"), source="watch")
+    try:
+        pods = _pods(writer, namespace, query)
+    except GpumemError:
+        raise
+    except Exception as e:  # an ApiException (typed by its status) or a transport error
+        typed = _typed(e, Call("list", "pods", namespace))
+        if isinstance(typed, GpumemError):
+            raise typed from e
+        raise TemporaryError(10.0, detail=f"{type(e).__name__}: {e}"[:300]) from e
+    restarts: dict[str, dict[str, int]] = {}
+    marks: dict[str, dict[str, str | None]] = {}
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name", "")
+        restarts[name], marks[name] = {}, {}
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            container = cs.get("name", "")
+            restarts[name][container] = int(cs.get("restartCount") or 0)
+            current = _log(writer, namespace, name, container, False, stamped=True, tail=1)
+            mark = _last_stamp(current)
+            if mark is None and cs.get("restartCount"):
+                previous = _log(writer, namespace, name, container, True, stamped=True, tail=1)
+                mark = _last_stamp(previous)
+                current = current if current is not None else previous
+            marks[name][container] = mark if current is not None else UNREAD
+    return Baseline(restarts, marks)
+
+
+def _after(text: str | None, mark: str | None) -> str:
+    """The lines of a stamped log written after `mark` (undated lines never count)."""
+    since = _stamp(mark + " ") if mark else None
+    out = []
+    for line in (text or "").splitlines():
+        at = _stamp(line)
+        if at is not None and (since is None or at > since):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
+         baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None) -> Look:
+    """One look at a Deployment after a write that made `generation`, judging only what the
+    change produced when `baseline` (taken right before the write) is given."""
     obj = writer.read("Deployment", namespace, name)
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     replicas = int(spec.get("replicas") or 0)
@@ -79,51 +226,94 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None) 
     counts = {k: int(status.get(k) or 0) for k in ("updatedReplicas", "readyReplicas", "availableReplicas")}
     query = selector_query(spec.get("selector"), source="watch")
     digest = _new_revision_hash(writer, namespace, obj, query)
-    pods = writer.rest.get_json(path("api", "v1", "namespaces", namespace, "pods"), {"labelSelector": query},
-                                timeout_s=writer.timeout_s).get("items") or []
-    new = [p for p in pods if digest and ((p.get("metadata") or {}).get("labels") or {}).get("pod-template-hash") == digest]
-    restarts = ooms = pressure = 0
-    for pod in new:
+    pods = _pods(writer, namespace, query)
+    current = [p for p in pods if digest and ((p.get("metadata") or {}).get("labels") or {}).get("pod-template-hash") == digest]
+    before = baseline.restarts if baseline is not None else {}
+    marks = baseline.marks if baseline is not None else {}
+    fresh = {"restarts": 0, "ooms": 0, "pressure": 0}
+    since = {"restarts": 0, "ooms": 0, "pressure": 0}
+    new_pods: list[str] = []
+    for pod in current:
         pod_name = (pod.get("metadata") or {}).get("name", "")
+        ran = pod_name in before
+        if not ran:
+            new_pods.append(pod_name)
+        tally = since if ran else fresh
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            restarts += int(cs.get("restartCount") or 0)
-            for previous in ((True, False) if cs.get("restartCount") else (False,)):
-                text = _log(writer, namespace, pod_name, cs.get("name", ""), previous)
-                ooms += len(_OOM.findall(text))
-                pressure += len(_PRESSURE.findall(text))
+            container = cs.get("name", "")
+            count = int(cs.get("restartCount") or 0)
+            if ran:
+                grew = max(0, count - before[pod_name].get(container, count))
+                tally["restarts"] += grew
+                mark = marks.get(pod_name, {}).get(container, UNREAD)
+                if mark == UNREAD:
+                    continue
+                text = "\n".join(_after(_log(writer, namespace, pod_name, container, previous, stamped=True), mark)
+                                 for previous in ((True, False) if grew else (False,)))
+            else:
+                tally["restarts"] += count
+                text = "\n".join(_log(writer, namespace, pod_name, container, previous) or ""
+                                 for previous in ((True, False) if count else (False,)))
+            tally["ooms"] += len(_OOM.findall(text))
+            tally["pressure"] += len(_PRESSURE.findall(text))
+    restarts, ooms, pressure = (fresh[k] + since[k] for k in ("restarts", "ooms", "pressure"))
     notes: list[str] = []
     progressing = _condition(status, "Progressing")
     rolled_out = (observed is not None and generation is not None and observed >= generation
                   and counts["updatedReplicas"] == replicas == counts["availableReplicas"]
                   and int(status.get("replicas") or 0) == replicas)
-    if progressing.get("reason") == "ProgressDeadlineExceeded":
+    deadline = progressing.get("reason") == "ProgressDeadlineExceeded"
+    if deadline:
         notes.append("progress deadline exceeded")
-    if restarts:
-        notes.append(f"{restarts} restarts in new pods")
-    if ooms:
-        notes.append(f"{ooms} CUDA OOM lines in new pods' logs")
-    if pressure:
-        notes.append(f"{pressure} preemption or reject lines in new pods' logs")
-    if notes and (progressing.get("reason") == "ProgressDeadlineExceeded" or restarts or ooms):
+    for tally, where in ((fresh, "new pods"), (since, "pods that ran before the change, since it")):
+        if tally["restarts"]:
+            notes.append(f"{tally['restarts']} restarts in {where}")
+    for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
+        if tally["ooms"]:
+            notes.append(f"{tally['ooms']} CUDA OOM lines in {where}")
+    for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
+        if tally["pressure"]:
+            notes.append(f"{tally['pressure']} preemption or reject lines in {where}")
+    seen = _read(symptoms)
+    metric_symptom = False
+    if seen is not None and seen.error:
+        notes.append(f"Prometheus not read: {seen.error}")
+    elif seen is not None:
+        if seen.kv_usage is not None and seen.kv_usage >= KV_USAGE_HIGH:
+            notes.append(f"KV cache usage {_pct(seen.kv_usage)} (at or above {_pct(KV_USAGE_HIGH)})")
+            metric_symptom = True
+        if seen.preemptions is not None and seen.preemptions > 0:
+            notes.append(f"{seen.preemptions:.0f} preemptions in the last {max(1, round(seen.window_s / 60))} min")
+            metric_symptom = True
+    if deadline or restarts or ooms:
         outcome = "failed"
-    elif rolled_out and pressure:
+    elif rolled_out and (pressure or metric_symptom):
         outcome = "symptoms_remain"
     elif rolled_out:
         outcome = "held"
     else:
         outcome = "rolling_out"
     return Look(outcome, observed, replicas, counts["updatedReplicas"], counts["readyReplicas"],
-                counts["availableReplicas"], tuple(sorted((p.get("metadata") or {}).get("name", "") for p in new)),
-                restarts, ooms, pressure, tuple(notes))
+                counts["availableReplicas"], tuple(sorted(new_pods)), restarts, ooms, pressure, tuple(notes), seen)
+
+
+def _read(symptoms: Callable[[], Symptoms] | None) -> Symptoms | None:
+    if symptoms is None:
+        return None
+    try:
+        return symptoms()
+    except Exception as e:  # Prometheus down or slow: the look goes on without it, and says so
+        return Symptoms(error=f"{type(e).__name__}: {e}"[:200])
 
 
 def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None, window_s: float,
           poll_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
-          sleep: Callable[[float], None] = time.sleep, on_look: Callable[[Look], None] | None = None) -> Look:
+          sleep: Callable[[float], None] = time.sleep, on_look: Callable[[Look], None] | None = None,
+          baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None) -> Look:
     """Look until the window ends or the change fails; the last look decides."""
     end = clock() + window_s
     while True:
-        seen = look(writer, namespace, name, generation)
+        seen = look(writer, namespace, name, generation, baseline, symptoms)
         if on_look is not None:
             on_look(seen)
         if seen.outcome == "failed" or clock() >= end:

@@ -40,10 +40,14 @@ def _where(kind: str, namespace: str, name: str | None = None) -> tuple[str, Cal
 class KubeWriter:
     """Reads, patches and creates objects of one cluster as the writer identity.
 
-    `writes` counts the requests that could change the cluster (dry runs not included)."""
+    `writes` counts the requests that could change the cluster (dry runs not included).
+    `observer` is what the watch reads pods, their logs and ReplicaSets with: the reader's
+    identity when one is given (`observer_api`; the writer's Role grants none of those), else
+    this one (the CLI operator's own kubeconfig)."""
 
-    def __init__(self, api: Any, timeout_s: float = 10.0):
+    def __init__(self, api: Any, timeout_s: float = 10.0, observer_api: Any = None):
         self.rest = KubeRest(api)
+        self.observer = KubeRest(observer_api) if observer_api is not None else self.rest
         self.timeout_s = timeout_s
         self.writes = 0
 

@@ -17,6 +17,19 @@ def run(args: argparse.Namespace, lang: str) -> int:
         rows = audit_rows(args)
         doc, text = (render.audit_json(rows), None) if args.json else (None, render.audit_text(rows, lang))
     else:
+        from bot.render.remediation import reconciled_text
+        from bot.service.live_errors import live_guard
+        from bot.service.reconcile import reconcile_for_cli
+        from bot.service.records import open_store
+
+        store = open_store(args)
+        try:
+            with live_guard(lang) as guard:  # a kubeconfig that cannot be loaded: one line, never a traceback
+                sys.stderr.write(reconciled_text(reconcile_for_cli(args, store), lang))
+        finally:
+            store.close()
+        if guard.exit_code:
+            return guard.exit_code
         plans = plan_rows(args)
         doc, text = (render.plans_json(plans), None) if args.json else (None, render.plans_text(plans, lang))
     if doc is not None:

@@ -48,12 +48,20 @@ def run(args: argparse.Namespace, lang: str) -> int:
                                              action=args.action, requested_by=actor, origin="cli")
             stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
+            from bot.service.reconcile import reconcile_for_cli
+
+            sys.stderr.write(render.reconciled_text(reconcile_for_cli(args, store), lang))
             stored = remediate.apply_now(store, writer, args.plan, actor)
             window = settings.remediation.watch_s if args.watch is None else args.watch
             if not args.no_watch and window > 0:
+                from bot.service.watch_metrics import symptoms_reader
+
+                t = stored.plan.target
                 stored, seen = remediate.watch_after(store, writer, args.plan, window,
                                                      auto_rollback=settings.remediation.auto_rollback,
-                                                     on_look=lambda look: _progress(look, lang))
+                                                     on_look=lambda look: _progress(look, lang),
+                                                     symptoms=symptoms_reader(settings, t.cluster, t.namespace,
+                                                                              t.name))
                 watched = seen
         else:
             try:

@@ -48,14 +48,43 @@ def look_json(look: Any) -> dict[str, Any]:
     return {"outcome": look.outcome, "observed_generation": look.observed_generation, "replicas": look.replicas,
             "updated": look.updated, "ready": look.ready, "available": look.available,
             "new_pods": list(look.new_pods), "restarts": look.restarts, "oom_lines": look.oom_lines,
-            "pressure_lines": look.pressure_lines, "notes": list(look.notes)}
+            "pressure_lines": look.pressure_lines, "notes": list(look.notes),
+            "prometheus": symptoms_json(getattr(look, "symptoms", None))}
+
+
+def symptoms_json(symptoms: Any) -> dict[str, Any] | None:
+    """The watch's Prometheus reading (None: no Prometheus configured)."""
+    if symptoms is None:
+        return None
+    return {"kv_usage": symptoms.kv_usage, "queue": symptoms.queue, "preemptions": symptoms.preemptions,
+            "preemption_window_s": symptoms.window_s, "error": symptoms.error}
+
+
+def symptoms_values(symptoms: Any) -> dict[str, Any]:
+    """The wording's values: KV usage in percent, queue and preemptions as counts, "-" when absent."""
+    return {"kv": "-" if symptoms.kv_usage is None else f"{symptoms.kv_usage * 100:.0f}%",
+            "queue": "-" if symptoms.queue is None else f"{symptoms.queue:.0f}",
+            "preemptions": "-" if symptoms.preemptions is None else f"{symptoms.preemptions:.0f}",
+            "minutes": max(1, round(symptoms.window_s / 60)), "error": symptoms.error or ""}
 
 
 def look_text(look: Any, lang: str) -> str:
     cat = Catalog.load(lang)
     line = cat.t(f"remediate_cli.watch.{look.outcome}", updated=look.updated, available=look.available,
                  replicas=look.replicas)
-    return line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
+    out = line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
+    symptoms = getattr(look, "symptoms", None)
+    if symptoms is not None:
+        key = "remediate_cli.watch_metrics_unread" if symptoms.error else "remediate_cli.watch_metrics"
+        out += cat.t(key, symptoms_values(symptoms)) + "\n"
+    return out
+
+
+def reconciled_text(rows: Any, lang: str) -> str:
+    """One line per plan found `applying` at start-up and what became of it."""
+    cat = Catalog.load(lang)
+    return "".join(cat.t(f"remediate_cli.reconciled.{r.outcome}", plan=r.plan_id, target=r.target,
+                         reason=r.reason or "-") + "\n" for r in rows)
 
 
 def differences_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

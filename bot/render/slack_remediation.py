@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
-from bot.render.remediation import differences_lines
+from bot.render.remediation import differences_lines, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text
@@ -167,15 +167,19 @@ def _buttons(cat: Catalog, stored: StoredPlan, stage: str) -> list[Block]:
 
 def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Message:
     """The plan message at `stage` (`STAGES`); `params` fill its status line (`users`: the ids it
-    names; `updated`, `available`, `replicas`, `minutes` while watching; `notes`; `reason`)."""
+    names; `updated`, `available`, `replicas`, `minutes` while watching; `notes`; `reason`; `symptoms`: the
+    watch's Prometheus reading, shown under the status line while watching and at the result)."""
     if stage not in STAGES:
         raise ValueError(f"unknown plan stage {stage!r}")
     cat = Catalog.load(lang)
     p = stored.plan
     tgt = p.target
     title = t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
+    symptoms = params.pop("symptoms", None)
     line = _stage_line(cat, stored, stage, dict(params))
     blocks: list[Block] = [B.section(f"{_EMOJI[stage]} *{title}*\n{line}")]
+    if symptoms is not None and stage in _ON_CLUSTER:
+        blocks.append(B.context(watch_metrics_line(cat, symptoms)))
     blocks.append(B.fields([
         (cat.t("slack_plan.field.target"), esc(f"{tgt.kind} {tgt.namespace}/{tgt.name}")),
         (cat.t("slack_plan.field.cluster"), esc(tgt.cluster or "-")),
@@ -195,6 +199,12 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Me
     blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
     blocks += _buttons(cat, stored, stage)
     return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
+
+
+def watch_metrics_line(cat: Catalog, symptoms: Any) -> str:
+    """The watch's Prometheus reading at its last look (`bot.actuator.watch.Symptoms`)."""
+    key = "slack_plan.watch_metrics_unread" if symptoms.error else "slack_plan.watch_metrics"
+    return t(cat, key, **symptoms_values(symptoms))
 
 
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:

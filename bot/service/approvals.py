@@ -93,7 +93,24 @@ def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
         raise UsageError("no_writer")
     configured = settings.cluster(cluster)
     context = writer.context or (configured.context if configured else cluster)
-    return remediate.writer_for(writer.kubeconfig, context)
+    return remediate.writer_for(writer.kubeconfig, context, observer=reader_api(settings, cluster))
+
+
+def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
+    """The reader identity of `cluster`, for reads only (`read`): what start-up reconciliation
+    reads the object with; it never writes."""
+    return KubeWriter(reader_api(settings, cluster))
+
+
+def reader_api(settings: Any, cluster: str | None) -> Any:
+    """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
+    from collectors.kube.client import make_api_client
+
+    configured = settings.cluster(cluster)
+    in_cluster = bool(configured and configured.context == "in-cluster")
+    return make_api_client(None if in_cluster else (configured.kubeconfig if configured else None),
+                           None if in_cluster else (configured.context if configured else cluster),
+                           in_cluster=in_cluster)
 
 
 def _policy(settings: Any) -> ApprovalPolicy:

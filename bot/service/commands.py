@@ -169,6 +169,9 @@ def _plans(sub: argparse._SubParsersAction, verb: str) -> None:
                        description="List the plans in the store: the newest first, open ones unless --all.")
     p.add_argument("--target", metavar="NAMESPACE/NAME", help="only this workload")
     p.add_argument("--all", action="store_true", help="also plans that ended (applied and watched, rejected, ...)")
+    p.add_argument("--context", help="kube context a plan left applying is read in when the config does not name "
+                                     "its cluster (default: the plan's own)")
+    p.add_argument("--kubeconfig", help="kubeconfig file that reads (default: $KUBECONFIG, ~/.kube/config)")
     _store_flags(p)
     add_common(p)
 

@@ -41,12 +41,13 @@ class PlanRequest:
     origin: str = "cli"
 
 
-def writer_for(kubeconfig: str | None, context: str | None) -> KubeWriter:
+def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None) -> KubeWriter:
     """A writer for the cluster this kubeconfig and context name (the operator's own identity on
-    the CLI; the config's `remediation.writer` for the bot)."""
+    the CLI; the config's `remediation.writer` for the bot, with the reader's client as
+    `observer` for the watch's reads of pods and logs)."""
     from collectors.kube.client import make_api_client
 
-    return KubeWriter(make_api_client(kubeconfig, context))
+    return KubeWriter(make_api_client(kubeconfig, context), observer_api=observer)
 
 
 def operator() -> str:
@@ -172,25 +173,36 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
         raise
-    return store.move(plan_id, "applied", actor="gpumem", expect="applying", channel=channel, now=now,
-                      detail={"resource_version": written.resource_version, "generation": written.generation})
+    detail: dict[str, Any] = {"resource_version": written.resource_version, "generation": written.generation}
+    if written.baseline is not None:  # the pods right before the write, for the watch
+        detail["baseline"] = written.baseline.to_json()
+    elif written.baseline_error:
+        detail["baseline_error"] = written.baseline_error
+    return store.move(plan_id, "applied", actor="gpumem", expect="applying", channel=channel, now=now, detail=detail)
 
 
 def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float, *, auto_rollback: bool = False,
-                poll_s: float = 10.0, clock: Any = None, sleep: Any = None, on_look: Any = None) -> tuple[StoredPlan, Any]:
+                poll_s: float = 10.0, clock: Any = None, sleep: Any = None, on_look: Any = None,
+                symptoms: Any = None) -> tuple[StoredPlan, Any]:
     """Watch an applied plan's rollout for `window_s`: held or symptoms remain -> watched, failed
-    -> failed (rolled back at once when `auto_rollback`, and the audit says so)."""
+    -> failed (rolled back at once when `auto_rollback`, and the audit says so). The watch judges
+    only what the change produced, against the pods recorded right before the write; with
+    `symptoms` (`bot.service.watch_metrics.symptoms_reader`) each look reads Prometheus too."""
     import time
 
-    from bot.actuator.watch import watch
+    from bot.actuator.watch import Baseline, watch
 
     stored = store.get(plan_id)
     plan = stored.plan
-    generation = next((e.detail.get("generation") for e in reversed(store.audit(name=plan.target.name))
-                       if e.plan_id == plan_id and e.to_state == "applied"), None)
-    seen = watch(writer, plan.target.namespace, plan.target.name, generation, window_s, poll_s=poll_s,
-                 clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look)
-    detail = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts, "oom_lines": seen.oom_lines}
+    applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
+    seen = watch(writer, plan.target.namespace, plan.target.name, applied.get("generation"), window_s, poll_s=poll_s,
+                 clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
+                 baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms)
+    detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
+                              "oom_lines": seen.oom_lines}
+    if seen.symptoms is not None:
+        detail["prometheus"] = {"kv_usage": seen.symptoms.kv_usage, "queue": seen.symptoms.queue,
+                                "preemptions": seen.symptoms.preemptions, "error": seen.symptoms.error}
     if seen.outcome in ("held", "symptoms_remain"):
         return store.move(plan_id, "watched", actor="gpumem", expect="applied", detail=detail), seen
     stored = store.move(plan_id, "failed", actor="gpumem", expect="applied", detail=detail)

@@ -204,6 +204,23 @@ def open_bot_store(settings: Settings) -> SharedStore | None:
     return SharedStore(Store.open(settings.store.path))
 
 
+def reconcile_at_start(settings: Settings, store: SharedStore) -> list[Any]:
+    """The plans a stopped bot or CLI left `applying`, settled by reading each object with the
+    reader identity (`bot.service.reconcile`; nothing is written). Logged; never stops the start."""
+    from bot.service.approvals import bot_reader
+    from bot.service.reconcile import reconcile_applying
+
+    try:
+        done = reconcile_applying(store.each_call(), lambda cluster: bot_reader(settings, cluster))
+    except Exception as e:  # a store that cannot be read now: the plans stay as they are
+        log.warning("reconciling plans left applying failed: %s: %s", type(e).__name__, e)
+        return []
+    for r in done:
+        log.warning("plan %s (%s) was left applying: %s%s", r.plan_id, r.target, r.outcome,
+                    f" ({r.reason})" if r.reason else "")
+    return done
+
+
 def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
     """The "Plan" buttons under a diagnosis: the actions gpumem can apply where remediation is on."""
     from bot.service.approvals import plannable_actions
@@ -221,6 +238,8 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     """Everything the Slack surface needs, from settings and the two injected runners."""
     settings.require("bot_token")
     store = open_bot_store(settings)
+    if store is not None:  # a plan a stopped process left `applying`: did its write land?
+        reconcile_at_start(settings, store)
     metrics = metrics or BotMetrics()
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
     stopping = Stopping()

@@ -40,7 +40,7 @@ from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
-from bot.slack.jobs import Answering, Claims, JobPool
+from bot.slack.jobs import Answering, Claims, JobPool, StoreClaims
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import Job, SharedStore, Work
 from runbooks.model.errors import UsageError
@@ -74,7 +74,8 @@ class Handlers:
         self.poster = poster
         self.metrics = metrics
         self.parser_factory = parser_factory
-        self.claims = claims or Claims()
+        #: the "Run again" double-click guard: in the store when there is one (replicas and restarts share it)
+        self.claims = claims or (StoreClaims(store) if store is not None else Claims())
         self.clock = clock
         from bot.slack.remediation import RemediationDesk
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("gpumem.jobs")
 
@@ -197,8 +200,8 @@ class Answering:
 class Claims:
     """First-come claims on keys for `ttl_s` seconds: a double click runs once.
 
-    In-process: with more than one replica a click may reach another one, so a shared store
-    (Redis SET NX EX, a unique database row) would have to take this place.
+    In-process: the guard of a bot without a store. With `store.path` the bot uses
+    `StoreClaims`, so two replicas or a restart sharing the store still run a click once.
     """
 
     def __init__(self, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
@@ -215,3 +218,19 @@ class Claims:
                 return False
             self._until[key] = now + self.ttl_s
             return True
+
+
+class StoreClaims:
+    """`Claims` in the store's claims table (one row per key, with its expiry): the first
+    replica or process to claim a key for `ttl_s` seconds wins, whichever of them the click
+    reached. `store` is the bot's `SharedStore`; `holder` names this process in the row."""
+
+    def __init__(self, store: Any, ttl_s: float = 60.0, holder: str | None = None):
+        self.store = store
+        self.ttl_s = ttl_s
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+
+    def claim(self, key: Hashable) -> bool:
+        name = ":".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
+        with self.store.use() as store:
+            return bool(store.claim(f"rerun:{name}", self.holder, ttl_s=self.ttl_s))

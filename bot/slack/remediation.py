@@ -22,7 +22,7 @@ from typing import Any
 from bot.render import slack_remediation as P
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
-from bot.service import approvals, remediate
+from bot.service import approvals, remediate, watch_metrics
 from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
 from bot.slack.api import SlackPoster
@@ -344,18 +344,22 @@ class RemediationDesk:
             if look.outcome == "rolling_out":
                 self.poster.update(channel, ts, P.plan_message(
                     store.get(plan_id), lang, "watching", minutes=minutes, updated=look.updated,
-                    available=look.available, replicas=look.replicas))
+                    available=look.available, replicas=look.replicas, symptoms=look.symptoms))
 
+        target = store.get(plan_id).plan.target
+        symptoms = watch_metrics.symptoms_reader(self.settings, target.cluster, target.namespace, target.name,
+                                                 now=self.now)
         try:
             stored, seen = remediate.watch_after(store, writer, plan_id, window,
                                                  auto_rollback=self.settings.remediation.auto_rollback,
                                                  poll_s=self.poll_s, clock=self.watch_clock, sleep=self.watch_sleep,
-                                                 on_look=on_look)
+                                                 on_look=on_look, symptoms=symptoms)
         except Conflict as e:  # rolled back while watched: the rollback edited the message
             log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
-        self.poster.update(channel, ts, P.plan_message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas))
+        self.poster.update(channel, ts, P.plan_message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
+                                                       symptoms=seen.symptoms))
 
     # ------------------------------------------------------------------ Roll back
 
