@@ -15,9 +15,11 @@ from tests.support.kube_fixtures import rbac_rules, running_scenario
 RULES = rbac_rules("Role", MANIFEST)
 
 
-def test_the_role_grants_no_delete_no_update_and_nothing_outside_its_objects():
+def test_the_role_grants_no_update_and_nothing_outside_its_objects():
     verbs = {v for r in RULES for v in r["verbs"]}
-    assert verbs == {"get", "patch", "create"}
+    assert verbs == {"get", "patch", "create", "delete"}
+    deletable = {(g, res) for r in RULES if "delete" in r["verbs"] for g in r["apiGroups"] for res in r["resources"]}
+    assert deletable == {("apps", "deployments"), ("", "services")}, "delete only what a pool split creates"
     resources = {(g, res) for r in RULES for g in r["apiGroups"] for res in r["resources"]}
     assert resources == {("apps", "deployments"), ("apps", "statefulsets"), ("autoscaling", "horizontalpodautoscalers"),
                          ("", "services")}
@@ -82,3 +84,26 @@ def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
         refused = [r for r in sc.kube.calls(verb="patch")]
     assert "patch deployments.apps in namespace llm" in err
     assert [r.status for r in refused] == [403], "the dry run was refused; no write was attempted"
+
+
+def test_every_call_of_a_pool_split_and_its_rollback_is_granted(tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(RULES, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--split-pools", "--json", *common]) == 0
+        first = json.loads(capsys.readouterr().out)["id"]
+        assert main(["apply", first, "--yes", "--no-watch", *common]) == 0
+        capsys.readouterr()
+        assert main(["plan", "llm/vllm-server", "--split-pools", "--phase", "2", "--routing-confirmed", "--json",
+                     *common]) == 0
+        second = json.loads(capsys.readouterr().out)["id"]
+        assert main(["apply", second, "--yes", "--no-watch", *common]) == 0
+        assert main(["rollback", second, "--yes", *common]) == 0
+        assert main(["rollback", first, "--yes", *common]) == 0
+        calls = sc.kube.calls()
+    assert calls and all(r.status != 403 for r in calls)
+    for r in calls:
+        assert any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
+                   for rule in RULES), (r.method, r.path)
+    assert {r.verb for r in calls} == {"get", "patch", "create", "delete"}

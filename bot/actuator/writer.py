@@ -1,4 +1,4 @@
-"""The one place gpumem writes to a cluster: PATCH and POST through the writer identity's client,
+"""The one place gpumem writes to a cluster: PATCH, POST and DELETE through the writer identity's client,
 each able to run as a server-side dry run (`dryRun=All`).
 
 Reads for a write (the object as it is right before changing it) go through the same client, so
@@ -38,7 +38,7 @@ def _where(kind: str, namespace: str, name: str | None = None) -> tuple[str, Cal
 
 
 class KubeWriter:
-    """Reads, patches and creates objects of one cluster as the writer identity.
+    """Reads, patches, creates and deletes objects of one cluster as the writer identity.
 
     `writes` counts the requests that could change the cluster (dry runs not included).
     `observer` is what the watch reads pods, their logs and ReplicaSets with: the reader's
@@ -68,6 +68,16 @@ class KubeWriter:
         where, call = _where(kind, namespace)
         return self._send("POST", where, body, "application/json", dry_run,
                           Call("create", call.resource, namespace, group=call.group))
+
+    def delete(self, kind: str, namespace: str, name: str, preconditions: dict[str, str],
+               dry_run: bool = False) -> dict[str, Any]:
+        """DELETE one object, only if it still has `preconditions` (uid, resourceVersion): an
+        object replaced or changed in between is a 409, not a deletion."""
+        where, call = _where(kind, namespace, name)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": dict(preconditions),
+                "propagationPolicy": "Background"}
+        return self._send("DELETE", where, body, "application/json", dry_run,
+                          Call("delete", call.resource, namespace, name, group=call.group))
 
     def _send(self, method: str, where: str, body: Any, content_type: str, dry_run: bool, call: Call) -> dict[str, Any]:
         query = {"fieldManager": FIELD_MANAGER}

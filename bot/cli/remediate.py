@@ -16,7 +16,8 @@ ERROR_KEYS = "remediate_cli.error"
 
 def run(args: argparse.Namespace, lang: str) -> int:
     from bot.render import remediation as render
-    from bot.service import remediate
+    from bot.render import split_pools as split_render
+    from bot.service import remediate, split_pools
     from bot.service.records import open_store
     from bot.service.settings import load_settings
 
@@ -43,9 +44,12 @@ def run(args: argparse.Namespace, lang: str) -> int:
             from bot.service.triage import split_target
 
             namespace, name = split_target(args.target, settings.default_namespace)
-            request = remediate.plan_request(store, namespace, name, kind=args.kind, cluster=args.context,
-                                             sets=args.set, replicas=args.replicas, container=args.container,
-                                             action=args.action, requested_by=actor, origin="cli")
+            request = split_pools.request_from_args(args, namespace, name, cluster=args.context, requested_by=actor,
+                                                    origin="cli", watch_s=settings.remediation.watch_s)
+            if request is None:
+                request = remediate.plan_request(store, namespace, name, kind=args.kind, cluster=args.context,
+                                                 sets=args.set, replicas=args.replicas, container=args.container,
+                                                 action=args.action, requested_by=actor, origin="cli")
             stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli
@@ -71,16 +75,21 @@ def run(args: argparse.Namespace, lang: str) -> int:
                     rows = render.differences_lines(e.params.get("differences") or ())
                     e.params["differences"] = "".join(f"\n  {line}" for line in rows)
                 raise
+        template = split_pools.template_of(store, stored.plan.id) if split_pools.is_split(stored.plan) else None
     finally:
         store.close()
     if args.json:
         doc = render.plan_json(stored)
+        if template is not None:
+            doc["split_pools"] = template
         if watched is not None:
             doc["watch"] = render.look_json(watched)
         json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render.plan_text(stored, lang))
+        if template is not None:
+            sys.stdout.write(split_render.template_text(template, stored.state, lang))
         if watched is not None:
             sys.stdout.write(render.look_text(watched, lang))
     return EXIT_OK if watched is None or watched.outcome in ("held", "symptoms_remain") else EXIT_CAUSE

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from bot.render import split_pools
 from bot.render.i18n import Catalog
 from bot.store.db import StoredPlan
 
@@ -34,8 +35,11 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
                    cluster=t.cluster or "-", rv=p.resource_version, generation=p.generation),
              cat.t("remediate_cli.changes")]
     lines += [f"  - {c.describe()}" for c in p.changes]
-    lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
-    lines += ["    " + json.dumps(op, ensure_ascii=False) for op in p.patch]
+    if split_pools.is_create(p):  # a pool split's phase 1: objects to create, not a patch
+        lines += split_pools.object_lines(p, lang)
+    else:
+        lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
+        lines += ["    " + json.dumps(op, ensure_ascii=False) for op in p.patch]
     lines.append(cat.t("remediate_cli.expires", at=p.expires_at.strftime("%Y-%m-%d %H:%M:%SZ"),
                        needed=p.approvals_needed))
     nxt = {"proposed": "next_apply", "applied": "next_rollback", "watched": "next_rollback", "failed": "next_rollback"}

@@ -145,6 +145,25 @@ def resolve(args: argparse.Namespace) -> Setup:
     return Setup(model, inputs, gpu, label, gpus, notes)
 
 
+def setup_for(workload, config, gpu: str | None = None) -> Setup:
+    """Model, GPU and BudgetInputs for a Deployment read from the cluster (a plan's what-if), as
+    `resolve` finds them for --from-deployment; `gpu` names the card when the Deployment pins none."""
+    from runbooks.sizing.budget import inputs_from_config
+
+    names = [n for n in (config.model, config.served_model_name) if n]
+    if not names:
+        raise UsageError("no_model")
+    model = _first_model(names)
+    found, total, label, notes = _resolve_gpu(argparse.Namespace(gpu=gpu, gpu_mem_gib=None), workload)
+    inputs = inputs_from_config(config, total, found.name if found else None)
+    return Setup(model, inputs, found, label, _gpus_for_ranks(workload, config), notes)
+
+
+def read_profile(path: str):
+    """(RequestProfile, ProfileDetail) of an access log; UsageError file_not_found or profile_unreadable."""
+    return _read_profile(path)
+
+
 def _gpus_for_ranks(workload, config) -> int | None:
     """GPUs the engine's ranks can use: the pod's request, times the nodes of a multi-node
     launch (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray)."""

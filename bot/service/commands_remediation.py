@@ -30,6 +30,25 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--action", metavar="ID", help="the changes of a next action of the last recorded triage of "
                                                    "NAMESPACE/NAME, e.g. cap_max_model_len (instead of --set/--replicas)")
     p.add_argument("--container", help="the server container when the pod has several")
+    split = p.add_argument_group("pool split (--split-pools)", "split long and short requests into two pools, in "
+                                 "two plans: phase 1 creates NAME-long (Deployment and Service cloned from the "
+                                 "original) and leaves the original alone; phase 2, once the gateway routes long "
+                                 "prompts to NAME-long, tightens the original to the short pool")
+    split.add_argument("--split-pools", action="store_true", help="plan a pool split instead of --set/--replicas")
+    split.add_argument("--phase", type=whole_number(1, 2), default=None, metavar="1|2",
+                       help="1 (default): create NAME-long; 2: tighten the original (needs --routing-confirmed)")
+    split.add_argument("--threshold", type=whole_number(1, 10_000_000), metavar="TOKENS",
+                       help="prompts longer than this go to the long pool (default: the runbook's long-request "
+                            "boundary, 2048)")
+    split.add_argument("--routing-confirmed", action="store_true",
+                       help="phase 2: you checked that the gateway sends prompts over the threshold to NAME-long")
+    split.add_argument("--profile", metavar="ACCESS_LOG",
+                       help="phase 1: the access log whose p99 request length sizes the long pool")
+    split.add_argument("--long-replicas", type=whole_number(1, 1000), metavar="N", default=None,
+                       help="phase 1: replicas of the long pool (default 1)")
+    split.add_argument("--service", metavar="NAME", help="phase 1: the original Service (default: named like the "
+                                                          "Deployment)")
+    split.add_argument("--gpu", metavar="NAME", help="the GPU model when the Deployment's nodeSelector names none")
     _target_flags(p)
 
 

@@ -18,12 +18,14 @@ from typing import Any
 
 from bot.actuator.apply import apply_plan, inverse_ops, rollback_plan
 from bot.actuator.launch_edit import edit_flags
+from bot.actuator.split_apply import apply_creates
 from bot.actuator.writer import JSON_PATCH, KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, GpumemError, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,16 @@ def _server_container(obj: dict[str, Any]) -> str | None:
     return containers[0].get("name") if len(containers) == 1 else None
 
 
-def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
+def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPolicy,
               now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None) -> StoredPlan:
     """Read the object, build the plan, store it as proposed (with the Slack channel and the
-    incident thread it belongs to, when it came from Slack)."""
+    incident thread it belongs to, when it came from Slack). `request` is a PlanRequest, or a
+    `bot.service.split_pools.SplitRequest` for a pool split's phase."""
     now = now or datetime.now(UTC)
+    from bot.service.split_pools import SplitRequest, make_split_plan
+
+    if isinstance(request, SplitRequest):
+        return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
     obj = writer.read(request.kind, request.namespace, request.name)
     plan = build_plan(obj, request, policy, now)
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
@@ -151,7 +158,8 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
 def rollback_note(plan: Plan) -> dict[str, Any]:
     """What is recorded (and posted in Slack) before the write: the inverse change, the prior
     values of what changes, the triage it came from."""
-    return {"plan": plan.id, "target": str(plan.target), "inverse": inverse_ops(plan.patch),
+    inverse = inverse_of_creates(plan.patch) if plan.patch_type == CREATE_OBJECTS else inverse_ops(plan.patch)
+    return {"plan": plan.id, "target": str(plan.target), "inverse": inverse,
             "prior": [c.describe() for c in plan.changes], "origin": plan.origin}
 
 
@@ -168,7 +176,8 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
     try:
         if before_write is not None:
             before_write(note)
-        written = apply_plan(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
+        write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
+        written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except GpumemError as e:
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
@@ -195,7 +204,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
-    seen = watch(writer, plan.target.namespace, plan.target.name, applied.get("generation"), window_s, poll_s=poll_s,
+    seen = watch(writer, plan.target.namespace, watched_name(plan), applied.get("generation"), window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
                  baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms)
     detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
@@ -207,7 +216,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
         return store.move(plan_id, "watched", actor="gpumem", expect="applied", detail=detail), seen
     stored = store.move(plan_id, "failed", actor="gpumem", expect="applied", detail=detail)
     if auto_rollback:
-        rollback_plan(writer, plan, _cause(plan, "auto-rollback"))
+        _undo(store, writer, stored, "auto-rollback")
         stored = store.move(plan_id, "rolled_back", actor="gpumem", detail={"auto": True})
     return stored, seen
 
@@ -219,8 +228,18 @@ def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now
     stored = store.get(plan_id)
     if stored.state not in ("applied", "watched", "failed"):
         raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
-    rollback_plan(writer, stored.plan, _cause(stored.plan, "rollback"))
+    _undo(store, writer, stored, "rollback")
     return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now)
+
+
+def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str) -> None:
+    """Undo what a plan wrote: the inverse patch, or for a split's phase 1 the deletes."""
+    if stored.plan.patch_type == CREATE_OBJECTS:
+        from bot.service.split_pools import rollback_phase1
+
+        rollback_phase1(store, writer, stored)
+    else:
+        rollback_plan(writer, stored.plan, _cause(stored.plan, verb))
 
 
 def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:

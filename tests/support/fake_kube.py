@@ -19,7 +19,12 @@ run small controllers on `clock`: a Deployment rolls out (new ReplicaSet, new po
 Deployment's Progressing condition reads ProgressDeadlineExceeded; scaling adds and removes
 pods; an HPA clamps its target to [minReplicas, maxReplicas]; Events are recorded as theirs are.
 
-Not modelled: DELETE (405), server-side apply (415), managedFields and fieldManager, unknown-field
+DELETE removes an object (`?dryRun=All` answers without removing; `DeleteOptions.preconditions`
+on uid and resourceVersion are checked, 409 Conflict when one does not hold); deleting a
+Deployment collects its ReplicaSets and their pods at once (no finalizers, no grace period).
+Collection deletes (DELETE without a name) answer 405.
+
+Not modelled: server-side apply (415), managedFields and fieldManager, unknown-field
 checks (fieldValidation=Strict), conversion between API versions, graceful pod termination (a
 scaled-down pod is gone at once), HPA metrics (only its bounds act).
 
@@ -404,7 +409,7 @@ class FakeKube(LoopbackServer):
     # ---------------------------------------------------------------------- writes
 
     def write(self, req: Request) -> tuple[int, dict[str, Any]]:
-        """A POST, PUT or PATCH as kube-apiserver answers it: (HTTP code, object or Status)."""
+        """A POST, PUT, PATCH or DELETE as kube-apiserver answers it: (HTTP code, object or Status)."""
         with self._lock:
             self.reconcile()
             try:
@@ -415,8 +420,11 @@ class FakeKube(LoopbackServer):
     def _write(self, req: Request) -> tuple[int, dict[str, Any]]:
         group, version, resource = req.api_group or "", req.version or "", req.resource or ""
         kind = rules.RESOURCE_KINDS[(group, resource)]
-        action = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(req.method)
-        if action is None:
+        action = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(req.method)
+        if action == "delete" and req.name is not None and req.subresource is None:
+            return self._delete(kind, group, version, resource, req.namespace or "", req.name, req.body,
+                                req.query.get("dryRun"))
+        if action is None or action == "delete":
             raise rules.Refusal(405, rules.method_not_supported(group, resource, req.verb or req.method.lower()))
         if (req.name is None) != (action == "create") or req.subresource not in (None, "status", "scale"):
             raise rules.Refusal(405, rules.method_not_supported(group, resource, action))
@@ -503,6 +511,49 @@ class FakeKube(LoopbackServer):
         self._store(kind, obj)
         self._after_write(kind, None, obj, t)
         return 201, copy.deepcopy(obj)
+
+    def _delete(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str, body: str,
+                dry: str | None) -> tuple[int, dict[str, Any]]:
+        """DELETE of one object: its preconditions (uid, resourceVersion) checked, then gone; a
+        Deployment's ReplicaSets and their pods are collected with it."""
+        if dry is not None and dry != "All":
+            raise rules.Refusal(422, rules.invalid("meta.k8s.io", "DeleteOptions", "",
+                                                   [rules.not_supported("dryRun", [dry], ["All"])]))
+        namespaced = rules.KINDS[kind][3]
+        key = (namespace if namespaced else "", name)
+        stored = self.objects.get((group, resource), {}).get(key)
+        if stored is None:
+            raise rules.Refusal(404, rules.not_found(group, resource, name))
+        try:
+            options = json.loads(body) if body.strip() else {}
+        except ValueError:
+            raise rules.Refusal(400, rules.bad_request("the body of the request was not valid JSON")) from None
+        pre = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
+        meta = stored.get("metadata") or {}
+        for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(field_name) is not None and str(pre[field_name]) != str(meta.get(field_name)):
+                raise rules.Refusal(409, rules.conflict(group, resource, name, (
+                    f"Precondition failed: {label} in precondition: {pre[field_name]}, "
+                    f"{label} in object meta: {meta.get(field_name)}")))
+        served = rules.as_served(stored, version, group)
+        if dry == "All":
+            return 200, served
+        gone = self.objects[(group, resource)].pop(key)
+        self._rv += 1
+        self._changes.append((self._rv, "DELETED", group, resource, key[0], copy.deepcopy(gone)))
+        if kind == "Deployment":
+            for rs in self._replicasets_of(namespace, name):
+                for pod in self._pods_of_rs(rs):
+                    pod_key = (namespace, pod["metadata"]["name"])
+                    self.objects.get(("", "pods"), {}).pop(pod_key, None)
+                    self._plans.pop(pod_key, None)
+                    self._rv += 1
+                    self._changes.append((self._rv, "DELETED", "", "pods", namespace, copy.deepcopy(pod)))
+                self.objects.get(("apps", "replicasets"), {}).pop((namespace, rs["metadata"]["name"]), None)
+                self._rv += 1
+                self._changes.append((self._rv, "DELETED", "apps", "replicasets", namespace, copy.deepcopy(rs)))
+            self._watched.pop(key, None)
+        return 200, served
 
     def _update(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str,
                 subresource: str | None, change: Callable[[dict[str, Any]], dict[str, Any]], action: str,

@@ -1,0 +1,342 @@
+"""The split_pools use case (`gpumem plan NS/DEPLOY --split-pools`): two plans, so that no request
+is ever refused by the change (`runbooks.remediation.split` says how each pool is sized).
+
+Phase 1 plans the creation of `<name>-long` (Deployment and Service cloned from the original,
+long-context flags edited in the Deployment's own launch form) and leaves the original alone.
+Phase 2 is refused until a phase-1 plan of the same Deployment is applied and someone confirms
+(`--routing-confirmed`, recorded in the audit with who) that the gateway sends prompts longer
+than the threshold to `<name>-long`; it then tightens the original to the short pool's flags,
+an ordinary flag patch whose rollback restores the single pool's flags.
+
+Both plans live in the store like any other (states, approvals, audit); what the runbook's
+pool-split and routing-rollback templates need is recorded beside each as an audit row
+(`split_pools`), and `template_of` reads it back for the surfaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.actuator.launch_edit import edit_flags
+from bot.actuator.split_apply import delete_created, existing
+from bot.actuator.writer import KubeWriter
+from bot.store.db import Store, StoredPlan
+from runbooks.model.changes import Change
+from runbooks.model.errors import Conflict, TargetNotFound, UsageError
+from runbooks.remediation import split
+from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
+from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+
+#: the audit event that keeps a split plan's template values
+TEMPLATE_EVENT = "split_pools"
+#: the audit event that records who confirmed the routing before phase 2
+ROUTING_EVENT = "routing_confirmed"
+#: states in which a phase-1 plan's objects are on the cluster and serving
+PHASE1_LIVE = ("applied", "watched")
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    namespace: str
+    name: str
+    cluster: str | None = None
+    phase: int = 1
+    #: prompt tokens above which a request goes to the long pool (None: the runbook's boundary)
+    threshold: int | None = None
+    #: an access log to take the request profile from (p99 lengths)
+    profile_path: str | None = None
+    long_replicas: int = split.DEFAULT_LONG_REPLICAS
+    #: the original Service (None: the one named like the Deployment)
+    service: str | None = None
+    container: str | None = None
+    #: the GPU model when the Deployment pins none
+    gpu: str | None = None
+    routing_confirmed: bool = False
+    requested_by: str = ""
+    origin: str = "cli"
+    #: the watch window the routing-rollback template names
+    watch_s: float = 600.0
+
+
+#: the plan options that only a pool split takes, as (attribute, option)
+_SPLIT_OPTIONS = (("phase", "--phase"), ("threshold", "--threshold"), ("routing_confirmed", "--routing-confirmed"),
+                  ("profile", "--profile"), ("long_replicas", "--long-replicas"), ("service", "--service"),
+                  ("gpu", "--gpu"))
+#: of those, the ones that size phase 1 only
+_PHASE1_OPTIONS = ("profile", "long_replicas", "service")
+
+
+def request_from_args(args: Any, namespace: str, name: str, *, cluster: str | None, requested_by: str,
+                      origin: str, watch_s: float) -> SplitRequest | None:
+    """The SplitRequest `gpumem plan ... --split-pools` asks for; None without --split-pools.
+    Raises UsageError naming the option that does not belong."""
+    given = [(attr, option) for attr, option in _SPLIT_OPTIONS if getattr(args, attr, None) not in (None, False)]
+    if not getattr(args, "split_pools", False):
+        if given:
+            raise UsageError("split_options_need_split", option=given[0][1])
+        return None
+    if getattr(args, "set", None) or getattr(args, "replicas", None) is not None or getattr(args, "action", None):
+        raise UsageError("split_and_changes")
+    kind = getattr(args, "kind", "Deployment") or "Deployment"
+    if kind != "Deployment":
+        raise UsageError("split_deployment_only", kind=kind)
+    phase = getattr(args, "phase", None) or 1
+    if phase == 2:
+        extra = [option for attr, option in given if attr in _PHASE1_OPTIONS]
+        if extra:
+            raise UsageError("split_phase1_option", option=extra[0])
+    elif getattr(args, "routing_confirmed", False):
+        raise UsageError("split_routing_phase2")
+    return SplitRequest(namespace, name, cluster, phase, getattr(args, "threshold", None), getattr(args, "profile", None),
+                        getattr(args, "long_replicas", None) or split.DEFAULT_LONG_REPLICAS,
+                        getattr(args, "service", None), getattr(args, "container", None), getattr(args, "gpu", None),
+                        bool(getattr(args, "routing_confirmed", False)), requested_by, origin, watch_s)
+
+
+def is_split(plan: Plan) -> bool:
+    return plan.action_id == split.ACTION
+
+
+def is_phase1(plan: Plan) -> bool:
+    return plan.patch_type == split.CREATE_OBJECTS
+
+
+def make_split_plan(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
+                    now: datetime | None = None, channel: str | None = None,
+                    thread_ts: str | None = None) -> StoredPlan:
+    """Build and store the plan of `request.phase`, with its template row in the audit."""
+    from bot.service.remediate import operator
+
+    now = now or datetime.now(UTC)
+    request = replace(request, requested_by=request.requested_by or operator())
+    if request.phase == 1:
+        plan, template = _phase1(writer, request, policy, now)
+    elif request.phase == 2:
+        plan, template = _phase2(store, writer, request, policy, now)
+    else:
+        raise UsageError("split_bad_phase", phase=request.phase)
+    stored = store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
+    if request.phase == 2:
+        store.record(ROUTING_EVENT, actor=request.requested_by, channel=channel, now=now,
+                     detail={"plan": plan.id, "phase1": template["phase1"], "threshold": template["threshold"],
+                             "long_service": template["long"]["service"],
+                             "short_service": template["short"]["service"]})
+    store.record(TEMPLATE_EVENT, actor=request.requested_by, channel=channel, now=now,
+                 detail={"plan": plan.id, "phase": request.phase, "template": template})
+    return stored
+
+
+def template_of(store: Store, plan_id: str) -> dict[str, Any] | None:
+    """The template values recorded with a split plan (None for another plan)."""
+    rows = [r for r in store.plan_audit(plan_id) if r.event == TEMPLATE_EVENT]
+    return rows[-1].detail.get("template") if rows else None
+
+
+# ------------------------------------------------------------------------------- phase 1
+
+
+def _original_service(writer: KubeWriter, namespace: str, original: dict[str, Any], name: str | None,
+                      deployment: str) -> dict[str, Any]:
+    service_name = name or deployment
+    try:
+        service = writer.read("Service", namespace, service_name)
+    except TargetNotFound:
+        raise UsageError("split_no_service", namespace=namespace, service=service_name) from None
+    selector = (service.get("spec") or {}).get("selector") or {}
+    pod_labels = (((original.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not split.selects(selector, pod_labels):
+        raise UsageError("split_service_mismatch", namespace=namespace, service=service_name, deployment=deployment,
+                         selector=", ".join(f"{k}={v}" for k, v in sorted(selector.items())) or "none")
+    return service
+
+
+def _setup(original: dict[str, Any], gpu: str | None):
+    from bot.service.budget import setup_for
+    from collectors.errors import ParseError
+    from collectors.parsers.kube_objects import workload_from_object
+
+    name = (original.get("metadata") or {}).get("name")
+    try:
+        workload, config = workload_from_object(original, f"deployment {name}")
+    except ParseError as e:
+        raise UsageError("split_no_server", name=name, reason=str(e)[:200]) from None
+    if config is None:
+        raise UsageError("split_no_server", name=name, reason="no inference server container")
+    split.flags_for(config.engine or "")
+    try:
+        return workload, config, setup_for(workload, config, gpu)
+    except UsageError as e:
+        raise UsageError(f"split_{e.code}", **e.params) from None
+
+
+def _profile(path: str | None):
+    if not path:
+        return None, None
+    from bot.service.budget import read_profile
+
+    try:
+        return read_profile(path)
+    except UsageError as e:
+        raise UsageError(f"split_{e.code}", **e.params) from None
+
+
+def _gpus(workload) -> tuple[int, str]:
+    gpu = workload.gpu
+    return (gpu.count, gpu.resource) if gpu is not None else (0, "nvidia.com/gpu")
+
+
+def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, now: datetime) -> tuple[Plan, dict]:
+    from bot.service.remediate import new_plan_id
+    from runbooks.remediation.solver import request_lengths
+
+    ns, name = request.namespace, request.name
+    original = writer.read("Deployment", ns, name)
+    long = split.long_name(name)
+    taken = existing(writer, ns, [{"kind": "Deployment", "name": long}, {"kind": "Service", "name": long}])
+    if taken:
+        raise Conflict("split_exists", plan="-", namespace=ns, objects=", ".join(taken))
+    service = _original_service(writer, ns, original, request.service, name)
+    workload, config, setup = _setup(original, request.gpu)
+    length_flag, seqs_flag = split.flags_for(config.engine or "")
+    profile, detail = _profile(request.profile_path)
+    threshold = request.threshold or split.default_threshold()
+    current_len = config.max_model_len or setup.model.max_position_embeddings
+    current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
+    p99 = request_lengths(profile, detail)[0] if profile is not None else None
+    length, basis = split.long_pool_length(p99, current_len, setup.model.max_position_embeddings)
+    long_size = split.size_pool(setup.model, setup.inputs, length, limit=current_seqs, basis=basis,
+                                p99=int(p99) if p99 is not None else None)
+    short_len = split.short_pool_length(threshold, profile)
+    if not current_len or short_len >= current_len:
+        raise UsageError("split_threshold_too_high", threshold=threshold, short=short_len, current=current_len)
+    short_size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
+
+    clone = split.clone_deployment(original, service, replicas=request.long_replicas)
+    wanted = {length_flag: long_size.max_model_len, seqs_flag: long_size.max_num_seqs}
+    edit = edit_flags(clone, request.container, wanted)
+    long_deployment = edit.workload
+    long_service = split.clone_service(service, long_deployment)
+    ops = split.create_ops(long_deployment, long_service)
+    container = edit.container
+    changes = (Change(split.ACTION, container, "Deployment", None, f"create Deployment/{long}"),
+               Change(split.ACTION, None, "Service", None, f"create Service/{long}"))
+    meta = original.get("metadata") or {}
+    plan = Plan(new_plan_id(), PlanTarget(request.cluster, ns, "Deployment", name), split.ACTION, changes,
+                str(meta.get("resourceVersion") or ""), meta.get("generation"), ops, split.CREATE_OBJECTS,
+                request.requested_by, now, now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, changes),
+                f"{request.origin}, split_pools phase 1")
+    per_pod, resource = _gpus(workload)
+    replicas = int((original.get("spec") or {}).get("replicas") or 1)
+    ports = [p.get("port") for p in (service.get("spec") or {}).get("ports") or [] if p.get("port")]
+    template = {
+        "phase": 1, "plan": plan.id, "phase1": plan.id, "namespace": ns, "threshold": threshold,
+        "engine": config.engine, "flags": [length_flag, seqs_flag], "gpu": setup.gpu_label,
+        "port": ports[0] if ports else None, "gpu_resource": resource, "watch_s": request.watch_s,
+        "profile": _profile_summary(profile, p99),
+        "long": {"deployment": long, "service": long, "replicas": request.long_replicas,
+                 "max_model_len": long_size.max_model_len, "max_num_seqs": long_size.max_num_seqs,
+                 "length_basis": long_size.length_basis, "kv_tokens": long_size.kv_cache_tokens,
+                 "fits": long_size.fits, "gpus_per_pod": per_pod, "gpu_quota": per_pod * request.long_replicas,
+                 "labels": dict(((long_deployment["spec"].get("template") or {}).get("metadata") or {})
+                                .get("labels") or {}),
+                 "selector": dict(long_service["spec"]["selector"])},
+        "short": {"deployment": name, "service": service["metadata"]["name"], "replicas": replicas,
+                  "max_model_len": short_len, "max_num_seqs": short_size.max_num_seqs,
+                  "kv_tokens": short_size.kv_cache_tokens, "gpus_per_pod": per_pod, "gpu_quota": per_pod * replicas,
+                  "output_allowance": split.short_output_allowance(profile)},
+        "single": {"max_model_len": config.max_model_len, "max_num_seqs": config.max_num_seqs,
+                   "memory_fraction": config.memory_fraction, "replicas": replicas},
+    }
+    return plan, template
+
+
+def _profile_summary(profile, p99: float | None) -> dict[str, Any] | None:
+    if profile is None:
+        return None
+    return {"source": profile.source, "requests": profile.total, "p99_total_tokens": int(p99) if p99 else None,
+            "long_share": round(profile.share("L", "XL"), 4)}
+
+
+# ------------------------------------------------------------------------------- phase 2
+
+
+def phase1_of(store: Store, namespace: str, name: str) -> StoredPlan | None:
+    """The newest phase-1 plan of NAMESPACE/NAME (any state)."""
+    for stored in store.plans(namespace=namespace, limit=200):
+        p = stored.plan
+        if p.target.name == name and is_split(p) and is_phase1(p):
+            return stored
+    return None
+
+
+def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
+            now: datetime) -> tuple[Plan, dict]:
+    from bot.service.remediate import PlanRequest, build_plan
+
+    ns, name = request.namespace, request.name
+    first = phase1_of(store, ns, name)
+    if first is None or first.state not in PHASE1_LIVE:
+        raise UsageError("split_phase1_not_applied", target=f"{ns}/{name}",
+                         state=first.state if first else "none", plan=first.plan.id if first else "-")
+    template = dict(template_of(store, first.plan.id) or {})
+    if not template:
+        raise UsageError("split_phase1_not_applied", target=f"{ns}/{name}", state="no template",
+                         plan=first.plan.id)
+    threshold = template["threshold"]
+    long = template["long"]
+    if not request.routing_confirmed:
+        raise UsageError("split_routing_unconfirmed", threshold=threshold, namespace=ns, long=long["service"],
+                         short=template["short"]["service"], target=f"{ns}/{name}")
+    if request.threshold is not None and request.threshold != threshold:
+        raise UsageError("split_threshold_differs", threshold=request.threshold, confirmed=threshold,
+                         plan=first.plan.id)
+    try:
+        writer.read("Deployment", ns, long["deployment"])
+    except TargetNotFound:
+        raise UsageError("split_long_missing", namespace=ns, long=long["deployment"], plan=first.plan.id) from None
+    original = writer.read("Deployment", ns, name)
+    _, config, setup = _setup(original, request.gpu)
+    length_flag, seqs_flag = split.flags_for(config.engine or "")
+    short_len = int(template["short"]["max_model_len"])
+    current_len = config.max_model_len or setup.model.max_position_embeddings
+    if current_len and short_len >= current_len:
+        raise UsageError("nothing_to_change", what=f"--{length_flag} is {current_len} already")
+    current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
+    size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
+    flags: list[tuple[str, Any]] = [(length_flag, short_len)]
+    if size.limit and size.max_num_seqs < size.limit:
+        flags.append((seqs_flag, size.max_num_seqs))
+    who = request.requested_by
+    plan = build_plan(original, PlanRequest(ns, name, "Deployment", request.cluster, tuple(flags), None,
+                                            request.container, split.ACTION, who,
+                                            f"{request.origin}, split_pools phase 2 after {first.plan.id}"),
+                      policy, now)
+    routing = Change(split.ACTION, None, "routing", None,
+                     f"confirmed by {who}: prompt tokens > {threshold} -> Service/{long['service']}")
+    changes = (*plan.changes, routing)
+    plan = replace(plan, changes=changes, approvals_needed=approvals_needed(policy, changes))
+    template.update({
+        "phase": 2, "plan": plan.id, "phase1": first.plan.id, "routing_confirmed_by": who,
+        "short": {**template["short"], "max_model_len": short_len, "max_num_seqs": size.max_num_seqs,
+                  "kv_tokens": size.kv_cache_tokens},
+        "single": {**template["single"], "max_model_len": config.max_model_len, "max_num_seqs": config.max_num_seqs,
+                   "memory_fraction": config.memory_fraction},
+    })
+    return plan, template
+
+
+# ------------------------------------------------------------------------------- rollback
+
+
+def rollback_phase1(store: Store, writer: KubeWriter, stored: StoredPlan) -> list[str]:
+    """Delete what a phase-1 plan created, refused while a phase-2 plan of the same Deployment
+    is on the cluster (the tightened short pool would then refuse long requests)."""
+    plan = stored.plan
+    for other in store.plans(namespace=plan.target.namespace, limit=200):
+        p = other.plan
+        if (p.target.name == plan.target.name and is_split(p) and not is_phase1(p) and other.state in WRITTEN
+                and (template_of(store, p.id) or {}).get("phase1") == plan.id):
+            raise Conflict("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
+    return delete_created(writer, plan)
