@@ -415,20 +415,25 @@ class FakeKube(LoopbackServer):
     def _write(self, req: Request) -> tuple[int, dict[str, Any]]:
         group, version, resource = req.api_group or "", req.version or "", req.resource or ""
         kind = rules.RESOURCE_KINDS[(group, resource)]
-        action = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(req.method)
+        action = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(req.method)
         if action is None:
             raise rules.Refusal(405, rules.method_not_supported(group, resource, req.verb or req.method.lower()))
         if (req.name is None) != (action == "create") or req.subresource not in (None, "status", "scale"):
+            raise rules.Refusal(405, rules.method_not_supported(group, resource, action))
+        if action == "delete" and req.subresource is not None:
             raise rules.Refusal(405, rules.method_not_supported(group, resource, action))
         if (req.subresource == "scale" and kind not in SCALABLE) or (
                 req.subresource == "status" and kind not in rules.STATUS_KINDS):
             raise rules.Refusal(404, rules.no_such_resource())
         dry = req.query.get("dryRun")
         if dry is not None and dry != "All":
-            options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}[action]
+            options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
+                       "delete": "DeleteOptions"}[action]
             raise rules.Refusal(422, rules.invalid("meta.k8s.io", options, "",
                                                    [rules.not_supported("dryRun", [dry], ["All"])]))
         dry_run = dry == "All"
+        if action == "delete":
+            return self._delete(kind, group, version, resource, req.namespace or "", req.name or "", req.body, dry_run)
         if action == "create":
             doc = rules.decode_object(kind, version, group, req.body, req.content_type)
             return self._create(kind, group, version, resource, req.namespace or "", doc, dry_run)
@@ -503,6 +508,36 @@ class FakeKube(LoopbackServer):
         self._store(kind, obj)
         self._after_write(kind, None, obj, t)
         return 201, copy.deepcopy(obj)
+
+    def _delete(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str, body: str | None,
+                dry_run: bool) -> tuple[int, dict[str, Any]]:
+        """DELETE of an object without finalizers or dependents the stand-in tracks (an HPA, a
+        Service): DeleteOptions.preconditions (uid, resourceVersion) hold or it is a 409; a dry
+        run answers the object and keeps it. Answers the object as it was (200)."""
+        namespaced = rules.KINDS[kind][3]
+        key = (namespace if namespaced else "", name)
+        stored = self.objects.get((group, resource), {}).get(key)
+        if stored is None:
+            raise rules.Refusal(404, rules.not_found(group, resource, name))
+        try:
+            options = json.loads(body) if body else {}
+        except ValueError as e:
+            raise rules.Refusal(400, rules.bad_request(f"error decoding DeleteOptions: {e}")) from e
+        pre = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
+        meta = stored["metadata"]
+        for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            want = pre.get(field_name)
+            if want is not None and want != meta.get(field_name):
+                raise rules.Refusal(409, rules.conflict(group, resource, name, (
+                    f"Precondition failed: {label} in precondition: {want}, {label} in object meta: "
+                    f"{meta.get(field_name)}")))
+        served = rules.as_served(stored, version, group)
+        if dry_run:
+            return 200, served
+        self.remove(kind, namespace, name)
+        if kind == "HorizontalPodAutoscaler":
+            self._hpa_due.pop(key, None)
+        return 200, served
 
     def _update(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str,
                 subresource: str | None, change: Callable[[dict[str, Any]], dict[str, Any]], action: str,
