@@ -25,6 +25,8 @@ RESOURCES = {
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
 }
 JSON_PATCH = "application/json-patch+json"
+#: a plan whose "patch" is the one object it creates (POST), rolled back by deleting that object
+CREATE = "create"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "gpumem"
@@ -53,6 +55,24 @@ class KubeWriter:
             return self.rest.get_json(where, timeout_s=self.timeout_s)
         except Exception as e:  # an ApiException from the reader: typed like every other answer
             raise _typed(e, call) from e
+
+    def list(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        """The objects of `kind` in `namespace` (e.g. the HPAs, to find the one that scales a workload)."""
+        where, call = _where(kind, namespace)
+        try:
+            doc = self.rest.get_json(where, timeout_s=self.timeout_s)
+        except Exception as e:
+            raise _typed(e, Call("list", call.resource, namespace, group=call.group)) from e
+        return [item for item in doc.get("items") or [] if isinstance(item, dict)]
+
+    def delete(self, kind: str, namespace: str, name: str, preconditions: dict[str, str],
+               dry_run: bool = False) -> dict[str, Any]:
+        """DELETE with DeleteOptions.preconditions (uid, resourceVersion): a 409 when the object
+        is not the one named (the rollback of an object gpumem created)."""
+        where, call = _where(kind, namespace, name)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+        return self._send("DELETE", where, body, "application/json", dry_run,
+                          Call("delete", call.resource, namespace, name, group=call.group))
 
     def patch(self, kind: str, namespace: str, name: str, body: Any, content_type: str,
               dry_run: bool = False) -> dict[str, Any]:

@@ -41,6 +41,10 @@ _ORDER = (
     "fix_launch", "read_previous_log", "set_max_running", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
     "bigger_card_or_tp", "review_tp",
 )
+#: actions that need owners and a load test: gpumem never plans or applies them, whatever a
+#: triage recorded (quantization, a bigger GPU or MIG slice, a TP review)
+ESCALATE_ONLY = frozenset({"quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp", "bigger_card_or_tp",
+                           "bigger_mig_profile", "review_tp"})
 #: findings that say the engine met a CUDA OOM
 _OOM_FINDINGS = frozenset({"cuda_oom", "startup_cuda_oom", "runtime_cuda_oom"})
 #: the memory-fraction key of `safe_flags` per engine (the engine's flag, underscored)
