@@ -105,7 +105,8 @@ def _scale(cluster, store, replicas: int = 3):
     from bot.service import remediate
     from runbooks.remediation.policy import ApprovalPolicy
 
-    cluster.kube.rollout.hpa_sync_s = None  # its HPA (2..2) would undo the change
+    # its HPA (2..2) scales it: the plan raises the HPA's minReplicas (and maxReplicas), and the
+    # stand-in's HPA controller scales the Deployment
     writer = KubeWriter(cluster.api("prod"))
     request = remediate.PlanRequest(NS, NAME, replicas=replicas, requested_by="cli:oncall")
     stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
@@ -166,7 +167,9 @@ def test_restarts_and_oom_lines_of_old_pods_count_only_after_the_write(cluster, 
     assert baseline is not None and baseline.restarts[OLD_POD] == {"vllm": 1}
     assert baseline.marks[OLD_POD]["vllm"].startswith("2026-03-09T20:26:05")
     clock.advance(60)
-    held = look(writer, NS, NAME, applied["generation"], baseline)
+    # the plan wrote the HPA; the Deployment's generation is the one its controller moved
+    generation = cluster.kube.get("Deployment", NS, NAME)["metadata"]["generation"]
+    held = look(writer, NS, NAME, generation, baseline)
     assert held.outcome == "held" and held.restarts == 0 and held.oom_lines == 0
     # the old pod now crashes again, after the write: one more restart, one more CUDA OOM line
     kube = cluster.kube

@@ -15,14 +15,21 @@ from tests.support.kube_fixtures import rbac_rules, running_scenario
 RULES = rbac_rules("Role", MANIFEST)
 
 
-def test_the_role_grants_no_update_and_nothing_outside_its_objects():
+def _granted() -> set[tuple[str, str, str]]:
+    return {(v, g, res) for r in RULES for v in r["verbs"] for g in r["apiGroups"] for res in r["resources"]}
+
+
+def test_the_role_grants_no_update_and_deletes_only_what_gpumem_creates():
     verbs = {v for r in RULES for v in r["verbs"]}
-    assert verbs == {"get", "patch", "create", "delete"}
-    deletable = {(g, res) for r in RULES if "delete" in r["verbs"] for g in r["apiGroups"] for res in r["resources"]}
-    assert deletable == {("apps", "deployments"), ("", "services")}, "delete only what a pool split creates"
+    assert verbs == {"get", "list", "patch", "create", "delete"}
+    deletable = {(g, res) for v, g, res in _granted() if v == "delete"}
+    assert deletable == {("apps", "deployments"), ("", "services"), ("autoscaling", "horizontalpodautoscalers")}, (
+        "delete only what a pool split or an HPA on queue depth creates")
     resources = {(g, res) for r in RULES for g in r["apiGroups"] for res in r["resources"]}
     assert resources == {("apps", "deployments"), ("apps", "statefulsets"), ("autoscaling", "horizontalpodautoscalers"),
                          ("", "services")}
+    assert {(g, res) for v, g, res in _granted() if v == "list"} == {
+        ("autoscaling", "horizontalpodautoscalers")}, "list: only to find the HPA that scales a workload"
     kinds = [d["kind"] for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
     assert kinds == ["ServiceAccount", "Role", "RoleBinding"]
 
@@ -71,13 +78,53 @@ def test_a_writer_that_may_not_list_pods_still_writes_and_the_audit_says_why_no_
     assert "baseline" not in applied and "list pods" in applied["baseline_error"]
 
 
+#: plan, apply and roll back every change kind; (scenario, target, plan options)
+_EVERY_KIND = [
+    ("vllm-incident", "llm/vllm-server", ["--set", "max-num-seqs=64"]),
+    ("vllm-incident", "llm/vllm-server", ["--replicas", "3"]),
+    ("vllm-incident", "llm/vllm-server", ["--queue-target", "4"]),
+    ("vllm-incident", "llm/vllm-server", ["--startup-probe", "900"]),
+    ("vllm-incident", "llm/vllm-server", ["--max-surge", "0"]),
+    ("vllm-incident", "llm/vllm-server", ["--shm-size", "16Gi"]),
+    ("vllm-incident", "llm/vllm-server", ["--memory-limit", "64Gi"]),
+    ("tgi-probes", "support-bot/mistral-7b-tgi", ["--queue-target", "4"]),
+    ("tgi-probes", "support-bot/mistral-7b-tgi", ["--replicas", "3"]),
+]
+
+
+def test_every_kind_uses_only_granted_calls_and_all_of_the_hpa_grant(tmp_path, capsys):
+    """Every call of plan, apply and rollback of every kind is granted, and what the change kinds
+    use is exactly what the Role grants (but `create` of Deployments and Services, the pool
+    split's, and StatefulSets, which these scenarios do not have)."""
+    used: set[tuple[str, str, str]] = set()
+    for i, (scenario, target, options) in enumerate(_EVERY_KIND):
+        store = tmp_path / f"k{i}.db"
+        with running_scenario(scenario, tmp_path) as sc:
+            sc.kube.grant(RULES, namespace=target.split("/")[0])
+            sc.kube.grant(rbac_rules())  # the reader's: the pods read right before a write (the watch's baseline)
+            common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+            capsys.readouterr()
+            assert main(["plan", target, *options, "--json", *common]) == 0, options
+            plan = json.loads(capsys.readouterr().out)["id"]
+            assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0, options
+            assert main(["rollback", plan, "--yes", *common]) == 0, options
+            calls = sc.kube.calls()
+        assert calls and all(r.status != 403 for r in calls), options
+        used |= {(r.verb, r.api_group or "", r.resource or "") for r in calls if r.resource != "pods"}
+    pool_split = {("create", "apps", "deployments"), ("create", "", "services"), ("delete", "apps", "deployments"),
+                  ("delete", "", "services"), ("get", "", "services")}
+    # StatefulSets get the same get and patch as Deployments (`gpumem plan --kind StatefulSet`)
+    statefulsets = {("get", "apps", "statefulsets"), ("patch", "apps", "statefulsets")}
+    assert used == _granted() - pool_split - statefulsets
+
+
 def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
     store = tmp_path / "gpumem.db"
     read_only = [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]
     with running_scenario("vllm-incident", tmp_path) as sc:
         sc.kube.grant(read_only, namespace="llm")
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
-        assert main(["plan", "llm/vllm-server", "--replicas", "3", "--json", *common]) == 0
+        assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
         plan = json.loads(capsys.readouterr().out)["id"]
         assert main(["apply", plan, "--yes", "--no-watch", *common]) == 2
         err = capsys.readouterr().err
@@ -90,6 +137,7 @@ def test_every_call_of_a_pool_split_and_its_rollback_is_granted(tmp_path, capsys
     store = tmp_path / "gpumem.db"
     with running_scenario("vllm-incident", tmp_path) as sc:
         sc.kube.grant(RULES, namespace="llm")
+        sc.kube.grant(rbac_rules())  # the reader's: the pods read right before a write (the watch's baseline)
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--split-pools", "--json", *common]) == 0
         first = json.loads(capsys.readouterr().out)["id"]
@@ -103,7 +151,19 @@ def test_every_call_of_a_pool_split_and_its_rollback_is_granted(tmp_path, capsys
         assert main(["rollback", first, "--yes", *common]) == 0
         calls = sc.kube.calls()
     assert calls and all(r.status != 403 for r in calls)
-    for r in calls:
+    writes = [r for r in calls if r.resource != "pods"]
+    for r in writes:
         assert any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
                    for rule in RULES), (r.method, r.path)
-    assert {r.verb for r in calls} == {"get", "patch", "create", "delete"}
+    assert {r.verb for r in writes} == {"get", "patch", "create", "delete"}
+
+
+def test_a_writer_that_cannot_list_hpas_makes_no_replica_plan(tmp_path, capsys):
+    """Whether an HPA would undo a replica change cannot be known: no plan (fail closed)."""
+    read_only = [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(read_only, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(tmp_path / "s.db"), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--replicas", "3", *common]) == 2
+        assert "list horizontalpodautoscalers.autoscaling in namespace llm" in capsys.readouterr().err
+        assert [r for r in sc.kube.calls() if r.mutating] == []

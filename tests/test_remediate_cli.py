@@ -83,8 +83,9 @@ def test_a_rollback_refuses_to_clobber_a_later_change(cluster, tmp_path, capsys)
     _, later = _run(capsys, cluster, tmp_path / "b.db", "plan", TARGET, "--replicas", "5", "--json")
     _run(capsys, cluster, tmp_path / "b.db", "apply", later["id"], "--yes", "--no-watch")
     rc, text = _run(capsys, cluster, store, "rollback", plan["id"], "--yes")
-    assert rc == 2 and "Before gpumem / what gpumem wrote / now:\n  /spec/replicas: 2 / 3 / 5" in text
-    assert cluster.kube.get("Deployment", "llm", "vllm-server")["spec"]["replicas"] == 5
+    assert rc == 2 and "Before gpumem / what gpumem wrote / now:\n  /spec/minReplicas: 2 / 3 / 5" in text
+    # an HPA (vllm-server-queue) scales vllm-server: both plans changed its minReplicas
+    assert cluster.kube.get("HorizontalPodAutoscaler", "llm", "vllm-server-queue")["spec"]["minReplicas"] == 5
     assert len(cluster.kube.writes(verb="patch")) == 2
 
 

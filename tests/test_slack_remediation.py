@@ -138,7 +138,8 @@ def test_triage_plan_second_approver_dry_run_apply_watch_held_then_rollback(tmp_
         ts, diagnosis = _diagnosis(bot, fake)
         labels = [e["text"]["text"] for b in diagnosis["blocks"] if b.get("block_id") == P.PLAN_BLOCK
                   for e in b["elements"]]
-        assert len(labels) == 4 and all(label.startswith("Plan: ") for label in labels)
+        assert len(labels) == 5 and all(label.startswith("Plan: ") for label in labels)
+        assert labels[-1].startswith("Plan: Raise the container memory limit")
         plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
         posted = fake.messages[(CHANNEL, plan_ts)]
         assert posted["thread_ts"] == ts and "Waiting for 1 approval(s)" in posted["text"]
@@ -175,6 +176,27 @@ def test_triage_plan_second_approver_dry_run_apply_watch_held_then_rollback(tmp_
         assert ("approved", APPROVER) in events and ("rollback_note", APPROVER) in events
         assert events.index(("rollback_note", APPROVER)) < events.index(("applied", "gpumem"))
         assert events[-1] == ("rolled_back", APPROVER)
+
+
+def test_the_memory_limit_plan_button_plans_the_limit_and_request_raised_by_half(tmp_path):
+    """raise_memory_limit (an OOMKilled pod) carries a typed change: its Plan button plans the
+    container's limit 48Gi -> 72Gi, and the request with it (it equals the limit); approved, one
+    PATCH, and the rollback restores both."""
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, diagnosis = _diagnosis(bot, fake)
+        plan_id, plan_ts = _plan(bot, fake, ts, diagnosis, action="raise_memory_limit")
+        text = json.dumps(fake.messages[(CHANNEL, plan_ts)]["blocks"], ensure_ascii=False)
+        assert "memory limit 48Gi -&gt; 72Gi" in text and "memory request 48Gi -&gt; 72Gi" in text
+        _click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, APPROVER, thread_ts=ts, n=11)
+        _wait_edit(fake, plan_ts, "Held:")
+        resources = sc.kube.get("Deployment", NS, NAME)["spec"]["template"]["spec"]["containers"][0]["resources"]
+        assert (resources["limits"]["memory"], resources["requests"]["memory"]) == ("72Gi", "72Gi")
+        assert _patches(sc) == 1
+        _click(bot, fake, P.ROLLBACK_ACTION, plan_id, plan_ts, APPROVER, thread_ts=ts, n=12)
+        _wait_edit(fake, plan_ts, "Rolled back by")
+        resources = sc.kube.get("Deployment", NS, NAME)["spec"]["template"]["spec"]["containers"][0]["resources"]
+        assert (resources["limits"]["memory"], resources["requests"]["memory"]) == ("48Gi", "48Gi")
+        assert _patches(sc) == 2
 
 
 # ----------------------------------------------------------------------------- the guards

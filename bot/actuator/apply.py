@@ -10,17 +10,22 @@ The request is the plan's patch (RFC 6902 operations, `test` on each old value b
 replaced) plus annotations naming the plan and `kubernetes.io/change-cause`. A rollback is the
 inverse of the plan's operations, `test`ing the values gpumem wrote: if someone changed them
 since, it refuses and returns the three values (before gpumem, what gpumem wrote, now).
+
+A plan of patch type `create` (an HPA gpumem adds) is one object: applying it checks the object
+is still absent, dry-runs the POST, then creates it; its rollback deletes it with the uid and
+resourceVersion as preconditions, and only while its spec is still what gpumem created.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.actuator.watch import Baseline, baseline
-from bot.actuator.writer import JSON_PATCH, KubeWriter
-from runbooks.model.errors import Conflict, GpumemError, UsageError
+from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
+from runbooks.model.errors import Conflict, GpumemError, TargetNotFound, UsageError
 from runbooks.remediation.plan import Plan
 
 PLAN_ANNOTATION = "gpumem.io/plan"
@@ -74,6 +79,8 @@ def apply_plan(writer: KubeWriter, plan: Plan, cause: str,
     """Read again, dry run, write; each guard refusing raises before anything is written.
     `on_dry_run` is called once the dry run passed, right before the write (a surface shows
     the step)."""
+    if plan.patch_type == CREATE:
+        return _create(writer, plan, cause, on_dry_run)
     if plan.patch_type != JSON_PATCH:
         raise UsageError("patch_type_unsupported", patch_type=plan.patch_type)
     t = plan.target
@@ -93,13 +100,53 @@ def _baseline(writer: KubeWriter, plan: Plan, current: dict[str, Any]) -> tuple[
     """The pods as they are right before the write (the watch judges only what the change
     produced), and why there is none. Best effort: an identity that may patch but not list pods
     still writes; its watch then counts every pod of the current revision."""
-    t = plan.target
+    t = plan.workload or plan.target  # an HPA plan: the pods of the Deployment it scales
     if t.kind != "Deployment":
         return None, None
     try:
-        return baseline(writer, t.namespace, current), None
+        obj = current if plan.workload is None else writer.read(t.kind, t.namespace, t.name)
+        return baseline(writer, t.namespace, obj), None
     except GpumemError as e:
         return None, str(e)[:300]
+
+
+def created_body(plan: Plan, cause: str) -> dict[str, Any]:
+    """The object a `create` plan POSTs, with the annotations naming the plan."""
+    body = copy.deepcopy(plan.patch[0])
+    annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.update({PLAN_ANNOTATION: plan.id, CAUSE_ANNOTATION: cause[:256]})
+    return body
+
+
+def _create(writer: KubeWriter, plan: Plan, cause: str, on_dry_run: Callable[[], None] | None) -> Written:
+    t = plan.target
+    try:
+        current = writer.read(t.kind, t.namespace, t.name)
+    except TargetNotFound:
+        current = None
+    if current is not None:  # planned as absent: someone made one since
+        raise Conflict("changed_since_planned", plan=plan.id, planned="(absent)", now=_version(current)[0],
+                       planned_generation=None, generation=None)
+    body = created_body(plan, cause)
+    writer.create(t.kind, t.namespace, body, dry_run=True)
+    if on_dry_run is not None:
+        on_dry_run()
+    try:
+        after = writer.create(t.kind, t.namespace, body)
+    except Conflict as e:  # AlreadyExists between the dry run and the write
+        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+    rv, generation = _version(after)
+    return Written(after, rv, generation)
+
+
+def rollback_ops(plan: Plan) -> list[dict[str, Any]]:
+    """What a rollback does, for the rollback note: the inverse operations, or for a created
+    object its deletion."""
+    if plan.patch_type == CREATE:
+        t = plan.target
+        return [{"op": "delete", "kind": t.kind, "namespace": t.namespace, "name": t.name,
+                 "preconditions": "uid and resourceVersion of the object as re-read, its spec as created"}]
+    return inverse_ops(plan.patch)
 
 
 def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, Any]]) -> dict[str, Any]:
@@ -175,6 +222,8 @@ def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
 def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     """Restore the values the plan replaced, on the object as it is now, only if the values gpumem
     wrote are still there. Raises Conflict changed_after_apply with the three-way difference."""
+    if plan.patch_type == CREATE:
+        return _delete_created(writer, plan)
     t = plan.target
     current = writer.read(t.kind, t.namespace, t.name)
     differences = [row for row in three_way(plan, current) if row["now"] != row["gpumem"]]
@@ -199,3 +248,30 @@ def landed(plan: Plan, current: dict[str, Any]) -> str | None:
     if differ:
         return "the values the plan writes are not on the object: " + ", ".join(differ)
     return None
+
+
+def _delete_created(writer: KubeWriter, plan: Plan) -> Written:
+    """Delete the object a `create` plan made, only while its spec is what gpumem created, with
+    its uid and resourceVersion as preconditions (a change in between is a 409, not a loss)."""
+    t = plan.target
+    created = plan.patch[0].get("spec") or {}
+    try:
+        current = writer.read(t.kind, t.namespace, t.name)
+    except TargetNotFound as e:
+        raise Conflict("changed_after_apply", plan=plan.id,
+                       differences=[{"path": "", "before": None, "gpumem": "created", "now": None}]) from e
+    spec = current.get("spec") or {}
+    differences = [{"path": f"/spec/{key}", "before": None, "gpumem": value, "now": spec.get(key)}
+                   for key, value in created.items() if spec.get(key) != value]
+    if differences:
+        raise Conflict("changed_after_apply", plan=plan.id, differences=differences)
+    meta = current.get("metadata") or {}
+    preconditions = {"uid": str(meta.get("uid") or ""), "resourceVersion": str(meta.get("resourceVersion") or "")}
+    writer.delete(t.kind, t.namespace, t.name, preconditions, dry_run=True)
+    try:
+        writer.delete(t.kind, t.namespace, t.name, preconditions)
+    except Conflict as e:
+        raise Conflict("changed_after_apply", plan=plan.id, differences=[
+            {"path": "/metadata/resourceVersion", "before": None, "gpumem": preconditions["resourceVersion"],
+             "now": e.params.get("detail", "")}]) from e
+    return Written({}, "", None)

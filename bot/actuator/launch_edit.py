@@ -246,6 +246,15 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
     )
 
 
+def server_container(workload: dict[str, Any], container: str | None) -> tuple[int, dict[str, Any], ServerConfig]:
+    """(index, spec, server config) of the server container: `container` by name, else the one
+    triage picks. Raises UsageError container_not_found, workload_shape, or the refusal no_server."""
+    containers = _containers(workload)
+    index = _container_index(workload, containers, container)
+    spec = containers[index]
+    return index, spec, _read(spec)
+
+
 def _containers(workload: Any) -> list[Any]:
     try:
         containers = workload["spec"]["template"]["spec"]["containers"]

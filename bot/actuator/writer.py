@@ -25,6 +25,8 @@ RESOURCES = {
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
 }
 JSON_PATCH = "application/json-patch+json"
+#: a plan whose "patch" is the one object it creates (POST), rolled back by deleting that object
+CREATE = "create"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "gpumem"
@@ -57,6 +59,15 @@ class KubeWriter:
             return self.rest.get_json(where, timeout_s=self.timeout_s)
         except Exception as e:  # an ApiException from the reader: typed like every other answer
             raise _typed(e, call) from e
+
+    def list(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        """The objects of `kind` in `namespace` (e.g. the HPAs, to find the one that scales a workload)."""
+        where, call = _where(kind, namespace)
+        try:
+            doc = self.rest.get_json(where, timeout_s=self.timeout_s)
+        except Exception as e:
+            raise _typed(e, Call("list", call.resource, namespace, group=call.group)) from e
+        return [item for item in doc.get("items") or [] if isinstance(item, dict)]
 
     def patch(self, kind: str, namespace: str, name: str, body: Any, content_type: str,
               dry_run: bool = False) -> dict[str, Any]:

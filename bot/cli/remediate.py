@@ -49,7 +49,8 @@ def run(args: argparse.Namespace, lang: str) -> int:
             if request is None:
                 request = remediate.plan_request(store, namespace, name, kind=args.kind, cluster=args.context,
                                                  sets=args.set, replicas=args.replicas, container=args.container,
-                                                 action=args.action, requested_by=actor, origin="cli")
+                                                 action=args.action, requested_by=actor, origin="cli",
+                                                 other=remediate.explicit_changes(args), hpa_max=args.hpa_max)
             stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli

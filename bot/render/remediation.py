@@ -17,6 +17,8 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
     return {"id": p.id, "state": stored.state, "action": p.action_id,
             "target": {"cluster": p.target.cluster, "namespace": p.target.namespace, "kind": p.target.kind,
                        "name": p.target.name},
+            "workload": ({"namespace": p.workload.namespace, "kind": p.workload.kind, "name": p.workload.name}
+                         if p.workload else None),
             "resource_version": p.resource_version, "generation": p.generation,
             "changes": [{"kind": c.kind, "container": c.container, "flag": c.flag, "old": c.old, "new": c.new,
                          "diff": c.describe()} for c in p.changes],

@@ -181,8 +181,9 @@ def may_roll_back(store: Any, settings: Any, plan_id: str, user: str, user_group
 def replan_request(stored: StoredPlan, user: str) -> remediate.PlanRequest:
     """A new plan for the same change against the object as it is now, asked for by `user`."""
     p = stored.plan
-    return remediate.request_from_changes(p.target.namespace, p.target.name, p.target.cluster, p.action_id,
-                                          p.changes, requested_by=user, origin=p.origin, kind=p.target.kind)
+    w = p.workload or p.target  # an HPA plan is re-made for the workload the HPA scales
+    return remediate.request_from_changes(w.namespace, w.name, w.cluster, p.action_id,
+                                          p.changes, requested_by=user, origin=p.origin, kind=w.kind)
 
 
 def slack_message(store: Any, plan_id: str) -> tuple[str, str, str | None] | None:

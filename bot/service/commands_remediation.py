@@ -20,15 +20,34 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
 def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="plan a change to a Deployment: the exact patch, the diff, the rollback",
                        description="Read the object as it is now and plan one change to it: server flags set where "
-                                   "the Deployment keeps them (--set), or replicas (--replicas). The plan is stored "
+                                   "the Deployment keeps them (--set), replicas (--replicas; the HPA's minReplicas "
+                                   "when one scales it), a startupProbe, an HPA on queue depth, the rollout's "
+                                   "maxSurge, /dev/shm, the memory limit. The plan is stored "
                                    "with the version it was made against; `gpumem apply PLAN --yes` applies it.")
     p.add_argument("target", help="NAMESPACE/NAME")
     p.add_argument("--kind", choices=("Deployment", "StatefulSet"), default="Deployment")
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
                    help="a server flag's new value, e.g. max-num-seqs=64 (FLAG= removes it); repeatable")
     p.add_argument("--replicas", type=whole_number(0, 10_000), metavar="N", help="the new replica count")
+    p.add_argument("--startup-probe", type=whole_number(10, 7200), nargs="?", const=300, metavar="SECONDS",
+                   help="a startupProbe on the engine's /health allowing SECONDS to load (default 300: 30 x 10 s)")
+    p.add_argument("--queue-target", type=whole_number(1, 10_000), metavar="N",
+                   help="an HPA on the engine's queue metric, N waiting requests per pod on average (created "
+                        "when none scales the Deployment, else its metrics replaced)")
+    p.add_argument("--queue-metric", metavar="NAME", help="the queue metric as the metrics adapter serves it "
+                                                          "(default: vllm:num_requests_waiting, sglang:num_queue_reqs, "
+                                                          "tgi_queue_size)")
+    p.add_argument("--hpa-max", type=whole_number(1, 10_000), metavar="N",
+                   help="maxReplicas of an HPA gpumem creates (default: twice the current replicas)")
+    p.add_argument("--max-surge", metavar="N|P%", help="the rollout's maxSurge; 0 also sets maxUnavailable 1, so "
+                                                       "a rollout needs no spare GPU")
+    p.add_argument("--shm-size", metavar="QUANTITY", help="an emptyDir (medium Memory) of this size at /dev/shm, "
+                                                          "e.g. 16Gi (NCCL with TP > 1)")
+    p.add_argument("--memory-limit", metavar="QUANTITY", help="the server container's memory limit, e.g. 64Gi (and "
+                                                              "its request when it equals the limit)")
     p.add_argument("--action", metavar="ID", help="the changes of a next action of the last recorded triage of "
-                                                   "NAMESPACE/NAME, e.g. cap_max_model_len (instead of --set/--replicas)")
+                                                   "NAMESPACE/NAME, e.g. cap_max_model_len (instead of the options "
+                                                   "above)")
     p.add_argument("--container", help="the server container when the pod has several")
     split = p.add_argument_group("pool split (--split-pools)", "split long and short requests into two pools, in "
                                  "two plans: phase 1 creates NAME-long (Deployment and Service cloned from the "

@@ -307,7 +307,8 @@ def _applied_times(store: Store) -> dict[str, datetime]:
 
 
 def _target(p: StoredPlan) -> str:
-    return f"{p.plan.target.namespace}/{p.plan.target.name}"
+    w = p.plan.workload or p.plan.target  # an HPA plan is about the workload the HPA scales
+    return f"{w.namespace}/{w.name}"
 
 
 def _change(p: StoredPlan) -> ChangeItem:
@@ -338,7 +339,8 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
             if new is None or (old is not None and new >= old):
                 continue
             what = _norm(c.flag)
-        elif c.kind == "scale" and c.new is not None and (c.old is None or c.new > c.old):
+        elif c.kind == "scale" and c.flag in (None, "minReplicas") and c.new is not None and (
+                c.old is None or c.new > c.old):
             what = "replicas"
         else:
             continue
@@ -362,8 +364,8 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
 
 def _live_value(obj: dict[str, Any], change: Any) -> Any:
     """The live value of what `change` set (None: not readable)."""
-    if change.kind == "scale":
-        return (obj.get("spec") or {}).get("replicas")
+    if change.kind == "scale":  # the Deployment's replicas, or the HPA's minReplicas
+        return (obj.get("spec") or {}).get(change.flag or "replicas")
     from bot.actuator.launch_edit import edit_flags
 
     try:

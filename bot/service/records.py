@@ -51,4 +51,4 @@ def plan_rows(args: argparse.Namespace) -> list[StoredPlan]:
         plans = store.plans(namespace=namespace, open_only=not args.all, limit=200)
     finally:
         store.close()
-    return [p for p in plans if name is None or p.plan.target.name == name]
+    return [p for p in plans if name is None or name in (p.plan.target.name, (p.plan.workload or p.plan.target).name)]

@@ -1,8 +1,11 @@
 """The remediation use cases every surface calls: make a plan, apply it, roll it back.
 
 A plan is made against the object as it is now (its resourceVersion and generation), from
-explicit changes (`--set flag=value`, `--replicas N`) or from a recommended action's typed
-changes. The CLI's operator applies with their own kubeconfig (their RBAC is the guard, so no
+explicit changes (`--set flag=value`, `--replicas N`, `--startup-probe`, `--queue-target`,
+`--max-surge`, `--shm-size`, `--memory-limit`) or from a recommended action's typed changes.
+A plan writes one object: the workload, or the HPA that scales it (a replica change the HPA
+would undo goes to its minReplicas; an HPA on the queue metric is created or re-pointed); a
+request that would touch both is refused, to be planned as two. The CLI's operator applies with their own kubeconfig (their RBAC is the guard, so no
 Slack approval): the plan still moves through the store's states, the rollback note is in the
 audit before the write, and the actuator's guards (re-read, dry run, precondition) all run.
 """
@@ -16,16 +19,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.actuator.apply import apply_plan, inverse_ops, rollback_plan
+from bot.actuator import kinds
+from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
 from bot.actuator.launch_edit import edit_flags
 from bot.actuator.split_apply import apply_creates
-from bot.actuator.writer import JSON_PATCH, KubeWriter
+from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, GpumemError, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
+from runbooks.triage.actions import ESCALATE_ONLY
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,10 @@ class PlanRequest:
     action_id: str = "manual"
     requested_by: str = ""
     origin: str = "cli"
+    #: changes of the other kinds at their new values (`Change("add_shm", None, None, None, "16Gi")`)
+    changes: tuple[Change, ...] = ()
+    #: maxReplicas of an HPA gpumem creates (default: twice the current replicas)
+    hpa_max: int | None = None
 
 
 def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None) -> KubeWriter:
@@ -64,9 +73,17 @@ def new_plan_id() -> str:
     return "p-" + secrets.token_hex(4)
 
 
-def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime) -> Plan:
-    """The plan for `request` against `obj` (the object as read now). Raises UsageError when it
-    asks for nothing or for what cannot be edited safely (`bot.actuator.launch_edit`)."""
+def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
+               hpas: list[dict[str, Any]] | None = None) -> Plan:
+    """The plan for `request` against `obj` (the object as read now) and the namespace's HPAs
+    (`hpas`, read when the request scales or asks for a queue HPA). Raises UsageError when it
+    asks for nothing or for what cannot be edited safely (`bot.actuator.launch_edit`,
+    `bot.actuator.kinds`)."""
+    target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
+    hpa = kinds.hpa_for(hpas or [], request.kind, request.name)
+    queue = [c for c in request.changes if c.kind == "hpa_on_queue_depth"]
+    if queue or (request.replicas is not None and hpa is not None):
+        return _hpa_plan(obj, hpa, hpas or [], request, policy, now, queue)
     meta = obj.get("metadata") or {}
     changes: list[Change] = []
     ops: list[dict[str, Any]] = []
@@ -82,12 +99,84 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         ops += [{"op": "test", "path": "/spec/replicas", "value": old},
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
         changes.append(Change.scale(old, request.replicas))
+    for change in request.changes:
+        edit = _kind_edit(obj, change, request.container)
+        ops += edit.ops
+        changes += edit.changes
     if not changes:
         raise UsageError("nothing_to_change", what="no --set or --replicas")
-    return Plan(new_plan_id(), PlanTarget(request.cluster, request.namespace, request.kind, request.name),
-                request.action_id, tuple(changes), str(meta.get("resourceVersion") or ""), meta.get("generation"),
-                tuple(ops), JSON_PATCH, request.requested_by or operator(), now,
-                now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, tuple(changes)), request.origin)
+    _one_op_per_path(ops)
+    return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
+
+
+def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest, changes: tuple[Change, ...],
+          meta: dict[str, Any], patch: tuple[dict[str, Any], ...], patch_type: str, policy: ApprovalPolicy,
+          now: datetime) -> Plan:
+    return Plan(new_plan_id(), target, request.action_id, changes, str(meta.get("resourceVersion") or ""),
+                meta.get("generation"), patch, patch_type, request.requested_by or operator(), now,
+                now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, changes), request.origin,
+                workload)
+
+
+def _kind_edit(obj: dict[str, Any], change: Change, container: str | None) -> kinds.KindEdit:
+    """The patch of one change of the workload's own kinds (not flags, replicas or HPAs)."""
+    container = change.container or container
+    if change.kind == "add_startup_probe":
+        return kinds.startup_probe(obj, container, kinds.DEFAULT_STARTUP_BUDGET_S if change.new is None else change.new)
+    if change.kind == "lower_max_surge":
+        return kinds.max_surge(obj, 0 if change.new is None else change.new)
+    if change.kind == "add_shm":
+        return kinds.shm(obj, container, change.new)
+    if change.kind == "raise_memory_limit":
+        return kinds.memory_limit(obj, container, change.new if change.new is not None
+                                  else _raised_limit(obj, container))
+    raise UsageError("not_applicable", action=change.kind, kinds=change.kind)
+
+
+#: without a value, a memory limit is raised by half, rounded up to a whole GiB
+MEMORY_RAISE = 1.5
+
+
+def _raised_limit(obj: dict[str, Any], container: str | None) -> str:
+    """The current memory limit times MEMORY_RAISE, rounded up to a whole Gi."""
+    _index, spec, _config = kinds.server_container(obj, container)
+    old = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
+    if old is None:
+        raise kinds.invalid(f"containers[{spec.get('name')}].resources.limits.memory", "(none)",
+                            "has no memory limit to raise: the container is not limited by one")
+    raised = kinds.quantity_bytes(old, "resources.limits.memory") * MEMORY_RAISE
+    return f"{-(-int(raised) // 2**30)}Gi"
+
+
+def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
+    written = [op["path"] for op in ops if op["op"] != "test"]
+    twice = sorted({p for p in written if written.count(p) > 1})
+    if twice:
+        raise UsageError("separate_plans", object=", ".join(twice))
+
+
+def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[str, Any]], request: PlanRequest,
+              policy: ApprovalPolicy, now: datetime, queue: list[Change]) -> Plan:
+    """A plan that writes the workload's HPA (created when there is none and the queue HPA is asked for)."""
+    name = (hpa.get("metadata") or {}).get("name") if hpa else request.name
+    if request.flags or len(queue) > 1 or (queue and request.replicas is not None) or any(
+            c.kind != "hpa_on_queue_depth" for c in request.changes):
+        raise UsageError("separate_plans", object=f"{kinds.HPA_KIND} {name}")
+    if queue:
+        change = queue[0]
+        metric = change.flag or kinds.queue_metric(obj, request.container)
+        if hpa is None and any((h.get("metadata") or {}).get("name") == name for h in hpas):
+            raise kinds.invalid(kinds.HPA_KIND, name, "an HPA of that name scales another workload")
+        edit = kinds.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
+    else:
+        assert hpa is not None and request.replicas is not None
+        edit = kinds.hpa_scale(hpa, request.replicas)
+    workload = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
+    target = PlanTarget(request.cluster, request.namespace, kinds.HPA_KIND, str(name))
+    if edit.create is not None:
+        return _plan(target, workload, request, edit.changes, {}, (edit.create,), CREATE, policy, now)
+    return _plan(target, workload, request, edit.changes, (hpa or {}).get("metadata") or {}, edit.ops, JSON_PATCH,
+                 policy, now)
 
 
 def _server_container(obj: dict[str, Any]) -> str | None:
@@ -106,30 +195,43 @@ def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPo
     if isinstance(request, SplitRequest):
         return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
     obj = writer.read(request.kind, request.namespace, request.name)
-    plan = build_plan(obj, request, policy, now)
+    hpas = None
+    if request.replicas is not None or any(c.kind == "hpa_on_queue_depth" for c in request.changes):
+        hpas = writer.list(kinds.HPA_KIND, request.namespace)  # an HPA would undo a replica change
+    plan = build_plan(obj, request, policy, now, hpas)
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
 
 
-#: the change kinds a plan can be built from today (`build_plan`)
-APPLY_KINDS = ("set_arg", "scale")
+#: the change kinds a plan can be built from (`build_plan`)
+APPLY_KINDS = ("set_arg", "scale", "add_startup_probe", "hpa_on_queue_depth", "lower_max_surge", "add_shm",
+               "raise_memory_limit")
+#: per kind, the `flag`s of the change that carries the request (the others follow from it: an
+#: HPA's maxReplicas from its minReplicas, maxUnavailable from maxSurge, the request from the limit)
+_DRIVING = {"scale": (None, "minReplicas"), "lower_max_surge": (None, "maxSurge"),
+            "raise_memory_limit": (None, "limits.memory")}
 
 
 def request_from_changes(namespace: str, name: str, cluster: str | None, action_id: str,
                          changes: tuple[Change, ...], *, requested_by: str, origin: str,
                          kind: str = "Deployment") -> PlanRequest:
     """The plan request for a recommended action's typed changes (a triage's "Plan" button, a
-    re-plan): flags at their new values, replicas at the new count. Raises UsageError
-    not_applicable when a change is of a kind gpumem cannot apply."""
+    re-plan): flags at their new values, replicas at the new count, the other kinds at theirs.
+    Raises UsageError escalate_only for an escalate-tier action, not_applicable when a change
+    is of a kind gpumem cannot apply."""
+    if action_id in ESCALATE_ONLY:
+        raise UsageError("escalate_only", action=action_id)
     if not changes:
         raise UsageError("nothing_to_change", what=action_id)
     other = sorted({c.kind for c in changes if c.kind not in APPLY_KINDS})
     if other:
         raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
-    flags = tuple((c.flag, c.new) for c in changes if c.kind == "set_arg" and c.flag)
-    containers = {c.container for c in changes if c.kind == "set_arg" and c.container}
-    replicas = next((int(c.new) for c in changes if c.kind == "scale"), None)
+    driving = [c for c in changes if c.flag in _DRIVING.get(c.kind, (c.flag,))]
+    flags = tuple((c.flag, c.new) for c in driving if c.kind == "set_arg" and c.flag)
+    containers = {c.container for c in driving if c.kind == "set_arg" and c.container}
+    replicas = next((int(c.new) for c in driving if c.kind == "scale"), None)
+    rest = tuple(c for c in driving if c.kind not in ("set_arg", "scale"))
     return PlanRequest(namespace, name, kind, cluster, flags, replicas,
-                       containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin)
+                       containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin, rest)
 
 
 def _cause(plan: Plan, verb: str) -> str:
@@ -158,7 +260,7 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
 def rollback_note(plan: Plan) -> dict[str, Any]:
     """What is recorded (and posted in Slack) before the write: the inverse change, the prior
     values of what changes, the triage it came from."""
-    inverse = inverse_of_creates(plan.patch) if plan.patch_type == CREATE_OBJECTS else inverse_ops(plan.patch)
+    inverse = inverse_of_creates(plan.patch) if plan.patch_type == CREATE_OBJECTS else rollback_ops(plan)
     return {"plan": plan.id, "target": str(plan.target), "inverse": inverse,
             "prior": [c.describe() for c in plan.changes], "origin": plan.origin}
 
@@ -204,7 +306,15 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
-    seen = watch(writer, plan.target.namespace, watched_name(plan), applied.get("generation"), window_s, poll_s=poll_s,
+    if plan.workload is not None:  # the HPA was written: the workload's rollout is what moves
+        workload = plan.workload
+        generation = (writer.read(workload.kind, workload.namespace, workload.name).get("metadata") or {}).get(
+            "generation")
+        watched = workload.name
+    else:
+        generation = applied.get("generation")
+        watched = watched_name(plan)
+    seen = watch(writer, plan.target.namespace, watched, generation, window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
                  baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms)
     detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
@@ -257,17 +367,45 @@ def action_changes(store: Store, namespace: str, name: str, action_id: str) -> t
 
 def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],
                  replicas: int | None, container: str | None, action: str | None, requested_by: str,
-                 origin: str) -> PlanRequest:
+                 origin: str, other: tuple[Change, ...] = (), hpa_max: int | None = None) -> PlanRequest:
     """The request `gpumem plan` / `/gpumem plan` makes: `--action ID` (the recorded triage's
-    changes) or `--set` / `--replicas`, not both."""
+    changes) or explicit changes (`--set`, `--replicas`, and `other`: `explicit_changes`), not
+    both. An escalate-tier action (quantize, a bigger GPU, TP) is refused: it has no apply path."""
     if action:
-        if sets or replicas is not None:
+        if sets or replicas is not None or other:
             raise UsageError("action_and_changes")
+        if action in ESCALATE_ONLY:
+            raise UsageError("escalate_only", action=action)
         changes = action_changes(store, namespace, name, action)
         return request_from_changes(namespace, name, cluster, action, changes, requested_by=requested_by,
                                     origin=f"{origin}, action {action} of the last triage", kind=kind)
     return PlanRequest(namespace, name, kind, cluster, parse_set(sets), replicas, container,
-                       requested_by=requested_by, origin=origin)
+                       requested_by=requested_by, origin=origin, changes=other, hpa_max=hpa_max)
+
+
+def explicit_changes(args: Any) -> tuple[Change, ...]:
+    """The other kinds' changes a `plan` command line asks for (`--startup-probe [S]`,
+    `--queue-target N` with `--queue-metric`, `--max-surge V`, `--shm-size Q`, `--memory-limit Q`)."""
+    out = []
+    container = getattr(args, "container", None)
+    probe = getattr(args, "startup_probe", None)
+    if probe is not None:
+        out.append(Change("add_startup_probe", container, None, None, probe))
+    target = getattr(args, "queue_target", None)
+    metric = getattr(args, "queue_metric", None)
+    if target is not None or metric is not None:
+        out.append(Change("hpa_on_queue_depth", None, metric, None, 4 if target is None else target))
+    surge = getattr(args, "max_surge", None)
+    if surge is not None:
+        out.append(Change("lower_max_surge", None, "maxSurge", None, kinds.surge_value(surge)))
+    shm = getattr(args, "shm_size", None)
+    if shm is not None:
+        out.append(Change("add_shm", container, None, None, kinds.canonical_quantity(shm, "--shm-size")))
+    limit = getattr(args, "memory_limit", None)
+    if limit is not None:
+        out.append(Change("raise_memory_limit", container, "limits.memory", None,
+                          kinds.canonical_quantity(limit, "--memory-limit")))
+    return tuple(out)
 
 
 def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:

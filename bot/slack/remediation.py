@@ -157,7 +157,7 @@ class RemediationDesk:
         found = self.store.plans(open_only=not getattr(cmd.args, "all", False))
         return [s for s in found
                 if self.settings.namespace_allowed(s.plan.target.namespace, s.plan.target.cluster, channel)
-                and (not wanted or wanted == f"{s.plan.target.namespace}/{s.plan.target.name}")]
+                and (not wanted or wanted in {f"{t.namespace}/{t.name}" for t in (s.plan.target, s.plan.workload) if t})]
 
     def _slash_plan(self, cmd: Command, channel: str, user: str, lang: str, respond: Callable[..., Any]) -> None:
         assert cmd.target is not None
@@ -167,7 +167,8 @@ class RemediationDesk:
                 self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
                 cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
                 replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
-                action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}")
+                action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}",
+                other=remediate.explicit_changes(args), hpa_max=getattr(args, "hpa_max", None))
         except UsageError as e:
             return self._plan_failed(respond, lang, e)
         self._make_and_post(request, channel, None, lang, respond)

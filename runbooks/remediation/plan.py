@@ -93,6 +93,9 @@ class Plan:
     approvals_needed: int = 1
     #: where it came from: the triage's target and time, or "cli"
     origin: str = ""
+    #: the workload the plan is for when the object written is another one (the HPA that scales
+    #: it): what the watch looks at and a re-plan reads
+    workload: PlanTarget | None = None
 
     @property
     def content_hash(self) -> str:
@@ -109,6 +112,8 @@ class Plan:
         doc = {"target": to_jsonable(self.target), "resource_version": self.resource_version,
                "generation": self.generation, "changes": to_jsonable(self.changes), "patch": list(self.patch),
                "patch_type": self.patch_type}
+        if self.workload is not None:
+            doc["workload"] = to_jsonable(self.workload)
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def expired(self, now: datetime) -> bool:

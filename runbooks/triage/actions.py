@@ -41,6 +41,10 @@ _ORDER = (
     "fix_launch", "read_previous_log", "set_max_running", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
     "bigger_card_or_tp", "review_tp",
 )
+#: actions that need owners and a load test: gpumem never plans or applies them, whatever a
+#: triage recorded (quantization, a bigger GPU or MIG slice, a TP review)
+ESCALATE_ONLY = frozenset({"quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp", "bigger_card_or_tp",
+                           "bigger_mig_profile", "review_tp"})
 #: findings that say the engine met a CUDA OOM
 _OOM_FINDINGS = frozenset({"cuda_oom", "startup_cuda_oom", "runtime_cuda_oom"})
 #: the memory-fraction key of `safe_flags` per engine (the engine's flag, underscored)
@@ -188,7 +192,8 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
             add("add_startup_probe", budget_s=600, changes=(Change("add_startup_probe", container=container, new=600),))
         if "container_oomkilled" in ids:
-            add("raise_memory_limit")
+            # the new limit is read at plan time: the current one raised by half (a whole GiB)
+            add("raise_memory_limit", changes=(Change("raise_memory_limit", container, "limits.memory", None, None),))
         if "gpu_shared" in ids:
             add("isolate_gpu")
         if "hpa_cpu_only" in ids:
@@ -197,7 +202,8 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             add("bigger_mig_profile", "escalate",
                 profile=wl.gpu.mig_profile if wl and wl.gpu else None)
         if "rollout_step_large" in ids:
-            add("lower_max_surge", current=wl.max_surge if wl else None)
+            add("lower_max_surge", current=wl.max_surge if wl else None,
+                changes=(Change("lower_max_surge", None, "maxSurge", wl.max_surge if wl else None, 0),))
         if "launch_problem" in ids:
             add("fix_launch")
         if not acts:

@@ -248,7 +248,8 @@ def platform_actions(ctx: TriageContext, ids: set[str], add, container: str | No
     if "nccl_failed" in ids or "no_shm_for_tp" in ids:
         gpus = ((cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1) if cfg else None) or \
             ctx.gpus_requested or 1
-        add("add_shm", size_gib=min(64, max(2, 2 * gpus)))
+        size = min(64, max(2, 2 * gpus))
+        add("add_shm", size_gib=size, changes=(Change("add_shm", container, None, None, f"{size}Gi"),))
     if "gpu_runtime_error" in ids:
         sig = next((s for s in ctx.evidence.logs.signals if s.key == "cuda_driver_error"), None)
         add("fix_gpu_runtime", error=(sig.example or "")[:160] if sig else "")

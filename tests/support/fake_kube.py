@@ -421,22 +421,24 @@ class FakeKube(LoopbackServer):
         group, version, resource = req.api_group or "", req.version or "", req.resource or ""
         kind = rules.RESOURCE_KINDS[(group, resource)]
         action = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(req.method)
-        if action == "delete" and req.name is not None and req.subresource is None:
-            return self._delete(kind, group, version, resource, req.namespace or "", req.name, req.body,
-                                req.query.get("dryRun"))
-        if action is None or action == "delete":
+        if action is None:
             raise rules.Refusal(405, rules.method_not_supported(group, resource, req.verb or req.method.lower()))
         if (req.name is None) != (action == "create") or req.subresource not in (None, "status", "scale"):
+            raise rules.Refusal(405, rules.method_not_supported(group, resource, action))
+        if action == "delete" and req.subresource is not None:
             raise rules.Refusal(405, rules.method_not_supported(group, resource, action))
         if (req.subresource == "scale" and kind not in SCALABLE) or (
                 req.subresource == "status" and kind not in rules.STATUS_KINDS):
             raise rules.Refusal(404, rules.no_such_resource())
         dry = req.query.get("dryRun")
         if dry is not None and dry != "All":
-            options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}[action]
+            options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
+                       "delete": "DeleteOptions"}[action]
             raise rules.Refusal(422, rules.invalid("meta.k8s.io", options, "",
                                                    [rules.not_supported("dryRun", [dry], ["All"])]))
         dry_run = dry == "All"
+        if action == "delete":
+            return self._delete(kind, group, version, resource, req.namespace or "", req.name or "", req.body, dry_run)
         if action == "create":
             doc = rules.decode_object(kind, version, group, req.body, req.content_type)
             return self._create(kind, group, version, resource, req.namespace or "", doc, dry_run)
@@ -512,20 +514,18 @@ class FakeKube(LoopbackServer):
         self._after_write(kind, None, obj, t)
         return 201, copy.deepcopy(obj)
 
-    def _delete(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str, body: str,
-                dry: str | None) -> tuple[int, dict[str, Any]]:
-        """DELETE of one object: its preconditions (uid, resourceVersion) checked, then gone; a
-        Deployment's ReplicaSets and their pods are collected with it."""
-        if dry is not None and dry != "All":
-            raise rules.Refusal(422, rules.invalid("meta.k8s.io", "DeleteOptions", "",
-                                                   [rules.not_supported("dryRun", [dry], ["All"])]))
+    def _delete(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str, body: str | None,
+                dry_run: bool) -> tuple[int, dict[str, Any]]:
+        """DELETE of one object: DeleteOptions.preconditions (uid, resourceVersion) hold or it is a
+        409; a dry run answers the object and keeps it; a Deployment's ReplicaSets and their pods
+        are collected with it. Answers the object as it was (200)."""
         namespaced = rules.KINDS[kind][3]
         key = (namespace if namespaced else "", name)
         stored = self.objects.get((group, resource), {}).get(key)
         if stored is None:
             raise rules.Refusal(404, rules.not_found(group, resource, name))
         try:
-            options = json.loads(body) if body.strip() else {}
+            options = json.loads(body) if body and body.strip() else {}
         except ValueError:
             raise rules.Refusal(400, rules.bad_request("the body of the request was not valid JSON")) from None
         pre = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
@@ -536,7 +536,7 @@ class FakeKube(LoopbackServer):
                     f"Precondition failed: {label} in precondition: {pre[field_name]}, "
                     f"{label} in object meta: {meta.get(field_name)}")))
         served = rules.as_served(stored, version, group)
-        if dry == "All":
+        if dry_run:
             return 200, served
         gone = self.objects[(group, resource)].pop(key)
         self._rv += 1
@@ -553,6 +553,8 @@ class FakeKube(LoopbackServer):
                 self._rv += 1
                 self._changes.append((self._rv, "DELETED", "apps", "replicasets", namespace, copy.deepcopy(rs)))
             self._watched.pop(key, None)
+        if kind == "HorizontalPodAutoscaler":
+            self._hpa_due.pop(key, None)
         return 200, served
 
     def _update(self, kind: str, group: str, version: str, resource: str, namespace: str, name: str,
