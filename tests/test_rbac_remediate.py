@@ -25,21 +25,51 @@ def test_the_role_grants_no_delete_no_update_and_nothing_outside_its_objects():
     assert kinds == ["ServiceAccount", "Role", "RoleBinding"]
 
 
+def _preview_read(r) -> bool:
+    """A plan preview's read of nodes or pods, cluster-wide (the reader's, not the actuator's)."""
+    return r.verb == "list" and r.resource in ("nodes", "pods") and r.namespace is None
+
+
 def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
     store = tmp_path / "gpumem.db"
     with running_scenario("vllm-incident", tmp_path) as sc:
         sc.kube.grant(RULES, namespace="llm")
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
-        plan = json.loads(capsys.readouterr().out)["id"]
-        assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0
-        assert main(["rollback", plan, "--yes", *common]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert main(["apply", doc["id"], "--yes", "--no-watch", *common]) == 0
+        assert main(["rollback", doc["id"], "--yes", *common]) == 0
         calls = sc.kube.calls()
-    assert calls and all(r.status != 403 for r in calls)
-    for r in calls:
+    actuator = [r for r in calls if not _preview_read(r)]
+    assert actuator and all(r.status != 403 for r in actuator)
+    for r in actuator:
         assert any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
                    for rule in RULES), (r.method, r.path)
-    assert {r.verb for r in calls} == {"get", "patch"}
+    assert {r.verb for r in actuator} == {"get", "patch"}
+    # the preview reads nodes and pods with the reader's ClusterRole; this identity has only the
+    # writer's Role, so both are refused and the plan says which permission it lacked
+    reads = [r for r in calls if _preview_read(r)]
+    assert sorted((r.resource, r.status) for r in reads) == [("nodes", 403), ("pods", 403)]
+    reader_rules = rbac_rules("ClusterRole")
+    assert all(any(rule_allows(rule, r.verb, "", r.resource, None, None) for rule in reader_rules) for r in reads)
+    blast = doc["preview"]["blast_radius"]
+    assert blast["outcome"] == "not_checked" and blast["restart_pods"] == []
+    assert [n["params"]["issue"] for n in doc["preview"]["notes"]] == [
+        "missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide"]
+
+
+def test_with_the_reader_role_beside_the_writer_role_nothing_is_refused(tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(RULES, namespace="llm")
+        sc.kube.grant(rbac_rules("ClusterRole"))
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        calls = sc.kube.calls()
+    assert calls and [r for r in calls if r.status == 403] == []
+    assert sorted(r.resource for r in calls if _preview_read(r)) == ["nodes", "pods"]
+    assert doc["preview"]["blast_radius"]["outcome"] == "fits"
 
 
 def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):

@@ -29,6 +29,7 @@ from typing import Any
 
 from runbooks.model.changes import Change
 from runbooks.model.serde import to_jsonable
+from runbooks.remediation.preview import PlanPreview
 
 #: every state a plan can be in
 STATES = ("proposed", "approved", "applying", "applied", "watched", "rolled_back",
@@ -93,6 +94,10 @@ class Plan:
     approvals_needed: int = 1
     #: where it came from: the triage's target and time, or "cli"
     origin: str = ""
+    #: the predicted budget and blast radius (`runbooks.remediation.preview`); not part of the
+    #: content hash (it is what was read about the cluster, not what is applied); None in plans
+    #: stored before it existed
+    preview: PlanPreview | None = None
 
     @property
     def content_hash(self) -> str:
