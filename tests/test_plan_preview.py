@@ -249,3 +249,35 @@ def test_the_preview_is_stored_with_the_plan_outside_its_hash_and_old_plans_stil
     assert plan_json(old)["preview"] is None
     assert "Blast radius" not in plan_text(old, "en") and "--max-num-seqs 128 -> 64" in plan_text(old, "en")
     store.close()
+
+
+# ----------------------------------------------------------------------------- in Slack
+
+
+def test_the_slack_plan_message_carries_the_preview_read_with_the_reader_identity(tmp_path):
+    from bot.service.plan_preview import reader_for
+    from tests.support.slack_kit import CHANNEL
+    from tests.test_slack_remediation import _diagnosis, _plan, remediation_bot
+
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        desk = bot.handlers.remediation
+        asked = []
+
+        def reader(cluster):
+            asked.append(cluster)
+            return reader_for(desk.settings, cluster)
+
+        desk.reader_for = reader
+        ts, diagnosis = _diagnosis(bot, fake)
+        before = len(sc.kube.calls())
+        plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
+        blocks = json.dumps(fake.messages[(CHANNEL, plan_ts)]["blocks"], ensure_ascii=False)
+        reads = [r for r in sc.kube.calls()[before:] if r.verb == "list"]
+    assert asked == ["prod"]
+    assert sorted((r.resource, r.namespace) for r in reads) == [("nodes", None), ("pods", None)]
+    assert "Predicted budget per pod (Qwen/Qwen2.5-7B-Instruct on A100-SXM4-80GB, vllm" in blocks
+    assert "max-model-len 8192 -&gt; 4096 (in effect)" in blocks
+    assert f"restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0): {INCIDENT_POD_A}" in blocks
+    store = Store.open(str(tmp_path / "gpumem.db"))
+    assert store.get(plan_id).plan.preview.blast.outcome == "fits"
+    store.close()
