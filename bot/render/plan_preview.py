@@ -90,7 +90,9 @@ def _strategy(cat: Catalog, r: BlastRadius) -> str:
 
 
 def _names(names: tuple[str, ...], shown: int | None) -> str:
-    """>>> _names(("a", "b", "c"), 2)
+    """Names joined, the first `shown` of them (None: all) and how many more.
+
+    >>> _names(("a", "b", "c"), 2)
     'a, b, … (+1)'
     """
     if shown is None or len(names) <= shown:

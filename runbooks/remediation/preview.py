@@ -64,7 +64,9 @@ class BudgetFigures:
 
     @classmethod
     def of(cls, budget: Budget) -> BudgetFigures:
-        """>>> from runbooks.catalogs.models import find_model
+        """The figures of one `compute_budget` result.
+
+        >>> from runbooks.catalogs.models import find_model
         >>> from runbooks.model.budget import BudgetInputs
         >>> from runbooks.sizing.budget import compute_budget
         >>> b = compute_budget(find_model("Qwen/Qwen2.5-7B-Instruct"), BudgetInputs("vllm", 79.15, max_model_len=8192))
