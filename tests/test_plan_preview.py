@@ -255,17 +255,17 @@ def test_the_preview_is_stored_with_the_plan_outside_its_hash_and_old_plans_stil
 
 
 def test_the_slack_plan_message_carries_the_preview_read_with_the_reader_identity(tmp_path):
-    from bot.service.plan_preview import reader_for
     from tests.support.slack_kit import CHANNEL
     from tests.test_slack_remediation import _diagnosis, _plan, remediation_bot
 
     with remediation_bot(tmp_path) as (sc, fake, bot):
         desk = bot.handlers.remediation
         asked = []
+        default = desk.reader_for  # the desk's own: the configured cluster's reader, made once
 
         def reader(cluster):
             asked.append(cluster)
-            return reader_for(desk.settings, cluster)
+            return default(cluster)
 
         desk.reader_for = reader
         ts, diagnosis = _diagnosis(bot, fake)

@@ -242,6 +242,6 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
                              gpu_resource=resource, gpus_per_pod=count,
                              placement=placement_from_pod_spec(spec, source="kube:deployments"),
                              nodes=nodes, pods=room.pods, workload_pods=pods)
-    except (ParseError, GpumemError) as e:
+    except (ParseError, GpumemError, ValueError) as e:  # an object the parsers or the sizing refuse
         return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
     return PlanPreview(budget, blast, tuple(notes))

@@ -53,12 +53,6 @@ class Click:
         self.value = str(action.get("value") or "")
 
 
-def _preview_reader(settings: Any, cluster: str | None) -> Any:
-    from bot.service.plan_preview import reader_for
-
-    return reader_for(settings, cluster)
-
-
 class RemediationDesk:
     def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore | None,
                  later: Callable[..., None], check_target: Callable[[Command, str], Any],
@@ -75,7 +69,8 @@ class RemediationDesk:
         self.writer_for = writer_for or (lambda cluster: approvals.bot_writer(settings, cluster))
         #: cluster name -> the reader identity's connection (a plan's preview reads nodes and pods
         #: with it: the writer's Role grants neither)
-        self.reader_for = reader_for or (lambda cluster: _preview_reader(settings, cluster))
+        self.reader_for = reader_for or self._preview_reader
+        self._readers: dict[str | None, Any] = {}
         #: where applies, watches and rollbacks run (they take minutes; not the ack threads)
         self.jobs = jobs or ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpumem-remediate")
         self.watch_clock = watch_clock or time.monotonic
@@ -83,6 +78,15 @@ class RemediationDesk:
         self.poll_s = poll_s
         #: the wall clock plans expire by
         self.now = now or (lambda: datetime.now(UTC))
+
+    def _preview_reader(self, cluster: str | None) -> Any:
+        """The reader's connection to `cluster`, made once (None, and tried again next time, when
+        no config loads)."""
+        from bot.service.plan_preview import reader_for
+
+        if self._readers.get(cluster) is None:
+            self._readers[cluster] = reader_for(self.settings, cluster)
+        return self._readers[cluster]
 
     @property
     def store(self) -> Any:
