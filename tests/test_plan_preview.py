@@ -281,3 +281,29 @@ def test_the_slack_plan_message_carries_the_preview_read_with_the_reader_identit
     store = Store.open(str(tmp_path / "gpumem.db"))
     assert store.get(plan_id).plan.preview.blast.outcome == "fits"
     store.close()
+
+
+# ----------------------------------------------------------------------------- TGI
+
+
+def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_stick_the_rollout(tmp_path, capsys):
+    """support-bot/mistral-7b-tgi: no GPU pinned (its nodes say A10G), maxSurge 100% and
+    maxUnavailable 25% of 2 replicas (2 and 0 pods) on two one-GPU nodes that are full."""
+    with running_scenario("tgi-probes", tmp_path) as sc:
+        live = sc.kube.get("Deployment", "support-bot", "mistral-7b-tgi")
+        rc, plan = _run(capsys, sc, tmp_path, "plan", "support-bot/mistral-7b-tgi", "--set",
+                        "cuda-memory-fraction=0.8", "--json")
+        assert rc == 0
+        path = tmp_path / "tgi.yaml"
+        path.write_text(yaml.safe_dump(live), encoding="utf-8")
+        assert main(["budget", "--from-deployment", str(path), "--gpu", "NVIDIA-A10G", "--what-if",
+                     "cuda-memory-fraction=0.8", "--json"]) == 0
+        expected = json.loads(capsys.readouterr().out)
+    budget = plan["preview"]["budget"]
+    for side in ("before", "after"):
+        assert {k: budget[side][k] for k in FIGURES} == {k: expected[side][k] for k in FIGURES}, side
+    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (54094, 21550)
+    assert {"id": "gpu_from_nodes", "params": {"gpu": "NVIDIA-A10G"}} in budget["notes"]
+    blast = plan["preview"]["blast_radius"]
+    assert (blast["max_surge"], blast["max_unavailable"], blast["extra_pods"]) == (2, 0, 2)
+    assert (blast["spare_gpus"], blast["outcome"]) == (0, "stuck")

@@ -13,6 +13,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.model.serde import to_jsonable
 from runbooks.remediation.preview import BlastRadius, BudgetPreview, Note, PlanPreview
+from runbooks.remediation.solver import ENGINE_FLAGS
 
 #: budget-resolution codes with their own wording; any other is `missing.other`
 _MISSING_CODES = ("no_engine", "no_model", "unknown_model", "config_unreadable", "no_gpu", "unknown_gpu",
@@ -68,8 +69,9 @@ def budget_words(cat: Catalog, b: BudgetPreview) -> tuple[str, list[str], list[s
     if total_before is not None and total_after is not None:
         lines.append(cat.t("plan_preview.budget.service", before=total_before, after=total_after,
                            pods_before=b.replicas_before, pods_after=b.replicas_after))
-    for flag, old, new in (("max-num-seqs", before.max_num_seqs, after.max_num_seqs),
-                           ("max-model-len", before.max_model_len, after.max_model_len)):
+    length_flag, seqs_flag, _ = ENGINE_FLAGS.get(b.engine or "", ENGINE_FLAGS["vllm"])
+    for flag, old, new in ((seqs_flag, before.max_num_seqs, after.max_num_seqs),
+                           (length_flag, before.max_model_len, after.max_model_len)):
         if old != new:  # the engine's effective limit (its default filled in), as gpumem budget shows it
             lines.append(cat.t("plan_preview.budget.limit", flag=flag, before=old, after=new))
     if b.unmodelled:
