@@ -102,3 +102,25 @@ def test_namespaced_role_reads_the_workload_and_reports_nodes_as_forbidden(tmp_p
     assert in_namespace and all(_covered(r, rules) and r.status != 403 for r in in_namespace)
     ev = snapshot_evidence(snap)
     assert len(ev.pods) == 2 and ev.logs.count("cuda_oom") == 1 and ev.nodes == () and ev.colocated == ()
+
+
+def test_a_plan_previews_reads_are_granted_by_the_cluster_role_and_named_under_the_namespaced_one(tmp_path: Path):
+    from collectors.kube.gpu_room import read_gpu_room
+    from collectors.kube.rest import KubeRest
+
+    rules = rbac_rules("ClusterRole")
+    with running_scenario("vllm-incident", tmp_path) as scenario:
+        scenario.kube.grant(rules)
+        room = read_gpu_room(KubeRest(scenario.api()))
+        recorded = scenario.kube.calls()
+    assert room.issues == () and [r for r in recorded if not _covered(r, rules) or r.status == 403] == []
+    assert {n.name for n in room.nodes} == {"gpu-node-03", "gpu-node-05", "cpu-node-01"}
+    assert "batch-finetune-28471-abcde" not in {p.name for p in room.pods}  # finished: holds no GPU
+    namespaced = rbac_rules("Role", RBAC_NAMESPACED_MANIFEST)
+    namespace = next(d for d in yaml.safe_load_all(RBAC_NAMESPACED_MANIFEST.read_text(encoding="utf-8"))
+                     if d and d["kind"] == "Role")["metadata"]["namespace"]
+    with running_scenario("vllm-incident", tmp_path) as scenario:
+        scenario.kube.grant(namespaced, namespace=namespace)
+        room = read_gpu_room(KubeRest(scenario.api()))
+    assert (room.nodes, room.pods) == (None, None)
+    assert room.issues == ("missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide")

@@ -34,6 +34,11 @@ def test_the_role_grants_no_update_and_deletes_only_what_gpumem_creates():
     assert kinds == ["ServiceAccount", "Role", "RoleBinding"]
 
 
+def _preview_read(r) -> bool:
+    """A plan preview's read of nodes or pods, cluster-wide (the reader's, not the actuator's)."""
+    return r.verb == "list" and r.resource in ("nodes", "pods") and r.namespace is None
+
+
 def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
     """The operator's CLI identity here holds the writer's Role and the reader's rules: every
     write is one the writer's Role grants; the reads of pods and logs right before the write
@@ -45,19 +50,47 @@ def test_every_call_of_plan_apply_rollback_is_granted(tmp_path, capsys):
         sc.kube.grant(reader)
         common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
         assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
-        plan = json.loads(capsys.readouterr().out)["id"]
-        assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0
-        assert main(["rollback", plan, "--yes", *common]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert main(["apply", doc["id"], "--yes", "--no-watch", *common]) == 0
+        assert main(["rollback", doc["id"], "--yes", *common]) == 0
         calls = sc.kube.calls()
     assert calls and all(r.status != 403 for r in calls)
     for r in calls:
         by_writer = any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
                         for rule in RULES)
-        by_reader = r.resource == "pods" and r.verb in ("list", "get") and any(
+        by_reader = r.resource in ("pods", "nodes") and r.verb in ("list", "get") and any(
             rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name) for rule in reader)
         assert by_writer or by_reader, (r.method, r.path)
-    assert {r.verb for r in calls if r.resource != "pods"} == {"get", "patch"}
-    assert {(r.verb, r.subresource) for r in calls if r.resource == "pods"} == {("list", None), ("get", "log")}
+    assert {r.verb for r in calls if r.resource not in ("pods", "nodes")} == {"get", "patch"}
+    # the watch's baseline (pods and their logs in the namespace) and the preview (nodes and
+    # pods cluster-wide) read with the reader's rules
+    assert {(r.verb, r.resource, r.subresource) for r in calls if r.resource in ("pods", "nodes")} == {
+        ("list", "pods", None), ("get", "pods", "log"), ("list", "nodes", None)}
+    assert sorted(r.resource for r in calls if _preview_read(r)) == ["nodes", "pods"]
+    assert doc["preview"]["blast_radius"]["outcome"] == "fits"
+
+
+def test_the_writer_role_alone_plans_and_its_preview_names_what_it_could_not_read(tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(RULES, namespace="llm")
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        assert main(["plan", "llm/vllm-server", "--set", "max-num-seqs=64", "--json", *common]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        calls = sc.kube.calls()
+    actuator = [r for r in calls if not _preview_read(r)]
+    assert actuator and all(r.status != 403 for r in actuator)
+    assert {r.verb for r in actuator} == {"get"}
+    # the preview reads nodes and pods with the reader's ClusterRole; this identity has only the
+    # writer's Role, so both are refused and the plan says which permission it lacked
+    reads = [r for r in calls if _preview_read(r)]
+    assert sorted((r.resource, r.status) for r in reads) == [("nodes", 403), ("pods", 403)]
+    reader_rules = rbac_rules("ClusterRole")
+    assert all(any(rule_allows(rule, r.verb, "", r.resource, None, None) for rule in reader_rules) for r in reads)
+    blast = doc["preview"]["blast_radius"]
+    assert blast["outcome"] == "not_checked" and blast["restart_pods"] == []
+    assert [n["params"]["issue"] for n in doc["preview"]["notes"]] == [
+        "missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide"]
 
 
 def test_a_writer_that_may_not_list_pods_still_writes_and_the_audit_says_why_no_baseline(tmp_path, capsys):
@@ -71,9 +104,9 @@ def test_a_writer_that_may_not_list_pods_still_writes_and_the_audit_says_why_no_
         plan = json.loads(capsys.readouterr().out)["id"]
         assert main(["apply", plan, "--yes", "--no-watch", *common]) == 0
         patches = sc.kube.writes(verb="patch")
-        refused = [(r.verb, r.resource) for r in sc.kube.calls() if r.status == 403]
+        refused = [(r.verb, r.resource) for r in sc.kube.calls() if r.status == 403 and not _preview_read(r)]
     assert len(patches) == 1 and patches[0].status == 200
-    assert refused == [("list", "pods")]
+    assert refused == [("list", "pods")]  # the baseline's, in the namespace (the preview's are its own notes)
     applied = next(e.detail for e in Store.open(store).plan_audit(plan) if e.to_state == "applied")
     assert "baseline" not in applied and "list pods" in applied["baseline_error"]
 
@@ -110,7 +143,7 @@ def test_every_kind_uses_only_granted_calls_and_all_of_the_hpa_grant(tmp_path, c
             assert main(["rollback", plan, "--yes", *common]) == 0, options
             calls = sc.kube.calls()
         assert calls and all(r.status != 403 for r in calls), options
-        used |= {(r.verb, r.api_group or "", r.resource or "") for r in calls if r.resource != "pods"}
+        used |= {(r.verb, r.api_group or "", r.resource or "") for r in calls if r.resource not in ("pods", "nodes")}
     pool_split = {("create", "apps", "deployments"), ("create", "", "services"), ("delete", "apps", "deployments"),
                   ("delete", "", "services"), ("get", "", "services")}
     # StatefulSets get the same get and patch as Deployments (`gpumem plan --kind StatefulSet`)

@@ -18,6 +18,14 @@ from bot.store.db import StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.report import Action, Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
+from runbooks.remediation.preview import (
+    BlastRadius,
+    BudgetFigures,
+    BudgetPreview,
+    NodeSpare,
+    Note,
+    PlanPreview,
+)
 from tests.support.fake_slack import block_errors
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "slack"
@@ -29,11 +37,33 @@ PATCH = ({"op": "test", "path": "/spec/template/spec/containers/0/args",
           "value": ["--model=q", "--max-model-len=4096"]})
 
 
-def _stored(state: str = "proposed", approvals: tuple[str, ...] = (), needed: int = 1) -> StoredPlan:
+PODS = ("vllm-server-7d9c8b6f4-2xkqp", "vllm-server-7d9c8b6f4-q8wvn")
+#: the budget a max-model-len cap predicts: the same KV cache, twice the full-length requests
+BUDGET = BudgetPreview(BudgetFigures(1120992, 136.8398, 3.303, 128, 8192, True),
+                       BudgetFigures(1120992, 273.6797, 3.303, 128, 4096, True), "Qwen/Qwen2.5-7B-Instruct",
+                       "A100-SXM4-80GB", "vllm", 2, 2,
+                       notes=(Note("gpu_from_deployment", {"gpu": "NVIDIA-A100-SXM4-80GB"}),))
+
+
+def _blast(spare: tuple[int, int]) -> BlastRadius:
+    nodes = (NodeSpare("gpu-node-03", 8, 8 - spare[0]), NodeSpare("gpu-node-05", 6, 6 - spare[1]))
+    return BlastRadius(True, PODS, 2, 2, 2, "RollingUpdate", 1, 0, "nvidia.com/gpu", 1, 1, 1, nodes, sum(spare),
+                       sum(spare), "fits" if sum(spare) else "stuck")
+
+
+FITS = PlanPreview(BUDGET, _blast((7, 4)))
+STUCK = PlanPreview(BUDGET, _blast((0, 0)))
+#: an unknown model: no budget, the blast radius all the same
+NO_MODEL = PlanPreview(BudgetPreview(replicas_before=2, replicas_after=2, missing=(
+    Note("model", {"code": "unknown_model", "name": "acme/mystery-llm-13b", "nearest": "-"}),)), _blast((7, 4)))
+
+
+def _stored(state: str = "proposed", approvals: tuple[str, ...] = (), needed: int = 1,
+            preview: PlanPreview | None = FITS) -> StoredPlan:
     plan = Plan("p-0a1b2c3d", PlanTarget("prod", "llm", "Deployment", "vllm-server"), "cap_max_model_len",
                 (Change.set_arg("vllm", "max-model-len", 8192, 4096),), "41", 7, PATCH,
                 "application/json-patch+json", "U0ONCALL", T0, T0 + timedelta(minutes=15), needed,
-                "triage of llm/vllm-server")
+                "triage of llm/vllm-server", preview)
     return StoredPlan(plan, state, "C0INCIDENT", "1700000000.000100", approvals, T0)
 
 
@@ -120,8 +150,38 @@ def test_the_body_shows_target_version_diff_risk_rollback_and_expiry():
     text = json.dumps(msg["blocks"], ensure_ascii=False)
     for words in ("Deployment llm/vllm-server", "prod", "resourceVersion 41, generation 7", "<@U0ONCALL>",
                   "`--max-model-len 8192 -&gt; 4096`", "rolling update", "Restores --max-model-len 4096 -&gt; 8192",
-                  "<!date^1796092140^", "0 of 1", "/gpumem rollback p-0a1b2c3d"):
+                  "<!date^1796092140^", "0 of 1", "/gpumem rollback p-0a1b2c3d",
+                  "max concurrency 136.84 -&gt; 273.68 full-length requests", "Blast radius",
+                  "restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0)",
+                  "fits: the spare GPUs hold every extra pod at once"):
         assert words in text, words
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_preview_shows_a_stuck_rollout_first_and_a_missing_model_plainly(lang):
+    doc = {}
+    for name, preview in (("stuck", STUCK), ("no_model", NO_MODEL), ("stored_before_previews", None)):
+        msg = P.plan_message(_stored(preview=preview), lang, "proposed")
+        assert block_errors(msg["blocks"]) == [] and B.violations(msg["blocks"]) == [], name
+        doc[name] = msg
+    _check_golden(f"_plan_preview.{lang}", doc)
+    cat = Catalog.load(lang)
+    texts = [b["text"]["text"] for b in doc["stuck"]["blocks"] if b["type"] == "section" and "text" in b]
+    warning = next(i for i, text in enumerate(texts) if text.startswith(":warning:"))
+    assert texts[warning - 1].startswith(f"*{cat.t('slack_plan.changes')}*"), "right under the change"
+    assert ("maxUnavailable" in texts[warning]) and "gpu-node-03, gpu-node-05" in texts[warning]
+    missing = json.dumps(doc["no_model"]["blocks"], ensure_ascii=False)
+    assert "acme/mystery-llm-13b" in missing and cat.t("plan_preview.budget.title_missing") in missing
+    assert cat.t("plan_preview.blast_title") not in json.dumps(doc["stored_before_previews"]["blocks"],
+                                                               ensure_ascii=False)
+
+
+def test_the_restarting_pods_listed_in_slack_are_capped():
+    many = tuple(f"vllm-server-7d9c8b6f4-{i:05d}" for i in range(40))
+    preview = PlanPreview(BUDGET, BlastRadius(True, many, 40, 40, 40, "RollingUpdate", 10, 0, "nvidia.com/gpu", 1, 10,
+                                              10, (), 0, 0, "stuck"))
+    text = json.dumps(P.plan_message(_stored(preview=preview), "en", "proposed")["blocks"], ensure_ascii=False)
+    assert "vllm-server-7d9c8b6f4-00003, … (+36)" in text and "00004" not in text
 
 
 def test_an_unknown_stage_is_a_programming_error():

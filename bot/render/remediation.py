@@ -9,7 +9,9 @@ from typing import Any
 
 from bot.render import split_pools
 from bot.render.i18n import Catalog
+from bot.render.plan_preview import preview_json, preview_words
 from bot.store.db import StoredPlan
+from runbooks.remediation.preview import PlanPreview
 
 
 def plan_json(stored: StoredPlan) -> dict[str, Any]:
@@ -25,7 +27,7 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
             "patch_type": p.patch_type, "patch": list(p.patch), "requested_by": p.requested_by,
             "approvals": list(stored.approvals), "approvals_needed": p.approvals_needed,
             "created_at": p.created_at.isoformat(), "expires_at": p.expires_at.isoformat(),
-            "content_hash": p.content_hash}
+            "content_hash": p.content_hash, "preview": preview_json(p.preview)}
 
 
 def plan_text(stored: StoredPlan, lang: str) -> str:
@@ -42,12 +44,27 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
     else:
         lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
         lines += ["    " + json.dumps(op, ensure_ascii=False) for op in p.patch]
+    lines += preview_lines(p.preview, lang)
     lines.append(cat.t("remediate_cli.expires", at=p.expires_at.strftime("%Y-%m-%d %H:%M:%SZ"),
                        needed=p.approvals_needed))
     nxt = {"proposed": "next_apply", "applied": "next_rollback", "watched": "next_rollback", "failed": "next_rollback"}
     if stored.state in nxt:
         lines.append(cat.t(f"remediate_cli.{nxt[stored.state]}", plan=p.id))
     return "\n".join(lines) + "\n"
+
+
+def preview_lines(preview: PlanPreview | None, lang: str) -> list[str]:
+    """The predicted budget and the blast radius, indented under the plan (none for a plan
+    stored before previews existed)."""
+    if preview is None:
+        return []
+    cat = Catalog.load(lang)
+    words = preview_words(preview, lang)
+    lines = ["  " + cat.t("plan_preview.heading", title=words.budget_title)] + [f"    {line}" for line in words.budget]
+    lines.append("  " + cat.t("plan_preview.heading", title=cat.t("plan_preview.blast_title")))
+    lines += [f"    {line}" for line in words.blast]
+    lines += [f"  !! {line}" for line in words.warnings]
+    return lines
 
 
 def look_json(look: Any) -> dict[str, Any]:

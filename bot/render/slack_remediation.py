@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
+from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
@@ -191,6 +192,7 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Me
                                                 needed=p.approvals_needed)),
     ]))
     blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
+    blocks += preview_sections(stored, lang)
     kinds = dict.fromkeys(c.kind for c in p.changes)
     risks = [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
@@ -205,6 +207,24 @@ def watch_metrics_line(cat: Catalog, symptoms: Any) -> str:
     """The watch's Prometheus reading at its last look (`bot.actuator.watch.Symptoms`)."""
     key = "slack_plan.watch_metrics_unread" if symptoms.error else "slack_plan.watch_metrics"
     return t(cat, key, **symptoms_values(symptoms))
+
+
+#: pod and node names a plan message lists before "… (+N)"
+PREVIEW_NAMES = 4
+
+
+def preview_sections(stored: StoredPlan, lang: str) -> list[Block]:
+    """The predicted budget, the blast radius and, first, what a reviewer must not miss (a stuck
+    rollout, pods left Pending, an engine that would not start); none for a plan stored before
+    previews existed."""
+    if stored.plan.preview is None:
+        return []
+    cat = Catalog.load(lang)
+    words = preview_words(stored.plan.preview, lang, shown=PREVIEW_NAMES)
+    blocks = [B.section(B.clip(f":warning: *{esc(w)}*", B.SECTION_CHARS)) for w in words.warnings]
+    blocks += B.text_sections(words.budget_title, B.bullets(esc(line) for line in words.budget))
+    blocks += B.text_sections(cat.t("plan_preview.blast_title"), B.bullets(esc(line) for line in words.blast))
+    return blocks
 
 
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:

@@ -117,12 +117,18 @@ def _read_profile(path: str):
 
 def resolve(args: argparse.Namespace) -> Setup:
     """Model, GPU and BudgetInputs from the flags and the Deployment (flags win)."""
-    from runbooks.model.budget import BudgetInputs
-    from runbooks.sizing.budget import inputs_from_config
-
     workload = config = None
     if args.from_deployment:
         workload, config = _read_deployment(args.from_deployment)
+    return resolve_workload(args, workload, config)
+
+
+def resolve_workload(args: argparse.Namespace, workload, config) -> Setup:
+    """`resolve` for a Deployment already parsed (`workload_from_object`): a plan's preview
+    budgets the live object, and the object as its patch leaves it, exactly this way."""
+    from runbooks.model.budget import BudgetInputs
+    from runbooks.sizing.budget import inputs_from_config
+
     engine = args.engine or (config.engine if config else None)
     if not engine:
         raise UsageError("no_engine")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -184,11 +184,21 @@ def _server_container(obj: dict[str, Any]) -> str | None:
     return containers[0].get("name") if len(containers) == 1 else None
 
 
+#: `make_plan`'s default reader: the writer's own connection reads the preview's nodes and pods
+WRITER_READS = object()
+
+
 def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPolicy,
-              now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None) -> StoredPlan:
-    """Read the object, build the plan, store it as proposed (with the Slack channel and the
-    incident thread it belongs to, when it came from Slack). `request` is a PlanRequest, or a
-    `bot.service.split_pools.SplitRequest` for a pool split's phase."""
+              now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
+              reader: Any = WRITER_READS) -> StoredPlan:
+    """Read the object, build the plan with its preview (`bot.service.plan_preview`: nodes and
+    pods read through `reader`, a KubeRest; by default the writer's own connection, as on the
+    CLI where the operator's kubeconfig does both; None: not read), store it as proposed (with
+    the Slack channel and the incident thread it belongs to, when it came from Slack).
+    `request` is a PlanRequest, or a `bot.service.split_pools.SplitRequest` for a pool split's
+    phase."""
+    from bot.service.plan_preview import preview
+
     now = now or datetime.now(UTC)
     from bot.service.split_pools import SplitRequest, make_split_plan
 
@@ -199,6 +209,8 @@ def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPo
     if request.replicas is not None or any(c.kind == "hpa_on_queue_depth" for c in request.changes):
         hpas = writer.list(kinds.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas)
+    rest = writer.rest if reader is WRITER_READS else reader
+    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s))
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
 
 

@@ -57,6 +57,7 @@ class RemediationDesk:
     def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore | None,
                  later: Callable[..., None], check_target: Callable[[Command, str], Any],
                  writer_for: Callable[[str | None], Any] | None = None, jobs: Executor | None = None,
+                 reader_for: Callable[[str | None], Any] | None = None,
                  watch_clock: Callable[[], float] | None = None, watch_sleep: Callable[[float], None] | None = None,
                  poll_s: float = 10.0, now: Callable[[], datetime] | None = None):
         self.settings = settings
@@ -66,6 +67,10 @@ class RemediationDesk:
         self.check_target = check_target
         #: cluster name -> KubeWriter (the writer identity; tests hand in the stand-in's)
         self.writer_for = writer_for or (lambda cluster: approvals.bot_writer(settings, cluster))
+        #: cluster name -> the reader identity's connection (a plan's preview reads nodes and pods
+        #: with it: the writer's Role grants neither)
+        self.reader_for = reader_for or self._preview_reader
+        self._readers: dict[str | None, Any] = {}
         #: where applies, watches and rollbacks run (they take minutes; not the ack threads)
         self.jobs = jobs or ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpumem-remediate")
         self.watch_clock = watch_clock or time.monotonic
@@ -73,6 +78,15 @@ class RemediationDesk:
         self.poll_s = poll_s
         #: the wall clock plans expire by
         self.now = now or (lambda: datetime.now(UTC))
+
+    def _preview_reader(self, cluster: str | None) -> Any:
+        """The reader's connection to `cluster`, made once (None, and tried again next time, when
+        no config loads)."""
+        from bot.service.plan_preview import reader_for
+
+        if self._readers.get(cluster) is None:
+            self._readers[cluster] = reader_for(self.settings, cluster)
+        return self._readers[cluster]
 
     @property
     def store(self) -> Any:
@@ -203,7 +217,7 @@ class RemediationDesk:
         try:
             writer = self.writer_for(request.cluster)
             stored = remediate.make_plan(self.store, writer, request, self.settings.remediation.policy,
-                                         channel=channel, thread_ts=thread)
+                                         channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
         except UsageError as e:
             if e.code == "no_writer":
                 self._refuse(respond, lang, "no_writer")

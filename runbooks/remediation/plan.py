@@ -29,6 +29,7 @@ from typing import Any
 
 from runbooks.model.changes import Change
 from runbooks.model.serde import to_jsonable
+from runbooks.remediation.preview import PlanPreview
 
 #: every state a plan can be in
 STATES = ("proposed", "approved", "applying", "applied", "watched", "rolled_back",
@@ -96,6 +97,10 @@ class Plan:
     #: the workload the plan is for when the object written is another one (the HPA that scales
     #: it): what the watch looks at and a re-plan reads
     workload: PlanTarget | None = None
+    #: the predicted budget and blast radius (`runbooks.remediation.preview`); not part of the
+    #: content hash (it is what was read about the cluster, not what is applied); None in plans
+    #: stored before it existed
+    preview: PlanPreview | None = None
 
     @property
     def content_hash(self) -> str:

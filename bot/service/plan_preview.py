@@ -1,0 +1,277 @@
+"""A plan's preview: what it predicts before anyone approves it.
+
+- **The budget before and after**, per pod: the live object's server flags and the flags as the
+  plan's exact patch leaves them, each budgeted the way `gpumem budget --from-deployment` does it
+  (`bot.service.budget.resolve_workload`, then `compute_budget`): the same model, the same
+  numbers. A replica change leaves the per-pod figures alone and scales the service's total
+  concurrency. When the model, the GPU or the engine is not known, the preview says which
+  (`BudgetPreview.missing`) instead of guessing; a GPU the Deployment does not pin is taken from
+  the nodes its pods run on when they all carry the same `nvidia.com/gpu.product`.
+- **The blast radius** (`runbooks.remediation.preview.blast_radius`): the pods that restart,
+  the pods the rollout runs beyond today's at once and the GPUs they ask for, against the spare
+  GPUs on the nodes the pod template lets them run on, read with the reader identity
+  (`collectors.kube.gpu_room`: list nodes and pods cluster-wide, which deploy/base/rbac-reader.yaml
+  grants). A rollout that would be stuck says so, with the fix.
+
+Nothing here fails a plan: what could not be read or worked out is a note in the preview.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+from collectors.errors import ParseError
+from collectors.kube.gpu_room import GpuRoom, read_gpu_room
+from collectors.kube.rest import KubeRest
+from collectors.parsers.kube_objects import workload_from_object
+from collectors.parsers.kube_placement import (
+    placement_from_pod_spec,
+    rollout_from_object,
+    selector_from_object,
+    shares_gpu_memory,
+    template_gpus,
+)
+from runbooks.model.errors import GpumemError, UsageError
+from runbooks.remediation.plan import Plan
+from runbooks.remediation.preview import (
+    BudgetFigures,
+    BudgetPreview,
+    Note,
+    PlanPreview,
+    blast_radius,
+    selector_matches,
+)
+from runbooks.sizing.whatif import canonical_key
+
+#: the kinds a preview reads as a workload
+WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+#: budget resolution errors -> what is missing, in the preview's words
+_MISSING = {"no_engine": "engine", "no_model": "model", "unknown_model": "model", "config_unreadable": "model",
+            "no_gpu": "gpu", "unknown_gpu": "gpu", "mig_ambiguous": "gpu", "not_positive": "gpu"}
+_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def reader_for(settings: Any, cluster: str | None) -> KubeRest | None:
+    """The reader identity's connection to the plan's cluster (the bot's ServiceAccount, or the
+    configured kubeconfig and context): the nodes and pods of a blast radius are read with it,
+    never with the writer, whose Role grants neither. None when no config loads (the preview
+    then says nodes and pods were not read)."""
+    from collectors.kube.client import KubeConfigError, make_api_client
+
+    configured = settings.cluster(cluster)
+    in_cluster = bool(configured and configured.context == "in-cluster")
+    try:
+        api = make_api_client(None if in_cluster or configured is None else configured.kubeconfig,
+                              None if in_cluster else (configured.context if configured else cluster),
+                              in_cluster=in_cluster)
+    except KubeConfigError:
+        return None
+    return KubeRest(api)
+
+
+# ----------------------------------------------------------------------------- the patched object
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def patched(obj: dict[str, Any], ops: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """`obj` as the plan's RFC 6902 operations leave it (add, remove, replace; the `test`s were
+    made from this very object). Raises ValueError for an operation it does not apply.
+
+    >>> patched({"spec": {"replicas": 2, "a": [1, 2]}}, ({"op": "test", "path": "/spec/replicas", "value": 2},
+    ...         {"op": "replace", "path": "/spec/replicas", "value": 3}, {"op": "add", "path": "/spec/a/-", "value": 9}))
+    {'spec': {'replicas': 3, 'a': [1, 2, 9]}}
+    """
+    doc = copy.deepcopy(obj)
+    for op in ops:
+        kind = op.get("op")
+        if kind == "test":
+            continue
+        if kind not in ("add", "remove", "replace"):
+            raise ValueError(f"patch operation {kind!r} is not previewed")
+        tokens = [_unescape(t) for t in str(op.get("path", "")).split("/")[1:]]
+        if not tokens:
+            raise ValueError("a patch of the whole object is not previewed")
+        parent: Any = doc
+        for token in tokens[:-1]:
+            parent = parent[int(token)] if isinstance(parent, list) else parent[token]
+        last = tokens[-1]
+        if isinstance(parent, list):
+            index = len(parent) if last == "-" else int(last)
+            if kind == "add":
+                parent.insert(index, copy.deepcopy(op.get("value")))
+            elif kind == "remove":
+                del parent[index]
+            else:
+                parent[index] = copy.deepcopy(op.get("value"))
+        elif kind == "remove":
+            del parent[last]
+        else:
+            parent[last] = copy.deepcopy(op.get("value"))
+    return doc
+
+
+def _touches_template(ops: tuple[dict[str, Any], ...]) -> bool:
+    return any(op.get("op") != "test" and str(op.get("path", "")).startswith("/spec/template") for op in ops)
+
+
+def _replicas(obj: dict[str, Any]) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) else 1  # the API server's default
+
+
+# ----------------------------------------------------------------------------- the budget
+
+
+def _budget_args():
+    from bot.service.commands import build_parser
+
+    return build_parser().parse_args(["budget"])
+
+
+def _setup(obj: dict[str, Any], gpu: str | None):
+    from bot.service.budget import resolve_workload
+
+    workload, config = workload_from_object(obj, "kube:deployments")
+    if config is None:
+        raise UsageError("no_server_container")
+    args = _budget_args()
+    args.gpu = gpu
+    return workload, resolve_workload(args, workload, config)
+
+
+def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | None) -> str | None:
+    """The GPU product every node the workload's pods run on carries (with the pods' MIG
+    profile), or None when they are not known or not all the same."""
+    if not pods or room.nodes is None or room.pods is None:
+        return None
+    ns = (obj.get("metadata") or {}).get("namespace")
+    on = {p.node for p in room.pods if p.namespace == ns and p.name in pods and p.node}
+    products = {(n.labels.get(_PRODUCT_LABEL) or "") for n in room.nodes if n.name in on}
+    if len(products) != 1 or not next(iter(products)) or len(on) != len({n.name for n in room.nodes} & on):
+        return None
+    product = products.pop()
+    workload, _ = workload_from_object(obj, "kube:deployments")
+    profile = workload.gpu.mig_profile if workload.gpu is not None else None
+    return f"{product} MIG {profile}" if profile else product
+
+
+def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: Plan, room: GpuRoom,
+                   pods: tuple[str, ...] | None) -> BudgetPreview:
+    """The predicted budget of `obj` and `after_obj` (see the module docstring)."""
+    from runbooks.sizing.budget import compute_budget
+
+    before_n, after_n = _replicas(obj), _replicas(after_obj) if after_obj is not None else None
+    scale = next((c for c in plan.changes if c.kind == "scale" and isinstance(c.new, int)), None)
+    if scale is not None:
+        after_n = scale.new
+    unmodelled = tuple(f"--{c.flag}" for c in plan.changes if c.kind == "set_arg" and c.flag
+                       and canonical_key(c.flag) is None)
+    base = BudgetPreview(replicas_before=before_n, replicas_after=after_n, unmodelled=unmodelled)
+    notes: list[Note] = []
+    gpu = None
+    try:
+        try:
+            _, before = _setup(obj, None)
+        except UsageError as e:
+            gpu = _gpu_of_nodes(obj, room, pods) if e.code == "no_gpu" else None
+            if gpu is None:
+                raise
+            _, before = _setup(obj, gpu)
+            notes.append(Note("gpu_from_nodes", {"gpu": gpu}))
+    except UsageError as e:
+        what = _MISSING.get(e.code, "server" if e.code == "no_server_container" else e.code)
+        detail = {k: str(v) for k, v in e.params.items()}
+        return replace(base, missing=(Note(what, {"code": e.code, **detail}),))
+    notes += [Note(code, {k: str(v) for k, v in params.items()}) for code, params in before.notes]
+    figures_before = BudgetFigures.of(compute_budget(before.model, before.inputs))
+    common = dict(model=before.model.name, gpu=before.gpu_label, engine=before.inputs.engine, notes=tuple(notes))
+    if after_obj is None:
+        return replace(base, before=figures_before, **common, missing=(Note("after", {"code": "patch_not_previewed"}),))
+    try:
+        _, after = _setup(after_obj, gpu)
+    except UsageError as e:
+        return replace(base, before=figures_before, **common,
+                       missing=(Note("after", {"code": e.code, **{k: str(v) for k, v in e.params.items()}}),))
+    figures_after = BudgetFigures.of(compute_budget(after.model, after.inputs))
+    return replace(base, before=figures_before, after=figures_after, **common)
+
+
+# ----------------------------------------------------------------------------- the blast radius
+
+
+def _workload_pods(obj: dict[str, Any], room: GpuRoom) -> tuple[str, ...] | None:
+    if room.pods is None:
+        return None
+    ns = (obj.get("metadata") or {}).get("namespace")
+    labels, expressions = selector_from_object(obj, "kube:deployments")
+    return tuple(sorted(p.name for p in room.pods if p.namespace == ns and selector_matches(labels, expressions,
+                                                                                            p.labels)))
+
+
+def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0) -> PlanPreview:
+    """The preview of `plan`, made against `obj` (the object as read for it); `rest` the reader's
+    connection (None: nodes and pods are not read, and the blast radius says so)."""
+    kind = obj.get("kind") or plan.target.kind
+    if kind not in WORKLOAD_KINDS:
+        return PlanPreview(notes=(Note("not_a_workload", {"kind": str(kind)}),))
+    notes: list[Note] = []
+    try:
+        # a plan that writes the HPA scaling the workload: the workload as the HPA will leave it
+        after_obj: dict[str, Any] | None = (scaled_by_hpa(obj, plan) if plan.workload is not None
+                                            else patched(obj, plan.patch))
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        after_obj = None
+        notes.append(Note("patch_not_previewed", {"reason": str(e)[:200]}))
+    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, ("no reader for the cluster",))
+    notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
+    try:
+        pods = _workload_pods(obj, room)
+        budget = budget_preview(obj, after_obj, plan, room, pods)
+        new = after_obj if after_obj is not None else obj
+        resource, count = template_gpus(new, "kube:deployments")
+        nodes = room.nodes
+        if shares_gpu_memory(resource):
+            notes.append(Note("vgpu_not_checked", {"resource": str(resource)}))
+            nodes = None
+        spec = ((new.get("spec") or {}).get("template") or {}).get("spec")
+        blast = blast_radius(template_changed=_touches_template(plan.patch), replicas_before=_replicas(obj),
+                             replicas_after=budget.replicas_after, rollout=rollout_from_object(new, "kube:deployments"),
+                             gpu_resource=resource, gpus_per_pod=count,
+                             placement=placement_from_pod_spec(spec, source="kube:deployments"),
+                             nodes=nodes, pods=room.pods, workload_pods=pods)
+    except (ParseError, GpumemError, ValueError) as e:  # an object the parsers or the sizing refuse
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
+    return PlanPreview(budget, blast, tuple(notes))
+
+
+def scaled_by_hpa(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """The workload `obj` once the HPA a plan writes has acted: its replicas raised to the new
+    minReplicas (or lowered to the new maxReplicas); nothing else changes.
+
+    >>> from runbooks.model.changes import Change
+    >>> from runbooks.remediation.plan import Plan, PlanTarget
+    >>> from datetime import UTC, datetime
+    >>> t = datetime(2026, 12, 1, tzinfo=UTC)
+    >>> p = Plan("p-1", PlanTarget(None, "llm", "HorizontalPodAutoscaler", "a"), "scale_out",
+    ...          (Change("scale", None, "minReplicas", 2, 3),), "1", 1, (), "application/json-patch+json", "U1", t, t,
+    ...          workload=PlanTarget(None, "llm", "Deployment", "a"))
+    >>> scaled_by_hpa({"kind": "Deployment", "spec": {"replicas": 2}}, p)["spec"]["replicas"]
+    3
+    """
+    import copy
+
+    after = copy.deepcopy(obj)
+    spec = after.setdefault("spec", {})
+    replicas = int(spec.get("replicas") or 1)
+    for change in plan.changes:
+        if change.kind == "scale" and change.flag == "minReplicas" and change.new is not None:
+            replicas = max(replicas, int(change.new))
+        elif change.kind == "scale" and change.flag == "maxReplicas" and change.new is not None:
+            replicas = min(replicas, int(change.new))
+    spec["replicas"] = replicas
+    return after
