@@ -24,6 +24,7 @@ import logging
 import re
 import secrets
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -185,6 +186,7 @@ class SlackPoster:
         self.backoff_s = backoff_s
         #: False once Slack said the token may not read history (missing_scope): no more lookups
         self.history_readable: bool | None = None
+        self._history_probe = threading.Lock()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -266,8 +268,18 @@ class SlackPoster:
                           user=user, **msg)[1] is None
 
     def _history(self, channel: str, thread_ts: str | None, since: float) -> list[dict[str, Any]] | None:
-        """Messages from `since` on (a thread's when `thread_ts`), with their metadata; None if unreadable."""
+        """Messages from `since` on (a thread's when `thread_ts`), with their metadata; None if unreadable.
+        Until the first answer says whether the token may read history, lookups go one at a time,
+        so a missing scope is asked about and told once, not once per thread that needed it."""
         if self.history_readable is False:
+            return None
+        if self.history_readable is None:
+            with self._history_probe:
+                return self._read_history(channel, thread_ts, since)
+        return self._read_history(channel, thread_ts, since)
+
+    def _read_history(self, channel: str, thread_ts: str | None, since: float) -> list[dict[str, Any]] | None:
+        if self.history_readable is False:  # learnt while this one waited for the probe
             return None
         out: list[dict[str, Any]] = []
         cursor = None
