@@ -111,6 +111,9 @@ class Bot:
     background: list[Any] = field(default_factory=list)
     #: the Alertmanager webhook's desk (`bot.slack.alerts.AlertDesk`); None: no webhook token set
     alerts: Any = None
+    #: plan messages edited with nobody clicking: the expiry sweep
+    #: (`bot.slack.plan_notices.PlanNotices`); None without a store
+    notices: Any = None
 
     def alert_endpoint(self) -> Any:
         """The handler of POST /alertmanager for `bot.slack.http.wsgi_app` (refuses all without a token)."""
@@ -269,6 +272,10 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     slack_parser(parser_factory)  # built now, not by the first command's ack
     bot = Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
               store)
+    if store is not None:
+        from bot.slack.plan_notices import PlanNotices
+
+        bot.notices = PlanNotices(settings, poster, store)
     if settings.alerts.token is not None:
         from bot.service.alerts import PodResolver
         from bot.slack.alerts import AlertDesk
