@@ -29,10 +29,11 @@ def cluster(tmp_path):
         yield sc
 
 
-def _left_applying(sc, store: Store, landed: bool, cluster: str | None = None, at: datetime = T0) -> str:
+def _left_applying(sc, store: Store, landed: bool, cluster: str | None = None, at: datetime = T0,
+                   seqs: int = 64) -> str:
     """A plan approved and moved to `applying`, its write sent (`landed`) or not, then nothing."""
     writer = KubeWriter(sc.api("prod"))
-    request = remediate.PlanRequest(NS, NAME, cluster=cluster, flags=(("max-num-seqs", 64),), requested_by="U1")
+    request = remediate.PlanRequest(NS, NAME, cluster=cluster, flags=(("max-num-seqs", seqs),), requested_by="U1")
     stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=at)
     store.approve(stored.plan.id, "U2", stored.plan.content_hash, now=at)
     store.move(stored.plan.id, "applying", actor="U2", expect="approved", now=at)
@@ -160,3 +161,65 @@ def test_gpumem_serve_settles_plans_left_applying_when_the_bot_is_built(cluster,
             bot.close(timeout_s=5)
     assert (len(cluster.kube.writes()), len(cluster.kube.dry_runs())) == (writes, dry_runs)
     assert cluster.kube.calls(verb="get", resource="deployments", name=NAME), "the object was read"
+
+
+def test_serve_edits_the_plan_messages_of_plans_settled_at_start_up_once_it_is_up(cluster, tmp_path):
+    """The plan message of a plan left applying is edited to its outcome, with a thread reply:
+    applied (the write had landed; Roll back) and failed (it had not; the reason, Plan again).
+    Not while the bot is built: once it is up, with the background. Nothing is written."""
+    from slack_sdk import WebClient
+
+    from bot.render import slack_remediation as P
+    from bot.service.approvals import record_message
+    from bot.service.settings import load_settings
+    from bot.slack.app import build_bot
+    from bot.slack.serve import choose_runner
+    from tests.support.fake_slack import FakeSlack
+    from tests.support.slack_kit import CHANNEL, env_for, live_config
+
+    db = tmp_path / "gpumem.db"
+    store = Store.open(db)
+    lost = _left_applying(cluster, store, landed=False, cluster="prod", seqs=64)  # killed before its write
+    landed = _left_applying(cluster, store, landed=True, cluster="prod", seqs=32)  # killed after it
+    cli = _left_applying(cluster, store, landed=False, cluster="prod", seqs=16)    # made on the CLI: no message
+    writes, dry_runs = len(cluster.kube.writes()), len(cluster.kube.dry_runs())
+    with FakeSlack() as fake:
+        slack = WebClient(token=fake.token, base_url=fake.api_url)
+        incident = slack.chat_postMessage(channel=CHANNEL, text="diagnosis")["ts"]
+        where = {}
+        for plan_id in (lost, landed):
+            msg = P.plan_message(store.get(plan_id), "en", "approved", users=("U2",))
+            where[plan_id] = slack.chat_postMessage(channel=CHANNEL, thread_ts=incident, **msg)["ts"]
+            record_message(store, plan_id, CHANNEL, where[plan_id], incident)
+        store.close()
+        config = live_config(tmp_path, cluster.kubeconfig)
+        with open(config, "a") as f:
+            f.write(f"store: {{path: {db}}}\n")
+        settings = load_settings(config, env_for(fake))
+        bot = build_bot(settings, choose_runner(settings))
+        try:
+            with bot.store.use() as s:
+                assert [s.get(p).state for p in (lost, landed, cli)] == ["failed", "applied", "failed"]
+            assert fake.calls_to("chat.update") == [], "nothing is edited before the bot is up"
+            bot.start_background()
+            (notices,) = bot.background
+            assert notices.join(20)
+        finally:
+            bot.close(timeout_s=5)
+        applied = fake.messages[(CHANNEL, where[landed])]
+        assert "Applied; reconciled at start-up: the write had landed." in applied["text"]
+        assert [e["action_id"] for b in applied["blocks"] if b.get("type") == "actions"
+                for e in b["elements"]] == [P.ROLLBACK_ACTION]
+        failed = fake.messages[(CHANNEL, where[lost])]
+        assert (f"Failed; reconciled at start-up: the write had not landed (the object's gpumem.io/plan annotation "
+                f"is {landed}, not {lost}).") in failed["text"]
+        assert [e["action_id"] for b in failed["blocks"] if b.get("type") == "actions"
+                for e in b["elements"]] == [P.REPLAN_ACTION]
+        assert len(fake.calls_to("chat.update", ok_only=True)) == 2
+        replies = {c.args["text"].split(" was left")[0]: c.args["text"] for c in fake.thread(CHANNEL, incident)[2:]}
+        assert set(replies) == {f"Plan {landed}", f"Plan {lost}"}
+        assert "the write had landed, and the plan is applied" in replies[f"Plan {landed}"]
+        assert "restores --max-num-seqs 32 -> 128." in replies[f"Plan {landed}"]
+        assert (f"does not carry its change: the object's gpumem.io/plan annotation is {landed}, not {lost}. "
+                "The plan is failed") in replies[f"Plan {lost}"]
+    assert (len(cluster.kube.writes()), len(cluster.kube.dry_runs())) == (writes, dry_runs)

@@ -88,6 +88,9 @@ STAGES = {
     "rejected": (_stored("rejected"), {"users": ("U0SECOND",)}),
     "expired": (_stored("expired"), {}),
     "superseded": (_stored("superseded"), {}),
+    "reconciled_applied": (_stored("applied", ("U0APPROVER",)), {"reason": "-"}),
+    "reconciled_failed": (_stored("failed", ("U0APPROVER",)),
+                          {"reason": "the object's gpumem.io/plan annotation is absent, not p-0a1b2c3d"}),
 }
 
 
@@ -125,7 +128,8 @@ def test_each_stage_offers_the_buttons_it_allows():
     expected = {"proposed": [P.APPROVE_ACTION, P.REJECT_ACTION], "partly_approved": [P.APPROVE_ACTION, P.REJECT_ACTION],
                 "watching": [P.ROLLBACK_ACTION], "held": [P.ROLLBACK_ACTION], "symptoms_remain": [P.ROLLBACK_ACTION],
                 "failed": [P.ROLLBACK_ACTION], "changed": [P.REPLAN_ACTION], "not_applied": [P.REPLAN_ACTION],
-                "expired": [P.REPLAN_ACTION]}
+                "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
+                "reconciled_failed": [P.REPLAN_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage

@@ -4,7 +4,8 @@ stage of its life, the rollback note, the refusals, `/gpumem plans`.
 The plan message is one message edited through its stages:
 
     proposed -> partly_approved -> approved -> dry_run_ok -> watching -> held | symptoms_remain | failed
-    (and rejected, expired, superseded, changed, not_applied, rolled_back, failed_rolled_back)
+    (and rejected, expired, superseded, changed, not_applied, rolled_back, failed_rolled_back;
+    reconciled_applied / reconciled_failed: a plan left `applying`, settled at start-up)
 
 Each stage shows the same body (target, the version it was made against, the change, risk,
 rollback, expiry) under its own status line, and the buttons that stage allows: Approve (with a
@@ -42,15 +43,17 @@ PLAN_BLOCK = "gpumem_plans"
 MAX_PLAN_BUTTONS = 5
 
 STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
-          "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded")
+          "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded",
+          "reconciled_applied", "reconciled_failed")
 _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
           "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
           "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
           "changed": ":warning:", "not_applied": ":x:", "rolled_back": ":leftwards_arrow_with_hook:",
-          "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:"}
+          "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:",
+          "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:"}
 _WAITING = ("proposed", "partly_approved")
-_ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed")
-_REPLAN = ("changed", "not_applied", "expired")
+_ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied")
+_REPLAN = ("changed", "not_applied", "expired", "reconciled_failed")
 
 
 # ----------------------------------------------------------------------------- the "Plan" buttons

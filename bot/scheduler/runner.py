@@ -14,8 +14,13 @@ Post-change review reminders (`bot.service.reviews`) go the same way: each round
 asks `reviews(now)` for the stop-gaps whose review time has come, claims each one's key
 (`review:<plan>:<what>`) and gives it to `remind`; its outcome is recorded beside the slots.
 
+The expiry sweep (`bot.service.expiry`, with the Slack side's edits injected as `sweep(now)`)
+runs on the leader too: at its first round, then every `sweep_every_s`. Each plan it expires
+moves in one store transition, so a second leader after a takeover edits nothing twice.
+
 `start()` runs `tick` on an APScheduler 3.x BackgroundScheduler every `interval_s` (or every
-third of the Lease's duration when that is shorter, so the holder renews in time);
+third of the Lease's duration, or the sweep's period, when that is shorter, so the holder renews
+in time);
 `shutdown()` stops it, releases the Lease (or the file lock) so a standby takes over at once,
 and runs `on_shutdown` (closing the scheduler's own store connection).
 """
@@ -43,6 +48,8 @@ Job = Callable[[str, datetime, bool], "int | None"]
 Reviews = Callable[[datetime], Sequence[Any]]
 #: posts one review reminder (a `bot.service.reviews.ReviewReminder`)
 Remind = Callable[[Any], Any]
+#: expires the plans past their time at `now` and edits their messages (`bot.slack.plan_notices`)
+Sweep = Callable[[datetime], Any]
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,8 @@ class HandoverScheduler:
                  elector: LeaderElector | FileLockElector | None = None, holder: str | None = None,
                  interval_s: float = 30.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  reviews: Reviews | None = None, remind: Remind | None = None,
-                 on_shutdown: Callable[[], None] | None = None):
+                 on_shutdown: Callable[[], None] | None = None, sweep: Sweep | None = None,
+                 sweep_every_s: float = 60.0):
         self.store = store
         self.journal = Journal(store)
         self.schedules = tuple(schedules)
@@ -82,6 +90,10 @@ class HandoverScheduler:
         self.reviews = reviews
         self.remind = remind
         self.on_shutdown = on_shutdown
+        self.sweep = sweep
+        self.sweep_every_s = sweep_every_s
+        #: when the leader last ran the expiry sweep (None: not yet; the first round runs it)
+        self.last_sweep: datetime | None = None
         self._scheduler: Any = None
 
     @property
@@ -100,7 +112,26 @@ class HandoverScheduler:
         outcomes = [o for s in self.schedules if (o := self._run(s, now)) is not None]
         if self.reviews is not None and self.remind is not None:
             outcomes += [self._review(r, now) for r in self.reviews(now)]
+        if self.sweep is not None and self._sweep_due(now):
+            self._run_sweep(now)
         return outcomes
+
+    def _sweep_due(self, now: datetime) -> bool:
+        if self.last_sweep is None:
+            return True
+        # a round that comes a little early (the timer's jitter) does not wait a whole period more
+        slack = min(1.0, self.sweep_every_s / 4)
+        return (now - self.last_sweep).total_seconds() + slack >= self.sweep_every_s
+
+    def _run_sweep(self, now: datetime) -> None:
+        self.last_sweep = now
+        try:
+            expired = self.sweep(now)  # type: ignore[misc]
+        except Exception:  # logged; the next period tries again, the slots go on
+            log.exception("the expiry sweep failed")
+            return
+        if expired:
+            log.info("scheduler: expired %d plan(s) past their time: %s", len(expired), ", ".join(map(str, expired)))
 
     def _review(self, reminder: Any, now: datetime) -> SlotOutcome:
         """One review reminder, posted once: done already or claimed elsewhere is "taken"."""
@@ -156,6 +187,8 @@ class HandoverScheduler:
         renew = getattr(self.elector, "renew_s", None)
         if renew:
             every = min(every, renew)
+        if self.sweep is not None:
+            every = min(every, self.sweep_every_s)
         # one line per round would bury the bot's own log: APScheduler says only what went wrong
         logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
         logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)

@@ -1,6 +1,6 @@
 """The scheduler `gpumem serve` runs: built from the settings, with its own store connection and
 its leader election, the posting injected by the layer above (`bot.main` gives the Slack side's
-`post_handover` and `post_review`).
+`post_handover`, `post_review` and the plan expiry sweep).
 
 - `election: lease` (or `auto` in a pod, or with `lease_namespace` / $POD_NAMESPACE): the
   coordination.k8s.io/v1 Lease `lease_name` in that namespace, through the pod's service account
@@ -8,7 +8,9 @@ its leader election, the posting injected by the layer above (`bot.main` gives t
 - `election: file` (or `auto` elsewhere): an exclusive lock on `lock_path`, by default the store's
   file name plus `.lock` (the instances that share a store share the lock).
 
-Nothing starts without `store.path`: each slot and reminder is claimed in the store.
+Nothing starts without `store.path`: each slot and reminder is claimed in the store. With
+remediation enabled (and a store), the scheduler runs for the expiry sweep alone when there are
+no schedules.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.scheduler.leader import FileLockElector, LeaderElector
-from bot.scheduler.runner import HandoverScheduler, Job, Remind, default_identity
+from bot.scheduler.runner import HandoverScheduler, Job, Remind, Sweep, default_identity
 from bot.service.settings import Settings, SettingsError
 from bot.store.db import Store
 
@@ -33,6 +35,11 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 def wanted(settings: Settings) -> bool:
     """Whether this config asks for the scheduler: schedules, or a channel for review reminders."""
     return bool(settings.schedules or settings.scheduler.review_channel)
+
+
+def sweeps_expiry(settings: Settings) -> bool:
+    """Whether this config has plans to expire: remediation enabled, with the bot's store."""
+    return bool(settings.remediation.enabled and settings.store.path)
 
 
 def review_channel(settings: Settings) -> str | None:
@@ -72,11 +79,14 @@ def make_elector(settings: Settings, identity: str) -> LeaderElector | FileLockE
 
 
 def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None = None, *,
-                            identity: str | None = None,
+                            sweep: Sweep | None = None, identity: str | None = None,
                             clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> HandoverScheduler | None:
     """The scheduler of this deployment, not started (None when the config asks for none).
+    `sweep` is run every `remediation.expiry_sweep_s` where `sweeps_expiry` (else dropped).
     Raises SettingsError naming the field when it cannot be built."""
-    if not wanted(settings):
+    sweep = sweep if sweeps_expiry(settings) else None
+    posts = wanted(settings)
+    if not posts and sweep is None:
         return None
     if not settings.store.path:
         raise SettingsError("store.path: schedules need the bot's store (each slot is claimed there before it is "
@@ -85,7 +95,7 @@ def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None 
     elector = make_elector(settings, identity)
     store = Store.open(settings.store.path)
     reviews = None
-    if remind is not None:
+    if remind is not None and posts:
         from bot.service.reviews import due_reviews
 
         channel = review_channel(settings)
@@ -94,7 +104,10 @@ def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None 
         def reviews(now: datetime) -> list[Any]:
             return due_reviews(store, now, review_after_s=after, default_channel=channel)
 
-    log.info("scheduler: %d schedule(s), leader election by %s as %s", len(settings.schedules),
+    every = settings.remediation.expiry_sweep_s
+    log.info("scheduler: %d schedule(s)%s, leader election by %s as %s", len(settings.schedules),
+             f", the plan expiry sweep every {every:g} s" if sweep is not None else "",
              "Lease" if isinstance(elector, LeaderElector) else f"file lock {elector.path}", identity)
     return HandoverScheduler(store, settings.schedules, job, elector=elector, interval_s=settings.scheduler.interval_s,
-                             clock=clock, reviews=reviews, remind=remind, on_shutdown=store.close)
+                             clock=clock, reviews=reviews, remind=remind, on_shutdown=store.close, sweep=sweep,
+                             sweep_every_s=every)

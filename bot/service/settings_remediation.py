@@ -13,6 +13,7 @@
       ttl_s: 900                             # a plan expires 15 minutes after it is made
       watch_s: 600                           # the watch window after a change
       auto_rollback: false                   # roll back a failed rollout by itself
+      expiry_sweep_s: 60                     # how often the bot expires plans past their time
       writer:                                # the least-privilege identity that writes
         kubeconfig: /etc/gpumem/writer/kubeconfig
         context: prod-writer
@@ -50,6 +51,8 @@ class RemediationSettings:
     watch_s: float = 600.0
     auto_rollback: bool = False
     writer: WriterSettings = field(default_factory=WriterSettings)
+    #: how often `gpumem serve` (its scheduler's leader) expires the plans past their time
+    expiry_sweep_s: float = 60.0
 
     @property
     def enabled(self) -> bool:
@@ -65,7 +68,7 @@ def store_settings(doc: YamlDoc, base: Path) -> StoreSettings:
 def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
     at = ("remediation",)
     doc.only_keys(at, ("enabled", "scopes", "approvers", "four_eyes", "two_approvals_for", "ttl_s", "watch_s",
-                       "auto_rollback", "writer"))
+                       "auto_rollback", "writer", "expiry_sweep_s"))
     scopes = []
     for i in range(doc.list_len((*at, "scopes"))):
         where = (*at, "scopes", i)
@@ -79,7 +82,7 @@ def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
             doc.fail((*at, "approvers", namespace),
                      f"{', '.join(bad)}: approvers are Slack user ids (U..., W...) or user-group ids (S...)")
         approvers[namespace] = ids
-    numbers = doc.floats(at, RemediationSettings(), only=("watch_s",))
+    numbers = doc.floats(at, RemediationSettings(), only=("watch_s", "expiry_sweep_s"))
     ttl = doc.ints(at, ApprovalPolicy(), only=("ttl_s",)).get("ttl_s", 900)  # the reader refuses 0 and below
     four_eyes = doc.opt_bool((*at, "four_eyes"))
     enabled = bool(doc.opt_bool((*at, "enabled")))
@@ -92,6 +95,7 @@ def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
                             two_approvals_for=doc.str_list((*at, "two_approvals_for")), ttl_s=ttl)
     return RemediationSettings(
         policy=policy, watch_s=numbers.get("watch_s", 600.0), auto_rollback=bool(doc.opt_bool((*at, "auto_rollback"))),
+        expiry_sweep_s=numbers.get("expiry_sweep_s", 60.0),
         writer=WriterSettings(kubeconfig=str(base / writer_config) if writer_config else None,
                               context=doc.opt_str((*at, "writer", "context"))))
 

@@ -106,11 +106,15 @@ class Bot:
     stopping: Stopping = field(default_factory=Stopping)
     #: the config's `store.path`, opened once (notes, triage records, handovers); None without one
     store: SharedStore | None = None
-    #: what runs beside the listeners (the handover scheduler): each has start() and shutdown();
+    #: what runs beside the listeners (the handover scheduler, the start-up plan notices): each has
+    #: start() and shutdown();
     #: started after the HTTP face, shut down first in the drain (before the store closes)
     background: list[Any] = field(default_factory=list)
     #: the Alertmanager webhook's desk (`bot.slack.alerts.AlertDesk`); None: no webhook token set
     alerts: Any = None
+    #: plan messages edited with nobody clicking: the expiry sweep, start-up reconciliation
+    #: (`bot.slack.plan_notices.PlanNotices`); None without a store
+    notices: Any = None
 
     def alert_endpoint(self) -> Any:
         """The handler of POST /alertmanager for `bot.slack.http.wsgi_app` (refuses all without a token)."""
@@ -238,8 +242,8 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     """Everything the Slack surface needs, from settings and the two injected runners."""
     settings.require("bot_token")
     store = open_bot_store(settings)
-    if store is not None:  # a plan a stopped process left `applying`: did its write land?
-        reconcile_at_start(settings, store)
+    # a plan a stopped process left `applying`: did its write land? (Slack is told once the bot is up)
+    reconciled = reconcile_at_start(settings, store) if store is not None else []
     metrics = metrics or BotMetrics()
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
     stopping = Stopping()
@@ -269,6 +273,12 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     slack_parser(parser_factory)  # built now, not by the first command's ack
     bot = Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
               store)
+    if store is not None:
+        from bot.slack.plan_notices import PlanNotices, StartupNotices
+
+        bot.notices = PlanNotices(settings, poster, store)
+        if reconciled:  # their plan messages are edited after the HTTP face is up, with the background
+            bot.background.append(StartupNotices(bot.notices, reconciled))
     if settings.alerts.token is not None:
         from bot.service.alerts import PodResolver
         from bot.slack.alerts import AlertDesk

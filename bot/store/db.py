@@ -240,15 +240,25 @@ class Store:
             raise Conflict("plan_expired", plan=plan_id)
         return self.get(plan_id)
 
-    def expire_due(self, now: datetime | None = None) -> list[str]:
-        """Move every proposed or approved plan past its expiry to `expired`; their ids."""
+    def expire_due(self, now: datetime | None = None, *, actor: str = "gpumem",
+                   approved_grace_s: float = 0.0) -> list[str]:
+        """Move every proposed or approved plan past its expiry to `expired`, one transaction and
+        audit row (by `actor`) each; the ids it moved.
+
+        Each move expects the state the plan was found in: a plan another caller moved meanwhile
+        (an approval between the look and the move, a rejection, a second sweep) gets a Conflict
+        inside `move` and is left as that caller left it. An approved plan whose approval is less
+        than `approved_grace_s` old is left to the apply that starts right after an approval."""
         now = now or datetime.now(UTC)
-        due = [r[0] for r in self.db.execute(
-            "SELECT id FROM plans WHERE state IN ('proposed', 'approved') AND expires_at <= ?", [_iso(now)]).fetchall()]
+        due = self.db.execute(
+            "SELECT id, state, updated_at FROM plans WHERE state IN ('proposed', 'approved') AND expires_at <= ? "
+            "ORDER BY expires_at, id", [_iso(now)]).fetchall()
         moved = []
-        for plan_id in due:
+        for plan_id, state, updated_at in due:
+            if state == "approved" and (now - _parse(updated_at)).total_seconds() < approved_grace_s:
+                continue
             try:
-                self.move(plan_id, "expired", actor="gpumem", expect=("proposed", "approved"), now=now)
+                self.move(plan_id, "expired", actor=actor, expect=state, now=now)
                 moved.append(plan_id)
             except Conflict:
                 continue
