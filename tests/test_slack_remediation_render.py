@@ -63,7 +63,7 @@ def _stored(state: str = "proposed", approvals: tuple[str, ...] = (), needed: in
     plan = Plan("p-0a1b2c3d", PlanTarget("prod", "llm", "Deployment", "vllm-server"), "cap_max_model_len",
                 (Change.set_arg("vllm", "max-model-len", 8192, 4096),), "41", 7, PATCH,
                 "application/json-patch+json", "U0ONCALL", T0, T0 + timedelta(minutes=15), needed,
-                "triage of llm/vllm-server", preview)
+                "triage of llm/vllm-server", preview=preview)
     return StoredPlan(plan, state, "C0INCIDENT", "1700000000.000100", approvals, T0)
 
 
