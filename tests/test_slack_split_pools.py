@@ -220,3 +220,40 @@ def _second_top_level(fake, first: str) -> tuple[str, str]:
     call = calls[-1]
     approve = next(e for e in _buttons(call.args) if e["action_id"] == P.APPROVE_ACTION)
     return approve["value"], call.response["ts"]
+
+
+def test_slash_plan_action_split_pools_plans_phase1_from_the_recorded_triage(tmp_path):
+    with R.remediation_bot(tmp_path) as (sc, fake, bot):
+        R._command(bot, fake, "plan llm/vllm-server --action split_pools", n=40)
+        (none,) = R._respond(fake, 40)
+        assert "no triage of llm/vllm-server recorded action split_pools" in none["text"]
+        store = Store.open(tmp_path / "gpumem.db")
+        record_triage(store, _mixed_pool_report(), actor=USER, channel=CHANNEL, cluster="prod")
+        store.close()
+        R._command(bot, fake, "plan llm/vllm-server --action split_pools", n=41)
+        plan_id, _ = R._top_level_plan(fake)
+        stored = Store.open(tmp_path / "gpumem.db").get(plan_id)
+        assert (stored.plan.action_id, stored.plan.requested_by, stored.state) == ("split_pools", USER, "proposed")
+        assert stored.plan.origin.endswith("action split_pools of the last triage, split_pools phase 1")
+        assert [op["kind"] for op in stored.plan.patch] == ["Deployment", "Service"]
+        assert _config_of(stored.plan.patch[0]["value"]).max_model_len == 27648
+        assert sc.kube.writes() == [] and sc.kube.dry_runs() == []
+
+
+def _config_of(obj: dict):
+    return server_config_from_container(next(c for c in obj["spec"]["template"]["spec"]["containers"]
+                                             if c["name"] == "vllm"))
+
+
+def test_the_cli_points_a_recorded_split_action_at_split_pools():
+    import pytest
+
+    from bot.service.remediate import request_from_changes
+    from runbooks.model.changes import Change
+    from runbooks.model.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        request_from_changes("llm", "vllm-server", None, "split_pools",
+                             (Change("split_pools", "vllm", "threshold", None, 2048),), requested_by="cli:x",
+                             origin="cli")
+    assert (e.value.code, e.value.params) == ("split_use_option", {"target": "llm/vllm-server"})
