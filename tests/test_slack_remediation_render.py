@@ -255,3 +255,162 @@ def test_plans_lists_the_open_ones_in_both_languages():
                                                                                          count=2)
         assert json.dumps(msg["blocks"], ensure_ascii=False).count("p-0a1b2c3d") == 2
     assert "No open plans." in json.dumps(P.plans_message([], "en")["blocks"])
+
+
+# ----------------------------------------------------------------------------- a pool split's plans
+
+from bot.render import slack_split as S  # noqa: E402
+from runbooks.remediation.split import CREATE_OBJECTS  # noqa: E402
+
+#: a secret-looking env value in the clone: never in a Slack message
+SPLIT_SECRET = "sk-live-split-golden-0123456789"
+_LONG = {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "vllm-server-long", "namespace": "llm",
+                      "labels": {"app": "vllm-server-long", "gpumem.io/pool": "long"}},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "vllm-server-long", "gpumem.io/pool": "long"}},
+                  "template": {"metadata": {"labels": {"app": "vllm-server-long", "gpumem.io/pool": "long",
+                                                       "track": "stable"}},
+                               "spec": {"containers": [{
+                                   "name": "vllm", "image": "vllm/vllm-openai:v0.6.6",
+                                   "args": ["--model=Qwen/Qwen2.5-7B-Instruct", "--max-model-len=27648",
+                                            "--max-num-seqs=34", f"--api-key={SPLIT_SECRET}"],
+                                   "env": [{"name": "HF_TOKEN", "value": "hf_live_secret_value"},
+                                           {"name": "OPENAI_API_KEY", "value": SPLIT_SECRET}]}]}}}}
+_LONG_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm-server-long", "namespace": "llm"},
+                 "spec": {"selector": {"app": "vllm-server-long", "gpumem.io/pool": "long"},
+                          "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"}]}}
+SPLIT1 = {"engine": "vllm", "flags": ["max-model-len", "max-num-seqs"], "gpu": "A100-SXM4-80GB",
+          "gpu_resource": "nvidia.com/gpu", "namespace": "llm", "phase": 1, "phase1": "p-5p11a001",
+          "plan": "p-5p11a001", "port": 80, "threshold": 2048, "watch_s": 600.0,
+          "long": {"deployment": "vllm-server-long", "fits": 34, "gpu_quota": 1, "gpus_per_pod": 1,
+                   "kv_tokens": 1075136, "labels": {"app": "vllm-server-long", "gpumem.io/pool": "long",
+                                                    "track": "stable"},
+                   "length_basis": "p99", "max_model_len": 27648, "max_num_seqs": 34, "replicas": 1,
+                   "selector": {"app": "vllm-server-long", "gpumem.io/pool": "long"}, "service": "vllm-server-long"},
+          "profile": {"long_share": 0.2743, "p99_total_tokens": 27433, "requests": 3000,
+                      "source": "triage llm/vllm-server 2026-12-01 02:10 UTC"},
+          "short": {"deployment": "vllm-server", "gpu_quota": 2, "gpus_per_pod": 1, "kv_tokens": 1126224,
+                    "max_model_len": 4096, "max_num_seqs": 128, "output_allowance": 1280, "replicas": 2,
+                    "service": "vllm-server"},
+          "single": {"max_model_len": 8192, "max_num_seqs": 128, "memory_fraction": 0.95, "replicas": 2}}
+SPLIT2 = {**SPLIT1, "phase": 2, "plan": "p-5p11a002", "routing_confirmed_by": "U0SECOND"}
+
+
+def _split_stored(phase: int, state: str = "proposed", approvals: tuple[str, ...] = ()) -> StoredPlan:
+    target = PlanTarget("prod", "llm", "Deployment", "vllm-server")
+    if phase == 1:
+        changes = (Change("split_pools", "vllm", "Deployment", None, "create Deployment/vllm-server-long"),
+                   Change("split_pools", None, "Service", None, "create Service/vllm-server-long"))
+        patch = ({"op": "create", "kind": "Deployment", "name": "vllm-server-long", "value": _LONG},
+                 {"op": "create", "kind": "Service", "name": "vllm-server-long", "value": _LONG_SERVICE})
+        plan = Plan("p-5p11a001", target, "split_pools", changes, "41", 7, patch, CREATE_OBJECTS, "U0ONCALL", T0,
+                    T0 + timedelta(minutes=15), 1, "triage of llm/vllm-server, split_pools phase 1")
+    else:
+        changes = (Change.set_arg("vllm", "max-model-len", 8192, 4096),
+                   Change("split_pools", None, "routing", None,
+                          "confirmed by U0SECOND: prompt tokens > 2048 -> Service/vllm-server-long"))
+        plan = Plan("p-5p11a002", target, "split_pools", changes, "44", 7, PATCH, "application/json-patch+json",
+                    "U0SECOND", T0, T0 + timedelta(minutes=15), 1, "routing confirmed, split_pools phase 2")
+    return StoredPlan(plan, state, "C0INCIDENT", "1700000000.000100", approvals, T0)
+
+
+#: the split messages the golden files keep: phase 1 waiting, held (with the routing button) and
+#: rolled back, phase 2 waiting
+SPLIT_CASES = {
+    "phase1_proposed": (_split_stored(1), SPLIT1, "proposed", {}),
+    "phase1_held": (_split_stored(1, "watched", ("U0APPROVER",)), SPLIT1, "held", {"notes": (), "replicas": 1}),
+    "phase1_rolled_back": (_split_stored(1, "rolled_back", ("U0APPROVER",)), SPLIT1, "rolled_back",
+                           {"users": ("U0APPROVER",)}),
+    "phase2_proposed": (_split_stored(2), SPLIT2, "proposed", {}),
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_pool_splits_plan_messages_render_as_their_golden_file_within_the_limits(lang):
+    doc = {}
+    for name, (stored, split, stage, params) in SPLIT_CASES.items():
+        msg = P.plan_message(stored, lang, stage, split=split, **params)
+        assert block_errors(msg["blocks"]) == [] and B.violations(msg["blocks"]) == [], name
+        assert len(msg["text"]) <= 3000 and "n/a" not in json.dumps(msg, ensure_ascii=False), name
+        text = json.dumps(msg, ensure_ascii=False)
+        assert SPLIT_SECRET not in text and "hf_live_secret_value" not in text and "HF_TOKEN" not in text, name
+        doc[name] = msg
+    _check_golden(f"_plan_split.{lang}", doc)
+
+
+def test_phase1_lists_the_objects_the_routing_and_both_templates_never_a_body():
+    msg = P.plan_message(*SPLIT_CASES["phase1_proposed"][:1], "en", "proposed", split=SPLIT1)
+    text = json.dumps(msg["blocks"], ensure_ascii=False)
+    for words in ("Pool split, phase 1 of 2: create vllm-server-long beside vllm-server",
+                  "Deployment llm/vllm-server-long: 1 replica(s), --max-model-len 27648, --max-num-seqs 34, "
+                  "pod labels app=vllm-server-long, gpumem.io/pool=long, track=stable",
+                  "Service llm/vllm-server-long: ports 80-&gt;http, selector app=vllm-server-long, gpumem.io/pool=long",
+                  "Requests with more than 2048 prompt tokens -&gt; Service llm/vllm-server-long:80; all others "
+                  "-&gt; Service llm/vllm-server:80",
+                  "*Pool split (runbook template)*", "long pool service: llm/vllm-server-long",
+                  "max-model-len per pool: short 4096", "long 27,648 (the profile's p99 of 27,433 tokens rounded up)",
+                  "GPU quota per pool: short 2 x 1 nvidia.com/gpu = 2, long 1 x 1 = 1",
+                  "request profile: triage llm/vllm-server 2026-12-01 02:10 UTC (3000 requests",
+                  "*Routing rollback (runbook template)*", "conditions to switch back",
+                  "the single pool's flags after rollback: --max-model-len=8192 --max-num-seqs=128 on vllm-server",
+                  "watch window: 10 minutes", "need 1 free nvidia.com/gpu",
+                  "Service/vllm-server-long, Deployment/vllm-server-long deleted"):
+        assert words in text, words
+    assert "vllm/vllm-openai" not in text and "--api-key" not in text, "nothing of the pod spec beyond the flags"
+    # a split plan whose template could not be read shows its changes by name, still no body
+    bare = json.dumps(P.plan_message(_split_stored(1), "en", "proposed"), ensure_ascii=False)
+    assert "split_pools create Deployment/vllm-server-long" in bare and SPLIT_SECRET not in bare
+
+
+def test_only_a_watched_phase1_offers_routing_confirmed_with_a_dialog_naming_threshold_and_services():
+    expected = {"proposed": [P.APPROVE_ACTION, P.REJECT_ACTION], "watching": [P.ROLLBACK_ACTION],
+                "held": [P.ROUTING_ACTION, P.ROLLBACK_ACTION], "symptoms_remain": [P.ROUTING_ACTION, P.ROLLBACK_ACTION],
+                "failed": [P.ROLLBACK_ACTION], "rolled_back": []}
+    for stage, buttons in expected.items():
+        msg = P.plan_message(_split_stored(1, "watched"), "en", stage, split=SPLIT1, notes=(), replicas=1,
+                             minutes=10, updated=0, available=0)
+        assert _buttons(msg) == buttons, stage
+        assert all(e["value"] == "p-5p11a001" for b in msg["blocks"] if b["type"] == "actions" for e in b["elements"])
+    held2 = P.plan_message(_split_stored(2, "watched"), "en", "held", split=SPLIT2, notes=(), replicas=2)
+    assert _buttons(held2) == [P.ROLLBACK_ACTION], "phase 2 has nothing after it"
+    for lang in ("en", "zh"):
+        msg = P.plan_message(_split_stored(1, "watched"), lang, "held", split=SPLIT1, notes=(), replicas=1)
+        (routing,) = [e for b in msg["blocks"] if b["type"] == "actions" for e in b["elements"]
+                      if e["action_id"] == P.ROUTING_ACTION]
+        confirm = routing["confirm"]
+        assert len(confirm["title"]["text"]) <= 100 and len(confirm["text"]["text"]) <= 300
+        for words in ("2048", "llm/vllm-server-long", "llm/vllm-server"):
+            assert words in confirm["text"]["text"], (lang, words)
+
+
+def test_phase2_shows_its_flag_change_and_who_confirmed_the_routing():
+    text = json.dumps(P.plan_message(_split_stored(2), "en", "proposed", split=SPLIT2)["blocks"], ensure_ascii=False)
+    assert "`--max-model-len 8192 -&gt; 4096`" in text and "Confirmed by <@U0SECOND>" in text
+    assert "first p-5p11a002 (its Roll back button" in text and "then p-5p11a001" in text
+    assert "Restores --max-model-len 4096 -&gt; 8192" in text and "split_pools None" not in text
+
+
+def test_a_phase1_rollback_refusal_withholds_the_pod_templates_values():
+    rows = [{"object": "Deployment/vllm-server-long", "path": "/spec/replicas", "gpumem": 1, "now": 3},
+            {"object": "Deployment/vllm-server-long", "path": "/spec/template/spec/containers/0/env/1/value",
+             "gpumem": SPLIT_SECRET, "now": "sk-other"},
+            {"object": "Service/vllm-server-long", "path": "/spec/ports", "gpumem": [{"port": 80}], "now": []}]
+    text = S.differences_text(rows, "en")
+    assert text.startswith("Deployment/vllm-server-long /spec/replicas: 1 / 3; ")
+    assert "/env/1/value: changed (values in the pod template are not shown in Slack" in text
+    assert "/spec/ports: (list) / (list)" in text
+    assert SPLIT_SECRET not in text and "sk-other" not in text
+
+
+def test_the_mixed_pool_diagnosis_offers_a_plan_button_for_the_split():
+    report = Report(target="llm/vllm-server", verdict=Verdict("mixed_pool", priority="high"), actions=(
+        Action("split_pools", {"long_pct": 27.4}, changes=(Change("split_pools", "vllm", "threshold", None, 2048),)),
+        Action("split_pools_escalated", {}, "escalate", (Change("split_pools", "vllm", "threshold", None, 2048),)),
+    ))
+    from bot.service.approvals import applicable
+
+    assert [applicable(a) for a in report.actions] == [True, False]
+    (block,) = P.plan_buttons(report, "en", "llm/vllm-server", "prod", ("split_pools",))
+    (button,) = block["elements"]
+    assert P.parse_plan_value(button["value"]) == ("llm/vllm-server", "prod", "split_pools",
+                                                   (Change("split_pools", "vllm", "threshold", None, 2048),))

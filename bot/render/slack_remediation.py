@@ -17,11 +17,13 @@ row is the truth.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from bot.render import slack_blocks as B
+from bot.render import slack_split as S
 from bot.render.i18n import Catalog
 from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, symptoms_values
@@ -38,6 +40,8 @@ APPROVE_ACTION = "gpumem_plan_approve"
 REJECT_ACTION = "gpumem_plan_reject"
 ROLLBACK_ACTION = "gpumem_plan_rollback"
 REPLAN_ACTION = "gpumem_plan_replan"
+#: a pool split's phase-1 message, once watched: record the routing, plan phase 2
+ROUTING_ACTION = S.ROUTING_ACTION
 PLAN_BLOCK = "gpumem_plans"
 #: "Plan" buttons under one diagnosis
 MAX_PLAN_BUTTONS = 5
@@ -135,44 +139,58 @@ def _changes(changes: Sequence[Change]) -> str:
     return "; ".join(c.describe() for c in changes)
 
 
+def restored_of(cat: Catalog, plan: Any) -> str:
+    """What a rollback of `plan` puts back, in words: the inverse of its changes; for a pool
+    split, its flag changes (phase 2) or the objects it deletes (phase 1)."""
+    if plan.action_id == S.ACTION:
+        return S.undo_text(cat, plan, restored(S.flag_changes(plan)))
+    return restored(plan.changes)
+
+
 def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, Any]) -> str:
     p = stored.plan
     users = params.pop("users", ())
     raw = {"users": mentions(cat, users)}
     values = {"needed": p.approvals_needed, "namespace": p.target.namespace, "count": len(stored.approvals),
-              "rv": p.resource_version, "restored": restored(p.changes), "at": p.expires_at.strftime("%H:%M UTC"),
+              "rv": p.resource_version, "restored": restored_of(cat, p), "at": p.expires_at.strftime("%H:%M UTC"),
               **params}
     if "notes" in values:
         values["notes"] = "; ".join(values["notes"]) or "-"
     return t(cat, f"slack_plan.stage.{stage}", raw=raw, **values)
 
 
-def _buttons(cat: Catalog, stored: StoredPlan, stage: str) -> list[Block]:
+def _buttons(cat: Catalog, stored: StoredPlan, stage: str, split: dict[str, Any] | None = None) -> list[Block]:
     p = stored.plan
     where = {"plan": p.id, "kind": p.target.kind, "namespace": p.target.namespace, "name": p.target.name,
              "cluster": p.target.cluster or "-"}
     if stage in _WAITING:
-        ask = B.confirm(cat.t("slack_plan.confirm.approve_title", plan=p.id),
-                        cat.t("slack_plan.confirm.approve_text", changes=_changes(p.changes), **where),
+        text = (S.approve_text(cat, p, split, where) if split is not None
+                else cat.t("slack_plan.confirm.approve_text", changes=_changes(p.changes), **where))
+        ask = B.confirm(cat.t("slack_plan.confirm.approve_title", plan=p.id), text,
                         cat.t("slack_plan.confirm.approve_yes"), cat.t("slack_plan.confirm.deny"), "primary")
         return [B.actions(f"gpumem_plan_{p.id}",
                           B.button(cat.t("slack_plan.button.approve"), APPROVE_ACTION, p.id, "primary", ask),
                           B.button(cat.t("slack_plan.button.reject"), REJECT_ACTION, p.id, "danger"))]
     if stage in _ON_CLUSTER:
         ask = B.confirm(cat.t("slack_plan.confirm.rollback_title", plan=p.id),
-                        cat.t("slack_plan.confirm.rollback_text", restored=restored(p.changes), **where),
+                        cat.t("slack_plan.confirm.rollback_text", restored=restored_of(cat, p), **where),
                         cat.t("slack_plan.confirm.rollback_yes"), cat.t("slack_plan.confirm.deny"), "danger")
-        return [B.actions(f"gpumem_plan_{p.id}",
-                          B.button(cat.t("slack_plan.button.rollback"), ROLLBACK_ACTION, p.id, "danger", ask))]
+        buttons = [B.button(cat.t("slack_plan.button.rollback"), ROLLBACK_ACTION, p.id, "danger", ask)]
+        if split is not None and S.is_create(p) and stage in S.ROUTING_STAGES:
+            buttons.insert(0, S.routing_button(cat, p, split))
+        return [B.actions(f"gpumem_plan_{p.id}", *buttons)]
     if stage in _REPLAN:
         return [B.actions(f"gpumem_plan_{p.id}", B.button(cat.t("slack_plan.button.replan"), REPLAN_ACTION, p.id))]
     return []
 
 
-def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Message:
+def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any] | None = None,
+                 **params: Any) -> Message:
     """The plan message at `stage` (`STAGES`); `params` fill its status line (`users`: the ids it
     names; `updated`, `available`, `replicas`, `minutes` while watching; `notes`; `reason`; `symptoms`: the
-    watch's Prometheus reading, shown under the status line while watching and at the result)."""
+    watch's Prometheus reading, shown under the status line while watching and at the result).
+    `split`: a pool split's template values (`bot.service.split_pools.template_of`), shown in place
+    of the change list; a split plan without them shows no object at all, only its id and kind."""
     if stage not in STAGES:
         raise ValueError(f"unknown plan stage {stage!r}")
     cat = Catalog.load(lang)
@@ -194,15 +212,19 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, **params: Any) -> Me
         (cat.t("slack_plan.field.approvals"), t(cat, "slack_plan.field.approvals_value", count=len(stored.approvals),
                                                 needed=p.approvals_needed)),
     ]))
-    blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
-    blocks += preview_sections(stored, lang)
-    kinds = dict.fromkeys(c.kind for c in p.changes)
-    risks = [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
+    if p.action_id == S.ACTION and split is not None:
+        blocks += S.sections(p, split, lang, stage, mention)
+        risks = S.risks(cat, p, split)
+    else:
+        blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
+        blocks += preview_sections(stored, lang)
+        kinds = dict.fromkeys(c.kind for c in p.changes)
+        risks = [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
     blocks += B.text_sections(cat.t("slack_plan.rollback"),
-                              [t(cat, "slack_plan.rollback_value", restored=restored(p.changes), plan=p.id)])
+                              [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])
     blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
-    blocks += _buttons(cat, stored, stage)
+    blocks += _buttons(cat, stored, stage, split if p.action_id == S.ACTION else None)
     return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
 
 
@@ -236,7 +258,7 @@ def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
     p = stored.plan
     text = t(cat, "slack_plan.note", raw={"approvers": mentions(cat, stored.approvals),
                                           "requester": mention(p.requested_by)},
-             plan=p.id, restored=restored(p.changes), target=str(p.target), origin=p.origin or p.action_id)
+             plan=p.id, restored=restored_of(cat, p), target=str(p.target), origin=p.origin or p.action_id)
     return B.message(text, [B.section(":memo: " + text)])
 
 
@@ -251,9 +273,25 @@ def refusal_message(lang: str, key: str, /, **params: Any) -> Message:
 
 
 def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str) -> str:
-    """The plan-specific wording of an error code, else `fallback` (the shared error line)."""
+    """The plan-specific wording of an error code; for a pool split's codes without one of their
+    own, the terminal's wording without its `gpumem plan:` lead (what to change is the same
+    option in `/gpumem plan`); else `fallback` (the shared error line).
+
+    >>> error_reason(Catalog.load("en"), "split_no_gpu", {}, "-")
+    'which GPU does the Deployment run on? Its nodeSelector names none; give --gpu NAME (e.g. A100-80GB).'
+    """
     key = f"slack_plan.error.{code}"
-    return cat.t(key, params) if cat.has(key) else fallback
+    if cat.has(key):
+        return cat.t(key, params)
+    if code.startswith("split_") and code not in _VALUES_INSIDE and cat.has(f"remediate_cli.error.{code}"):
+        return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", params), count=1)
+    return fallback
+
+
+#: codes whose terminal wording prints object values (a clone's env among them): never in Slack
+_VALUES_INSIDE = frozenset({"split_changed_after_apply"})
+#: how the terminal's error lines begin (`gpumem plan: `, `gpumem rollback：`)
+_CLI_LEAD = re.compile(r"^gpumem(?: [a-z]+)?[:：]\s*")
 
 
 def differences_text(rows: Sequence[dict[str, Any]], limit: int = 1500) -> str:

@@ -28,6 +28,7 @@ from bot.store.db import StoredPlan
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
+from runbooks.remediation.split import ACTION as SPLIT_KIND
 
 #: plan states a Reject click may end
 REJECTABLE = ("proposed", "approved")
@@ -61,9 +62,17 @@ def remediation_on(settings: Any, cluster: str | None, namespace: str) -> bool:
 
 
 def applicable(action: Action) -> bool:
-    """An action gpumem can apply: on-call tier, with typed changes of kinds a plan can hold."""
-    return (action.tier != "escalate" and bool(action.changes)
-            and all(c.kind in remediate.APPLY_KINDS for c in action.changes))
+    """An action gpumem can apply: on-call tier, with typed changes of kinds a plan can hold, or
+    the pool split's one change (planned in two phases by `bot.service.split_pools`)."""
+    if action.tier == "escalate" or not action.changes:
+        return False
+    kinds = {c.kind for c in action.changes}
+    return kinds <= set(remediate.APPLY_KINDS) or (kinds == {SPLIT_KIND} and len(action.changes) == 1)
+
+
+def is_split_action(changes: Any) -> bool:
+    """Whether a "Plan" button's changes are a pool split's (phase 1 of `bot.service.split_pools`)."""
+    return bool(changes) and all(c.kind == SPLIT_KIND for c in changes)
 
 
 def plannable_actions(report: Report, settings: Any, target: str | None, context: str | None) -> tuple[str, ...]:
@@ -178,9 +187,46 @@ def may_roll_back(store: Any, settings: Any, plan_id: str, user: str, user_group
     return stored
 
 
-def replan_request(stored: StoredPlan, user: str) -> remediate.PlanRequest:
-    """A new plan for the same change against the object as it is now, asked for by `user`."""
+def may_confirm_routing(store: Any, settings: Any, plan_id: str, user: str, user_groups: tuple[str, ...],
+                        channel: str | None = None, now: datetime | None = None) -> StoredPlan | Refusal:
+    """Whether `user` may confirm that the gateway routes long prompts to a phase-1 plan's long
+    pool (and so ask for phase 2): remediation on, an approver of its namespace (four-eyes is for
+    the phase-2 plan's approval, which someone else gives), the plan a pool split's phase 1 whose
+    objects are on the cluster (applied or watched)."""
+    from bot.service.split_pools import PHASE1_LIVE, is_phase1, is_split
+
+    stored = store.get(plan_id)
+    if not (is_split(stored.plan) and is_phase1(stored.plan)):
+        return Refusal("not_split", state=stored.state)
+    refusal = _not_an_approver(store, settings, stored.plan, user, user_groups, "routing_refused", channel, now)
+    if refusal is not None:
+        return refusal
+    if stored.state not in PHASE1_LIVE:
+        return Refusal("moved", state=stored.state)
+    return stored
+
+
+def may_confirm_routing_of(store: Any, settings: Any, namespace: str, cluster: str | None, user: str,
+                           user_groups: tuple[str, ...], channel: str | None = None) -> Refusal | None:
+    """`/gpumem plan ... --phase 2 --routing-confirmed`: None when `user` may confirm the routing
+    in `namespace` (an approver there), else the refusal (recorded in the audit)."""
+    decision = decide(dataclasses.replace(_policy(settings), four_eyes=False), namespace, requested_by="",
+                      user=user, user_groups=user_groups, cluster=cluster)
+    if decision.allowed:
+        return None
+    store.record("routing_refused", actor=user, channel=channel,
+                 detail={"namespace": namespace, "reason": decision.reason})
+    return Refusal(decision.reason, decision.approvers)
+
+
+def replan_request(stored: StoredPlan, user: str, store: Any = None, watch_s: float = 600.0) -> Any:
+    """A new plan for the same change against the object as it is now, asked for by `user` (a
+    pool split's phase 1 again with `store`: `bot.service.split_pools.replan_request`)."""
     p = stored.plan
+    if p.action_id == SPLIT_KIND and store is not None:
+        from bot.service.split_pools import replan_request as split_replan
+
+        return split_replan(store, stored, user, watch_s=watch_s)
     w = p.workload or p.target  # an HPA plan is re-made for the workload the HPA scales
     return remediate.request_from_changes(w.namespace, w.name, w.cluster, p.action_id,
                                           p.changes, requested_by=user, origin=p.origin, kind=w.kind)

@@ -104,7 +104,10 @@ def summarize_report(report: Report) -> dict[str, Any]:
         long_share = sum(b.share for b in p.buckets if b.bucket.upper() in ("L", "XL")) if p.buckets else None
         profile = {"requests": p.total, "p50_input_tokens": p.p50_input_tokens, "p95_input_tokens": p.p95_input_tokens,
                    "p99_input_tokens": p.p99_input_tokens, "p95_output_tokens": p.p95_output_tokens,
-                   "long_share": long_share, "estimated": p.estimated}
+                   "p99_output_tokens": p.p99_output_tokens, "p95_total_tokens": p.p95_total_tokens,
+                   "p99_total_tokens": p.p99_total_tokens,
+                   "buckets": {b.bucket: [b.count, b.share] for b in p.buckets},
+                   "source": p.source, "long_share": long_share, "estimated": p.estimated}
     findings = [{"id": f.id, "severity": f.severity} for f in report.findings]
     ids = " ".join(f["id"] for f in findings)
     memory = report.memory

@@ -29,6 +29,7 @@ from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, GpumemError, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
 from runbooks.triage.actions import ESCALATE_ONLY
 
@@ -235,6 +236,8 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
     if not changes:
         raise UsageError("nothing_to_change", what=action_id)
     other = sorted({c.kind for c in changes if c.kind not in APPLY_KINDS})
+    if other == [SPLIT_KIND]:  # two phases of their own: `bot.service.split_pools`
+        raise UsageError("split_use_option", target=f"{namespace}/{name}")
     if other:
         raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
     driving = [c for c in changes if c.flag in _DRIVING.get(c.kind, (c.flag,))]

@@ -25,6 +25,7 @@ from bot.actuator.writer import KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, TargetNotFound, UsageError
+from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
@@ -58,6 +59,9 @@ class SplitRequest:
     origin: str = "cli"
     #: the watch window the routing-rollback template names
     watch_s: float = 600.0
+    #: a request profile known already (Slack: the last recorded triage's), used when there is
+    #: no `profile_path`
+    profile: RequestProfile | None = None
 
 
 #: the plan options that only a pool split takes, as (attribute, option)
@@ -93,6 +97,98 @@ def request_from_args(args: Any, namespace: str, name: str, *, cluster: str | No
                         getattr(args, "long_replicas", None) or split.DEFAULT_LONG_REPLICAS,
                         getattr(args, "service", None), getattr(args, "container", None), getattr(args, "gpu", None),
                         bool(getattr(args, "routing_confirmed", False)), requested_by, origin, watch_s)
+
+
+def recorded_profile(store: Store, namespace: str, name: str) -> RequestProfile | None:
+    """The request profile of the last triage of NAMESPACE/NAME recorded in the store (what Slack
+    sizes the long pool from, since it cannot read an access log on the bot's host); None when no
+    triage was recorded or it had no profile with lengths."""
+    from bot.store.notes import Journal
+
+    record = Journal(store).last_triage(namespace, name)
+    raw = (record.summary.get("profile") if record is not None else None) or {}
+    if raw.get("p99_total_tokens") is None and raw.get("p99_input_tokens") is None:
+        return None
+
+    def number(key: str) -> float | None:
+        value = raw.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    buckets = tuple(BucketShare(str(k), int(v[0]), float(v[1])) for k, v in (raw.get("buckets") or {}).items()
+                    if isinstance(v, list) and len(v) == 2)
+    source = f"triage {namespace}/{name} {record.at.strftime('%Y-%m-%d %H:%M UTC')}"
+    return RequestProfile(source, int(raw.get("requests") or 0), buckets,
+                          p50_input_tokens=number("p50_input_tokens"), p95_input_tokens=number("p95_input_tokens"),
+                          p99_input_tokens=number("p99_input_tokens"), p95_output_tokens=number("p95_output_tokens"),
+                          p99_output_tokens=number("p99_output_tokens"), estimated=bool(raw.get("estimated")),
+                          p95_total_tokens=number("p95_total_tokens"), p99_total_tokens=number("p99_total_tokens"))
+
+
+def slack_request(store: Store, args: Any, namespace: str, name: str, *, cluster: str | None, requested_by: str,
+                  origin: str, watch_s: float) -> SplitRequest | None:
+    """`/gpumem plan NS/NAME --split-pools ...` (or `--action split_pools`): the CLI's request,
+    phase 1 sized from the last recorded triage's request profile when it has one (Slack cannot
+    read an access log: the grammar refuses --profile). None when the command is not a split."""
+    if getattr(args, "action", None) == split.ACTION and not getattr(args, "split_pools", False):
+        if getattr(args, "set", None) or getattr(args, "replicas", None) is not None:
+            raise UsageError("action_and_changes")
+        changes = _recorded_split(store, namespace, name)
+        return request_from_action(store, namespace, name, cluster, changes, requested_by=requested_by,
+                                   origin=f"{origin}, action {split.ACTION} of the last triage", watch_s=watch_s)
+    request = request_from_args(args, namespace, name, cluster=cluster, requested_by=requested_by, origin=origin,
+                                watch_s=watch_s)
+    if request is None or request.phase != 1 or request.profile_path:
+        return request
+    return replace(request, profile=recorded_profile(store, namespace, name))
+
+
+def _recorded_split(store: Store, namespace: str, name: str) -> tuple[Change, ...]:
+    from bot.service.remediate import action_changes
+
+    return action_changes(store, namespace, name, split.ACTION)
+
+
+def request_from_action(store: Store, namespace: str, name: str, cluster: str | None, changes: tuple[Change, ...],
+                        *, requested_by: str, origin: str, watch_s: float) -> SplitRequest:
+    """Phase 1 of the triage's split_pools action (its typed change carries the threshold and the
+    server container), sized from the last recorded triage's request profile."""
+    change = next((c for c in changes if c.kind == split.ACTION), None)
+    if change is None or any(c.kind != split.ACTION for c in changes):
+        raise UsageError("not_applicable", action=split.ACTION,
+                         kinds=", ".join(sorted({c.kind for c in changes})) or "-")
+    threshold = change.new if isinstance(change.new, int) and not isinstance(change.new, bool) else None
+    if threshold is not None and not 1 <= threshold <= 10_000_000:
+        raise UsageError("split_bad_threshold", threshold=threshold)
+    return SplitRequest(namespace, name, cluster, 1, threshold, container=change.container,
+                        requested_by=requested_by, origin=origin, watch_s=watch_s,
+                        profile=recorded_profile(store, namespace, name))
+
+
+def phase2_request(stored: StoredPlan, user: str, *, origin: str, watch_s: float) -> SplitRequest:
+    """Phase 2 after `user` confirmed the routing of the phase-1 plan `stored` (its Deployment, its
+    cluster, its threshold)."""
+    plan = stored.plan
+    if not (is_split(plan) and is_phase1(plan)):
+        raise UsageError("split_not_phase1", plan=plan.id)
+    t = plan.target
+    return SplitRequest(t.namespace, t.name, t.cluster, 2, routing_confirmed=True, requested_by=user, origin=origin,
+                        watch_s=watch_s)
+
+
+def replan_request(store: Store, stored: StoredPlan, user: str, *, watch_s: float) -> SplitRequest:
+    """A fresh phase-1 plan like `stored` (same threshold, long-pool replicas and Service) against
+    the objects as they are now. Phase 2 is not re-planned this way: it needs the routing
+    confirmed again (UsageError split_replan_phase2)."""
+    plan = stored.plan
+    if not is_phase1(plan):
+        raise UsageError("split_replan_phase2", plan=plan.id, target=f"{plan.target.namespace}/{plan.target.name}")
+    t = template_of(store, plan.id) or {}
+    long, short = t.get("long") or {}, t.get("short") or {}
+    container = next((c.container for c in plan.changes if c.container), None)
+    return SplitRequest(plan.target.namespace, plan.target.name, plan.target.cluster, 1, t.get("threshold"),
+                        long_replicas=int(long.get("replicas") or split.DEFAULT_LONG_REPLICAS),
+                        service=short.get("service"), container=container, requested_by=user, origin=plan.origin,
+                        watch_s=watch_s, profile=recorded_profile(store, plan.target.namespace, plan.target.name))
 
 
 def is_split(plan: Plan) -> bool:
@@ -201,6 +297,8 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
     workload, config, setup = _setup(original, request.gpu)
     length_flag, seqs_flag = split.flags_for(config.engine or "")
     profile, detail = _profile(request.profile_path)
+    if profile is None and request.profile is not None:
+        profile = request.profile
     threshold = request.threshold or split.default_threshold()
     current_len = config.max_model_len or setup.model.max_position_embeddings
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs

@@ -65,6 +65,7 @@ def listeners(handlers: Handlers, command: str = "/gpumem") -> tuple[Listener, .
         Listener("action", P.REJECT_ACTION, desk.on_reject),
         Listener("action", P.ROLLBACK_ACTION, desk.on_rollback),
         Listener("action", P.REPLAN_ACTION, desk.on_replan),
+        Listener("action", P.ROUTING_ACTION, desk.on_routing),
     )
 
 

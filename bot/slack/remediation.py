@@ -20,9 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.render import slack_remediation as P
+from bot.render import slack_split as S
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
-from bot.service import approvals, remediate, watch_metrics
+from bot.service import approvals, remediate, split_pools, watch_metrics
 from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
 from bot.slack.api import SlackPoster
@@ -122,6 +123,10 @@ class RemediationDesk:
         ack()
         self.later(self._guarded, self._replan_click, body, respond)
 
+    def on_routing(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, self._routing_click, body, respond)
+
     def _guarded(self, fn: Callable[[Click, str, Callable[..., Any]], None], body: dict[str, Any],
                  respond: Callable[..., Any]) -> None:
         click = Click(body)
@@ -176,6 +181,23 @@ class RemediationDesk:
     def _slash_plan(self, cmd: Command, channel: str, user: str, lang: str, respond: Callable[..., Any]) -> None:
         assert cmd.target is not None
         args = cmd.args
+        cluster = approvals.cluster_name(self.settings, cmd.context)
+        try:
+            split = split_pools.slack_request(self.store, args, cmd.target.namespace, cmd.target.name, cluster=cluster,
+                                              requested_by=user, origin=f"/gpumem plan in {channel}",
+                                              watch_s=self.settings.remediation.watch_s)
+        except UsageError as e:
+            return self._plan_failed(respond, lang, e)
+        if split is not None:
+            if split.routing_confirmed:  # an attestation that phase 2 relies on: an approver's
+                groups = self._groups(user, split.namespace)
+                refusal = approvals.may_confirm_routing_of(self.store, self.settings, split.namespace, cluster, user,
+                                                           groups, channel=channel)
+                if refusal is not None:
+                    return self._refuse(respond, lang, "routing_not_an_approver", namespace=split.namespace,
+                                        approvers=refusal.approvers)
+            self._make_and_post(split, channel, None, lang, respond)
+            return
         try:
             request = remediate.plan_request(
                 self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
@@ -204,8 +226,13 @@ class RemediationDesk:
         if not self.store.claim(f"plan:{click.channel}:{click.ts}:{click.action_id}", click.user, ttl_s=PLAN_CLAIM_S):
             return self._refuse(respond, lang, "claimed")
         try:
-            request = remediate.request_from_changes(parsed.namespace, parsed.name, cluster, action_id, changes,
-                                                     requested_by=click.user, origin=f"triage of {parsed}")
+            if approvals.is_split_action(changes):  # phase 1 of a pool split, sized from the recorded triage
+                request = split_pools.request_from_action(self.store, parsed.namespace, parsed.name, cluster, changes,
+                                                          requested_by=click.user, origin=f"triage of {parsed}",
+                                                          watch_s=self.settings.remediation.watch_s)
+            else:
+                request = remediate.request_from_changes(parsed.namespace, parsed.name, cluster, action_id, changes,
+                                                         requested_by=click.user, origin=f"triage of {parsed}")
         except UsageError as e:
             return self._plan_failed(respond, lang, e)
         self._make_and_post(request, click.channel, click.thread, lang, respond)
@@ -227,7 +254,7 @@ class RemediationDesk:
         except GpumemError as e:
             self._plan_failed(respond, lang, e)
             return None
-        ts, error = self.poster.post_or_error(channel, P.plan_message(stored, lang, "proposed"), thread_ts=thread)
+        ts, error = self.poster.post_or_error(channel, self._message(stored, lang, "proposed"), thread_ts=thread)
         if ts is None:
             self._say(respond, V.error_message(lang, "post_failed", error=error))
             return stored.plan.id
@@ -267,14 +294,14 @@ class RemediationDesk:
                                 now=self.now())
         if isinstance(out, approvals.Refusal):
             if out.reason == "expired":
-                self.poster.update(click.channel, click.ts, P.plan_message(self.store.get(plan.id), lang, "expired"))
+                self.poster.update(click.channel, click.ts, self._message(self.store.get(plan.id), lang, "expired"))
             return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
                                 approvers=out.approvers, state=out.state, verb="approve")
         if out.state == "proposed":  # more approvals needed
             self.poster.update(click.channel, click.ts,
-                               P.plan_message(out, lang, "partly_approved", users=out.approvals))
+                               self._message(out, lang, "partly_approved", users=out.approvals))
             return
-        self.poster.update(click.channel, click.ts, P.plan_message(out, lang, "approved", users=out.approvals))
+        self.poster.update(click.channel, click.ts, self._message(out, lang, "approved", users=out.approvals))
         self.jobs.submit(self._apply_guarded, plan.id, click.channel, click.ts, click.thread, lang, click.user)
 
     def _reject_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
@@ -287,7 +314,7 @@ class RemediationDesk:
         if isinstance(out, approvals.Refusal):
             return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
                                 approvers=out.approvers, state=out.state, verb="reject")
-        self.poster.update(click.channel, click.ts, P.plan_message(out, lang, "rejected", users=(click.user,)))
+        self.poster.update(click.channel, click.ts, self._message(out, lang, "rejected", users=(click.user,)))
 
     def _replan_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
         stored = self._stored(click.value, respond, lang)
@@ -299,7 +326,39 @@ class RemediationDesk:
                                 cluster=plan.target.cluster or "-")
         if not self.store.claim(f"replan:{plan.id}", click.user, ttl_s=PLAN_CLAIM_S):
             return self._refuse(respond, lang, "claimed")
-        self._make_and_post(approvals.replan_request(stored, click.user), click.channel, click.thread, lang, respond)
+        try:
+            request = approvals.replan_request(stored, click.user, self.store, self.settings.remediation.watch_s)
+        except UsageError as e:
+            return self._plan_failed(respond, lang, e)
+        self._make_and_post(request, click.channel, click.thread, lang, respond)
+
+    # ------------------------------------------------------------------ a pool split: routing confirmed
+
+    def _routing_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
+        """"Routing confirmed: plan phase 2" on a watched phase-1 plan: an approver of the namespace
+        attests that the gateway routes long prompts to the long pool; phase 2 is planned (the
+        audit's `routing_confirmed` names them) and posted in the thread for approval."""
+        stored = self._stored(click.value, respond, lang)
+        if stored is None:
+            return
+        plan = stored.plan
+        if not approvals.remediation_on(self.settings, plan.target.cluster, plan.target.namespace):
+            return self._refuse(respond, lang, "remediation_off", namespace=plan.target.namespace,
+                                cluster=plan.target.cluster or "-")
+        groups = self._groups(click.user, plan.target.namespace)
+        out = approvals.may_confirm_routing(self.store, self.settings, plan.id, click.user, groups,
+                                            channel=click.channel, now=self.now())
+        if isinstance(out, approvals.Refusal):
+            if out.reason == "not_an_approver":
+                return self._refuse(respond, lang, "routing_not_an_approver", namespace=plan.target.namespace,
+                                    approvers=out.approvers)
+            return self._refuse(respond, lang, out.reason, plan=plan.id, namespace=plan.target.namespace,
+                                approvers=out.approvers, state=out.state, verb="approve")
+        if not self.store.claim(f"routing:{plan.id}", click.user, ttl_s=PLAN_CLAIM_S):
+            return self._refuse(respond, lang, "claimed")
+        request = split_pools.phase2_request(stored, click.user, origin=f"routing confirmed in {click.channel}",
+                                             watch_s=self.settings.remediation.watch_s)
+        self._make_and_post(request, click.channel, click.thread, lang, respond)
 
     # ------------------------------------------------------------------ apply and watch
 
@@ -309,7 +368,7 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "applying plan %s failed", e, plan_id)
             reason = Catalog.load(lang).t("slack.error.internal", error_id=error_id)
-            self.poster.update(channel, ts, P.plan_message(self.store.get(plan_id), lang, "not_applied",
+            self.poster.update(channel, ts, self._message(self.store.get(plan_id), lang, "not_applied",
                                                            reason=reason))
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
@@ -324,7 +383,7 @@ class RemediationDesk:
                 raise RuntimeError("the rollback note could not be posted in the thread; nothing was written")
 
         def on_dry_run() -> None:
-            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "dry_run_ok"))
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "dry_run_ok"))
 
         try:
             writer = self.writer_for(plan.target.cluster)
@@ -336,17 +395,18 @@ class RemediationDesk:
                 return
             now = store.get(plan_id)
             if e.code == "changed_since_planned":
-                self.poster.update(channel, ts, P.plan_message(now, lang, "changed", planned=plan.resource_version,
+                self.poster.update(channel, ts, self._message(now, lang, "changed", planned=plan.resource_version,
                                                                now=e.params.get("now") or "?"))
                 return
-            self.poster.update(channel, ts, P.plan_message(now, lang, "not_applied", reason=error_line(cat, e)))
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            self.poster.update(channel, ts, self._message(now, lang, "not_applied", reason=reason))
             return
         except GpumemError as e:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
-            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "not_applied", reason=reason))
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=reason))
             return
         except RuntimeError as e:  # the note could not be posted: the plan failed before any write
-            self.poster.update(channel, ts, P.plan_message(store.get(plan_id), lang, "not_applied", reason=str(e)))
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=str(e)))
             return
         self._watch(plan_id, channel, ts, lang, writer)
 
@@ -357,7 +417,7 @@ class RemediationDesk:
 
         def on_look(look: Any) -> None:
             if look.outcome == "rolling_out":
-                self.poster.update(channel, ts, P.plan_message(
+                self.poster.update(channel, ts, self._message(
                     store.get(plan_id), lang, "watching", minutes=minutes, updated=look.updated,
                     available=look.available, replicas=look.replicas, symptoms=look.symptoms))
 
@@ -373,7 +433,7 @@ class RemediationDesk:
             log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
-        self.poster.update(channel, ts, P.plan_message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
+        self.poster.update(channel, ts, self._message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
                                                        symptoms=seen.symptoms))
 
     # ------------------------------------------------------------------ Roll back
@@ -404,6 +464,13 @@ class RemediationDesk:
 
     def _rollback_guarded(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
                           message: tuple[str, str] | None) -> None:
+        try:
+            self._rollback_job(plan_id, user, channel, lang, respond, message)
+        finally:  # over, done or refused: a retry (a phase 1 after its phase 2) is not told one runs
+            self.store.release(f"rollback:{plan_id}", user)
+
+    def _rollback_job(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
+                      message: tuple[str, str] | None) -> None:
         cat = Catalog.load(lang)
         try:
             writer = self.writer_for(self.store.get(plan_id).plan.target.cluster)
@@ -412,22 +479,31 @@ class RemediationDesk:
             if e.code == "changed_after_apply":
                 rows = P.differences_text(e.params.get("differences") or ())
                 return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
+            if e.code == "split_changed_after_apply":  # the clone holds the original's env: paths, not values
+                rows = S.differences_text(e.params.get("differences") or (), lang)
+                return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
             if e.code == "plan_moved":
                 return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
-            return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=error_line(cat, e))
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
         except GpumemError as e:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
         except Exception as e:
             error_id = log_crash(log, "rolling back plan %s failed", e, plan_id)
             return self._say(respond, V.error_message(lang, "internal", error_id=error_id))
-        msg = P.plan_message(stored, lang, "rolled_back", users=(user,))
+        msg = self._message(stored, lang, "rolled_back", users=(user,))
         if message is not None:
             self.poster.update(message[0], message[1], msg)
         else:
             self.poster.post(channel, msg)
 
     # ------------------------------------------------------------------ helpers
+
+    def _message(self, stored: Any, lang: str, stage: str, **params: Any) -> dict[str, Any]:
+        """The plan message at `stage`; a pool split's with the template values it recorded."""
+        split = split_pools.template_of(self.store, stored.plan.id) if split_pools.is_split(stored.plan) else None
+        return P.plan_message(stored, lang, stage, split=split, **params)
 
     def _target_refusal(self, target: Any, context: str | None, channel: str) -> Any:
         return self.check_target(Command(verb="plan", target=target, context=context), channel)

@@ -323,6 +323,11 @@ class Store:
                          (key, holder, _iso(now), _iso(now + timedelta(seconds=ttl_s))))
         return True
 
+    def release(self, key: str, holder: str) -> None:
+        """Give back a claim `holder` took before it runs out (the work it guarded is over)."""
+        with self._tx() as conn:
+            conn.execute("DELETE FROM claims WHERE key = ? AND holder = ?", (key, holder))
+
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")

@@ -15,7 +15,10 @@ Kinds (`flag` names the field when a kind has several):
   from `old` to `new`;
 - `add_shm`: an emptyDir (medium Memory) of size `new` mounted at /dev/shm in `container`;
 - `raise_memory_limit`: `container`'s memory limit (`flag` "limits.memory", None meaning it too,
-  or "requests.memory") from `old` to `new`.
+  or "requests.memory") from `old` to `new`;
+- `split_pools`: the runbook's long/short pool split of `container`'s Deployment (`flag`
+  "threshold": `new` is the prompt length above which requests go to the long pool; a split's
+  plans also name the objects they create and the confirmed routing with this kind).
 
 >>> Change.set_arg("vllm", "max-num-seqs", 256, 112)
 Change(kind='set_arg', container='vllm', flag='max-num-seqs', old=256, new=112)
@@ -25,6 +28,8 @@ Change(kind='set_arg', container='vllm', flag='max-num-seqs', old=256, new=112)
 'HPA minReplicas 2 -> 3'
 >>> Change("add_shm", "vllm", None, None, "16Gi").describe()
 '/dev/shm (none) -> emptyDir Memory 16Gi'
+>>> Change("split_pools", "vllm", "threshold", None, 2048).describe()
+'split pools: prompts over 2048 tokens to a long pool'
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CHANGE_KINDS = ("set_arg", "scale", "add_startup_probe", "hpa_on_queue_depth", "lower_max_surge", "add_shm",
-                "raise_memory_limit")
+                "raise_memory_limit", "split_pools")
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class Change:
         if self.kind == "raise_memory_limit":
             what = "memory request" if self.flag == "requests.memory" else "memory limit"
             return f"{what} {none} -> {_fmt(self.new)}"
+        if self.kind == "split_pools" and self.flag == "threshold":
+            return f"split pools: prompts over {_fmt(self.new)} tokens to a long pool"
         return f"{self.kind} {_fmt(self.new)}"
 
 def _fmt(value: Any) -> str:

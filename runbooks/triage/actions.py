@@ -19,6 +19,8 @@ from runbooks.remediation.solver import (
     solve_from_capacity,
     solve_safe_flags,
 )
+from runbooks.remediation.split import ACTION as SPLIT_KIND
+from runbooks.remediation.split import default_threshold
 from runbooks.triage.context import TriageContext
 from runbooks.triage.failure_actions import (
     default_max_num_seqs,
@@ -181,7 +183,10 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         _weights_actions(ctx, add)
     elif cause_id == "mixed_pool":
         prof = ctx.evidence.requests
-        add("split_pools", "now", long_pct=round(prof.share("L", "XL") * 100, 1) if prof else None)
+        # the split is planned in two phases (`runbooks.remediation.split`); its typed change names
+        # the server container and the routing threshold, the runbook's long-request boundary
+        add("split_pools", "now", long_pct=round(prof.share("L", "XL") * 100, 1) if prof else None,
+            changes=(Change(SPLIT_KIND, container, "threshold", None, default_threshold()),))
     elif cause_id == "parallelism_misconfig":
         parallel_actions(ctx, add, container)
         if ("parallelism_exceeds_gpus" in ids or "gpus_idle" in ids) and "fit_layout_to_gpus" not in acts:
