@@ -542,3 +542,23 @@ def test_a_triage_an_alert_started_offers_the_same_plan_buttons(tmp_path):
     button = _plan_button(diagnosis, "cap_max_model_len")
     assert json.loads(button["value"])["a"] == "cap_max_model_len"
     assert _patches(sc) == 0
+
+
+def test_slack_retrying_an_approve_delivery_writes_once(tmp_path):
+    """Slack sends the same interaction again (X-Slack-Retry-Num) when the first answer was late:
+    the retry is answered and not run, so the approval applies once."""
+    from slack_bolt.request import BoltRequest
+
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, diagnosis = _diagnosis(bot, fake)
+        plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
+        body = action_body(P.APPROVE_ACTION, plan_id, fake.response_url(70), channel=CHANNEL, message_ts=plan_ts,
+                           user=APPROVER, thread_ts=ts)
+        headers = signed_headers(SECRET, body)
+        assert bot.app.dispatch(BoltRequest(body=body, headers=headers)).status == 200
+        retry = {**headers, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+        again = bot.app.dispatch(BoltRequest(body=body, headers=retry))
+        assert again.status == 200 and not again.body  # answered, not run again
+        _wait_edit(fake, plan_ts, "Held:")
+        assert _patches(sc) == 1 and len(sc.kube.dry_runs(verb="patch")) == 1
+        assert [c for c in fake.calls_to("respond") if c.args.get("_url") == "70"] == []  # no "already" either
