@@ -264,6 +264,7 @@ def test_the_plan_text_fills_both_runbook_templates(cluster, tmp_path, capsys):
                  "GPU quota per pool: short 2 x 1 nvidia.com/gpu = 2, long 1 x 1 = 1",
                  "current long pool service: llm/vllm-server-long",
                  "the single pool's flags after rollback: --max-model-len=8192 --max-num-seqs=128 on vllm-server",
-                 "watch window: 10 minutes"):
+                 "watch window: 10 minutes",
+                 "not cloned: an HPA scaling vllm-server does not scale vllm-server-long"):
         assert line in text, line
     assert "hf_live_secret_value" not in text, "the clone's env is not printed"

@@ -190,7 +190,8 @@ def risks(cat: Catalog, plan: Plan, split: Mapping[str, Any]) -> list[str]:
     if is_create(plan):
         long = split["long"]
         return [t(cat, "slack_split.risk1", objects=len(creates(plan)), gpus=long["gpu_quota"],
-                  resource=split.get("gpu_resource"), short=split["short"]["deployment"])]
+                  resource=split.get("gpu_resource"), short=split["short"]["deployment"]),
+                t(cat, "slack_split.not_cloned", short=split["short"]["deployment"], long=long["deployment"])]
     length_flag, _ = split["flags"]
     return [t(cat, "slack_split.risk2", short=split["short"]["deployment"], length_flag=length_flag,
               length=str(split["short"]["max_model_len"]), threshold=split["threshold"])]

@@ -84,6 +84,8 @@ def template_text(t: dict[str, Any], state: str, lang: str) -> str:
                        replicas=single["replicas"],
                        short=short["deployment"]))
     lines.append(cat.t("split_pools.watch", minutes=round(float(t.get("watch_s") or 0) / 60, 1)))
+    if phase == 1:
+        lines.append(cat.t("split_pools.not_cloned", short=short["deployment"], long=long["deployment"]))
     if phase == 1 and state in ("applied", "watched"):
         nxt = "next1_applied"
     elif phase == 1 and state in ("proposed", "approved"):
