@@ -68,14 +68,15 @@ def test_the_listener_registry_names_the_command_and_the_button(tmp_path):
             ("command", "/gpumem"), ("action", "gpumem_rerun"),
             ("action", re.compile(r"^gpumem_fleet_triage_[0-9]+$")),
             ("action", re.compile(r"^gpumem_plan:\d+$")), ("action", "gpumem_plan_approve"),
-            ("action", "gpumem_plan_reject"), ("action", "gpumem_plan_rollback"), ("action", "gpumem_plan_replan")]
+            ("action", "gpumem_plan_reject"), ("action", "gpumem_plan_rollback"), ("action", "gpumem_plan_replan"),
+            ("action", "gpumem_plan_routing")]
         assert registry[1].fn == registry[2].fn == bot.handlers.on_rerun  # the fleet's Triage buttons start a triage
         desk = bot.handlers.remediation
         assert [item.fn for item in registry[3:]] == [desk.on_plan, desk.on_approve, desk.on_reject, desk.on_rollback,
-                                                      desk.on_replan]
+                                                      desk.on_replan, desk.on_routing]
         fresh = App(client=bot.client, signing_secret=SECRET, token_verification_enabled=False)
         register(fresh, registry)
-        assert len(fresh._listeners) == 8
+        assert len(fresh._listeners) == 9
 
 
 @pytest.mark.parametrize("case", ["unsigned", "tampered", "stale", "wrong_secret"])
