@@ -12,7 +12,15 @@ from collectors.parsers.kube_placement import (
     rollout_from_object,
     template_gpus,
 )
-from runbooks.remediation.preview import NodeGpus, Placement, PodGpus, Requirement, Rollout, blast_radius
+from runbooks.remediation.preview import (
+    NodeGpus,
+    Placement,
+    PodGpus,
+    Requirement,
+    Rollout,
+    Toleration,
+    blast_radius,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -78,14 +86,21 @@ def test_scaling_down_frees_gpus_and_restarts_nothing():
     assert (r.restart_pods, r.pods_removed, r.extra_pods, r.outcome) == ((), 2, 0, "no_extra")
 
 
-def test_cordoned_unready_and_unselected_nodes_do_not_fit_and_taints_are_named():
+def test_cordoned_unready_unselected_and_untolerated_nodes_do_not_fit():
     nodes = (NodeGpus("cordoned", {"pool": "gpu"}, {GPU: 8}, unschedulable=True),
              NodeGpus("down", {"pool": "gpu"}, {GPU: 8}, ready=False),
              NodeGpus("cpu", {"pool": "cpu"}, {GPU: 8}),
-             NodeGpus("tainted", {"pool": "gpu"}, {GPU: 1}, taints=("gpu=true:NoSchedule",)))
+             NodeGpus("tainted", {"pool": "gpu"}, {GPU: 1}, taints=("gpu=true:NoSchedule",)),
+             NodeGpus("reserved", {"pool": "gpu"}, {GPU: 8}, taints=("gpu=true:NoSchedule", "team=search:NoSchedule")))
+    tolerates_gpu = Placement({"pool": "gpu"}, tolerations=(Toleration("gpu", "Equal", "true", "NoSchedule"),))
+    r = _blast(nodes=nodes, placement=tolerates_gpu)
+    # "reserved" also carries a taint the pod does not tolerate: the scheduler keeps it off
+    assert [n.name for n in r.nodes] == ["tainted"] and r.nodes_ruled_out == 4
+    assert [(n.id, n.params) for n in r.notes] == [
+        ("taints_not_tolerated", {"nodes": "reserved (team=search:NoSchedule)"})]
+    # without the toleration neither tainted node takes the pod
     r = _blast(nodes=nodes, placement=Placement({"pool": "gpu"}))
-    assert [n.name for n in r.nodes] == ["tainted"] and r.nodes_ruled_out == 3
-    assert [(n.id, n.params) for n in r.notes] == [("taints_ignored", {"nodes": "tainted"})]
+    assert r.nodes == () and r.nodes_ruled_out == 5
 
 
 def test_without_node_reads_the_blast_radius_says_not_checked_and_without_gpus_no_gpu():

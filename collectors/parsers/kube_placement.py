@@ -8,8 +8,8 @@ like the other Kubernetes parsers. The arithmetic is `runbooks.remediation.previ
 ...         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
 ...             {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}}
 >>> p = placement_from_pod_spec(spec)
->>> p.node_selector, p.affinity_terms[0][0].values, p.unchecked
-({'pool': 'gpu'}, ('a', 'b'), ('tolerations',))
+>>> p.node_selector, p.affinity_terms[0][0].values, p.tolerations[0].key, p.unchecked
+({'pool': 'gpu'}, ('a', 'b'), 'gpu', ())
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from collectors.parsers.kube_fields import as_list, as_mapping, as_str, str_map
 from collectors.parsers.kube_pod_spec import HAMI_MEMORY_RESOURCE
 from collectors.parsers.kube_related import colocated_from_object, node_from_object
-from runbooks.remediation.preview import NodeGpus, Placement, PodGpus, Requirement, Rollout
+from runbooks.remediation.preview import NodeGpus, Placement, PodGpus, Requirement, Rollout, Toleration
 
 _TERMS = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 #: taint effects that keep a pod without the toleration off a node
@@ -40,8 +40,8 @@ def _requirements(items: Any, path: str, source: str, key_field: str = "key") ->
 
 def placement_from_pod_spec(pod_spec: Any, path: str = "spec.template.spec",
                             source: str = "deployment.yaml") -> Placement:
-    """The nodeSelector and required node affinity of a pod spec; what else constrains
-    placement (tolerations, pod (anti-)affinity, topology spread) is named as unchecked."""
+    """The nodeSelector, required node affinity and tolerations of a pod spec; what else
+    constrains placement (pod (anti-)affinity, topology spread) is named as unchecked."""
     spec = as_mapping(pod_spec, path, source)
     selector = str_map(spec.get("nodeSelector"), f"{path}.nodeSelector", source)
     affinity = as_mapping(spec.get("affinity"), f"{path}.affinity", source)
@@ -56,16 +56,22 @@ def placement_from_pod_spec(pod_spec: Any, path: str = "spec.template.spec",
         fields = _requirements(term.get("matchFields"), f"{where}.matchFields", source)
         terms.append(tuple(reqs + [Requirement("metadata.name", r.operator, r.values) for r in fields
                                    if r.key == "metadata.name"]))
+    tolerations = []
+    for i, item in enumerate(as_list(spec.get("tolerations"), f"{path}.tolerations", source)):
+        where = f"{path}.tolerations[{i}]"
+        tol = as_mapping(item, where, source)
+        tolerations.append(Toleration(as_str(tol.get("key"), f"{where}.key", source) or "",
+                                      as_str(tol.get("operator"), f"{where}.operator", source) or "Equal",
+                                      as_str(tol.get("value"), f"{where}.value", source) or "",
+                                      as_str(tol.get("effect"), f"{where}.effect", source) or ""))
     unchecked = []
-    if as_list(spec.get("tolerations"), f"{path}.tolerations", source):
-        unchecked.append("tolerations")
     for key, name in (("podAffinity", "pod_affinity"), ("podAntiAffinity", "pod_anti_affinity")):
         rules = as_mapping(affinity.get(key), f"{path}.affinity.{key}", source)
         if rules.get("requiredDuringSchedulingIgnoredDuringExecution"):
             unchecked.append(name)
     if as_list(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints", source):
         unchecked.append("topology_spread")
-    return Placement(selector, tuple(terms), tuple(unchecked))
+    return Placement(selector, tuple(terms), tuple(unchecked), tuple(tolerations))
 
 
 def rollout_from_object(obj: Any, source: str = "deployment.yaml") -> Rollout:

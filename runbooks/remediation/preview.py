@@ -160,17 +160,62 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """A pod's toleration, as the scheduler matches it against a node's taint."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def accepts(self, key: str, value: str, effect: str) -> bool:
+        """Kubernetes' rule: the effect matches when the toleration names none or the same one;
+        `Exists` matches any value (and, with no key, every taint); `Equal` needs key and value.
+
+        >>> Toleration("gpu", "Equal", "true", "NoSchedule").accepts("gpu", "true", "NoSchedule")
+        True
+        >>> Toleration("gpu", "Equal", "true").accepts("gpu", "false", "NoSchedule")
+        False
+        >>> Toleration(operator="Exists").accepts("anything", "", "NoExecute")
+        True
+        """
+        if self.effect and self.effect != effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == key
+        return self.key == key and (self.value or "") == (value or "")
+
+
+def _taint_parts(taint: str) -> tuple[str, str, str]:
+    """("key", "value", "Effect") of a taint written "key=value:Effect" or "key:Effect"."""
+    head, _, effect = taint.rpartition(":")
+    key, _, value = head.partition("=")
+    return key, value, effect
+
+
+@dataclass(frozen=True)
 class Placement:
     """Where the pod template lets a pod run: its nodeSelector and required node affinity (any
     term, all requirements of it; `metadata.name` requirements come from matchFields).
 
-    `unchecked` names what else constrains placement that the blast radius does not evaluate:
-    `tolerations` (taints are never checked), `pod_affinity`, `pod_anti_affinity`,
-    `topology_spread`."""
+    `tolerations` decide which NoSchedule/NoExecute taints of a node the pod accepts
+    (`tolerates`). `unchecked` names what else constrains placement that the blast radius does
+    not evaluate: `pod_affinity`, `pod_anti_affinity`, `topology_spread`."""
 
     node_selector: dict[str, str] = field(default_factory=dict)
     affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
     unchecked: tuple[str, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    def tolerates(self, taints: Sequence[str]) -> list[str]:
+        """The taints ("key=value:Effect", NoSchedule or NoExecute) no toleration of the pod
+        accepts: a node with any of them does not take the pod.
+
+        >>> p = Placement(tolerations=(Toleration("nvidia.com/gpu", "Exists"),))
+        >>> p.tolerates(["nvidia.com/gpu=present:NoSchedule", "pool=reserved:NoSchedule"])
+        ['pool=reserved:NoSchedule']
+        """
+        return [t for t in taints if not any(tol.accepts(*_taint_parts(t)) for tol in self.tolerations)]
 
     def allows(self, name: str, labels: Mapping[str, str]) -> tuple[bool, bool]:
         """(the node fits, whether some requirement could not be evaluated and was taken as met).
@@ -219,7 +264,7 @@ class NodeGpus:
     allocatable: dict[str, int] = field(default_factory=dict)
     ready: bool | None = None
     unschedulable: bool = False
-    #: NoSchedule and NoExecute taints, "key=value:Effect" (not checked against tolerations)
+    #: NoSchedule and NoExecute taints, "key=value:Effect" (checked against the pod's tolerations)
     taints: tuple[str, ...] = ()
 
 
@@ -353,14 +398,17 @@ def _rooms(resource: str, placement: Placement | None, nodes: Sequence[NodeGpus]
         if not ok or node.unschedulable or node.ready is False:
             ruled_out += 1
             continue
+        untolerated = (placement or Placement()).tolerates(node.taints)
+        if untolerated:  # the scheduler keeps the pod off this node
+            ruled_out += 1
+            tainted.append(f"{node.name} ({', '.join(untolerated)})")
+            continue
         if guess:
             guessed.append(node.name)
-        if node.taints:
-            tainted.append(node.name)
         fitting.append(NodeSpare(node.name, have, taken.get(node.name, 0)))
     notes = []
     if tainted:
-        notes.append(Note("taints_ignored", {"nodes": ", ".join(tainted)}))
+        notes.append(Note("taints_not_tolerated", {"nodes": "; ".join(tainted)}))
     if guessed:
         notes.append(Note("affinity_partly_checked", {"nodes": ", ".join(guessed)}))
     return fitting, ruled_out, notes
