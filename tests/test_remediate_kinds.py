@@ -6,15 +6,13 @@ spec exactly (or deletes the HPA gpumem created)."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
 
-from bot.main import main
 from tests.support import fake_kube_rules as rules
 from tests.support.fake_kube import ManualClock
-from tests.support.kube_fixtures import running_scenario
+from tests.support.kube_fixtures import run_cli, running_scenario
 
 POD = "/spec/template/spec"
 #: fields the API server or the controllers move on any write, and the annotations the write adds
@@ -23,13 +21,7 @@ _BOOKKEEPING = ("/metadata/resourceVersion", "/metadata/generation", "/metadata/
                 "/metadata/annotations/deployment.kubernetes.io~1revision", "/status")
 
 
-def _run(capsys, sc, store, *argv: str) -> tuple[int, Any]:
-    rc = main([*argv, "--kubeconfig", str(sc.kubeconfig), "--context", "prod", "--store", str(store), "--lang", "en"])
-    out = capsys.readouterr()
-    try:
-        return rc, json.loads(out.out)
-    except ValueError:
-        return rc, out.out + out.err
+_run = run_cli
 
 
 def _leaves(obj: Any, at: str = "") -> dict[str, Any]:

@@ -16,7 +16,7 @@ import yaml
 from bot.main import main
 from bot.store.db import Store
 from collectors.parsers.flags import server_config_from_container
-from tests.support.kube_fixtures import running_scenario
+from tests.support.kube_fixtures import run_cli, running_scenario
 
 TARGET = "llm/vllm-server"
 DATA = Path(__file__).parent / "data"
@@ -29,13 +29,7 @@ def cluster(tmp_path):
         yield sc
 
 
-def _run(capsys, sc, store, *argv: str) -> tuple[int, dict | str]:
-    rc = main([*argv, "--kubeconfig", str(sc.kubeconfig), "--context", "prod", "--store", str(store), "--lang", "en"])
-    out = capsys.readouterr()
-    try:
-        return rc, json.loads(out.out)
-    except ValueError:
-        return rc, out.out + out.err
+_run = run_cli
 
 
 def _container(obj: dict, name: str) -> dict:

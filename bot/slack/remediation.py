@@ -54,6 +54,18 @@ class Click:
         self.value = str(action.get("value") or "")
 
 
+
+def _acked(click: str) -> Callable[..., None]:
+    """A button listener: ack at once, then run the desk's `click` handler after the ack
+    (`_guarded`: errors become an ephemeral apology, never an exception into Bolt)."""
+
+    def listener(self: Any, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded, getattr(self, click), body, respond)
+
+    listener.__name__ = listener.__qualname__ = f"on_{click.strip('_').removesuffix('_click')}"
+    return listener
+
 class RemediationDesk:
     def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore | None,
                  later: Callable[..., None], check_target: Callable[[Command, str], Any],
@@ -103,29 +115,12 @@ class RemediationDesk:
 
     # ------------------------------------------------------------------ listeners (ack, then later)
 
-    def on_plan(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._plan_click, body, respond)
-
-    def on_approve(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._approve_click, body, respond)
-
-    def on_reject(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._reject_click, body, respond)
-
-    def on_rollback(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._rollback_click, body, respond)
-
-    def on_replan(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._replan_click, body, respond)
-
-    def on_routing(self, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        ack()
-        self.later(self._guarded, self._routing_click, body, respond)
+    on_plan = _acked("_plan_click")
+    on_approve = _acked("_approve_click")
+    on_reject = _acked("_reject_click")
+    on_rollback = _acked("_rollback_click")
+    on_replan = _acked("_replan_click")
+    on_routing = _acked("_routing_click")
 
     def _guarded(self, fn: Callable[[Click, str, Callable[..., Any]], None], body: dict[str, Any],
                  respond: Callable[..., Any]) -> None:

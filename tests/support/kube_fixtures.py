@@ -195,3 +195,17 @@ def manual_clock(scenario: Scenario, ready_after_s: float | None = None) -> Manu
         scenario.kube.rollout.ready_after_s = ready_after_s
     return clock
 
+
+def run_cli(capsys: Any, sc: Scenario, store: Path, *argv: str) -> tuple[int, Any]:
+    """`gpumem ARGV` against the scenario's API server (context prod) with `store`: the exit
+    code and the JSON it printed, else its stdout and stderr as text."""
+    import json
+
+    from bot.main import main
+
+    rc = main([*argv, "--kubeconfig", str(sc.kubeconfig), "--context", "prod", "--store", str(store), "--lang", "en"])
+    out = capsys.readouterr()
+    try:
+        return rc, json.loads(out.out)
+    except ValueError:
+        return rc, out.out + out.err
