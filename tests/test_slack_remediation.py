@@ -562,3 +562,24 @@ def test_slack_retrying_an_approve_delivery_writes_once(tmp_path):
         _wait_edit(fake, plan_ts, "Held:")
         assert _patches(sc) == 1 and len(sc.kube.dry_runs(verb="patch")) == 1
         assert [c for c in fake.calls_to("respond") if c.args.get("_url") == "70"] == []  # no "already" either
+
+
+def test_the_exact_patch_follows_the_plan_in_its_thread_with_secrets_masked(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        obj = sc.kube.get("Deployment", NS, NAME)
+        container = next(c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm")
+        container["args"] = [*container["args"], "--api-key", "sk-live-0123456789abcdef"]
+        sc.kube.add(obj)
+        ts, diagnosis = _diagnosis(bot, fake)
+        plan_id, _ = _plan(bot, fake, ts, diagnosis)
+        reply = fake.wait_for("chat.postMessage", where=lambda c: c.args.get("thread_ts") == ts
+                              and "Exact patch" in (c.args.get("text") or ""), timeout=20)[0].args
+        text = reply["blocks"][0]["text"]["text"]
+        stored = Store.open(tmp_path / "gpumem.db").get(plan_id).plan
+        assert stored.content_hash[:12] in text and "application/json-patch+json" in text
+        # every operation of the stored patch, in order, the API key masked in each
+        ops = [json.loads(line) for line in text.split("```")[1].splitlines()]
+        assert [(o["op"], o["path"]) for o in ops] == [(o["op"], o["path"]) for o in stored.patch]
+        assert any(o["op"] == "test" for o in ops) and any("<redacted>" in json.dumps(o) for o in ops)
+        assert "sk-live-0123456789abcdef" not in json.dumps([c.args for c in fake.calls])
+        assert _patches(sc) == 0

@@ -252,6 +252,58 @@ def preview_sections(stored: StoredPlan, lang: str) -> list[Block]:
     return blocks
 
 
+def patch_message(stored: StoredPlan, lang: str) -> Message | None:
+    """The exact patch a plan applies, as a thread reply under its message: the operations in
+    order (the `test` ones are its precondition), secret values masked (`--api-key`, a token in
+    an env value); its content hash is the one Approve binds to. None for a pool split's
+    phase 1, whose objects are listed without their bodies.
+
+    >>> from datetime import UTC, datetime
+    >>> from runbooks.remediation.plan import Plan, PlanTarget
+    >>> t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    >>> ops = ({"op": "test", "path": "/spec/template/spec/containers/0/args", "value": ["--api-key", "sk-1", "--max-num-seqs", "128"]},
+    ...        {"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": ["--api-key", "sk-1", "--max-num-seqs", "64"]})
+    >>> p = Plan("p-1", PlanTarget(None, "llm", "Deployment", "v"), "x", (), "1", 1, ops, "application/json-patch+json", "U1", t0, t0)
+    >>> text = patch_message(StoredPlan(p, "proposed", None, None, (), t0), "en")["blocks"][0]["text"]["text"]
+    >>> "sk-1" in text, '"--max-num-seqs", "64"' in text
+    (False, True)
+    """
+    p = stored.plan
+    if S.is_create(p):
+        return None
+    cat = Catalog.load(lang)
+    lines = [json.dumps(_masked_op(op), ensure_ascii=False) for op in p.patch]
+    body = "\n".join(lines)
+    limit = B.SECTION_CHARS - 400
+    clipped = len(body) > limit
+    if clipped:
+        body = body[:limit].rsplit("\n", 1)[0]
+    head = t(cat, "slack_plan.patch_title", patch_type=p.patch_type, hash=p.content_hash[:12])
+    text = f"{head}\n```{body}```" + ("\n" + t(cat, "slack_plan.patch_clipped", plan=p.id) if clipped else "")
+    return B.message(head, [B.section(text)])
+
+
+def _masked_op(op: dict[str, Any]) -> dict[str, Any]:
+    """A patch operation with secret values masked: flags (`--api-key x`), env entries whose
+    name says secret, credential shapes anywhere."""
+    from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return redact_argv(value)
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        if isinstance(value, dict):
+            if isinstance(value.get("name"), str) and isinstance(value.get("value"), str) and secret_name(value["name"]):
+                return {**value, "value": REDACTED}
+            return {k: mask(v) for k, v in value.items()}
+        if isinstance(value, str):
+            return redact_text(value)
+        return value
+
+    return {k: (mask(v) if k == "value" else v) for k, v in op.items()}
+
+
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
     """The thread reply posted before the write: what a rollback restores, who, why."""
     cat = Catalog.load(lang)

@@ -254,6 +254,9 @@ class RemediationDesk:
             self._say(respond, V.error_message(lang, "post_failed", error=error))
             return stored.plan.id
         approvals.record_message(self.store, stored.plan.id, channel, ts, thread or ts)
+        exact = P.patch_message(stored, lang)
+        if exact is not None:  # the exact patch, under the plan message (best effort: the hash binds it)
+            self.poster.post(channel, exact, thread_ts=thread or ts)
         return stored.plan.id
 
     def _plan_failed(self, respond: Callable[..., Any], lang: str, e: GpumemError) -> None:
