@@ -200,3 +200,46 @@ def test_random_shell_strings_give_config_none_or_parse_error(script, command, i
                  "env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {}}]}
     result = _ok_or_parse_error(server_config_from_container, container)
     assert result is None or isinstance(result, ServerConfig)
+
+
+PLACEMENT_KEYS = st.sampled_from([
+    "spec", "template", "metadata", "name", "labels", "nodeSelector", "affinity", "nodeAffinity",
+    "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", "matchExpressions", "matchFields",
+    "key", "operator", "values", "tolerations", "effect", "value", "taints", "unschedulable", "status",
+    "conditions", "allocatable", "nvidia.com/gpu", "strategy", "rollingUpdate", "maxSurge", "maxUnavailable",
+    "replicas", "selector", "matchLabels", "containers", "resources", "limits", "requests", "nodeName", "phase",
+    "podAntiAffinity", "topologySpreadConstraints",
+]) | st.text(max_size=8)
+PLACEMENT_TREES = st.recursive(
+    SCALARS | st.sampled_from(["In", "NotIn", "Exists", "Equal", "NoSchedule", "NoExecute", "25%", "1", "Ready"]),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(PLACEMENT_KEYS, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(PLACEMENT_TREES)
+def test_random_structures_to_the_plan_preview_readers_give_typed_results_or_parse_error(tree):
+    from collectors.parsers.kube_placement import (
+        node_gpus_from_object,
+        placement_from_pod_spec,
+        pod_gpus_from_object,
+        rollout_from_object,
+        selector_from_object,
+        template_gpus,
+    )
+    from runbooks.remediation.preview import NodeGpus, Placement, PodGpus, Rollout
+
+    placement = _ok_or_parse_error(placement_from_pod_spec, tree)
+    assert placement is None or isinstance(placement, Placement)
+    if placement is not None:  # whatever was read, matching it against a node never raises
+        placement.allows("n", {"a": "b"})
+        placement.tolerates(["a=b:NoSchedule", "x:NoExecute", ":NoSchedule"])
+    node = _ok_or_parse_error(node_gpus_from_object, tree)
+    assert node is None or isinstance(node, NodeGpus)
+    pod = _ok_or_parse_error(pod_gpus_from_object, tree)
+    assert pod is None or isinstance(pod, PodGpus)
+    rollout = _ok_or_parse_error(rollout_from_object, tree)
+    assert rollout is None or isinstance(rollout, Rollout)
+    _ok_or_parse_error(selector_from_object, tree)
+    _ok_or_parse_error(template_gpus, tree)
