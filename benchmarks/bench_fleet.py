@@ -32,7 +32,7 @@ from pathlib import Path
 
 from collectors.prometheus.fleet import queries
 from tests.support.prom_fleet import Dep, FamilyFiles, Fleet, write_fleet
-from tests.support.prom_harness import _require, _wait_ready, free_port
+from tests.support.prom_harness import build_blocks, start_prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKDIR = ROOT / "benchmarks" / "out" / "fleet"
@@ -77,10 +77,10 @@ def load(n: int, history_s: int, step_s: int) -> tuple[Path, dict[str, float]]:
     written = time.perf_counter() - started
     lines = sum(chunk.count(b"\n") for chunk in _chunks(source)) - 1
     started = time.perf_counter()
-    built = subprocess.run([_require("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-                            str(source), str(data)], capture_output=True, text=True)
-    if built.returncode != 0:
-        raise SystemExit(f"promtool could not load the fleet: {built.stderr[-2000:]}")
+    try:
+        build_blocks(source, data, "the fleet")
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
     blocks = time.perf_counter() - started
     source.unlink()
     done.write_text(json.dumps({"samples": lines, "openmetrics_bytes": size}))
@@ -96,21 +96,7 @@ def _chunks(path: Path):
 def serve(folder: Path) -> tuple[subprocess.Popen, str, Path]:
     query_log = folder / "query.log"
     query_log.unlink(missing_ok=True)
-    config = folder / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\n"
-                      f"  query_log_file: {query_log}\nscrape_configs: []\n")
-    port = free_port()
-    log_path = folder / "prometheus.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([_require("prometheus"), f"--config.file={config}",
-                                 f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                                 "--storage.tsdb.retention.time=10y"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, proc, log_path, limit_s=120)
-    except RuntimeError:
-        proc.terminate()
-        raise
+    proc, url = start_prometheus(folder / "data", folder, query_log=query_log, ready_s=120)
     return proc, url, query_log
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -32,10 +31,9 @@ from tests.support.prom_harness import (
     PromServer,
     _histogram,
     _labels,
-    _require,
-    _wait_ready,
     _Writer,
-    free_port,
+    build_blocks,
+    serving,
 )
 
 WINDOW_S = 3600
@@ -283,35 +281,12 @@ def gpu_used_ratio(dep: Dep) -> float:
 @contextlib.contextmanager
 def run_fleet_prometheus(workdir: Path, fleet: Fleet, end_s: int) -> Iterator[PromServer]:
     """Load `fleet`'s history, ending at `end_s`, into a fresh TSDB and serve it."""
-    prometheus, promtool = _require("prometheus"), _require("promtool")
     source = workdir / "fleet.om.txt"
     source.write_text(fleet_openmetrics(fleet, end_s))
     data = workdir / "data"
-    built = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(source), str(data)],
-                           capture_output=True, text=True, timeout=300)
-    if built.returncode != 0:
-        raise RuntimeError(f"promtool could not load the fleet: {built.stderr[-2000:]}")
-    config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\nscrape_configs: []\n")
-    port = free_port()
-    log_path = workdir / "prometheus.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={data}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=10y"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_ready(url, proc, log_path)
-            yield PromServer(url=url, end_s=end_s, data_dir=data)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+    build_blocks(source, data, "the fleet", timeout_s=300)
+    with serving(data, workdir) as url:
+        yield PromServer(url=url, end_s=end_s, data_dir=data)
 
 
 # ------------------------------------------------------------------ a proxy that counts, or breaks one query

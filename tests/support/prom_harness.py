@@ -291,36 +291,64 @@ def _require(tool: str) -> str:
 @contextlib.contextmanager
 def run_prometheus(workdir: Path, end_s: int | None = None) -> Iterator[PromServer]:
     """Load the scenario into a fresh TSDB under `workdir` and serve it until the block exits."""
-    prometheus, promtool = _require("prometheus"), _require("promtool")
     end_s = end_s if end_s is not None else (int(time.time()) // 60) * 60 - 300
     source = workdir / "history.om.txt"
     source.write_text(scenario_openmetrics(end_s))
     data = workdir / "data"
-    built = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(source), str(data)],
-                           capture_output=True, text=True, timeout=120)
+    build_blocks(source, data, "the scenario", timeout_s=120)
+    with serving(data, workdir) as url:
+        yield PromServer(url=url, end_s=end_s, data_dir=data)
+
+
+def build_blocks(source: Path, data: Path, what: str, timeout_s: float | None = None) -> None:
+    """`promtool tsdb create-blocks-from openmetrics SOURCE DATA`; RuntimeError naming `what` if it fails."""
+    built = subprocess.run([_require("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(source),
+                            str(data)], capture_output=True, text=True, timeout=timeout_s)
     if built.returncode != 0:
-        raise RuntimeError(f"promtool could not load the scenario: {built.stderr[-2000:]}")
+        raise RuntimeError(f"promtool could not load {what}: {built.stderr[-2000:]}")
+
+
+def start_prometheus(data: Path, workdir: Path, query_log: Path | None = None,
+                     ready_s: float = 30.0) -> tuple[subprocess.Popen, str]:
+    """A Prometheus serving the TSDB `data` on a free loopback port (its log in `workdir`; each
+    query written to `query_log` when given), once it answers /-/ready: (process, URL)."""
     config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\nscrape_configs: []\n")
+    config.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\n"
+                      + (f"  query_log_file: {query_log}\n" if query_log else "") + "scrape_configs: []\n")
     port = free_port()
-    log = (workdir / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [prometheus, f"--config.file={config}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=10y"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
+    log_path = workdir / "prometheus.log"
+    with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [_require("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}",
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=10y"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, workdir / "prometheus.log")
-        yield PromServer(url=url, end_s=end_s, data_dir=data)
+        _wait_ready(url, proc, log_path, limit_s=ready_s)
+    except RuntimeError:
+        stop_prometheus(proc)
+        raise
+    return proc, url
+
+
+def stop_prometheus(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def serving(data: Path, workdir: Path) -> Iterator[str]:
+    """`start_prometheus` for the length of a block: its URL."""
+    proc, url = start_prometheus(data, workdir)
+    try:
+        yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        stop_prometheus(proc)
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log_path: Path, limit_s: float = 30.0) -> None:
