@@ -16,7 +16,7 @@ from slack_bolt.request import BoltRequest
 
 from bot.service.grammar import Command, CommandError, parse_command
 from tests.support.fake_slack import signed_headers
-from tests.support.slack_kit import CHANNEL, SECRET, running_bot
+from tests.support.slack_kit import CHANNEL, SECRET, running_bot, wsgi_post
 
 _WORDS = st.sampled_from(["triage", "budget", "profile", "snapshot", "help", "llm/vllm-server", "--context",
                           "--lang", "zh", "en", "--engine", "vllm", "--model", "-n", "--json", "--bundle", "/etc",
@@ -60,20 +60,7 @@ def test_any_signed_slash_command_is_answered_without_a_server_error(bot_and_fak
         assert command != "/gpumem"
 
 
-def _wsgi_post(app, body: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    """One POST /slack/events through the WSGI app `gpumem serve --http` runs."""
-    import io
-    from wsgiref.util import setup_testing_defaults
-
-    raw = body.encode()
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/slack/events", "CONTENT_LENGTH": str(len(raw)),
-               "CONTENT_TYPE": "application/x-www-form-urlencoded", "wsgi.input": io.BytesIO(raw)}
-    for k, v in headers.items():
-        environ["HTTP_" + k.upper().replace("-", "_")] = v
-    setup_testing_defaults(environ)
-    status: list[str] = []
-    out = b"".join(app(environ, lambda s, h, exc=None: status.append(s)))
-    return int(status[0].split()[0]), out
+_wsgi_post = wsgi_post
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

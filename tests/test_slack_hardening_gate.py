@@ -7,13 +7,11 @@ what the bot posted.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
 from types import SimpleNamespace
 from urllib.parse import urlencode
-from wsgiref.util import setup_testing_defaults
 
 import pytest
 import requests
@@ -25,7 +23,15 @@ from bot.slack.gate import RequestGate, SeenRequests, payload_problem
 from bot.slack.http import wsgi_app
 from bot.slack.serve import serve_http
 from tests.support.fake_slack import FakeSlack, action_body, new_trigger_id, signed_headers, slash_body
-from tests.support.slack_kit import CHANNEL, SECRET, ExampleRunner, drain, is_diagnosis, make_settings
+from tests.support.slack_kit import (
+    CHANNEL,
+    SECRET,
+    ExampleRunner,
+    drain,
+    is_diagnosis,
+    make_settings,
+    wsgi_post,
+)
 
 
 @pytest.fixture
@@ -82,16 +88,7 @@ def test_a_timestamp_that_is_not_a_plain_integer_gets_401_over_http(served, capl
     _no_tracebacks(caplog)
 
 
-def _wsgi(app, body: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    raw = body.encode()
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/slack/events", "CONTENT_LENGTH": str(len(raw)),
-               "CONTENT_TYPE": "application/x-www-form-urlencoded", "wsgi.input": io.BytesIO(raw)}
-    for k, v in headers.items():
-        environ["HTTP_" + k.upper().replace("-", "_")] = v
-    setup_testing_defaults(environ)
-    status: list[str] = []
-    out = b"".join(app(environ, lambda s, h, exc=None: status.append(s)))
-    return int(status[0].split()[0]), out
+_wsgi = wsgi_post
 
 
 @pytest.mark.parametrize("digits", ["١٢٣", "now"])

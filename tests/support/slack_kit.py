@@ -191,3 +191,20 @@ deadlines: {{triage_s: 60, progress_interval_s: 0.0001, source_s: 5, collect_s: 
     path = tmp_path / "gpumem.yaml"
     path.write_text(text)
     return str(path)
+
+
+def wsgi_post(app: Any, body: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One POST /slack/events through a WSGI app (the one `gpumem serve --http` runs), without
+    a socket: (status code, body)."""
+    import io
+    from wsgiref.util import setup_testing_defaults
+
+    raw = body.encode()
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/slack/events", "CONTENT_LENGTH": str(len(raw)),
+               "CONTENT_TYPE": "application/x-www-form-urlencoded", "wsgi.input": io.BytesIO(raw)}
+    for k, v in headers.items():
+        environ["HTTP_" + k.upper().replace("-", "_")] = v
+    setup_testing_defaults(environ)
+    status: list[str] = []
+    out = b"".join(app(environ, lambda s, h, exc=None: status.append(s)))
+    return int(status[0].split()[0]), out
