@@ -94,18 +94,27 @@ class KubeWriter:
         query = {"fieldManager": FIELD_MANAGER}
         if dry_run:
             query["dryRun"] = "All"
-        url = self.rest.host + where + "?" + "&".join(f"{k}={v}" for k, v in query.items())
-        headers = {**self.rest._headers("application/json"), "Content-Type": content_type}
-        response = self.rest.pool.request(method, url, body=json.dumps(body).encode(), headers=headers, retries=False,
-                                          timeout=urllib3.Timeout(total=self.timeout_s), preload_content=True)
+        where += "?" + "&".join(f"{k}={v}" for k, v in query.items())
         if not dry_run:
             self.writes += 1
-        if not 200 <= response.status < 300:
-            raise error_for(response, call)
-        doc = json.loads(response.data)
-        if not isinstance(doc, dict):
-            raise ValueError("expected a JSON object")
-        return doc
+        return send_json(self.rest, method, where, body, call, self.timeout_s, content_type)
+
+
+def send_json(rest: KubeRest, method: str, where: str, body: Any, call: Call, timeout_s: float,
+              content_type: str = "application/json") -> dict[str, Any]:
+    """One request to the API server through `rest`'s connection (`body` None: none sent), no
+    retries; the answer's JSON object, or the typed error for its status (`error_for`). Every
+    write gpumem makes to a cluster goes through here (plans, and the scheduler's Lease)."""
+    headers = {**rest._headers("application/json"), "Content-Type": content_type}
+    response = rest.pool.request(method, rest.host + where, body=None if body is None else json.dumps(body).encode(),
+                                 headers=headers, retries=False, timeout=urllib3.Timeout(total=timeout_s),
+                                 preload_content=True)
+    if not 200 <= response.status < 300:
+        raise error_for(response, call)
+    doc = json.loads(response.data)
+    if not isinstance(doc, dict):
+        raise ValueError("expected a JSON object")
+    return doc
 
 
 def _typed(error: Exception, call: Call) -> Exception:

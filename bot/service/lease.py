@@ -9,13 +9,11 @@ resourceVersion).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import urllib3
-
+from bot.actuator.writer import send_json
 from collectors.kube.client import Call
-from collectors.kube.rest import KubeRest, error_for, path
+from collectors.kube.rest import KubeRest, path
 from runbooks.model.errors import TargetNotFound
 
 GROUP, VERSION, RESOURCE = "coordination.k8s.io", "v1", "leases"
@@ -48,17 +46,7 @@ class LeaseClient:
         return self._send("PUT", self._path(name), body, Call("update", RESOURCE, self.namespace, name, group=GROUP))
 
     def _send(self, method: str, where: str, body: Any, call: Call) -> dict[str, Any]:
-        headers = {**self.rest._headers("application/json"), "Content-Type": "application/json"}
-        response = self.rest.pool.request(method, self.rest.host + where,
-                                          body=None if body is None else json.dumps(body).encode(), headers=headers,
-                                          retries=False, timeout=urllib3.Timeout(total=self.timeout_s),
-                                          preload_content=True)
-        if not 200 <= response.status < 300:
-            raise error_for(response, call)
-        doc = json.loads(response.data)
-        if not isinstance(doc, dict):
-            raise ValueError("expected a JSON object")
-        return doc
+        return send_json(self.rest, method, where, body, call, self.timeout_s)
 
 
 def lease_client(namespace: str, kubeconfig: str | None = None, context: str | None = None,
