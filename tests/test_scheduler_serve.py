@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +26,7 @@ from runbooks.model.changes import Change
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.fake_slack import FakeSlack
 from tests.support.kube_fixtures import running_scenario
-from tests.support.slack_kit import CHANNEL, ROOT, env_for
+from tests.support.slack_kit import CHANNEL, ROOT, ServeProcess, env_for
 
 # ----------------------------------------------------------------------------- settings
 
@@ -170,37 +168,16 @@ scheduler: {scheduler}
     return config, db
 
 
-class Served:
-    """`python -m bot serve --http` as a child process; its stderr collected on a thread."""
+class Served(ServeProcess):
+    """The bot as a serving process, outside any pod (no POD_NAMESPACE: no Lease unless asked)."""
 
     def __init__(self, config: Path, fake: FakeSlack):
-        env = {k: v for k, v in os.environ.items() if k not in ("POD_NAMESPACE", "KUBERNETES_SERVICE_HOST")}
-        env.update(env_for(fake), PYTHONPATH=str(ROOT), GPUMEM_DRAIN_S="5", GPUMEM_EXIT_GRACE_S="2")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
-                                      "--port", "0", "--config", str(config), "--lang", "en"],
-                                     cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.url = ""
-        deadline = time.monotonic() + 60
-        while not self.url and time.monotonic() < deadline and self.proc.poll() is None:
-            line = self.proc.stderr.readline()
-            self.lines.append(line)
-            m = re.search(r"listening on (http://\S+)", line)
-            self.url = m.group(1) if m else ""
-        assert self.url, "".join(self.lines)
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+        super().__init__(config, fake, drop=("POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"), GPUMEM_DRAIN_S="5",
+                         GPUMEM_EXIT_GRACE_S="2")
 
     @property
     def identity(self) -> str:
         return f"{os.uname().nodename}_{self.proc.pid}"
-
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def _wait(what, timeout: float = 30.0, every: float = 0.1):

@@ -8,12 +8,9 @@ GPUMEM_EXIT_GRACE_S) so they stay quick. The in-process tests drive `Bot.drain` 
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,15 +22,13 @@ from bot.slack.app import build_bot
 from bot.slack.drain import Stopping, Watchdog, run_bounded
 from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
-from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
+from tests.support.fake_slack import FakeSlack
 from tests.support.kube_fixtures import running_scenario
 from tests.support.slack_kit import (
     CHANNEL,
-    ROOT,
-    SECRET,
     ExampleRunner,
+    ServeProcess,
     dispatch_command,
-    env_for,
     is_diagnosis,
     make_settings,
 )
@@ -57,36 +52,7 @@ deadlines: {{triage_s: 300, progress_interval_s: 0.5, source_s: 5, collect_s: 20
     return path
 
 
-class Served:
-    """`python -m bot serve --http` as a child process; its stderr collected on a thread."""
-
-    def __init__(self, config: Path, fake: FakeSlack, **env: str):
-        full = {**os.environ, **env_for(fake), "PYTHONPATH": str(ROOT), **env}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
-                                      "--port", "0", "--config", str(config), "--lang", "en"],
-                                     cwd=ROOT, env=full, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.url = ""
-        deadline = time.monotonic() + 30
-        while not self.url and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            self.lines.append(line)
-            m = re.search(r"listening on (http://\S+)", line)
-            self.url = m.group(1) if m else ""
-        assert self.url, "".join(self.lines)
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
-
-    def command(self, fake: FakeSlack, text: str, n: int = 1) -> requests.Response:
-        body = slash_body(text, fake.response_url(n))
-        return requests.post(self.url + "/slack/events", data=body, headers=signed_headers(SECRET, body), timeout=10)
-
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+Served = ServeProcess
 
 
 def _parents(fake: FakeSlack) -> list:

@@ -208,3 +208,45 @@ def wsgi_post(app: Any, body: str, headers: dict[str, str]) -> tuple[int, bytes]
     status: list[str] = []
     out = b"".join(app(environ, lambda s, h, exc=None: status.append(s)))
     return int(status[0].split()[0]), out
+
+
+class ServeProcess:
+    """`python -m bot serve --http` as a child process against `fake`, its stderr collected on a
+    thread. `env` adds to (or, with `drop`, removes from) this process's environment."""
+
+    def __init__(self, config: Path, fake: FakeSlack, drop: tuple[str, ...] = (), start_s: float = 60.0,
+                 **env: str):
+        import os
+        import re
+        import subprocess
+        import sys
+
+        full = {k: v for k, v in os.environ.items() if k not in drop}
+        full.update(env_for(fake), PYTHONPATH=str(ROOT), **env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
+                                      "--port", "0", "--config", str(config), "--lang", "en"],
+                                     cwd=ROOT, env=full, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.url = ""
+        deadline = time.monotonic() + start_s
+        while not self.url and time.monotonic() < deadline and self.proc.poll() is None:
+            line = self.proc.stderr.readline()
+            self.lines.append(line)
+            m = re.search(r"listening on (http://\S+)", line)
+            self.url = m.group(1) if m else ""
+        assert self.url, "".join(self.lines)
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+
+    def command(self, fake: FakeSlack, text: str, n: int = 1) -> Any:
+        import requests
+
+        body = slash_body(text, fake.response_url(n))
+        return requests.post(self.url + "/slack/events", data=body, headers=signed_headers(SECRET, body), timeout=10)
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
