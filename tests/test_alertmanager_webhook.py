@@ -58,10 +58,10 @@ def _outcomes(records) -> dict[str, int]:
 
 def test_a_firing_alert_starts_a_triage_under_its_summary_and_resolving_edits_it(tmp_path):
     with serving(tmp_path, runner=ExampleRunner(charts=True)) as s:
-        started = time.monotonic()
-        r = s.post(notification([alert(severity="critical")]))
-        assert r.status_code == 200 and r.json() == {"status": "accepted", "alerts": 1}
-        assert time.monotonic() - started < 1.0
+        with s.desk_held():  # answered before any of the work it starts: nothing recorded yet
+            r = s.post(notification([alert(severity="critical")]))
+            assert r.status_code == 200 and r.json() == {"status": "accepted", "alerts": 1}
+            assert s.records() == [] and s.parents() == []
         final = s.fake.wait_for("chat.update", where=is_diagnosis, timeout=60)[0]
         s.settle()
         parent = s.parents(CHANNEL)[0]
@@ -384,11 +384,10 @@ def test_500_alerts_in_one_request_are_acked_at_once_and_start_only_the_allowed_
     alerts = [alert(name=f"GpumemAlert{i % 10}", deployment=names[i // 10], starts=STARTS) for i in range(500)]
     body = notification(alerts, group="storm")
     with serving(tmp_path, runner=runner, max_triages=2, pool=4, queue=16) as s, _released(gate):
-        started = time.monotonic()
-        r = s.post(body)
-        took = time.monotonic() - started
-        assert r.status_code == 200 and r.json() == {"status": "accepted", "alerts": 500}
-        assert took < 1.0, took
+        with s.desk_held():  # acknowledged without waiting for any of the 500 to be handled
+            r = s.post(body)
+            assert r.status_code == 200 and r.json() == {"status": "accepted", "alerts": 500}
+            assert s.records() == [] and s.parents() == []
         s.settle()
         assert s.bot.alerts.slots_taken == 2
         parents = s.parents(CHANNEL)
@@ -410,17 +409,9 @@ def test_50_requests_in_a_second_are_acked_and_start_no_more_triages_than_allowe
     runner = ExampleRunner(charts=False, gate=gate)
     bodies = [notification([alert(name=f"A{i}", deployment=f"svc-{i % 10}")], group=f"g{i}") for i in range(50)]
     with serving(tmp_path, runner=runner, max_triages=3, pool=4, queue=16) as s, _released(gate):
-        def send(body):
-            started = time.monotonic()
-            r = s.post(body)
-            return r.status_code, time.monotonic() - started
-
-        started = time.monotonic()
-        with ThreadPoolExecutor(50) as ex:
-            answers = list(ex.map(send, bodies))
-        total = time.monotonic() - started
-        assert [code for code, _ in answers] == [200] * 50
-        assert max(t for _, t in answers) < 1.5 and total < 3.0, (answers, total)
+        with s.desk_held(), ThreadPoolExecutor(50) as ex:  # all answered while none is handled
+            codes = list(ex.map(lambda body: s.post(body).status_code, bodies))
+            assert codes == [200] * 50 and s.records() == [] and s.parents() == []
         s.settle()
         assert s.bot.alerts.slots_taken == 3
         triage_parents = [p for p in s.parents() if p.args["text"].startswith("Alert A")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,6 +129,25 @@ class Served:
     def settle(self) -> None:
         """Wait until every accepted notification has been worked through."""
         assert self.bot.alerts.wait_idle(30)
+
+    @contextmanager
+    def desk_held(self) -> Iterator[threading.Event]:
+        """Hold the desk's work on every notification until the block ends: a POST answered
+        inside it was answered without waiting for any of that work."""
+        hold = threading.Event()
+        desk = self.bot.alerts
+        real = desk.handle
+
+        def held(notification: Any) -> None:
+            hold.wait(60)
+            real(notification)
+
+        desk.handle = held
+        try:
+            yield hold
+        finally:
+            hold.set()
+            desk.handle = real
 
     def parents(self, channel: str | None = None) -> list[Any]:
         """chat.postMessage calls that started a thread (triage parents and notes), in order."""
