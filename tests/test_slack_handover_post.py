@@ -4,10 +4,8 @@ and, through the Slack stand-in, posted into the channel and recorded in the sto
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -22,10 +20,8 @@ from runbooks.model.report import Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support import prom_harness as h
 from tests.support.fake_slack import block_errors
-from tests.support.slack_kit import CHANNEL, ZH_CHANNEL, dispatch_command, drain, running_bot
+from tests.support.slack_kit import CHANNEL, ZH_CHANNEL, check_golden, dispatch_command, drain, running_bot
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "slack"
-UPDATE = os.environ.get("GPUMEM_UPDATE_GOLDEN") == "1"
 T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
 NOW = T0 + timedelta(hours=6)
 
@@ -57,15 +53,7 @@ def _check(msg: dict) -> None:
     assert block_errors(msg["blocks"]) == [] and B.violations(msg["blocks"]) == []
 
 
-def _check_golden(name: str, doc: dict) -> None:
-    path = GOLDEN / f"{name}.json"
-    text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-    if UPDATE or not path.exists():
-        path.write_text(text, encoding="utf-8")
-        if not UPDATE:
-            pytest.fail(f"{path} was missing and has been written; check it in and run again")
-    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(text), (
-        f"{path.name} changed; if intended, rerun with GPUMEM_UPDATE_GOLDEN=1")
+_check_golden = check_golden
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

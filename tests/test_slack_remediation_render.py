@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -27,9 +25,8 @@ from runbooks.remediation.preview import (
     PlanPreview,
 )
 from tests.support.fake_slack import block_errors
+from tests.support.slack_kit import check_golden
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "slack"
-UPDATE = os.environ.get("GPUMEM_UPDATE_GOLDEN") == "1"
 T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
 PATCH = ({"op": "test", "path": "/spec/template/spec/containers/0/args",
           "value": ["--model=q", "--max-model-len=8192"]},
@@ -94,15 +91,7 @@ STAGES = {
 }
 
 
-def _check_golden(name: str, doc: dict) -> None:
-    path = GOLDEN / f"{name}.json"
-    text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-    if UPDATE or not path.exists():
-        path.write_text(text, encoding="utf-8")
-        if not UPDATE:
-            pytest.fail(f"{path} was missing and has been written; check it in and run again")
-    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(text), (
-        f"{path.name} changed; if intended, rerun with GPUMEM_UPDATE_GOLDEN=1")
+_check_golden = check_golden
 
 
 def _buttons(msg: dict) -> list[str]:

@@ -7,10 +7,8 @@ and zh. After an intended change: `GPUMEM_UPDATE_GOLDEN=1 pytest tests/test_slac
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -23,10 +21,8 @@ from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.model.report import CheckResult, Finding, Report, fact
 from runbooks.triage.runbook import triage
 from tests.support.fake_slack import block_errors
-from tests.support.slack_kit import EXAMPLES, NOW
+from tests.support.slack_kit import EXAMPLES, NOW, check_golden
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "slack"
-UPDATE = os.environ.get("GPUMEM_UPDATE_GOLDEN") == "1"
 BUNDLES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "expected.json").is_file())
 LANGS = ("en", "zh")
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -43,16 +39,7 @@ def _assert_slack_takes(msg: dict) -> None:
     assert violations(msg["blocks"]) == []
 
 
-def _check_golden(name: str, doc: dict) -> None:
-    path = GOLDEN / f"{name}.json"
-    text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-    if UPDATE or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if not UPDATE:
-            pytest.fail(f"{path} was missing and has been written; check it in and run again")
-    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(text), (
-        f"{path.name} changed; if intended, rerun with GPUMEM_UPDATE_GOLDEN=1")
+_check_golden = check_golden
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -250,3 +250,26 @@ class ServeProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+#: the Slack messages' golden files; GPUMEM_UPDATE_GOLDEN=1 rewrites them after an intended change
+GOLDEN = ROOT / "tests" / "golden" / "slack"
+
+
+def check_golden(name: str, doc: dict[str, Any]) -> None:
+    """`doc` equals tests/golden/slack/NAME.json (written, and the test failed, when missing)."""
+    import json
+    import os
+
+    import pytest
+
+    update = os.environ.get("GPUMEM_UPDATE_GOLDEN") == "1"
+    path = GOLDEN / f"{name}.json"
+    text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+    if update or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if not update:
+            pytest.fail(f"{path} was missing and has been written; check it in and run again")
+    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(text), (
+        f"{path.name} changed; if intended, rerun with GPUMEM_UPDATE_GOLDEN=1")
