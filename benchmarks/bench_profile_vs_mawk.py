@@ -309,6 +309,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"unknown shapes: {', '.join(unknown)} (known: {', '.join(SHAPES)})")
     from collectors.parsers.access_log_fast import available_cpus
 
+    # gpumem as installed: `pip install` writes the packages' bytecode; an editable install
+    # where PYTHONDONTWRITEBYTECODE is set would otherwise compile every module on every run
+    compileall = [sys.executable, "-m", "compileall", "-q", "bot", "collectors", "runbooks"]
+    subprocess.run(compileall, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:

@@ -53,6 +53,16 @@ from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.evidence import BUCKETS
 from runbooks.profile.requests import bucket_of
 
+try:  # the compiled line scanner, where the install could build it
+    from collectors.parsers import _access_native as _compiled
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _compiled = None
+
+#: the compiled scanner `scan_block` uses (None: the numpy scan; tests switch between them)
+NATIVE: Any = _compiled
+#: what `native_reading` returns for a line the compiled scanner leaves to the reference
+NOT_TAKEN = ("not taken",)
+
 #: bytes a block must have after its end: the widest word load reaches this far
 PAD_BYTES = 256
 #: bytes a block must have before its start (word loads that end at a line's first bytes)
@@ -695,6 +705,9 @@ def scan_block(buf: bytearray, start: int, end: int, tally: BlockTally, json: bo
     `buf` must hold FRONT_BYTES before `start` and PAD_BYTES after `end`. `json`: look for
     the tokens JSON lines need (the scan does so anyway when it meets such a line). Returns
     whether the block held JSON lines (a hint for the next block)."""
+    if NATIVE is not None:
+        _scan_native(NATIVE, buf, start, end, tally)
+        return json
     b = _Block(buf, start, end, json)
     if b.n == 0:
         return json
@@ -716,6 +729,56 @@ def scan_block(buf: bytearray, start: int, end: int, tally: BlockTally, json: bo
             _general(b, todo, v_in, v_out, micros, timed)
     _tally(b, tally, v_in, v_out, micros, timed)
     return b.json_mode and bool(b.json.any())
+
+
+# states of the compiled scanner's lines
+_N_FALLBACK, _N_UNTIMED, _N_IGNORED, _N_SKIPPED, _N_TIMED = 0, 1, 2, 3, 4
+
+
+def _scan_native(native: Any, buf: bytearray, start: int, end: int, tally: BlockTally) -> None:
+    """The block read by the compiled scanner (one pass in C), tallied here a batch of lines at
+    a time (a batch ends where the arrays are full)."""
+    cap = max(1024, (end - start) // 64)
+    state = _work(cap, "n_state", np.int8)
+    v_in, v_out = _work(cap, "n_in", np.int64), _work(cap, "n_out", np.int64)
+    micros, ends = _work(cap, "n_us", np.int64), _work(cap, "n_ends", np.int64)
+    pos = start
+    while pos < end:
+        n, nxt = native.scan_lines(buf, pos, end, MAX_LINE_BYTES, state, v_in, v_out, micros, ends)
+        if not n:
+            break
+        s, e = state[:n], ends[:n]
+        timed = s == _N_TIMED
+        s[timed] = _FAST  # _N_UNTIMED is _FAST; the other states are the numpy scan's
+        starts = np.empty(n, np.int64)
+        starts[0] = pos
+        starts[1:] = e[:-1] + 1
+        _tally_lines(buf, starts, e, s, tally, v_in[:n], v_out[:n], micros[:n], timed)
+        pos = nxt
+
+
+def native_reading(raw: bytes) -> Any:
+    """What the compiled scanner makes of one line (without its newline): NOT_TAKEN when it
+    leaves the line to the reference reader, else what `_reference(raw)` returns. For tests.
+
+    >>> native_reading(b"time=2026-03-09T2011Z input_tokens=7420 output_tokens=312")[:2] if NATIVE else (7420, 312)
+    (7420, 312)
+    """
+    if NATIVE is None:
+        return NOT_TAKEN
+    buf = bytearray(raw + b"\n")
+    state, v_in, v_out = np.zeros(1, np.int8), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    micros, ends = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    NATIVE.scan_lines(buf, 0, len(buf), MAX_LINE_BYTES, state, v_in, v_out, micros, ends)
+    s = int(state[0])
+    if s == _N_FALLBACK:
+        return NOT_TAKEN
+    if s == _N_IGNORED:
+        return _IGNORED_LINE
+    if s == _N_SKIPPED:
+        return None
+    at = _EPOCH + timedelta(microseconds=int(micros[0])) if s == _N_TIMED else None
+    return int(v_in[0]), int(v_out[0]), at
 
 
 def _general_apart(b: _Block, rest: np.ndarray, v_in: np.ndarray, v_out: np.ndarray, micros: np.ndarray,
@@ -1476,17 +1539,23 @@ def _take(b: _Block, plan: _Plan, pending: np.ndarray, todo: np.ndarray, counts:
 
 def _tally(b: _Block, tally: BlockTally, v_in: np.ndarray, v_out: np.ndarray, micros: np.ndarray,
            timed: np.ndarray) -> None:
-    state = b.state
+    _tally_lines(b.buf, b.starts, b.nl, b.state, tally, v_in, v_out, micros, timed)
+
+
+def _tally_lines(buf: bytearray, starts: np.ndarray, ends: np.ndarray, state: np.ndarray, tally: BlockTally,
+                 v_in: np.ndarray, v_out: np.ndarray, micros: np.ndarray, timed: np.ndarray) -> None:
+    """Tally a block's lines in arrival order: the ones read fast as they are, each _FALLBACK
+    line by the reference reader (`starts`/`ends`: where each line starts, where its newline is)."""
     tally.skipped += int(np.count_nonzero(state == _SKIPPED))
     fallback = np.flatnonzero(state == _FALLBACK)
-    cls = np.full(b.n, 255, np.uint8)
+    cls = np.full(len(state), 255, np.uint8)
     fast = state == _FAST
     cls[fast] = _classes(v_in[fast], v_out[fast])
     seconds = micros // _US
     if len(fallback):
         timed[fallback] = False
-        view = memoryview(b.buf)
-        for i, s, e in zip(fallback.tolist(), b.starts[fallback].tolist(), b.nl[fallback].tolist(), strict=True):
+        view = memoryview(buf)
+        for i, s, e in zip(fallback.tolist(), starts[fallback].tolist(), ends[fallback].tolist(), strict=True):
             found = _reference(bytes(view[s:e]))
             if found is _IGNORED_LINE:
                 continue
