@@ -17,6 +17,7 @@ from collectors.parsers.access_log import read_access_log
 from collectors.parsers.access_log_fast import read_access_log_fast, scan_access_log
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
+from tests.support.scanners import line_scanner  # noqa: F401 (each test runs with both scanners)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted([*ROOT.glob("examples/*/access.log"), *ROOT.glob("tests/data/access/*.log")])

@@ -23,6 +23,7 @@ from collectors.parsers.access_log import parse_access_line, read_access_log
 from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
+from tests.support.scanners import line_scanner  # noqa: F401 (each test runs with both scanners)
 
 DATA = Path(__file__).parent / "data" / "access" / "shapes"
 

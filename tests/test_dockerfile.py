@@ -64,7 +64,14 @@ def test_the_build_stage_installs_every_package_and_the_final_stage_copies_it():
     copied = {arg.split()[0] for arg in build.all("COPY")}
     assert {p.rstrip("*") for p in include} <= copied and "pyproject.toml" in copied
     (install,) = [r for r in build.all("RUN") if "pip install" in r]
-    assert "--only-binary=:all:" in install and "'.[charts]'" in install  # wheels only: nothing compiled
+    # gpumem's own wheel is built here (its C scanner compiled, and checked to import); every
+    # dependency comes as a wheel: nothing else is compiled
+    assert "pip wheel --no-deps --wheel-dir /wheels ." in install
+    # by its path: a name would let pip take PyPI's unrelated `gpumem` instead
+    assert '--only-binary=:all: "$(echo /wheels/gpumem-*.whl)[charts]"' in install
+    assert install.endswith("python -c 'import collectors.parsers._access_native'")
+    (apt,) = [r for r in build.all("RUN") if "apt-get" in r]
+    assert "gcc libc6-dev" in apt and apt.rstrip().endswith("rm -rf /var/lib/apt/lists/*")
     assert final.all("COPY") == ["--from=build /opt/gpumem /opt/gpumem"]
     assert not any("pip install" in r for r in final.all("RUN"))
     assert final.all("ENTRYPOINT") == ['["gpumem"]']
