@@ -1,6 +1,7 @@
 """Access logs of any size as a RequestProfile, fast: the same profile as `read_access_log`
-(identical counts, exact percentiles, shift, skipped lines), read with numpy and, for large
-files, by several processes at once.
+(identical counts, exact percentiles, shift, skipped lines), read by the compiled line
+scanner (or, where the install could not build it, with numpy) and, for large files, by several
+processes at once.
 
 A file over PARALLEL_MIN_BYTES is split at line boundaries into one byte range per worker
 (the CPUs this process may use, at most MAX_WORKERS); each range is scanned in 2 MiB blocks

@@ -1,4 +1,6 @@
-"""Vectorised scan of access-log blocks (numpy), for `access_log_fast`.
+"""Scans of access-log blocks for `access_log_fast`: the compiled line scanner
+(`_access_native.c`, one pass in C, used when the install built it) or, without it, the
+vectorised numpy scan below. Both keep the same contract and tally the same way.
 
 The scan reads a line the way `collectors.parsers.access_log.parse_access_line` does, and it
 takes a line only when it can show that the two readings agree; every other non-empty line
