@@ -82,9 +82,10 @@ static inline int is_key_char(unsigned char c) { return classes[c] & C_KEY_CHAR;
 static inline int is_key_delim(unsigned char c) { return classes[c] & C_KEY_DELIM; }
 static inline int ends_bare(unsigned char c) { return classes[c] & C_ENDS_BARE; }
 
-/* Runs of bytes, 16 at a time where SSE2 is (every x86-64), else one at a time. A 16-byte load
- * may read past the line (never past `limit`, the end of the caller's buffer); what it finds
- * there is not used. */
+/* Runs of bytes. JSON strings are searched 16 bytes at a time where SSE2 is (every x86-64): a
+ * 16-byte load may read past the line (never past `limit`, the end of the caller's buffer), and
+ * what it finds there is not used. The key=value runs are short: a byte at a time measured
+ * faster for them than 16 at a time (benchmarks/bench_profile_vs_mawk.py). */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define EQ(v, c) _mm_cmpeq_epi8((v), _mm_set1_epi8((char)(c)))
@@ -98,21 +99,9 @@ static inline __m128i in_range(__m128i v, char lo, char hi_minus_lo) {
 static inline Py_ssize_t clamp(Py_ssize_t at, Py_ssize_t n) { return at < n ? at : n; }
 
 /* the first i' >= i where p[i'] ends a bare value ([\s,;"')}]), or n */
-static inline Py_ssize_t bare_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const unsigned char *limit) {
-#if defined(__SSE2__)
-    while (i < n && p + i + 16 <= limit) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-        __m128i m = _mm_or_si128(_mm_or_si128(_mm_or_si128(EQ(v, ' '), EQ(v, ',')), _mm_or_si128(EQ(v, ';'), EQ(v, '"'))),
-                                 _mm_or_si128(_mm_or_si128(EQ(v, '\''), EQ(v, ')')), EQ(v, '}')));
-        int bits = _mm_movemask_epi8(m);
-        if (bits) return clamp(i + __builtin_ctz((unsigned)bits), n);
-        i += 16;
-    }
-#else
-    (void)limit;
-#endif
+static inline Py_ssize_t bare_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
     while (i < n && !ends_bare(p[i])) i++;
-    return clamp(i, n);
+    return i;
 }
 
 /* the first i' >= i where p[i'] is no key character ([\w.@-]), or n: a byte at a time, which
@@ -123,20 +112,9 @@ static inline Py_ssize_t key_run_end(const unsigned char *p, Py_ssize_t i, Py_ss
 }
 
 /* the first i' >= i where p[i'] may stand before a key ([\s,;{(]), or n */
-static inline Py_ssize_t delim_next(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const unsigned char *limit) {
-#if defined(__SSE2__)
-    while (i < n && p + i + 16 <= limit) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-        __m128i m = _mm_or_si128(_mm_or_si128(EQ(v, ' '), EQ(v, ',')), _mm_or_si128(_mm_or_si128(EQ(v, ';'), EQ(v, '{')), EQ(v, '(')));
-        int bits = _mm_movemask_epi8(m);
-        if (bits) return clamp(i + __builtin_ctz((unsigned)bits), n);
-        i += 16;
-    }
-#else
-    (void)limit;
-#endif
+static inline Py_ssize_t delim_next(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
     while (i < n && !is_key_delim(p[i])) i++;
-    return clamp(i, n);
+    return i;
 }
 
 /* the first i' >= i where p[i'] is `"` or a backslash, or n */
@@ -155,20 +133,10 @@ static inline Py_ssize_t string_stop(const unsigned char *p, Py_ssize_t i, Py_ss
     return clamp(i, n);
 }
 
-/* whether p[0:n] holds a byte outside printable ASCII (0x20..0x7E) */
+/* whether p[0:n] holds a byte outside printable ASCII (0x20..0x7E); the compiler vectorises it */
 static inline int has_odd_bytes(const unsigned char *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-#if defined(__SSE2__)
-    __m128i acc = _mm_setzero_si128();
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-        /* signed: below 0x20 or 0x80 and above; and DEL */
-        acc = _mm_or_si128(acc, _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)), EQ(v, 0x7F)));
-    }
-    if (_mm_movemask_epi8(acc)) return 1;
-#endif
     unsigned char odd = 0;
-    for (; i < n; i++) odd |= (unsigned char)(p[i] - 0x20) > 0x5E;
+    for (Py_ssize_t i = 0; i < n; i++) odd |= (unsigned char)(p[i] - 0x20) > 0x5E;
     return odd;
 }
 
@@ -511,7 +479,7 @@ static inline int key_kind(const unsigned char *k, Py_ssize_t n) {
 }
 
 /* a key=value match whose key starts at k: 1 and the value (and where the match ends), or 0 */
-static int pair_at(const unsigned char *p, Py_ssize_t n, const unsigned char *limit, Py_ssize_t k, Py_ssize_t *key_end,
+static int pair_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_t *key_end,
                    span *value, Py_ssize_t *end) {
     if (k >= n || !is_key_head(p[k])) return 0;
     Py_ssize_t r = key_run_end(p, k + 1, n);
@@ -531,14 +499,14 @@ static int pair_at(const unsigned char *p, Py_ssize_t n, const unsigned char *li
         *end = v;
         return 1;
     }
-    Py_ssize_t e = bare_end(p, v, n, limit);
+    Py_ssize_t e = bare_end(p, v, n);
     value->p = p + v;
     value->n = e - v;
     *end = e;
     return 1;
 }
 
-static int read_text(span line, const unsigned char *limit, int64_t *v_in, int64_t *v_out, int64_t *us) {
+static int read_text(span line, int64_t *v_in, int64_t *v_out, int64_t *us) {
     const unsigned char *p = line.p;
     Py_ssize_t n = line.n;
     span found[K_COUNT];
@@ -552,11 +520,11 @@ static int read_text(span line, const unsigned char *limit, int64_t *v_in, int64
             span value;
             /* the next match of the key=value regex: a key at the line start, else after the
              * next delimiter where one starts */
-            if (s == 0 && pair_at(p, n, limit, 0, &key_end, &value, &end)) k = 0;
+            if (s == 0 && pair_at(p, n, 0, &key_end, &value, &end)) k = 0;
             while (k < 0) {
-                s = delim_next(p, s, n, limit);
+                s = delim_next(p, s, n);
                 if (s >= n) break;
-                if (pair_at(p, n, limit, s + 1, &key_end, &value, &end)) k = s + 1;
+                if (pair_at(p, n, s + 1, &key_end, &value, &end)) k = s + 1;
                 s++;
             }
             if (k < 0) break;
@@ -954,7 +922,7 @@ static int read_line(const unsigned char *p, Py_ssize_t len, const unsigned char
     if (lead || p[len - 1] == ' ') return ST_FALLBACK;
     span line = {p, len};
     if (p[0] == '{') return read_json(line, limit, v_in, v_out, us);
-    return read_text(line, limit, v_in, v_out, us);
+    return read_text(line, v_in, v_out, us);
 }
 
 static int check_buffer(Py_buffer *b, Py_ssize_t itemsize, Py_ssize_t need, const char *name) {

@@ -766,6 +766,8 @@ def native_reading(raw: bytes) -> Any:
     >>> native_reading(b"time=2026-03-09T2011Z input_tokens=7420 output_tokens=312")[:2] if NATIVE else (7420, 312)
     (7420, 312)
     """
+    if b"\n" in raw:
+        raise ValueError("one line, without its newline")
     if NATIVE is None:
         return NOT_TAKEN
     buf = bytearray(raw + b"\n")
