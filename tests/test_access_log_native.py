@@ -689,3 +689,8 @@ def test_lines_about_the_longest_read_as_the_reference_reads_them(extra, cr):
     _agrees(raw)
     if extra > 0:
         assert _reference(raw) is None
+
+
+def test_native_reading_takes_one_line_and_says_so_otherwise():
+    with pytest.raises(ValueError, match="one line"):
+        native_reading(b"input_tokens=1 output_tokens=2\ninput_tokens=3 output_tokens=4")
