@@ -662,6 +662,15 @@ def _at(*args: int) -> datetime:
     (b'{"usage": {"prompt_tokens": 9, "completion_tokens": 3}, "time": "2026-03-09T20:11:05Z"}',
      (9, 3, _at(2026, 3, 9, 20, 11, 5))),
     (b'{"prompt_tokens": 9, "completion_tokens": 3}', (9, 3, None)),
+    # JSON whose usage no holder has (a gateway nesting it deeper): read as text, as the reference does
+    (b'{"ai": {"proxy": {"usage": {"prompt_tokens": 10, "completion_tokens": 20}}}, "created": 1791640536}',
+     (10, 20, _at(2026, 10, 10, 13, 55, 36))),
+    # a truncated JSON line: json.loads refuses it, the text reading finds the counts and `"time": ...`
+    (b'{"time": "2026-10-10T13:55:36Z", "usage": {"prompt_tokens": 5, "completion_tokens": 3}',
+     (5, 3, _at(2026, 10, 10, 13, 55, 36))),
+    # text with a JSON-style time key: the first of each key, `created` before `time`
+    (b'done "time": "2026-10-10T13:55:36Z" "created": 1791640537 input_tokens=1 output_tokens=2',
+     (1, 2, _at(2026, 10, 10, 13, 55, 37))),
 ])
 def test_lines_that_must_be_taken_read_exactly(raw, want):
     assert _taken(raw) == want

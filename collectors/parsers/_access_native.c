@@ -17,12 +17,14 @@
  *     response.usage, meta_info, out.meta_info), the time from created / time / timestamp /
  *     ts / @timestamp of the object, then of its response.
  *
+ *   - a line starting with `{` that json.loads refuses, or whose holders lack the counts, is
+ *     read as text, as the reference reads it (with its `"time": ...` search for a time).
+ *
  * Left to the reference: control bytes other than a final CR, non-ASCII bytes, a leading or
- * trailing blank, a JSON line that is not valid JSON or has no holder with both counts (the
- * reference then reads it as text), duplicate or escaped keys where they matter, NaN and
- * Infinity, nesting deeper than 64, token counts written as floats, epochs in micro- or
+ * trailing blank, duplicate or escaped keys where they matter, NaN and Infinity, nesting deeper
+ * than 64, numbers of over 300 characters, token counts written as floats, epochs in micro- or
  * nanoseconds, years outside 1971..9998, a time value in any other form, a line without a time
- * key whose text might hold a JSON time key or an ISO time in its first 40 characters.
+ * whose first 40 characters might hold an ISO time.
  *
  * scan_lines(buf, start, end, max_line, state, v_in, v_out, micros, ends) -> (lines, next)
  *   buf[start:end] holds whole lines, the last ending with a newline; the lines are read until
@@ -390,17 +392,61 @@ static int iso_in_head(span line) {
     return 0;
 }
 
-static int contains(span line, const char *needle) {
-    size_t k = strlen(needle);
-    if ((size_t)line.n < k) return 0;
-    const unsigned char *p = line.p, *end = line.p + line.n - k + 1;
-    while (p < end) {
-        p = memchr(p, needle[0], (size_t)(end - p));
-        if (p == NULL) return 0;
-        if (memcmp(p, needle, k) == 0) return 1;
-        p++;
+static const char *const json_time_names[5] = {"created", "time", "timestamp", "ts", "@timestamp"};
+
+/* _json_key_time: the JSON-style time keys in text that was not read as JSON. Every match of
+ * `"(created|time|timestamp|ts|@timestamp)"\s*:\s*("[^"]*"|[-+.\w]+)`, left to right as findall
+ * takes them; the first value of each key; the keys tried in that order. */
+static int json_key_time(span line, int64_t *us) {
+    const unsigned char *p = line.p;
+    Py_ssize_t n = line.n, i = 0;
+    span first[5];
+    int have[5] = {0};
+    while (i < n) {
+        const unsigned char *q = memchr(p + i, '"', (size_t)(n - i));
+        if (q == NULL) break;
+        Py_ssize_t at = q - p;
+        i = at + 1;
+        const unsigned char *close = memchr(p + at + 1, '"', (size_t)(n - at - 1));
+        if (close == NULL) break;
+        span key = {p + at + 1, close - (p + at + 1)};
+        int kind = -1;
+        for (int k = 0; k < 5; k++)
+            if (span_is(key, json_time_names[k], (Py_ssize_t)strlen(json_time_names[k]))) kind = k;
+        if (kind < 0) continue;
+        Py_ssize_t j = close - p + 1;
+        while (j < n && p[j] == ' ') j++;
+        if (j >= n || p[j] != ':') continue;
+        j++;
+        while (j < n && p[j] == ' ') j++;
+        span value;
+        Py_ssize_t end;
+        if (j < n && p[j] == '"') {
+            const unsigned char *vq = memchr(p + j + 1, '"', (size_t)(n - j - 1));
+            if (vq == NULL) continue;
+            value.p = p + j + 1;
+            value.n = vq - (p + j + 1);
+            end = vq - p + 1;
+        } else {
+            Py_ssize_t e = j;
+            while (e < n && (is_word(p[e]) || p[e] == '-' || p[e] == '+' || p[e] == '.')) e++;
+            if (e == j) continue;
+            value.p = p + j;
+            value.n = e - j;
+            end = e;
+        }
+        if (!have[kind]) {
+            have[kind] = 1;
+            first[kind] = value;
+        }
+        i = end;
     }
-    return 0;
+    for (int k = 0; k < 5; k++) {
+        if (!have[k]) continue;
+        int r = time_of_text(first[k], us);
+        if (r != T_NONE) return r;
+    }
+    return T_NONE;
 }
 
 /* ------------------------------------------------------------------------------ counts */
@@ -566,10 +612,11 @@ static int read_text(span line, int64_t *v_in, int64_t *v_out, int64_t *us) {
     if (matched) return t == T_TIME ? ST_TIMED : t == T_NONE ? ST_UNTIMED : ST_FALLBACK;
     t = clf_bracket(line, us, &matched);
     if (matched) return t == T_TIME ? ST_TIMED : t == T_NONE ? ST_UNTIMED : ST_FALLBACK;
-    if (memchr(p, '"', (size_t)n) != NULL &&
-        (contains(line, "\"created\"") || contains(line, "\"time\"") || contains(line, "\"timestamp\"") ||
-         contains(line, "\"ts\"") || contains(line, "\"@timestamp\"")))
-        return ST_FALLBACK;
+    if (memchr(p, '"', (size_t)n) != NULL) {
+        t = json_key_time(line, us);
+        if (t == T_TIME) return ST_TIMED;
+        if (t == T_UNSURE) return ST_FALLBACK;
+    }
     if (iso_in_head(line)) return ST_FALLBACK;
     return ST_UNTIMED;
 }
@@ -869,9 +916,10 @@ static int read_json(span line, const unsigned char *limit, int64_t *v_in, int64
     j.limit = limit;
     j.p = line.p;
     j.n = line.n;
-    if (!json_value(&j, 0, O_TOP, NULL) || j.unsure) return ST_FALLBACK;
-    skip_ws(&j);
-    if (j.i != j.n) return ST_FALLBACK; /* not JSON: the reference reads it as text */
+    int parsed = json_value(&j, 0, O_TOP, NULL);
+    if (j.unsure) return ST_FALLBACK;
+    if (parsed) skip_ws(&j);
+    if (!parsed || j.i != j.n) return read_text(line, v_in, v_out, us); /* json.loads refuses it: the reference reads text */
     static const int holders[][2] = {{O_USAGE, -1}, {O_TOP, -1}, {O_RESP, O_RESP_USAGE}, {O_META, -1},
                                      {O_OUT, O_OUT_META}};
     static const int parents[] = {O_TOP, -1, O_TOP, O_TOP, O_TOP};
@@ -907,7 +955,7 @@ static int read_json(span line, const unsigned char *limit, int64_t *v_in, int64
         }
         return ST_UNTIMED;
     }
-    return ST_FALLBACK; /* no holder: the reference reads the line as text */
+    return read_text(line, v_in, v_out, us); /* no holder: the reference reads the line as text */
 }
 
 /* ------------------------------------------------------------------------------ lines */
