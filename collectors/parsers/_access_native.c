@@ -11,14 +11,14 @@
  *     lines without counts are counted as skipped, as the reference counts them;
  *   - times: the first time key's value (RFC 3339 / ISO 8601 forms the reference accepts,
  *     Unix epochs in seconds with up to 6 fraction digits and in milliseconds), else `[ISO]` at
- *     the line start, else the first nginx/Apache `[10/Oct/2026:13:55:36 +0000]`;
+ *     the line start, else the first nginx/Apache `[10/Oct/2026:13:55:36 +0000]`, else a
+ *     JSON-style `"created": ...` / `"time": ...` in the text;
  *   - JSON lines (starting with `{`): validated against the JSON grammar json.loads accepts,
  *     the counts read from the holders the reference tries, in its order (usage, the object,
  *     response.usage, meta_info, out.meta_info), the time from created / time / timestamp /
- *     ts / @timestamp of the object, then of its response.
- *
- *   - a line starting with `{` that json.loads refuses, or whose holders lack the counts, is
- *     read as text, as the reference reads it (with its `"time": ...` search for a time).
+ *     ts / @timestamp of the object, then of its response; a line starting with `{` that
+ *     json.loads refuses, or whose holders lack the counts, is read as text, as the reference
+ *     reads it.
  *
  * Left to the reference: control bytes other than a final CR, non-ASCII bytes, a leading or
  * trailing blank, duplicate or escaped keys where they matter, NaN and Infinity, nesting deeper
