@@ -144,6 +144,39 @@ static inline int has_odd_bytes(const unsigned char *p, Py_ssize_t n) {
 
 static inline int span_is(span s, const char *text, Py_ssize_t n) { return s.n == n && memcmp(s.p, text, (size_t)n) == 0; }
 
+/* Names found by length and first character: one table lookup, then one comparison (a switch
+ * on the length costs an indirect jump that the CPU mispredicts on nearly every key). */
+#define MAX_NAME 17
+typedef struct {
+    const char *const *names;
+    int count;
+    unsigned char slot[256];            /* by first character: 1..3 for the ones given, else 0 */
+    signed char by_shape[MAX_NAME + 1][4]; /* [length][slot] -> name index, -1 for none */
+} name_table;
+
+/* Fills a table, `firsts` (up to three characters) telling names of one length apart; -1 when
+ * two names would share a cell (the module then refuses to load). */
+static int fill_names(name_table *table, const char *firsts) {
+    memset(table->slot, 0, sizeof table->slot);
+    for (int i = 0; firsts[i] && i < 3; i++) table->slot[(unsigned char)firsts[i]] = (unsigned char)(i + 1);
+    memset(table->by_shape, -1, sizeof table->by_shape);
+    for (int k = 0; k < table->count; k++) {
+        size_t n = strlen(table->names[k]);
+        if (n < 1 || n > MAX_NAME) return -1;
+        signed char *cell = &table->by_shape[n][table->slot[(unsigned char)table->names[k][0]]];
+        if (*cell >= 0) return -1;
+        *cell = (signed char)k;
+    }
+    return 0;
+}
+
+/* the index of the name p[0:n] is, or -1 */
+static inline int name_of(const name_table *table, const unsigned char *p, Py_ssize_t n) {
+    if (n < 1 || n > MAX_NAME) return -1;
+    int k = table->by_shape[n][table->slot[p[0]]];
+    return k >= 0 && memcmp(p, table->names[k], (size_t)n) == 0 ? k : -1;
+}
+
 /* ------------------------------------------------------------------------------ dates */
 
 static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
@@ -393,6 +426,7 @@ static int iso_in_head(span line) {
 }
 
 static const char *const json_time_names[5] = {"created", "time", "timestamp", "ts", "@timestamp"};
+static name_table time_table = {.names = json_time_names, .count = 5};
 
 /* _json_key_time: the JSON-style time keys in text that was not read as JSON. Every match of
  * `"(created|time|timestamp|ts|@timestamp)"\s*:\s*("[^"]*"|[-+.\w]+)`, left to right as findall
@@ -410,9 +444,7 @@ static int json_key_time(span line, int64_t *us) {
         const unsigned char *close = memchr(p + at + 1, '"', (size_t)(n - at - 1));
         if (close == NULL) break;
         span key = {p + at + 1, close - (p + at + 1)};
-        int kind = -1;
-        for (int k = 0; k < 5; k++)
-            if (span_is(key, json_time_names[k], (Py_ssize_t)strlen(json_time_names[k]))) kind = k;
+        int kind = name_of(&time_table, key.p, key.n);
         if (kind < 0) continue;
         Py_ssize_t j = close - p + 1;
         while (j < n && p[j] == ' ') j++;
@@ -495,34 +527,9 @@ static int any_count(span line, const char *a, const char *b, span *digits) {
 
 enum { K_IN_A, K_IN_B, K_OUT_A, K_OUT_B, K_TIME, K_TIMESTAMP, K_TS, K_AT_TIMESTAMP, K_COUNT };
 
-/* the key names read, by length and first character (one lookup, then one comparison: a
- * switch on the length costs an indirect jump the CPU mispredicts on every key) */
 static const char *const key_names[K_COUNT] = {"input_tokens", "prompt_tokens", "output_tokens", "completion_tokens",
                                                "time", "timestamp", "ts", "@timestamp"};
-static signed char key_by_shape[18][4];
-
-static unsigned char key_slots[256]; /* 'p' 1, 'o' 2, 'c' 3, others 0 */
-static inline int shape_slot(unsigned char c) { return key_slots[c]; }
-
-static void fill_key_shapes(void) {
-    memset(key_slots, 0, sizeof key_slots);
-    key_slots['p'] = 1;
-    key_slots['o'] = 2;
-    key_slots['c'] = 3;
-    memset(key_by_shape, -1, sizeof key_by_shape);
-    for (int k = 0; k < K_COUNT; k++) {
-        size_t n = strlen(key_names[k]);
-        /* the time keys share slot 0 with input_tokens: their lengths differ */
-        key_by_shape[n][shape_slot((unsigned char)key_names[k][0])] = (signed char)k;
-    }
-}
-
-static inline int key_kind(const unsigned char *k, Py_ssize_t n) {
-    if (n > 17) return -1;
-    int kind = key_by_shape[n][shape_slot(k[0])];
-    if (kind < 0 || memcmp(k, key_names[kind], (size_t)n) != 0) return -1;
-    return kind;
-}
+static name_table key_table = {.names = key_names, .count = K_COUNT};
 
 /* a key=value match whose key starts at k: 1 and the value (and where the match ends), or 0 */
 static int pair_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_t *key_end,
@@ -574,7 +581,7 @@ static int read_text(span line, int64_t *v_in, int64_t *v_out, int64_t *us) {
                 s++;
             }
             if (k < 0) break;
-            int kind = key_kind(p + k, key_end - k);
+            int kind = name_of(&key_table, p + k, key_end - k);
             if (kind >= 0) {
                 if (!have[kind]) {
                     have[kind] = 1;
@@ -647,33 +654,11 @@ typedef struct {
     slot slots[O_COUNT][J_KEYS];
 } json_state;
 
-/* the JSON keys read, by length and first character, as key_kind finds the key=value ones */
+/* the JSON keys read */
 static const char *const json_names[J_KEYS] = {"input_tokens", "prompt_tokens", "output_tokens", "completion_tokens",
                                                "created", "time", "timestamp", "ts", "@timestamp", "usage",
                                                "response", "meta_info", "out"};
-static signed char json_by_shape[18][4];
-
-static unsigned char json_slots[256]; /* 'p' 1, 'o' 2, 'm' 3, others 0 */
-static inline int json_slot(unsigned char c) { return json_slots[c]; }
-
-static void fill_json_shapes(void) {
-    memset(json_slots, 0, sizeof json_slots);
-    json_slots['p'] = 1;
-    json_slots['o'] = 2;
-    json_slots['m'] = 3;
-    memset(json_by_shape, -1, sizeof json_by_shape);
-    for (int k = 0; k < J_KEYS; k++) {
-        size_t n = strlen(json_names[k]);
-        json_by_shape[n][json_slot((unsigned char)json_names[k][0])] = (signed char)k;
-    }
-}
-
-static inline int json_key(span k) {
-    if (k.n > 17 || k.n < 2) return -1;
-    int kind = json_by_shape[k.n][json_slot(k.p[0])];
-    if (kind < 0 || memcmp(k.p, json_names[kind], (size_t)k.n) != 0) return -1;
-    return kind;
-}
+static name_table json_table = {.names = json_names, .count = J_KEYS};
 
 /* the object a key's object value is, inside object `where` (-1: none the reference reads) */
 static int child_object(int where, int key) {
@@ -769,7 +754,7 @@ static int json_object(json_state *j, int depth, int where) {
         int child = -1;
         if (where >= 0) {
             if (escaped) j->unsure = 1; /* it may spell a key the reference reads */
-            int k = json_key(key);
+            int k = name_of(&json_table, key.p, key.n);
             if (k >= 0) {
                 target = &j->slots[where][k];
                 if (target->count++) j->unsure = 1; /* the last of two counts there */
@@ -1039,7 +1024,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__access_native(void) {
     fill_classes();
-    fill_key_shapes();
-    fill_json_shapes();
+    if (fill_names(&key_table, "poc") || fill_names(&json_table, "pom") || fill_names(&time_table, "")) {
+        PyErr_SetString(PyExc_RuntimeError, "_access_native: two key names share a lookup cell");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }
