@@ -282,6 +282,18 @@ class RemediationDesk:
             self._refuse(respond, lang, "plan_not_found", plan=plan_id[:40])
             return None
 
+    def _stored_to_plan(self, plan_id: str, respond: Callable[..., Any], lang: str) -> Any:
+        """The stored plan a click makes a new plan from, or None (refused, and the clicker told)
+        when there is none or remediation is off where it would act."""
+        stored = self._stored(plan_id, respond, lang)
+        if stored is None:
+            return None
+        target = stored.plan.target
+        if not approvals.remediation_on(self.settings, target.cluster, target.namespace):
+            self._refuse(respond, lang, "remediation_off", namespace=target.namespace, cluster=target.cluster or "-")
+            return None
+        return stored
+
     def _approve_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
         stored = self._stored(click.value, respond, lang)
         if stored is None:
@@ -315,13 +327,10 @@ class RemediationDesk:
         self.poster.update(click.channel, click.ts, self._message(out, lang, "rejected", users=(click.user,)))
 
     def _replan_click(self, click: Click, lang: str, respond: Callable[..., Any]) -> None:
-        stored = self._stored(click.value, respond, lang)
+        stored = self._stored_to_plan(click.value, respond, lang)
         if stored is None:
             return
         plan = stored.plan
-        if not approvals.remediation_on(self.settings, plan.target.cluster, plan.target.namespace):
-            return self._refuse(respond, lang, "remediation_off", namespace=plan.target.namespace,
-                                cluster=plan.target.cluster or "-")
         if not self.store.claim(f"replan:{plan.id}", click.user, ttl_s=PLAN_CLAIM_S):
             return self._refuse(respond, lang, "claimed")
         try:
@@ -336,13 +345,10 @@ class RemediationDesk:
         """"Routing confirmed: plan phase 2" on a watched phase-1 plan: an approver of the namespace
         attests that the gateway routes long prompts to the long pool; phase 2 is planned (the
         audit's `routing_confirmed` names them) and posted in the thread for approval."""
-        stored = self._stored(click.value, respond, lang)
+        stored = self._stored_to_plan(click.value, respond, lang)
         if stored is None:
             return
         plan = stored.plan
-        if not approvals.remediation_on(self.settings, plan.target.cluster, plan.target.namespace):
-            return self._refuse(respond, lang, "remediation_off", namespace=plan.target.namespace,
-                                cluster=plan.target.cluster or "-")
         groups = self._groups(click.user, plan.target.namespace)
         out = approvals.may_confirm_routing(self.store, self.settings, plan.id, click.user, groups,
                                             channel=click.channel, now=self.now())
