@@ -286,16 +286,7 @@ class Store:
 
     def audit(self, *, since: datetime | None = None, namespace: str | None = None, name: str | None = None,
               limit: int = 1000) -> list[AuditRow]:
-        where, params = [], []
-        if since is not None:
-            where.append("at >= ?")
-            params.append(_iso(since))
-        if namespace:
-            where.append("namespace = ?")
-            params.append(namespace)
-        if name:
-            where.append("name = ?")
-            params.append(name)
+        where, params = _filters(since, None, namespace, name, ())
         sql = "SELECT id, at, actor, event, plan_id, content_hash, channel, cluster, namespace, name, from_state, " \
               "to_state, detail FROM audit" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self.db.execute(sql + " ORDER BY id LIMIT ?", [*params, limit]).fetchall()
@@ -340,3 +331,31 @@ def _parse(text: str) -> datetime:
 def _t(seconds: float) -> datetime:
     """A fixed clock for the examples above."""
     return datetime(2026, 12, 1, tzinfo=UTC) + timedelta(seconds=seconds)
+
+
+def _filters(since: datetime | None, until: datetime | None, namespace: str | None, name: str | None,
+             ids: tuple[int, ...]) -> tuple[list[str], list[Any]]:
+    """The WHERE terms (and their parameters) the readers of notes, triages and the audit share."""
+    where, params = _window(since, until)
+    if namespace:
+        where.append("namespace = ?")
+        params.append(namespace)
+    if name:
+        where.append("name = ?")
+        params.append(name)
+    if ids:
+        where.append(f"id IN ({','.join('?' * len(ids))})")
+        params += list(ids)
+    return where, params
+
+
+def _window(since: datetime | None, until: datetime | None) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        where.append("at >= ?")
+        params.append(_iso(since))
+    if until is not None:
+        where.append("at <= ?")
+        params.append(_iso(until))
+    return where, params

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.store.db import Store, _iso, _parse
+from bot.store.db import Store, _filters, _iso, _parse
 
 
 @dataclass(frozen=True)
@@ -210,34 +210,6 @@ class Journal:
         sql = "SELECT key FROM schedule_slots" + (" WHERE channel = ?" if channel else "") + " ORDER BY slot"
         keys = [r[0] for r in self.store.db.execute(sql, [channel] if channel else []).fetchall()]
         return [s for s in (self.slot_done(k) for k in keys) if s is not None]
-
-
-def _filters(since: datetime | None, until: datetime | None, namespace: str | None, name: str | None,
-             ids: tuple[int, ...]) -> tuple[list[str], list[Any]]:
-    """The WHERE terms (and their parameters) the note and triage readers share."""
-    where, params = _window(since, until)
-    if namespace:
-        where.append("namespace = ?")
-        params.append(namespace)
-    if name:
-        where.append("name = ?")
-        params.append(name)
-    if ids:
-        where.append(f"id IN ({','.join('?' * len(ids))})")
-        params += list(ids)
-    return where, params
-
-
-def _window(since: datetime | None, until: datetime | None) -> tuple[list[str], list[Any]]:
-    where: list[str] = []
-    params: list[Any] = []
-    if since is not None:
-        where.append("at >= ?")
-        params.append(_iso(since))
-    if until is not None:
-        where.append("at <= ?")
-        params.append(_iso(until))
-    return where, params
 
 
 def _where(sql: str, where: list[str]) -> str:
