@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kube_fixtures import Scenario, running_scenario
+from tests.support.prom_harness import PromServer, run_prometheus
 
 
 @pytest.fixture
@@ -15,3 +16,15 @@ def cluster(tmp_path: Path) -> Iterator[Scenario]:
     """The vllm-incident scenario served by a stand-in API server, with a kubeconfig."""
     with running_scenario("vllm-incident", tmp_path) as scenario:
         yield scenario
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
+    """A real Prometheus loaded with the harness's history, one per test module; one that cannot
+    start fails the module's tests with its reason, not a traceback. (Modules that need another
+    history, the fleet's, define their own `prom`.)"""
+    try:
+        with run_prometheus(tmp_path_factory.mktemp("prometheus")) as running:
+            yield running
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)

@@ -148,15 +148,6 @@ def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
     assert "仍在生效的临时措施（1）" in capsys.readouterr().out
 
 
-@pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    try:
-        with h.run_prometheus(tmp_path_factory.mktemp("prometheus")) as running:
-            yield running
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-
-
 def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom):
     from collectors.prometheus.client import PrometheusClient
 

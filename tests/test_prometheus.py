@@ -17,16 +17,6 @@ from tests.support import prom_harness as h
 
 
 @pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    try:
-        server = h.run_prometheus(tmp_path_factory.mktemp("prometheus"))
-        with server as running:
-            yield running
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-
-
-@pytest.fixture(scope="module")
 def client(prom):
     return PrometheusClient(prom.url, timeout_s=10)
 

@@ -122,15 +122,6 @@ def test_slash_handover_without_a_store_is_refused(tmp_path):
     assert "store.path" in ack["text"] and not fake.calls_to("chat.postMessage")
 
 
-@pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    try:
-        with h.run_prometheus(tmp_path_factory.mktemp("prometheus")) as running:
-            yield running
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-
-
 def test_the_handover_shows_the_channels_watched_services_and_charts_the_shift(tmp_path, prom):
     db = tmp_path / "gpumem.db"
     store = Store.open(db)

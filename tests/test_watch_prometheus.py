@@ -22,12 +22,6 @@ from tests.support.kube_fixtures import manual_clock, running_scenario
 NS, NAME = h.NS, "vllm-server"
 
 
-@pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    with h.run_prometheus(tmp_path_factory.mktemp("prometheus")) as server:
-        yield server
-
-
 @pytest.fixture
 def cluster(tmp_path):
     with running_scenario("vllm-incident", tmp_path) as sc:
