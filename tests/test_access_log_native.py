@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -703,3 +704,25 @@ def test_lines_about_the_longest_read_as_the_reference_reads_them(extra, cr):
 def test_native_reading_takes_one_line_and_says_so_otherwise():
     with pytest.raises(ValueError, match="one line"):
         native_reading(b"input_tokens=1 output_tokens=2\ninput_tokens=3 output_tokens=4")
+
+
+def _evidence_lines() -> list[bytes]:
+    """Every line of the real-incident corpus (evidence as posted in public threads), the
+    examples and the recorded access logs: text none of these tests wrote."""
+    root = Path(__file__).resolve().parent.parent
+    files = [p for p in (root / "tests/data/real").rglob("*") if p.suffix in (".txt", ".log", ".md", ".yaml", ".json")]
+    files += [*(root / "examples").rglob("*.log"), *(root / "tests/data/access").rglob("*.log")]
+    return [raw for p in sorted(files) for raw in p.read_bytes().split(b"\n") if len(raw) <= MAX_LINE_BYTES]
+
+
+def test_real_evidence_reads_as_the_reference_reads_it_and_every_request_line_is_taken():
+    lines = _evidence_lines()
+    assert len(lines) > 5000
+    requests = 0
+    for raw in lines:
+        _agrees(raw)
+        want = _reference(raw)
+        if isinstance(want, tuple) and want is not _IGNORED_LINE:
+            requests += 1
+            assert native_reading(raw) is not NOT_TAKEN, raw
+    assert requests > 1000
