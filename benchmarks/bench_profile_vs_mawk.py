@@ -11,7 +11,7 @@ alternating, `--runs` times each:
   regex each (`match()`, as written for the shape, quotes included), apply the runbook's
   bucket rule, count the buckets; one process, as awk is;
 - `gpumem profile --access-log FILE --json` as a user runs it (a fresh Python process, imports
-  included), which reads the counts and the times, builds exact percentiles, the shift and
+  included, the packages' bytecode compiled first as an install leaves it), which reads the counts and the times, builds exact percentiles, the shift and
   per-bucket detail, and splits the file across the CPUs it may use.
 
 Prints, per shape, wall seconds (median), the ratio, gpumem's peak memory (the resident

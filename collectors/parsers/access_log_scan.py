@@ -733,8 +733,9 @@ def scan_block(buf: bytearray, start: int, end: int, tally: BlockTally, json: bo
     return b.json_mode and bool(b.json.any())
 
 
-# states of the compiled scanner's lines
-_N_FALLBACK, _N_UNTIMED, _N_IGNORED, _N_SKIPPED, _N_TIMED = 0, 1, 2, 3, 4
+# states of the compiled scanner's lines (ST_* in _access_native.c): the numpy scan's own four,
+# and a fifth for a line read with a time
+_N_FALLBACK, _N_UNTIMED, _N_IGNORED, _N_SKIPPED, _N_TIMED = _FALLBACK, _FAST, _IGNORED, _SKIPPED, 4
 
 
 def _scan_native(native: Any, buf: bytearray, start: int, end: int, tally: BlockTally) -> None:
@@ -747,11 +748,11 @@ def _scan_native(native: Any, buf: bytearray, start: int, end: int, tally: Block
     pos = start
     while pos < end:
         n, nxt = native.scan_lines(buf, pos, end, MAX_LINE_BYTES, state, v_in, v_out, micros, ends)
-        if not n:
+        if not n:  # no newline left (blocks end with one)
             break
         s, e = state[:n], ends[:n]
         timed = s == _N_TIMED
-        s[timed] = _FAST  # _N_UNTIMED is _FAST; the other states are the numpy scan's
+        s[timed] = _FAST
         starts = np.empty(n, np.int64)
         starts[0] = pos
         starts[1:] = e[:-1] + 1
