@@ -737,14 +737,33 @@ static int json_number(json_state *j, span *text, int *is_float) {
 
 static int json_value(json_state *j, int depth, int where, slot *into);
 
-/* an object at j->i; `where`: which object the reference reads it as (-1 none) */
-static int json_object(json_state *j, int depth, int where) {
+/* past an object's or array's opening bracket: whether `closer` follows at once (then past it) */
+static int json_opened_empty(json_state *j, unsigned char closer) {
     j->i++;
     skip_ws(j);
-    if (j->i < j->n && j->p[j->i] == '}') {
+    if (j->i < j->n && j->p[j->i] == closer) {
         j->i++;
         return 1;
     }
+    return 0;
+}
+
+/* after an item of an object or array: 1 when `,` and another item follow, 0 when `closer`
+ * ends the container (past it either way), -1 when neither does (not JSON) */
+static int json_after_item(json_state *j, unsigned char closer) {
+    skip_ws(j);
+    if (j->i >= j->n) return -1;
+    unsigned char c = j->p[j->i++];
+    if (c == ',') {
+        skip_ws(j);
+        return 1;
+    }
+    return c == closer ? 0 : -1;
+}
+
+/* an object at j->i; `where`: which object the reference reads it as (-1 none) */
+static int json_object(json_state *j, int depth, int where) {
+    if (json_opened_empty(j, '}')) return 1;
     for (;;) {
         if (j->i >= j->n || j->p[j->i] != '"') return 0;
         span key;
@@ -766,42 +785,17 @@ static int json_object(json_state *j, int depth, int where) {
         j->i++;
         skip_ws(j);
         if (!json_value(j, depth + 1, child, target)) return 0;
-        skip_ws(j);
-        if (j->i >= j->n) return 0;
-        if (j->p[j->i] == ',') {
-            j->i++;
-            skip_ws(j);
-            continue;
-        }
-        if (j->p[j->i] == '}') {
-            j->i++;
-            return 1;
-        }
-        return 0;
+        int next = json_after_item(j, '}');
+        if (next <= 0) return next == 0;
     }
 }
 
 static int json_array(json_state *j, int depth) {
-    j->i++;
-    skip_ws(j);
-    if (j->i < j->n && j->p[j->i] == ']') {
-        j->i++;
-        return 1;
-    }
+    if (json_opened_empty(j, ']')) return 1;
     for (;;) {
         if (!json_value(j, depth + 1, -1, NULL)) return 0;
-        skip_ws(j);
-        if (j->i >= j->n) return 0;
-        if (j->p[j->i] == ',') {
-            j->i++;
-            skip_ws(j);
-            continue;
-        }
-        if (j->p[j->i] == ']') {
-            j->i++;
-            return 1;
-        }
-        return 0;
+        int next = json_after_item(j, ']');
+        if (next <= 0) return next == 0;
     }
 }
 
