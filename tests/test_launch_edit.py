@@ -182,11 +182,15 @@ def check_round_trip(obj: dict[str, Any], changes: dict[str, Any], container: st
     assert json.dumps(back.workload) == json.dumps(original)
     assert yaml.safe_dump(back.workload, sort_keys=False) == yaml.safe_dump(original, sort_keys=False)
     # (4) nothing else: only this container's command/args/env
-    allowed = {f"{POD}/containers/{index}/{f}" for f in ("command", "args", "env")}
-    assert {op["path"] for op in result.json_patch} <= allowed
+    fields = {f"{POD}/containers/{index}/{f}": f for f in ("command", "args", "env")}
     for op in result.json_patch:
-        if op["op"] == "replace":
-            assert {"op": "test", "path": op["path"], "value": spec[op["path"].rsplit("/", 1)[1]]} in result.json_patch
+        field, _, element = op["path"].partition(f"/containers/{index}/")[2].partition("/")
+        assert f"{POD}/containers/{index}/{field}" in fields and (element == "" or element.isdigit()), op["path"]
+    for i, op in enumerate(result.json_patch):
+        if op["op"] in ("replace", "remove"):  # element by element, each tested at its old value just before
+            assert result.json_patch[i - 1]["op"] == "test" and result.json_patch[i - 1]["path"] == op["path"]
+        if op["op"] == "replace" and "/" not in op["path"].partition(f"/containers/{index}/")[2]:
+            assert result.json_patch[i - 1]["value"] == spec[op["path"].rsplit("/", 1)[1]]
     others = copy.deepcopy(result.workload)
     for name in ("command", "args", "env"):
         others["spec"]["template"]["spec"]["containers"][index].pop(name, None)

@@ -164,36 +164,55 @@ def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, An
         raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
 
 
+def _paired(ops: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], Any, bool]]:
+    """Each operation but a `test`, with the value the `test` right before it (same path) found
+    there: (op, old value, tested). An element patch names one index many times (`remove` at
+    /args/5 twice), so a test belongs to the operation it precedes, not to its path."""
+    out = []
+    for i, op in enumerate(ops):
+        if op["op"] == "test":
+            continue
+        prev = ops[i - 1] if i > 0 else None
+        tested = prev is not None and prev["op"] == "test" and prev["path"] == op["path"]
+        out.append((op, copy.deepcopy(prev["value"]) if tested and prev is not None else None, tested))
+    return out
+
+
 def inverse_ops(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The operations that undo `ops` (built as `test` old then `replace`/`add`/`remove`), testing
-    first that the values are still the ones `ops` wrote.
+    """The operations that undo `ops` (built as `test` old then `replace`/`add`/`remove`), in
+    reverse order (an element added at /args/9 goes before the ones after it come back), each
+    testing first that the value is still the one `ops` wrote. Element operations give element
+    operations: the inverse names only what the plan changed.
 
     >>> inverse_ops([{"op": "test", "path": "/spec/replicas", "value": 2},
     ...              {"op": "replace", "path": "/spec/replicas", "value": 3}])
     [{'op': 'test', 'path': '/spec/replicas', 'value': 3}, {'op': 'replace', 'path': '/spec/replicas', 'value': 2}]
+    >>> inverse_ops([{"op": "add", "path": "/a/args/3", "value": "--x"}, {"op": "test", "path": "/a/args/1", "value": "8"},
+    ...              {"op": "remove", "path": "/a/args/1"}])
+    [{'op': 'add', 'path': '/a/args/1', 'value': '8'}, {'op': 'test', 'path': '/a/args/3', 'value': '--x'}, \
+{'op': 'remove', 'path': '/a/args/3'}]
     """
-    old = {op["path"]: op["value"] for op in ops if op["op"] == "test"}
-    out: list[dict[str, Any]] = []
-    for op in ops:
+    out: list[list[dict[str, Any]]] = []
+    for op, old, tested in _paired(ops):
         p = op["path"]
         if op["op"] == "replace":
-            if p not in old:
+            if not tested:
                 raise UsageError("not_invertible", path=p)
-            out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old[p]}]
+            out.append([{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old}])
         elif op["op"] == "add":
-            if p in old:  # an add over a tested value replaced it
-                out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old[p]}]
+            if tested:  # an add over a tested value replaced it
+                out.append([{"op": "test", "path": p, "value": op["value"]}, {"op": "replace", "path": p, "value": old}])
             elif p.endswith("/-"):
                 raise UsageError("not_invertible", path=p)
             else:
-                out += [{"op": "test", "path": p, "value": op["value"]}, {"op": "remove", "path": p}]
+                out.append([{"op": "test", "path": p, "value": op["value"]}, {"op": "remove", "path": p}])
         elif op["op"] == "remove":
-            if p not in old:
+            if not tested:
                 raise UsageError("not_invertible", path=p)
-            out.append({"op": "add", "path": p, "value": old[p]})
-        elif op["op"] != "test":
+            out.append([{"op": "add", "path": p, "value": old}])
+        else:
             raise UsageError("not_invertible", path=p)
-    return out
+    return [o for step in reversed(out) for o in step]
 
 
 def _pointer(obj: Any, pointer: str) -> Any:
@@ -209,13 +228,12 @@ def _pointer(obj: Any, pointer: str) -> Any:
 
 
 def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per changed path: the value before gpumem, the value gpumem wrote, the value now."""
-    before = {op["path"]: op["value"] for op in plan.patch if op["op"] == "test"}
+    """Per changed path: the value before gpumem, the value gpumem wrote, the value now (an
+    element operation's path is where its element sits once the whole patch is applied)."""
     rows = []
-    for op in plan.patch:
+    for op, old, _tested in _paired(plan.patch):
         if op["op"] in ("replace", "add"):
-            rows.append({"path": op["path"], "before": before.get(op["path"]), "gpumem": op["value"],
-                         "now": _pointer(current, op["path"])})
+            rows.append({"path": op["path"], "before": old, "gpumem": op["value"], "now": _pointer(current, op["path"])})
     return rows
 
 

@@ -21,15 +21,17 @@ from typing import Any
 
 from bot.actuator import kinds
 from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
-from bot.actuator.launch_edit import edit_flags
+from bot.actuator.launch_edit import edit_flags, server_container
 from bot.actuator.split_apply import apply_creates
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, GpumemError, UsageError
+from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.split import ACTION as SPLIT_KIND
+from runbooks.remediation.value_ranges import check_plannable, check_replicas, check_value, model_bound
 from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
 from runbooks.triage.actions import ESCALATE_ONLY
 
@@ -89,11 +91,13 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     changes: list[Change] = []
     ops: list[dict[str, Any]] = []
     if request.flags:
+        request = replace(request, flags=checked_flags(obj, request.container, request.flags))
         edit = edit_flags(obj, request.container, dict(request.flags))
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
         changes += [Change.set_arg(container, flag, edit.old.get(flag), value) for flag, value in request.flags]
     if request.replicas is not None:
+        check_replicas(request.replicas)
         old = (obj.get("spec") or {}).get("replicas")
         if old == request.replicas:
             raise UsageError("nothing_to_change", what=f"replicas {old}")
@@ -108,6 +112,34 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         raise UsageError("nothing_to_change", what="no --set or --replicas")
     _one_op_per_path(ops)
     return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
+
+
+def checked_flags(obj: dict[str, Any], container: str | None,
+                  flags: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    """`flags` held to `runbooks.remediation.value_ranges` for the engine `obj`'s server
+    container runs (a credential flag refused by name, each value in its flag's range, token
+    lengths within the model's max_position_embeddings when the catalog knows the model), as
+    the values to plan. Raises UsageError before any plan exists."""
+    from collectors.parsers.flags import canonical_flag
+    from runbooks.catalogs.models import find_model
+
+    for flag, value in flags:
+        refuse_credential(flag, value)
+    _index, _spec, config = server_container(obj, container)
+    max_positions = None
+    if config.model:
+        try:
+            max_positions = find_model(config.model).max_position_embeddings
+        except (GpumemError, ValueError):  # a model the catalog does not know: no bound from it
+            max_positions = None
+    bound = model_bound(config.max_model_len, max_positions)
+    out = []
+    for flag, value in flags:
+        engine = config.engine or ""
+        name = canonical_flag(engine, str(flag).lstrip("-")) if engine else str(flag).lstrip("-")
+        check_plannable(name, value)  # the engine's own spelling, abbreviations resolved
+        out.append((flag, check_value(engine, name, value, max_length=bound)))
+    return tuple(out)
 
 
 def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest, changes: tuple[Change, ...],
@@ -171,7 +203,7 @@ def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[s
         edit = kinds.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
     else:
         assert hpa is not None and request.replicas is not None
-        edit = kinds.hpa_scale(hpa, request.replicas)
+        edit = kinds.hpa_scale(hpa, check_replicas(request.replicas))
     workload = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     target = PlanTarget(request.cluster, request.namespace, kinds.HPA_KIND, str(name))
     if edit.create is not None:
@@ -242,6 +274,8 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
         raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
     driving = [c for c in changes if c.flag in _DRIVING.get(c.kind, (c.flag,))]
     flags = tuple((c.flag, c.new) for c in driving if c.kind == "set_arg" and c.flag)
+    for flag, value in flags:
+        refuse_credential(flag, value)
     containers = {c.container for c in driving if c.kind == "set_arg" and c.container}
     replicas = next((int(c.new) for c in driving if c.kind == "scale"), None)
     rest = tuple(c for c in driving if c.kind not in ("set_arg", "scale"))
@@ -430,9 +464,25 @@ def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
         flag, sep, value = raw.partition("=")
         flag = flag.strip().lstrip("-")
         if not sep or not flag:
-            raise UsageError("bad_set", value=raw)
-        out.append((flag, _value(value.strip())))
+            raise UsageError("bad_set", value=redact_text(raw))
+        parsed = _value(value.strip())
+        refuse_credential(flag, parsed)  # before the cluster is read: a credential is never planned
+        out.append((flag, parsed))
     return tuple(out)
+
+
+def refuse_credential(flag: str, value: Any) -> None:
+    """UsageError secret_flag_not_plannable (or secret_value_not_plannable) for a flag that
+    carries a credential, before any cluster is read: by its name as given and as each engine
+    spells it (an abbreviation argparse takes, `--max-num-batched-token`, is the engine's
+    `--max-num-batched-tokens`, not a token)."""
+    from collectors.parsers.flags import canonical_flag
+
+    name = str(flag).strip().lstrip("-")
+    spellings = {name, *(canonical_flag(engine, name) for engine in ("vllm", "sglang", "tgi"))}
+    if all(secret_name(s) for s in spellings):
+        check_plannable(name, value)
+    check_plannable(next((s for s in sorted(spellings) if not secret_name(s)), name), value)
 
 
 def _value(text: str) -> Any:

@@ -1,0 +1,210 @@
+"""What a plan may write into an engine flag: the range of each value, and no credential ever.
+
+One table (`RANGES`) says, per engine and flag, what kind of value the flag takes and the
+bounds gpumem plans within; `check_value` holds a value to it before any plan exists, and
+`check_plannable` refuses a flag that carries a credential (by the names and value shapes
+`runbooks.model.secrets` masks), naming the flag and never the value. Both raise `UsageError`
+(exit 2 on the terminal, an ephemeral reply in Slack).
+
+The bounds are sanity bounds, not tuning advice: a count is a positive integer no larger than
+any deployment runs (a request or sequence count of at most 65536; a token length of at most
+16777216, and no longer than the model's `max_position_embeddings` when the catalog knows the
+model); a memory fraction is in (0, 1]; a switch is true or false; a replica count is 1 to 1000
+(scaling to zero is an outage: done by hand, not planned). The flag tables of each engine's
+versions live in `collectors.parsers.flag_tables`; this module holds only what a value may be.
+
+>>> check_value("vllm", "max-num-seqs", 64), check_value("vllm", "gpu-memory-utilization", "0.9")
+(64, 0.9)
+>>> check_value("vllm", "gpu-memory-utilization", 1.5)
+Traceback (most recent call last):
+...
+runbooks.model.errors.UsageError: flag_value_out_of_range: {'flag': '--gpu-memory-utilization', 'value': '1.5', 'range': '(0, 1]'}
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from runbooks.model.errors import UsageError
+from runbooks.model.secrets import redact_text, secret_name, secret_value
+
+#: the most requests or sequences a count flag may be set to
+MAX_COUNT = 65536
+#: the longest token length (context, batch tokens) planned, whatever the model
+MAX_TOKENS = 16_777_216
+#: a KV-cache token pool (SGLang --max-total-tokens, TGI --max-batch-total-tokens) may be larger
+MAX_POOL_TOKENS = 1_073_741_824
+#: replica counts planned (`--replicas`, an HPA's minReplicas)
+REPLICAS = (1, 1000)
+
+
+@dataclass(frozen=True)
+class Range:
+    """What one flag takes: `kind` int, fraction or bool; for an int, `low..high`, with the
+    `special` values the engine gives a meaning of their own (SGLang's chunked-prefill-size -1:
+    chunking off); `length`: a token length, bounded by the model's max_position_embeddings too."""
+
+    kind: str
+    low: float = 0
+    high: float = 0
+    special: tuple[int, ...] = ()
+    length: bool = False
+
+    def words(self, high: float | None = None) -> str:
+        """The range as the refusal says it, in words of no language: an integer '1..65536'
+        (', -1' for a special value), a fraction '(0, 1]', a switch 'true/false'."""
+        if self.kind == "fraction":
+            return "(0, 1]"
+        if self.kind == "bool":
+            return "true/false"
+        top = int(self.high if high is None else high)
+        extra = "".join(f", {s}" for s in self.special)
+        return f"{int(self.low)}..{top}{extra}"
+
+
+_COUNT = Range("int", 1, MAX_COUNT)
+_LENGTH = Range("int", 1, MAX_TOKENS, length=True)
+_TOKENS = Range("int", 1, MAX_TOKENS)
+_POOL = Range("int", 1, MAX_POOL_TOKENS)
+_FRACTION = Range("fraction")
+_PARALLEL = Range("int", 1, 1024)
+
+#: engine -> canonical flag -> what gpumem may plan for it
+RANGES: dict[str, dict[str, Range]] = {
+    "vllm": {
+        "max-num-seqs": _COUNT, "max-model-len": _LENGTH, "max-num-batched-tokens": _TOKENS,
+        "gpu-memory-utilization": _FRACTION, "tensor-parallel-size": _PARALLEL,
+        "pipeline-parallel-size": _PARALLEL, "data-parallel-size": _PARALLEL,
+        "block-size": Range("int", 1, 1024), "max-num-partial-prefills": _COUNT,
+        "max-long-partial-prefills": _COUNT, "long-prefill-token-threshold": _TOKENS,
+        "max-seq-len-to-capture": _LENGTH, "port": Range("int", 1, 65535),
+    },
+    "sglang": {
+        "max-running-requests": _COUNT, "context-length": _LENGTH,
+        "chunked-prefill-size": Range("int", 1, MAX_TOKENS, special=(-1,)), "max-prefill-tokens": _TOKENS,
+        "max-total-tokens": _POOL, "mem-fraction-static": _FRACTION, "tp-size": _PARALLEL, "pp-size": _PARALLEL,
+        "dp-size": _PARALLEL, "page-size": Range("int", 1, 1024), "cuda-graph-max-bs": _COUNT,
+        "port": Range("int", 1, 65535),
+    },
+    "tgi": {
+        "max-batch-size": _COUNT, "max-concurrent-requests": _COUNT, "max-total-tokens": _LENGTH,
+        "max-input-length": _LENGTH, "max-input-tokens": _LENGTH, "max-batch-prefill-tokens": _TOKENS,
+        "max-batch-total-tokens": _POOL, "cuda-memory-fraction": _FRACTION, "num-shard": _PARALLEL,
+        "waiting-served-ratio": Range("fraction"), "port": Range("int", 1, 65535),
+    },
+}
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_TRUE, _FALSE = frozenset({"true"}), frozenset({"false"})
+
+
+def shown(value: Any) -> str:
+    """A value as a refusal quotes it: cut to 32 characters, with its length when cut.
+
+    >>> shown(10 ** 40)
+    '10000000000000000000000000000000... (41 characters)'
+    """
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 32 else f"{text[:32]}... ({len(text)} characters)"
+
+
+def check_plannable(flag: str, value: Any) -> None:
+    """Refuse a flag that carries a credential (`--api-key`, `--hf-token`, anything secret by
+    name) and a value shaped like one, naming the flag and never the value.
+
+    >>> check_plannable("max-num-seqs", 64)
+    >>> check_plannable("api-key", "abc")
+    Traceback (most recent call last):
+    ...
+    runbooks.model.errors.UsageError: secret_flag_not_plannable: {'flag': '--api-key'}
+    """
+    name = flag.strip().lstrip("-")
+    if secret_name(name):
+        raise UsageError("secret_flag_not_plannable", flag=f"--{name}")
+    if isinstance(value, str) and (secret_value(value) or redact_text(f"{value}") != value):
+        raise UsageError("secret_value_not_plannable", flag=f"--{name}")
+
+
+def model_bound(current: int | None, max_positions: int | None) -> int | None:
+    """The most a token length may be set to for the model: its max_position_embeddings, or the
+    length the server runs with now when that is larger (rope scaling extends it); None: unknown."""
+    if max_positions is None:
+        return None
+    return max(max_positions, current or 0)
+
+
+def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = None) -> Any:
+    """`value` for `flag` of `engine` as it may be planned (an int, a float, a bool), or
+    UsageError flag_value_out_of_range naming the flag, the value and the range. A flag the
+    table does not list is returned as given (the edit still checks its kind). `max_length`: the
+    model's bound on token lengths (`model_bound`), when known. None (remove the flag) passes."""
+    rng = RANGES.get(engine, {}).get(flag)
+    if value is None or rng is None:
+        return value
+    if rng.kind == "bool":
+        return _bool(flag, value, rng)
+    number = _number(value, rng.kind == "int")
+    if rng.kind == "fraction":
+        if number is None or not 0 < number <= 1:
+            raise _out(flag, value, rng.words())
+        return float(number)
+    high = rng.high
+    if rng.length and max_length is not None:
+        high = min(high, max_length)
+    ok = number is not None and (number in rng.special or rng.low <= number <= high)
+    if not ok:
+        raise _out(flag, value, rng.words(high) + (" (max_position_embeddings)"
+                                                   if rng.length and high != rng.high else ""))
+    return int(number)  # type: ignore[arg-type]
+
+
+def check_replicas(value: Any, what: str = "--replicas") -> int:
+    """A replica count gpumem plans: an integer 1..1000.
+
+    >>> check_replicas(3)
+    3
+    """
+    number = _number(value, True)
+    if number is None or not REPLICAS[0] <= number <= REPLICAS[1]:
+        raise _out(what, value, f"{REPLICAS[0]}..{REPLICAS[1]}")
+    return int(number)
+
+
+def _bool(flag: str, value: Any, rng: Range) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise _out(flag, value, rng.words())
+
+
+def _number(value: Any, integer: bool) -> float | int | None:
+    """The number `value` holds (an int, a float, or their text), None when it is not one; for
+    an integer flag, None unless it is whole."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text) and len(text) <= 24:
+            value = int(text)
+        elif _FLOAT_TEXT.fullmatch(text) and len(text) <= 40:
+            value = float(text)
+        else:
+            return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        if integer:
+            return int(value) if value.is_integer() and abs(value) < 2**63 else None
+        return value
+    return None
+
+
+def _out(flag: str, value: Any, words: str) -> UsageError:
+    name = flag if flag.startswith("-") else f"--{flag}"
+    return UsageError("flag_value_out_of_range", flag=name, value=shown(value), range=words)
