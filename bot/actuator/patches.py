@@ -128,9 +128,9 @@ def _masked_env(entry: Any) -> Any:
     if not isinstance(entry, dict):
         return entry
     value = entry.get("value")
-    if isinstance(value, str) and value:
-        if secret_name(str(entry.get("name") or "")) or redact_text(value) != value:
-            return {**entry, "value": "<redacted>"}
+    if isinstance(value, str) and value and (secret_name(str(entry.get("name") or ""))
+                                             or redact_text(value) != value):
+        return {**entry, "value": REDACTED}
     return entry
 
 

@@ -31,8 +31,14 @@ from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.split import ACTION as SPLIT_KIND
-from runbooks.remediation.value_ranges import check_plannable, check_replicas, check_value, model_bound
 from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
+from runbooks.remediation.value_ranges import (
+    check_plannable,
+    check_replicas,
+    check_switch,
+    check_value,
+    model_bound,
+)
 from runbooks.triage.actions import ESCALATE_ONLY
 
 
@@ -120,6 +126,7 @@ def checked_flags(obj: dict[str, Any], container: str | None,
     container runs (a credential flag refused by name, each value in its flag's range, token
     lengths within the model's max_position_embeddings when the catalog knows the model), as
     the values to plan. Raises UsageError before any plan exists."""
+    from collectors.parsers.flag_tables import BOOLEAN_FLAGS
     from collectors.parsers.flags import canonical_flag
     from runbooks.catalogs.models import find_model
 
@@ -138,7 +145,10 @@ def checked_flags(obj: dict[str, Any], container: str | None,
         engine = config.engine or ""
         name = canonical_flag(engine, str(flag).lstrip("-")) if engine else str(flag).lstrip("-")
         check_plannable(name, value)  # the engine's own spelling, abbreviations resolved
-        out.append((flag, check_value(engine, name, value, max_length=bound)))
+        if name in BOOLEAN_FLAGS.get(engine, frozenset()):
+            out.append((flag, check_switch(name, value)))
+        else:
+            out.append((flag, check_value(engine, name, value, max_length=bound)))
     return tuple(out)
 
 

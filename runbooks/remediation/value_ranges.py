@@ -162,6 +162,19 @@ def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = 
     return int(number)  # type: ignore[arg-type]
 
 
+#: a switch: what every flag of `collectors.parsers.flag_tables.BOOLEAN_FLAGS` takes
+SWITCH = Range("bool")
+
+
+def check_switch(flag: str, value: Any) -> bool | None:
+    """A switch's value as planned: True, False (or their text, any case), None to remove it.
+
+    >>> check_switch("enforce-eager", "true"), check_switch("enforce-eager", False)
+    (True, False)
+    """
+    return None if value is None else _bool(flag, value, SWITCH)
+
+
 def check_replicas(value: Any, what: str = "--replicas") -> int:
     """A replica count gpumem plans: an integer 1..1000.
 
