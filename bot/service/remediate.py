@@ -213,7 +213,8 @@ def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[s
         edit = kinds.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
     else:
         assert hpa is not None and request.replicas is not None
-        edit = kinds.hpa_scale(hpa, check_replicas(request.replicas))
+        edit = kinds.hpa_scale(hpa, request.replicas)  # its own words for what an HPA cannot take
+        check_replicas(request.replicas)
     workload = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     target = PlanTarget(request.cluster, request.namespace, kinds.HPA_KIND, str(name))
     if edit.create is not None:
