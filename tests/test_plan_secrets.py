@@ -246,3 +246,25 @@ def test_a_checked_value_is_in_its_range_or_refused_naming_flag_value_and_range(
         assert isinstance(got, float) and 0 < got <= 1
     elif rng.kind == "int":
         assert type(got) is int and (got in rng.special or rng.low <= got <= rng.high)
+
+
+def test_a_removed_flag_comes_back_between_the_same_neighbours_or_not_at_all(cluster, tmp_path, capsys):
+    from bot.actuator.writer import JSON_PATCH, KubeWriter
+
+    _with_key(cluster, "split", SECRETS[0])
+    store = tmp_path / "gpumem.db"
+    rc, plan = run_cli(capsys, cluster, store, "plan", TARGET, "--set", "gpu-memory-utilization=", "--json")
+    assert rc == 0
+    assert [op["op"] for op in plan["patch"]] == ["test", "remove", "test"], "the neighbour is tested after the gap"
+    assert run_cli(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")[0] == 0
+    # someone puts a flag first: every element moves one place on
+    path = plan["patch"][0]["path"].rsplit("/", 1)[0]
+    KubeWriter(cluster.api("prod")).patch("Deployment", "llm", "vllm-server", [
+        {"op": "add", "path": f"{path}/0", "value": "--disable-log-requests"}], JSON_PATCH)
+    assert len(cluster.kube.writes(verb="patch")) == 2
+    after_edit = _launch(cluster)
+    rc, text = run_cli(capsys, cluster, store, "rollback", plan["id"], "--yes")
+    assert rc == 2 and "the API server refused the change" in text and "Traceback" not in text, text
+    assert len(cluster.kube.writes(verb="patch")) == 2, "no rollback write"
+    assert _launch(cluster) == after_edit
+    _no_secret(SECRETS[0], text)

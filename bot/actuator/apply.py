@@ -181,7 +181,8 @@ def _paired(ops: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], Any, bo
 def inverse_ops(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The operations that undo `ops` (built as `test` old then `replace`/`add`/`remove`), in
     reverse order (an element added at /args/9 goes before the ones after it come back), each
-    testing first that the value is still the one `ops` wrote. Element operations give element
+    testing first that the value is still the one `ops` wrote; a `test` of its own (the
+    neighbour of a removed element) is kept at its place. Element operations give element
     operations: the inverse names only what the plan changed.
 
     >>> inverse_ops([{"op": "test", "path": "/spec/replicas", "value": 2},
@@ -193,7 +194,16 @@ def inverse_ops(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 {'op': 'remove', 'path': '/a/args/3'}]
     """
     out: list[list[dict[str, Any]]] = []
-    for op, old, tested in _paired(ops):
+    for i, op in enumerate(ops):  # a `test` of its own (a removal's neighbour) holds in the inverse too
+        following = ops[i + 1] if i + 1 < len(ops) else None
+        if op["op"] == "test" and (following is None or following["op"] == "test" or following["path"] != op["path"]):
+            out.append([dict(op)])
+            continue
+        if op["op"] == "test":
+            continue
+        prev = ops[i - 1] if i > 0 else None
+        tested = prev is not None and prev["op"] == "test" and prev["path"] == op["path"]
+        old = copy.deepcopy(prev["value"]) if tested and prev is not None else None
         p = op["path"]
         if op["op"] == "replace":
             if not tested:

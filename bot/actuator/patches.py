@@ -94,6 +94,8 @@ def _list_ops(path: str, name: str, old: list[Any], new: list[Any]) -> list[dict
         for i in reversed(range(i1 + common, i2)):  # the highest first: the indices below stay put
             at = f"{path}/{j1 + common + (i - i1 - common)}"
             ops += [{"op": "test", "path": at, "value": copy.deepcopy(old[i])}, {"op": "remove", "path": at}]
+        if i2 - i1 > j2 - j1:
+            ops += _anchor(path, name, new, j1 + common)
         old_touched += range(i1, i2)
         new_touched += range(j1, j2)
     _no_secret(name, old, old_touched)
@@ -101,6 +103,20 @@ def _list_ops(path: str, name: str, old: list[Any], new: list[Any]) -> list[dict
     if apply_list_ops(old, path, ops) != new:  # the patch must say exactly the change, or nothing is planned
         raise UsageError("flag_not_editable", reason="patch_not_exact", field=name)
     return ops
+
+
+def _anchor(path: str, name: str, new: list[Any], at: int) -> list[dict[str, Any]]:
+    """After a removal, a `test` of the element that now stands next to the gap (the one after
+    it, else the one before), so the rollback's re-insertion (the inverse, in reverse order)
+    lands between the same neighbours or fails; none when that element carries a credential."""
+    for index in (at, at - 1):
+        if 0 <= index < len(new):
+            try:
+                _no_secret(name, new, [index])
+            except UsageError:
+                return []
+            return [{"op": "test", "path": f"{path}/{index}", "value": copy.deepcopy(new[index])}]
+    return []
 
 
 def _no_secret(name: str, items: list[Any], touched: Any) -> None:
