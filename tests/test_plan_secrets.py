@@ -268,3 +268,32 @@ def test_a_removed_flag_comes_back_between_the_same_neighbours_or_not_at_all(clu
     assert len(cluster.kube.writes(verb="patch")) == 2, "no rollback write"
     assert _launch(cluster) == after_edit
     _no_secret(SECRETS[0], text)
+
+
+@pytest.mark.parametrize(("engine", "flag", "value", "words"), [
+    ("sglang", "mem-fraction-static", 1.5, "(0, 1]"),
+    ("sglang", "context-length", 1e20, "1..32768 (max_position_embeddings)"),
+    ("sglang", "max-prefill-tokens", 1e20, "1..16777216"),
+    ("sglang", "max-running-requests", 70000, "1..65536"),
+    ("tgi", "cuda-memory-fraction", 0, "(0, 1]"),
+    ("tgi", "max-batch-size", "9" * 5000, "1..65536"),
+    ("tgi", "max-input-tokens", 40000, "1..32768 (max_position_embeddings)"),
+])
+def test_sglang_and_tgi_values_out_of_range_are_refused_naming_the_range(engine, flag, value, words):
+    with pytest.raises(UsageError) as e:
+        check_value(engine, flag, value, max_length=32768)
+    assert e.value.code == "flag_value_out_of_range" and e.value.params["range"] == words
+    assert e.value.params["flag"] == f"--{flag}" and len(e.value.params["value"]) <= 60
+
+
+def test_in_range_values_and_engine_specials_pass():
+    assert check_value("sglang", "chunked-prefill-size", -1) == -1
+    assert check_value("tgi", "cuda-memory-fraction", "0.9") == 0.9
+    assert check_value("vllm", "max-model-len", 65536.0) == 65536
+    assert check_value("vllm", "max-model-len", 131072, max_length=131072) == 131072
+
+
+def test_five_thousand_digits_are_refused_as_typed_not_as_infinity(cluster, tmp_path, capsys):
+    rc, text = run_cli(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--set", "max-num-seqs=" + "9" * 5000)
+    assert rc == 2 and "(5000 characters) is out of range: gpumem plans 1..65536" in text and "inf" not in text
+    assert cluster.kube.writes() == []

@@ -499,6 +499,8 @@ def refuse_credential(flag: str, value: Any) -> None:
 def _value(text: str) -> Any:
     if text == "":
         return None
+    if len(text) > 24 and text.lstrip("+-").isdigit():  # no count has that many digits: kept as typed, refused by range
+        return text
     for cast in (int, float):
         try:
             return cast(text)
