@@ -297,3 +297,15 @@ def test_five_thousand_digits_are_refused_as_typed_not_as_infinity(cluster, tmp_
     rc, text = run_cli(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--set", "max-num-seqs=" + "9" * 5000)
     assert rc == 2 and "(5000 characters) is out of range: gpumem plans 1..65536" in text and "inf" not in text
     assert cluster.kube.writes() == []
+
+
+def test_a_pool_split_beside_a_key_shows_its_clone_masked(cluster, tmp_path, capsys):
+    _with_key(cluster, "split", SECRETS[0])
+    store = tmp_path / "gpumem.db"
+    rc, plan = run_cli(capsys, cluster, store, "plan", TARGET, "--split-pools", "--threshold", "3000", "--json")
+    assert rc == 0 and plan["patch_type"] != "application/json-patch+json"
+    clone = plan["patch"][0]["value"]["spec"]["template"]["spec"]["containers"][0]
+    assert "--api-key" in clone["args"] and "<redacted>" in clone["args"], "the flag is named, its value masked"
+    rc, text = run_cli(capsys, cluster, store, "plan", TARGET, "--split-pools", "--threshold", "3000")
+    rc, listed = run_cli(capsys, cluster, store, "plans", "--all", "--json")
+    _no_secret(SECRETS[0], plan, text, listed)

@@ -100,8 +100,12 @@ def test_the_clone_reparses_with_the_new_flags_and_nothing_else_changed(cluster,
     assert {k: v for k, v in after.flags.items() if k != "max-num-seqs"} == \
         {k: v for k, v in before.flags.items() if k != "max-num-seqs"}
     # the rest of the spec is the original's: only replicas, the selector, the pod labels and the args differ
+    from bot.render.remediation import masked_op
+
     sent = next(op["value"] for op in plan["patch"] if op["kind"] == "Deployment")
-    spec, was = copy.deepcopy(sent["spec"]), copy.deepcopy(original["spec"])
+    assert "hf_live_secret_value" not in json.dumps(plan), "the clone is shown with its credentials masked"
+    masked = masked_op({"op": "create", "value": original})["value"]
+    spec, was = copy.deepcopy(sent["spec"]), copy.deepcopy(masked["spec"])
     for s in (spec, was):
         s.pop("replicas")
         s.pop("selector")

@@ -24,10 +24,37 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
             "resource_version": p.resource_version, "generation": p.generation,
             "changes": [{"kind": c.kind, "container": c.container, "flag": c.flag, "old": c.old, "new": c.new,
                          "diff": c.describe()} for c in p.changes],
-            "patch_type": p.patch_type, "patch": list(p.patch), "requested_by": p.requested_by,
+            "patch_type": p.patch_type, "patch": [masked_op(op) for op in p.patch], "requested_by": p.requested_by,
             "approvals": list(stored.approvals), "approvals_needed": p.approvals_needed,
             "created_at": p.created_at.isoformat(), "expires_at": p.expires_at.isoformat(),
             "content_hash": p.content_hash, "preview": preview_json(p.preview)}
+
+
+def masked_op(op: dict[str, Any]) -> dict[str, Any]:
+    """A patch operation with secret values masked: flags (`--api-key x`), env entries whose
+    name says secret, credential shapes anywhere. A flag edit's patch names only the elements
+    it changes and holds no secret; the objects a pool split creates are clones, and are shown
+    masked (the terminal, `--json` and Slack alike).
+
+    >>> masked_op({"op": "create", "value": {"env": [{"name": "HF_TOKEN", "value": "hf_x"}]}})
+    {'op': 'create', 'value': {'env': [{'name': 'HF_TOKEN', 'value': '<redacted>'}]}}
+    """
+    from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return redact_argv(value)
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        if isinstance(value, dict):
+            if isinstance(value.get("name"), str) and isinstance(value.get("value"), str) and secret_name(value["name"]):
+                return {**value, "value": REDACTED}
+            return {k: mask(v) for k, v in value.items()}
+        if isinstance(value, str):
+            return redact_text(value)
+        return value
+
+    return {k: (mask(v) if k == "value" else v) for k, v in op.items()}
 
 
 def plan_text(stored: StoredPlan, lang: str) -> str:
@@ -43,7 +70,7 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
         lines += split_pools.object_lines(p, lang)
     else:
         lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
-        lines += ["    " + json.dumps(op, ensure_ascii=False) for op in p.patch]
+        lines += ["    " + json.dumps(masked_op(op), ensure_ascii=False) for op in p.patch]
     lines += preview_lines(p.preview, lang)
     lines.append(cat.t("remediate_cli.expires", at=p.expires_at.strftime("%Y-%m-%d %H:%M:%SZ"),
                        needed=p.approvals_needed))

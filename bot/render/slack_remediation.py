@@ -26,7 +26,7 @@ from bot.render import slack_blocks as B
 from bot.render import slack_split as S
 from bot.render.i18n import Catalog
 from bot.render.plan_preview import preview_words
-from bot.render.remediation import differences_lines, symptoms_values
+from bot.render.remediation import differences_lines, masked_op, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text
@@ -272,7 +272,7 @@ def patch_message(stored: StoredPlan, lang: str) -> Message | None:
     if S.is_create(p):
         return None
     cat = Catalog.load(lang)
-    lines = [json.dumps(_masked_op(op), ensure_ascii=False) for op in p.patch]
+    lines = [json.dumps(masked_op(op), ensure_ascii=False) for op in p.patch]
     body = "\n".join(lines)
     limit = B.SECTION_CHARS - 400
     clipped = len(body) > limit
@@ -281,27 +281,6 @@ def patch_message(stored: StoredPlan, lang: str) -> Message | None:
     head = t(cat, "slack_plan.patch_title", patch_type=p.patch_type, hash=p.content_hash[:12])
     text = f"{head}\n```{body}```" + ("\n" + t(cat, "slack_plan.patch_clipped", plan=p.id) if clipped else "")
     return B.message(head, [B.section(text)])
-
-
-def _masked_op(op: dict[str, Any]) -> dict[str, Any]:
-    """A patch operation with secret values masked: flags (`--api-key x`), env entries whose
-    name says secret, credential shapes anywhere."""
-    from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
-
-    def mask(value: Any) -> Any:
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return redact_argv(value)
-        if isinstance(value, list):
-            return [mask(v) for v in value]
-        if isinstance(value, dict):
-            if isinstance(value.get("name"), str) and isinstance(value.get("value"), str) and secret_name(value["name"]):
-                return {**value, "value": REDACTED}
-            return {k: mask(v) for k, v in value.items()}
-        if isinstance(value, str):
-            return redact_text(value)
-        return value
-
-    return {k: (mask(v) if k == "value" else v) for k, v in op.items()}
 
 
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
