@@ -309,3 +309,21 @@ def test_a_pool_split_beside_a_key_shows_its_clone_masked(cluster, tmp_path, cap
     rc, text = run_cli(capsys, cluster, store, "plan", TARGET, "--split-pools", "--threshold", "3000")
     rc, listed = run_cli(capsys, cluster, store, "plans", "--all", "--json")
     _no_secret(SECRETS[0], plan, text, listed)
+
+
+def test_a_rollback_refusal_never_quotes_a_credential_that_now_sits_where_gpumem_wrote(cluster, tmp_path, capsys):
+    from bot.actuator.writer import JSON_PATCH, KubeWriter
+
+    _with_key(cluster, "joined", SECRETS[0])
+    store = tmp_path / "gpumem.db"
+    rc, plan = run_cli(capsys, cluster, store, "plan", TARGET, "--set", "max-num-seqs=64", "--json")
+    (path,) = [op["path"] for op in plan["patch"] if op["op"] == "replace"]
+    assert run_cli(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")[0] == 0
+    KubeWriter(cluster.api("prod")).patch("Deployment", "llm", "vllm-server", [
+        {"op": "add", "path": path, "value": "--hf-token=zzz-later-secret-1"}], JSON_PATCH)
+    after_edit = _launch(cluster)
+    rc, text = run_cli(capsys, cluster, store, "rollback", plan["id"], "--yes")
+    assert rc == 2 and f"{path}: --max-num-seqs=128 / --max-num-seqs=64 / --hf-token=<redacted>" in text, text
+    assert "zzz-later-secret-1" not in text and len(cluster.kube.writes(verb="patch")) == 2
+    assert _launch(cluster) == after_edit
+    _no_secret(SECRETS[0], text)

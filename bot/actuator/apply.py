@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.actuator.patches import FIELDS, element_shown
 from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from runbooks.model.errors import Conflict, GpumemError, TargetNotFound, UsageError
@@ -237,14 +238,41 @@ def _pointer(obj: Any, pointer: str) -> Any:
     return obj
 
 
-def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per changed path: the value before gpumem, the value gpumem wrote, the value now (an
-    element operation's path is where its element sits once the whole patch is applied)."""
-    rows = []
+def _shown(path: str, value: Any, current: dict[str, Any] | None = None) -> Any:
+    """`value` (at `path`) as a refusal, the audit or Slack may quote it: an element of a
+    container's command, args or env (or the whole list, in a plan stored before plans named
+    elements) with what carries a credential there masked. With `current`, the element is read
+    in the context of the list it is in now."""
+    parent, _, last = path.rpartition("/")
+    field = parent.rsplit("/", 1)[-1]
+    if field in FIELDS and last.isdigit() and current is not None:
+        items = _pointer(current, parent)
+        if isinstance(items, list) and int(last) < len(items):
+            return element_shown(field, items, int(last))
+    if path.rsplit("/", 1)[-1] in FIELDS and isinstance(value, list):
+        return [element_shown(path.rsplit("/", 1)[-1], value, i) for i in range(len(value))]
+    return value
+
+
+def _compared(plan: Plan, current: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """Per changed path, the row `three_way` shows and whether the value now is the one gpumem
+    wrote (compared unmasked)."""
+    out = []
     for op, old, _tested in _paired(plan.patch):
         if op["op"] in ("replace", "add"):
-            rows.append({"path": op["path"], "before": old, "gpumem": op["value"], "now": _pointer(current, op["path"])})
-    return rows
+            p = op["path"]
+            now = _pointer(current, p)
+            row = {"path": p, "before": _shown(p, old), "gpumem": _shown(p, op["value"]),
+                   "now": _shown(p, now, current)}
+            out.append((row, now == op["value"]))
+    return out
+
+
+def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per changed path: the value before gpumem, the value gpumem wrote, the value now (an
+    element operation's path is where its element sits once the whole patch is applied), with
+    a credential in a container's launch masked."""
+    return [row for row, _same in _compared(plan, current)]
 
 
 def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
@@ -254,7 +282,7 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
         return _delete_created(writer, plan)
     t = plan.target
     current = writer.read(t.kind, t.namespace, t.name)
-    differences = [row for row in three_way(plan, current) if row["now"] != row["gpumem"]]
+    differences = [row for row, same in _compared(plan, current) if not same]
     if differences:
         raise Conflict("changed_after_apply", plan=plan.id, differences=differences)
     rv, _ = _version(current)
@@ -272,7 +300,7 @@ def landed(plan: Plan, current: dict[str, Any]) -> str | None:
     named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
     if named != plan.id:
         return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
-    differ = [row["path"] for row in three_way(plan, current) if row["now"] != row["gpumem"]]
+    differ = [row["path"] for row, same in _compared(plan, current) if not same]
     if differ:
         return "the values the plan writes are not on the object: " + ", ".join(differ)
     return None

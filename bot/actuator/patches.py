@@ -105,6 +105,20 @@ def _list_ops(path: str, name: str, old: list[Any], new: list[Any]) -> list[dict
     return ops
 
 
+def element_shown(name: str, items: list[Any], index: int) -> Any:
+    """Element `index` of container field `name` (`command`, `args`, `env`) as gpumem may show or
+    keep it: masked when it carries a credential in its context (a rollback's refusal quotes
+    what is there now, and someone may have moved a key to the place gpumem wrote).
+
+    >>> element_shown("args", ["--api-key", "abc123"], 1), element_shown("args", ["--n", "8"], 1)
+    ('<redacted>', '8')
+    """
+    masked = redact_argv(items) if name in ("command", "args") else [_masked_env(e) for e in items]
+    if masked[index] != items[index] and not _a_number_masked(items[index], masked[index]):
+        return masked[index]
+    return items[index]
+
+
 def _anchor(path: str, name: str, new: list[Any], at: int) -> list[dict[str, Any]]:
     """After a removal, a `test` of the element that now stands next to the gap (the one after
     it, else the one before), so the rollback's re-insertion (the inverse, in reverse order)
