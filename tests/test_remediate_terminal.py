@@ -404,3 +404,13 @@ def test_what_a_plan_created_is_restored_as_deleted():
                       Change("split_pools", None, "Service", None, "create Service/vllm-server-long")), CREATE_OBJECTS)
     assert restored_lines(split, "zh")[1:] == ["    - Deployment llm/vllm-server-long：已删除（由该计划创建）",
                                                "    - Service llm/vllm-server-long：已删除（由该计划创建）"]
+
+
+def test_a_pasted_line_for_a_plan_id_is_cut_and_shown_inert(cluster, tmp_path, capsys):
+    store = tmp_path / "gpumem.db"
+    _plan(capsys, cluster, store, "--set", "max-num-seqs=64")
+    asked = len(cluster.kube.calls())
+    rc, text = run_cli(capsys, cluster, store, "rollback", "p-\x1b[2J" + "x" * 200, "--yes")
+    assert rc == 2
+    assert text == f"gpumem: no plan p-\\u001b[2J{'x' * 34}... in the store. `gpumem plans --all` lists them.\n"
+    assert len(cluster.kube.calls()) == asked
