@@ -7,6 +7,9 @@ import argparse
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
 
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import GpumemError
@@ -14,13 +17,25 @@ from runbooks.model.errors import GpumemError
 ERROR_KEYS = "remediate_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:
+    """Run `gpumem plan`, `apply` or `rollback`; the watch after `apply` keeps time with `clock`,
+    waits with `sleep` and stamps a pipe's lines with `now()` (UTC)."""
     from bot.render import remediation as render
+    from bot.render import remediation_outcome as outcome
     from bot.render import split_pools as split_render
     from bot.service import remediate, split_pools
     from bot.service.records import open_store
     from bot.service.settings import load_settings
 
+    if args.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
+        from bot.service.plan_ids import known_plan
+
+        ids = open_store(args)
+        try:
+            known_plan(ids, args.plan)
+        finally:
+            ids.close()
     if args.verb in ("apply", "rollback") and not args.yes:
         from bot.render.i18n import Catalog
 
@@ -37,7 +52,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
     if guard.exit_code:
         return guard.exit_code
     store = open_store(args)
-    watched = None
+    watched, elapsed, window = None, 0.0, 0
     try:
         actor = remediate.operator()
         if args.verb == "plan":
@@ -59,15 +74,23 @@ def run(args: argparse.Namespace, lang: str) -> int:
             stored = remediate.apply_now(store, writer, args.plan, actor)
             window = settings.remediation.watch_s if args.watch is None else args.watch
             if not args.no_watch and window > 0:
+                from bot.cli.watch_progress import WatchProgress, is_live
                 from bot.service.watch_metrics import symptoms_reader
 
                 t = stored.plan.target
-                stored, seen = remediate.watch_after(store, writer, args.plan, window,
-                                                     auto_rollback=settings.remediation.auto_rollback,
-                                                     on_look=lambda look: _progress(look, lang),
-                                                     symptoms=symptoms_reader(settings, t.cluster, t.namespace,
-                                                                              t.name))
-                watched = seen
+                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, os.environ),
+                                         clock=clock, sleep=sleep, now=now)
+                try:
+                    stored, seen = remediate.watch_after(store, writer, args.plan, window,
+                                                         auto_rollback=settings.remediation.auto_rollback,
+                                                         clock=clock, sleep=progress.sleep, on_look=progress.look,
+                                                         symptoms=symptoms_reader(settings, t.cluster, t.namespace,
+                                                                                  t.name))
+                except BaseException:  # interrupted or refused: the last line stays, ended
+                    progress.close(keep=True)
+                    raise
+                progress.close()
+                watched, elapsed = seen, progress.elapsed()
         else:
             try:
                 stored = remediate.rollback_now(store, writer, args.plan, actor)
@@ -84,19 +107,18 @@ def run(args: argparse.Namespace, lang: str) -> int:
         if template is not None:
             doc["split_pools"] = template
         if watched is not None:
-            doc["watch"] = render.look_json(watched)
+            doc["watch"] = outcome.watch_json(render.look_json(watched), elapsed, window)
+        if stored.state == "rolled_back":  # the inverse, as the object is now
+            doc["restored"] = outcome.restored_json(stored.plan, lang)
         json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render.plan_text(stored, lang))
+        if watched is not None:  # the summary first, then the detail
+            sys.stdout.write(outcome.watch_summary(stored, watched, elapsed, window, lang))
+        if args.verb == "rollback":
+            sys.stdout.write(outcome.rollback_text(stored, lang))
+        else:
+            sys.stdout.write(render.plan_text(stored, lang))
         if template is not None:
             sys.stdout.write(split_render.template_text(template, stored.state, lang))
-        if watched is not None:
-            sys.stdout.write(render.look_text(watched, lang))
     return EXIT_OK if watched is None or watched.outcome in ("held", "symptoms_remain") else EXIT_CAUSE
-
-
-def _progress(look, lang: str) -> None:
-    from bot.render import remediation as render
-
-    sys.stderr.write(render.look_text(look, lang))

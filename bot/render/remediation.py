@@ -118,9 +118,12 @@ def symptoms_values(symptoms: Any) -> dict[str, Any]:
             "minutes": max(1, round(symptoms.window_s / 60)), "error": symptoms.error or ""}
 
 
-def look_text(look: Any, lang: str) -> str:
+def look_text(look: Any, lang: str, rolled_back: bool = False) -> str:
+    """The watch's last look: its judgement (a failure `rolled_back` by itself says so instead of
+    asking for a rollback), its notes, the Prometheus reading."""
     cat = Catalog.load(lang)
-    line = cat.t(f"remediate_cli.watch.{look.outcome}", updated=look.updated, available=look.available,
+    outcome = "failed_rolled_back" if rolled_back and look.outcome == "failed" else look.outcome
+    line = cat.t(f"remediate_cli.watch.{outcome}", updated=look.updated, available=look.available,
                  replicas=look.replicas)
     out = line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
     symptoms = getattr(look, "symptoms", None)

@@ -13,6 +13,7 @@ serves text and JSON output. Newlines and tabs stay.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import TextIO
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -38,3 +39,39 @@ class InertStream:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+#: back to the start of the line and clear it: the only control sequence gpumem writes itself
+#: (the watch's line that updates in place, on a terminal)
+CLEAR_LINE = "\r\x1b[K"
+
+
+def rewrite_line(stream: TextIO, text: str) -> None:
+    """Replace the terminal's current line with `text`, made inert: through an InertStream the
+    carriage return and clear-line go to the terminal as they are, and nothing else does."""
+    raw = stream._stream if isinstance(stream, InertStream) else stream
+    raw.write(CLEAR_LINE + inert(text))
+    raw.flush()
+
+
+def fit(text: str, columns: int) -> str:
+    """`text` cut to fit in `columns` terminal cells (a wide character, CJK among them, takes
+    two), ending in "..." when cut: a redrawn line must never wrap.
+
+    >>> fit("watch 0:10 of 10:00: rolling out", 16)
+    'watch 0:10 of...'
+    >>> fit("观察 0:10", 6)
+    '观...'
+    """
+    def cells(ch: str) -> int:
+        return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+    if sum(cells(ch) for ch in text) <= columns:
+        return text
+    out, used = [], 0
+    for ch in text:
+        if used + cells(ch) > columns - 3:
+            break
+        out.append(ch)
+        used += cells(ch)
+    return "".join(out) + "..."

@@ -80,7 +80,8 @@ def apply(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("plan", help="the plan id (gpumem plans)")
     p.add_argument("--yes", action="store_true", help="apply without asking (required: this writes to the cluster)")
     p.add_argument("--watch", type=seconds(86400), metavar="S", default=None,
-                   help="watch the rollout this long after the write (default: remediation.watch_s, 600)")
+                   help="watch the rollout this long after the write (default: remediation.watch_s, 600); on a "
+                        "terminal one line updated in place, on a pipe a stamped line per change")
     p.add_argument("--no-watch", action="store_true", help="return right after the write")
     _target_flags(p)
 
