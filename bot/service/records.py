@@ -7,6 +7,7 @@ import argparse
 import os
 from datetime import UTC, datetime, timedelta
 
+from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, Store, StoredPlan
 
 
@@ -39,6 +40,15 @@ def audit_rows(args: argparse.Namespace, now: datetime | None = None) -> list[Au
     store = open_store(args)
     try:
         return store.audit(since=since, namespace=namespace, name=name)
+    finally:
+        store.close()
+
+
+def verify_audit(args: argparse.Namespace) -> ChainReport:
+    """The audit's hash chain checked (`gpumem audit --verify`)."""
+    store = open_store(args)
+    try:
+        return store.verify_audit()
     finally:
         store.close()
 
