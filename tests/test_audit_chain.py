@@ -79,6 +79,13 @@ def test_an_untouched_chain_holds_and_verify_exits_0(db, capsys):
     assert doc["head"] == last
 
 
+def test_verify_refuses_a_store_file_that_is_not_there_and_creates_none(tmp_path, capsys):
+    missing = tmp_path / "typo.db"
+    assert main(["audit", "--verify", "--store", str(missing)]) == 2
+    assert "the store " + str(missing) + " cannot be used (no such file)" in capsys.readouterr().err
+    assert not missing.exists()
+
+
 def test_each_row_links_to_the_one_before_and_hashes_its_own_fields(db):
     rows = sqlite3.connect(str(db)).execute(
         "SELECT id, at, actor, event, plan_id, content_hash, channel, cluster, namespace, name, from_state, "
