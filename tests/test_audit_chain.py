@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlite_utils import Database
@@ -28,6 +32,7 @@ from tests.support.fake_slack import FakeSlack
 from tests.support.slack_kit import ExampleRunner, make_settings
 
 T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _plan(plan_id: str) -> Plan:
@@ -217,6 +222,20 @@ def test_two_writers_on_two_connections_keep_one_chain(tmp_path):
     rows = store.audit(limit=1000)
     assert sorted(r.actor for r in rows) == ["U0"] * 60 + ["U1"] * 60
     assert [r.id for r in rows] == list(range(1, 121))
+
+
+def test_two_processes_appending_at_once_keep_one_chain(tmp_path):
+    path = tmp_path / "gpumem.db"
+    Store.open(path).close()
+    code = ("import sys; from bot.store.db import Store; s = Store.open(sys.argv[1]); "
+            "[s.record('note', actor=sys.argv[2], detail={'i': i}) for i in range(80)]; s.close()")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), f"P{n}"], env=env) for n in range(2)]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    store = Store.open(path)
+    report = store.verify_audit()
+    assert report.intact and report.rows == 160
+    assert sorted(r.actor for r in store.audit(limit=1000)) == ["P0"] * 80 + ["P1"] * 80
 
 
 def test_serve_checks_the_chain_at_start_and_shows_it_in_metrics(tmp_path, caplog):
