@@ -8,6 +8,11 @@ retried delivery finds the plan moved and is told so). An approval that complete
 the apply on `jobs` (threads of their own: a watch lasts minutes): the rollback note is posted
 in the thread before the write, and the plan message is edited through approved -> dry run ok
 -> watching -> held / symptoms remain / failed.
+
+A button of a plan counts only on the plan's own message, where the store recorded it was
+posted (`_guarded_on_plan`); what follows uses that record, never the click's channel or thread.
+Approving, rejecting, rolling back and confirming a routing also need an account Slack calls a
+full, active member (`bot.slack.accounts`, users.info).
 """
 
 from __future__ import annotations
