@@ -401,7 +401,8 @@ def test_the_installed_filter_redacts_messages_args_and_tracebacks():
 def test_the_manifest_asks_only_for_the_scopes_gpumem_uses():
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-app-manifest.yaml").read_text())
     assert manifest["oauth_config"]["scopes"]["bot"] == ["commands", "chat:write", "files:write",
-                                                         "channels:history", "groups:history", "usergroups:read"]
+                                                         "channels:history", "groups:history", "usergroups:read",
+                                                         "users:read"]
     assert "user" not in manifest["oauth_config"]["scopes"]
     (command,) = manifest["features"]["slash_commands"]
     assert command["command"] == "/gpumem"

@@ -41,7 +41,8 @@ def test_the_schema_comes_from_migrations_and_a_second_open_changes_nothing(tmp_
     store.close()
     again = Store.open(path)
     assert [m.name for m in MIGRATIONS.applied(again.db)] == ["0001_plans_audit_claims",
-                                                         "0002_notes_triages_handovers_slots", "0003_alerts"]
+                                                         "0002_notes_triages_handovers_slots", "0003_alerts",
+                                                         "0004_audit_hash_chain"]
     assert MIGRATIONS.pending(again.db) == []
     assert again.get("p1").state == "proposed"
     assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

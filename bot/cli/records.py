@@ -1,4 +1,5 @@
-"""`gpumem audit` and `gpumem plans`: what the store remembers, printed."""
+"""`gpumem audit` and `gpumem plans`: what the store remembers, printed; `gpumem audit --verify`
+checks the audit's hash chain (exit 1, like any check that found something, when it is broken)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,23 @@ import argparse
 import json
 import sys
 
-from bot.service.exits import EXIT_OK
+from bot.service.exits import EXIT_CAUSE, EXIT_OK
 
 
 def run(args: argparse.Namespace, lang: str) -> int:
     from bot.render import records as render
     from bot.service.records import audit_rows, plan_rows
 
+    if args.verb == "audit" and getattr(args, "verify", False):
+        from bot.service.records import verify_audit
+
+        report = verify_audit(args)
+        if args.json:
+            json.dump(render.chain_json(report), sys.stdout, ensure_ascii=False, indent=2)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(render.chain_text(report, lang))
+        return EXIT_OK if report.intact else EXIT_CAUSE
     if args.verb == "audit":
         rows = audit_rows(args)
         doc, text = (render.audit_json(rows), None) if args.json else (None, render.audit_text(rows, lang))

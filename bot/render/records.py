@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, StoredPlan
 
 
@@ -25,6 +26,23 @@ def audit_text(rows: list[AuditRow], lang: str) -> str:
         lines.append(f"  {r.at.strftime('%Y-%m-%d %H:%M:%S')}Z  {r.actor:<12} {r.event:<11} {r.plan_id or '-':<14} "
                      f"{target:<28} {step}")
     return "\n".join(lines) + "\n"
+
+
+def chain_json(report: ChainReport) -> dict[str, Any]:
+    """`gpumem audit --verify --json`: `intact`, `rows`, `head` (the last good row's hash) and
+    `first_bad` (`id`, `problem`, `missing`; null when intact)."""
+    bad = report.first_bad
+    return {"intact": report.intact, "rows": report.rows, "head": report.head,
+            "first_bad": None if bad is None else {"id": bad.id, "problem": bad.problem, "missing": bad.missing}}
+
+
+def chain_text(report: ChainReport, lang: str) -> str:
+    cat = Catalog.load(lang)
+    if report.first_bad is None:
+        return cat.t("records.chain_intact", rows=report.rows, head=report.head) + "\n"
+    bad = report.first_bad
+    why = cat.t(f"records.chain_problem.{bad.problem}", id=bad.id, before=bad.id - 1, missing=bad.missing)
+    return cat.t("records.chain_broken", id=bad.id, why=why) + "\n"
 
 
 def plans_json(plans: list[StoredPlan]) -> list[dict[str, Any]]:

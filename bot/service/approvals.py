@@ -232,6 +232,36 @@ def replan_request(stored: StoredPlan, user: str, store: Any = None, watch_s: fl
                                           p.changes, requested_by=user, origin=p.origin, kind=w.kind)
 
 
+def account_refusal(user: dict[str, Any]) -> str | None:
+    """Why a Slack account may not approve, roll back or confirm, whatever the config lists (its
+    users.info record): deactivated, a guest (restricted or ultra-restricted), a bot or app user;
+    None for a full member.
+
+    >>> account_refusal({"id": "U1", "deleted": False, "is_bot": False}) is None
+    True
+    >>> account_refusal({"id": "U1", "is_ultra_restricted": True}), account_refusal({"id": "B1", "is_app_user": True})
+    ('account_guest', 'account_bot')
+    """
+    if user.get("deleted"):
+        return "account_deleted"
+    if user.get("is_restricted") or user.get("is_ultra_restricted"):
+        return "account_guest"
+    if user.get("is_bot") or user.get("is_app_user"):
+        return "account_bot"
+    return None
+
+
+def on_its_message(store: Any, plan_id: str, channel: str, ts: str) -> tuple[str, str, str | None] | str:
+    """Where the plan's message is (channel, ts, thread_ts) when a click on (`channel`, `ts`) is
+    on it; else why not: `no_message` (never posted) or `not_its_message`."""
+    where = slack_message(store, plan_id)
+    if where is None:
+        return "no_message"
+    if (where[0], where[1]) != (channel, ts):
+        return "not_its_message"
+    return where
+
+
 def slack_message(store: Any, plan_id: str) -> tuple[str, str, str | None] | None:
     """Where the plan's Slack message is: (channel, ts, thread_ts), from the newest
     `slack_message` row of its audit; None when it was never posted."""

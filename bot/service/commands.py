@@ -160,6 +160,9 @@ def _audit(sub: argparse._SubParsersAction, verb: str) -> None:
                                    "rolled back, refused; oldest first.")
     p.add_argument("--since", type=since, metavar="WHEN", help="only after this: 12h, 7d, or an ISO 8601 time")
     p.add_argument("--target", metavar="NAMESPACE/NAME", help="only this workload")
+    p.add_argument("--verify", action="store_true",
+                   help="check the audit's hash chain instead of printing it: exit 0 intact, 1 broken "
+                        "(the first bad row is named)")
     _store_flags(p)
     add_common(p)
 

@@ -6,20 +6,28 @@ from __future__ import annotations
 import argparse
 import os
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, Store, StoredPlan
+from runbooks.model.errors import UsageError
+
+
+def store_file(args: argparse.Namespace) -> Any:
+    """The path of the store named by --store, else the config's store.path, else the default."""
+    from bot.service.settings import load_settings
+    from bot.service.settings_remediation import store_path
+
+    if getattr(args, "store", None):
+        return args.store
+    settings = load_settings(getattr(args, "config", None), os.environ)
+    return store_path(settings.store, os.environ)
 
 
 def open_store(args: argparse.Namespace) -> Store:
     """The store named by --store, else the config's store.path, else the default path.
     Raises UsageError store_unusable naming the file."""
-    from bot.service.settings import load_settings
-    from bot.service.settings_remediation import store_path
-
-    if getattr(args, "store", None):
-        return Store.open(args.store)
-    settings = load_settings(getattr(args, "config", None), os.environ)
-    return Store.open(store_path(settings.store, os.environ))
+    return Store.open(store_file(args))
 
 
 def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -39,6 +47,19 @@ def audit_rows(args: argparse.Namespace, now: datetime | None = None) -> list[Au
     store = open_store(args)
     try:
         return store.audit(since=since, namespace=namespace, name=name)
+    finally:
+        store.close()
+
+
+def verify_audit(args: argparse.Namespace) -> ChainReport:
+    """The audit's hash chain checked (`gpumem audit --verify`). A store file that is not there
+    is refused (UsageError store_unusable), not created and called intact."""
+    path = store_file(args)
+    if not os.path.isfile(path):
+        raise UsageError("store_unusable", path=str(path), reason="no such file")
+    store = Store.open(path)
+    try:
+        return store.verify_audit()
     finally:
         store.close()
 

@@ -263,6 +263,15 @@ class SlackPoster:
             return None
         return tuple(str(u) for u in answer.get("users") or ())
 
+    def user_info(self, user: str) -> tuple[dict[str, Any] | None, str | None]:
+        """Slack's record of one user (users.info, scope users:read): (the `user` object, None),
+        or (None, Slack's error code: `missing_scope`, `user_not_found`, ...), logged and counted."""
+        answer, error = self._call("users.info", None, self.client.users_info, user=user)
+        if error is not None or answer is None:
+            return None, error or "no_answer"
+        found = answer.get("user")
+        return (found, None) if isinstance(found, dict) else (None, "no_user_in_answer")
+
     def ephemeral(self, channel: str, user: str, msg: Message) -> bool:
         return self._call("chat.postEphemeral", channel, self.client.chat_postEphemeral, channel=channel,
                           user=user, **msg)[1] is None

@@ -226,6 +226,26 @@ def reconcile_at_start(settings: Settings, store: SharedStore) -> list[Any]:
     return done
 
 
+def check_audit_at_start(store: SharedStore, metrics: BotMetrics) -> Any:
+    """The audit's hash chain checked once at start: logged (the row id and what is wrong, the
+    head hash to compare with a copy kept elsewhere; never a row's content) and shown in
+    /metrics as `gpumem_audit_chain_broken`. Never stops the start; None when it cannot be read."""
+    try:
+        with store.use() as s:
+            report = s.verify_audit()
+    except Exception as e:  # a store that cannot be read now: said, not guessed
+        log.warning("the audit's hash chain could not be checked: %s", type(e).__name__)
+        return None
+    bad = report.first_bad
+    metrics.audit_chain_broken.set(0 if bad is None else 1)
+    if bad is None:
+        log.info("the audit's hash chain holds: %d rows, head %s", report.rows, report.head)
+    else:
+        log.error("the audit's hash chain is broken at row %d (%s%s); run gpumem audit --verify", bad.id,
+                  bad.problem, f", first missing id {bad.missing}" if bad.missing is not None else "")
+    return report
+
+
 def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
     """The "Plan" buttons under a diagnosis: the actions gpumem can apply where remediation is on."""
     from bot.service.approvals import plannable_actions
@@ -246,6 +266,8 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     # a plan a stopped process left `applying`: did its write land? (Slack is told once the bot is up)
     reconciled = reconcile_at_start(settings, store) if store is not None else []
     metrics = metrics or BotMetrics()
+    if store is not None:  # opening it recreated the append-only triggers; the chain says what happened meanwhile
+        check_audit_at_start(store, metrics)
     token = settings.slack.bot_token.reveal() if settings.slack.bot_token else ""
     stopping = Stopping()
     client = make_client(token, settings.slack.api_url, metrics, settings.deadlines.slack_call_s, stopping)

@@ -10,6 +10,7 @@
 | gpumem_jobs_running, gpumem_jobs_queued | | the work pool now |
 | gpumem_http_refused_total | reason | requests refused before any listener ran: body_too_large, bad_timestamp, stale_timestamp, bad_signature, bad_payload, replay, webhook_unauthorized, webhook_bad_body, webhook_disabled, webhook_queue_full, ... |
 | gpumem_alerts_total | status, outcome | Alertmanager alerts received, by what became of them: triaged, joined, duplicate, resolved, busy, no_target, no_route, ... |
+| gpumem_audit_chain_broken | | 1 when the audit's hash chain was broken when `gpumem serve` checked it at start, else 0 |
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class BotMetrics:
                                     ["reason"], registry=r)
         self.alerts = Counter("gpumem_alerts", "Alertmanager alerts received, by status and what became of them",
                               ["status", "outcome"], registry=r)
+        self.audit_chain_broken = Gauge("gpumem_audit_chain_broken",
+                                        "1 when the audit's hash chain did not hold at start, else 0", registry=r)
         self.jobs_running = Gauge("gpumem_jobs_running", "Jobs running now", registry=r)
         self.jobs_queued = Gauge("gpumem_jobs_queued", "Jobs waiting for a worker", registry=r)
 

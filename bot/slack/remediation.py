@@ -8,11 +8,18 @@ retried delivery finds the plan moved and is told so). An approval that complete
 the apply on `jobs` (threads of their own: a watch lasts minutes): the rollback note is posted
 in the thread before the write, and the plan message is edited through approved -> dry run ok
 -> watching -> held / symptoms remain / failed.
+
+A button of a plan counts only on the plan's own message, where the store recorded it was
+posted (`_guarded_on_plan`); what follows uses that record, never the click's channel or thread.
+Approving, rejecting, rolling back and confirming a routing also need an account Slack calls a
+full, active member (`bot.slack.accounts`, users.info).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -26,6 +33,7 @@ from bot.render.i18n import Catalog
 from bot.service import approvals, remediate, split_pools, watch_metrics
 from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
+from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
@@ -37,6 +45,8 @@ log = logging.getLogger("gpumem.slack.remediation")
 PLAN_CLAIM_S = 30.0
 #: how long a rollback holds its plan (a second click or command meanwhile is told one runs)
 ROLLBACK_CLAIM_S = 30.0
+#: how long a click on a plan message waits for the message's place to be recorded after its post
+POSTING_WAIT_S = 10.0
 
 
 class Click:
@@ -53,6 +63,12 @@ class Click:
         self.action_id = str(action.get("action_id") or "")
         self.value = str(action.get("value") or "")
 
+    def at(self, channel: str, ts: str, thread: str | None) -> Click:
+        """The same click placed where the store says its plan message is."""
+        placed = copy.copy(self)
+        placed.channel, placed.ts, placed.thread = channel, ts, thread or ts
+        return placed
+
 
 
 def _acked(click: str) -> Callable[..., None]:
@@ -66,14 +82,36 @@ def _acked(click: str) -> Callable[..., None]:
     listener.__name__ = listener.__qualname__ = f"on_{click.strip('_').removesuffix('_click')}"
     return listener
 
+
+#: the audit event a refused click on a plan's button is recorded as, by the button's verb
+REFUSED_EVENT = {"approve": "approval_refused", "reject": "reject_refused", "rollback": "rollback_refused",
+                 "replan": "replan_refused", "routing": "routing_refused"}
+
+
+def _acked_on_plan(click: str, verb: str) -> Callable[..., None]:
+    """A listener for a button on a plan's message (its value is the plan id): as `_acked`, and
+    the click counts only on that plan's own message (`_guarded_on_plan`)."""
+
+    def listener(self: Any, ack: Callable[..., Any], body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        self.later(self._guarded_on_plan, getattr(self, click), verb, body, respond)
+
+    listener.__name__ = listener.__qualname__ = f"on_{click.strip('_').removesuffix('_click')}"
+    return listener
+
 class RemediationDesk:
     def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore | None,
                  later: Callable[..., None], check_target: Callable[[Command, str], Any],
                  writer_for: Callable[[str | None], Any] | None = None, jobs: Executor | None = None,
                  reader_for: Callable[[str | None], Any] | None = None,
                  watch_clock: Callable[[], float] | None = None, watch_sleep: Callable[[float], None] | None = None,
-                 poll_s: float = 10.0, now: Callable[[], datetime] | None = None):
+                 poll_s: float = 10.0, now: Callable[[], datetime] | None = None,
+                 accounts: AccountCheck | None = None):
         self.settings = settings
+        #: who the clicker is, as Slack says (users.info, kept 60 s): no guest, bot or deactivated approver
+        self.accounts = accounts or AccountCheck(poster.user_info)
+        #: plan id -> set once its message's place is in the store (a click can beat that by milliseconds)
+        self._posting: dict[str, threading.Event] = {}
         self.poster = poster
         self.shared = store
         self.later = later
@@ -116,11 +154,11 @@ class RemediationDesk:
     # ------------------------------------------------------------------ listeners (ack, then later)
 
     on_plan = _acked("_plan_click")
-    on_approve = _acked("_approve_click")
-    on_reject = _acked("_reject_click")
-    on_rollback = _acked("_rollback_click")
-    on_replan = _acked("_replan_click")
-    on_routing = _acked("_routing_click")
+    on_approve = _acked_on_plan("_approve_click", "approve")
+    on_reject = _acked_on_plan("_reject_click", "reject")
+    on_rollback = _acked_on_plan("_rollback_click", "rollback")
+    on_replan = _acked_on_plan("_replan_click", "replan")
+    on_routing = _acked_on_plan("_routing_click", "routing")
 
     def _guarded(self, fn: Callable[[Click, str, Callable[..., Any]], None], body: dict[str, Any],
                  respond: Callable[..., Any]) -> None:
@@ -135,6 +173,55 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "%s failed", e, click.action_id)
             self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    def _guarded_on_plan(self, fn: Callable[[Click, str, Callable[..., Any]], None], verb: str,
+                         body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        """A click on a plan's button counts only on the plan's own message: the click's channel
+        and message ts must be where the store recorded that message. Then it runs placed there
+        (channel, ts and thread from the store, never the payload), under that channel's policy.
+        A click from anywhere else is refused, audited, and changes, edits or posts nothing."""
+        click = Click(body)
+        lang = self.settings.lang_for(click.channel)
+        try:
+            if self.shared is None:
+                return self._refuse(respond, lang, "no_store")
+            plan_id = click.value[:64]
+            if self._stored(plan_id, respond, lang) is None:
+                return
+            posting = self._posting.get(plan_id)
+            if posting is not None:  # posted, its place not recorded yet: a click right after the post waits for it
+                posting.wait(POSTING_WAIT_S)
+            where = approvals.on_its_message(self.store, plan_id, click.channel, click.ts)
+            if isinstance(where, str):
+                log.warning("refused a %s click on plan %s: %s", verb, plan_id, where)
+                found = approvals.slack_message(self.store, plan_id)
+                self.store.record(REFUSED_EVENT[verb], actor=click.user, channel=found[0] if found else None,
+                                  detail={"plan": plan_id, "reason": where, "clicked_channel": click.channel[:64],
+                                          "clicked_ts": click.ts[:64]})
+                return self._refuse(respond, lang, where, plan=plan_id)
+            click = click.at(*where)
+            lang = self.settings.lang_for(click.channel)
+            if self.settings.channel_policy(click.channel) is None:
+                return self._say(respond, V.error_message(lang, "channel_not_allowed"))
+            fn(click, lang, respond)
+        except Exception as e:
+            error_id = log_crash(log, "%s failed", e, click.action_id)
+            self._say(respond, V.error_message(lang, "internal", error_id=error_id))
+
+    def _account_refused(self, user: str, plan_id: str | None, channel: str, verb: str, lang: str,
+                         respond: Callable[..., Any], namespace: str | None = None) -> bool:
+        """True (the clicker told, the audit written) when Slack's record of `user` rules them out
+        as an approver (deactivated, guest, bot) or cannot be read (fail closed)."""
+        refusal = self.accounts.refusal(user)
+        if refusal is None:
+            return False
+        key, params = refusal
+        detail = {"plan": plan_id, "reason": key, **params}
+        if namespace is not None:
+            detail["namespace"] = namespace
+        self.store.record(REFUSED_EVENT[verb], actor=user, channel=channel, detail=detail)
+        self._refuse(respond, lang, key, plan=plan_id or "-", verb=verb, reason=str(params.get("error") or ""))
+        return True
 
     # ------------------------------------------------------------------ /gpumem plan, plans, rollback
 
@@ -185,6 +272,8 @@ class RemediationDesk:
             return self._plan_failed(respond, lang, e)
         if split is not None:
             if split.routing_confirmed:  # an attestation that phase 2 relies on: an approver's
+                if self._account_refused(user, None, channel, "routing", lang, respond, namespace=split.namespace):
+                    return
                 groups = self._groups(user, split.namespace)
                 refusal = approvals.may_confirm_routing_of(self.store, self.settings, split.namespace, cluster, user,
                                                            groups, channel=channel)
@@ -249,11 +338,16 @@ class RemediationDesk:
         except GpumemError as e:
             self._plan_failed(respond, lang, e)
             return None
-        ts, error = self.poster.post_or_error(channel, self._message(stored, lang, "proposed"), thread_ts=thread)
-        if ts is None:
-            self._say(respond, V.error_message(lang, "post_failed", error=error))
-            return stored.plan.id
-        approvals.record_message(self.store, stored.plan.id, channel, ts, thread or ts)
+        posting = self._posting.setdefault(stored.plan.id, threading.Event())
+        try:
+            ts, error = self.poster.post_or_error(channel, self._message(stored, lang, "proposed"), thread_ts=thread)
+            if ts is None:
+                self._say(respond, V.error_message(lang, "post_failed", error=error))
+                return stored.plan.id
+            approvals.record_message(self.store, stored.plan.id, channel, ts, thread or ts)
+        finally:
+            posting.set()
+            self._posting.pop(stored.plan.id, None)
         exact = P.patch_message(stored, lang)
         if exact is not None:  # the exact patch, under the plan message (best effort: the hash binds it)
             self.poster.post(channel, exact, thread_ts=thread or ts)
@@ -299,6 +393,8 @@ class RemediationDesk:
         if stored is None:
             return
         plan = stored.plan
+        if self._account_refused(click.user, plan.id, click.channel, "approve", lang, respond):
+            return
         groups = self._groups(click.user, plan.target.namespace)
         out = approvals.approve(self.store, self.settings, plan.id, click.user, groups, channel=click.channel,
                                 now=self.now())
@@ -319,6 +415,8 @@ class RemediationDesk:
         if stored is None:
             return
         plan = stored.plan
+        if self._account_refused(click.user, plan.id, click.channel, "reject", lang, respond):
+            return
         groups = self._groups(click.user, plan.target.namespace)
         out = approvals.reject(self.store, self.settings, plan.id, click.user, groups, channel=click.channel)
         if isinstance(out, approvals.Refusal):
@@ -349,6 +447,8 @@ class RemediationDesk:
         if stored is None:
             return
         plan = stored.plan
+        if self._account_refused(click.user, plan.id, click.channel, "routing", lang, respond):
+            return
         groups = self._groups(click.user, plan.target.namespace)
         out = approvals.may_confirm_routing(self.store, self.settings, plan.id, click.user, groups,
                                             channel=click.channel, now=self.now())
@@ -454,6 +554,8 @@ class RemediationDesk:
         refusal = self._target_refusal(Target(plan.target.namespace, plan.target.name), plan.target.cluster, channel)
         if refusal is not None:
             return self._say(respond, V.error_message(lang, refusal[0], **refusal[1]))
+        if self._account_refused(user, plan.id, channel, "rollback", lang, respond):
+            return
         groups = self._groups(user, plan.target.namespace)
         out = approvals.may_roll_back(self.store, self.settings, plan.id, user, groups, channel=channel)
         if isinstance(out, approvals.Refusal):

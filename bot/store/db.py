@@ -26,6 +26,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from bot.store.chain import ChainReport, ensure_triggers, verify
+from bot.store.chain import append as append_audit
 from bot.store.migrations import MIGRATIONS
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.model.serde import from_jsonable, to_jsonable
@@ -89,6 +91,7 @@ class Store:
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             MIGRATIONS.apply(db)
+            ensure_triggers(db.conn)  # dropped with file access: back before anything is written
         except (sqlite3.DatabaseError, OSError) as e:
             raise UsageError("store_unusable", path=str(path), reason=str(e)) from None
         return cls(db, path)
@@ -99,6 +102,7 @@ class Store:
         db = Database(conn)
         db.execute("PRAGMA foreign_keys = ON")
         MIGRATIONS.apply(db)
+        ensure_triggers(db.conn)
         return cls(db)
 
     def close(self) -> None:
@@ -270,12 +274,10 @@ class Store:
                content_hash: str | None, channel: str | None, plan: Plan | None, from_state: str | None,
                to_state: str | None, detail: dict[str, Any]) -> None:
         target = plan.target if plan is not None else None
-        conn.execute(
-            "INSERT INTO audit (at, actor, event, plan_id, content_hash, channel, cluster, namespace, name, "
-            "from_state, to_state, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (at, actor, event, plan_id, content_hash, channel, target.cluster if target else None,
-             target.namespace if target else None, target.name if target else None, from_state, to_state,
-             json.dumps(detail, sort_keys=True, default=str)))
+        append_audit(conn, at=at, actor=actor, event=event, plan_id=plan_id, content_hash=content_hash,
+                     channel=channel, cluster=target.cluster if target else None,
+                     namespace=target.namespace if target else None, name=target.name if target else None,
+                     from_state=from_state, to_state=to_state, detail=json.dumps(detail, sort_keys=True, default=str))
 
     def record(self, event: str, *, actor: str, channel: str | None = None, detail: Mapping[str, Any] | None = None,
                now: datetime | None = None) -> None:
@@ -291,6 +293,10 @@ class Store:
               "to_state, detail FROM audit" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self.db.execute(sql + " ORDER BY id LIMIT ?", [*params, limit]).fetchall()
         return [AuditRow(r[0], _parse(r[1]), *r[2:12], json.loads(r[12] or "{}")) for r in rows]
+
+    def verify_audit(self) -> ChainReport:
+        """The audit's hash chain checked, oldest row first (`bot.store.chain.verify`)."""
+        return verify(self.db.conn)
 
     def plan_audit(self, plan_id: str) -> list[AuditRow]:
         """Every audit row of one plan, oldest first: its moves and the rows recorded about it

@@ -76,3 +76,18 @@ def _alerts(db: Database) -> None:
     db["alerts"].create_index(["at"])
     db["alerts"].create_index(["fingerprint"])
     db["alerts"].create_index(["namespace", "name"])
+
+
+@MIGRATIONS(name="0004_audit_hash_chain")
+def _audit_hash_chain(db: Database) -> None:
+    """Each audit row carries the hash of the row before it and of its own content
+    (`bot.store.chain`). The rows already there are chained as they stand now: the chain starts
+    here. The append-only triggers are dropped only while those rows get their hashes."""
+    from bot.store.chain import build, ensure_triggers
+
+    db["audit"].add_column("prev_hash", str)
+    db["audit"].add_column("row_hash", str)
+    db.execute("DROP TRIGGER IF EXISTS audit_no_update")
+    db.execute("DROP TRIGGER IF EXISTS audit_no_delete")
+    build(db.conn)
+    ensure_triggers(db.conn)

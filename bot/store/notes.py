@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.store.chain import append as append_audit
 from bot.store.db import Store, _filters, _iso, _parse
 
 
@@ -96,10 +97,8 @@ class Journal:
             cur = conn.execute("INSERT INTO notes (at, author, channel, cluster, namespace, name, text) "
                                "VALUES (?, ?, ?, ?, ?, ?, ?)", (at, author, channel, cluster, namespace, name, text))
             note_id = int(cur.lastrowid or 0)
-            conn.execute(
-                "INSERT INTO audit (at, actor, event, channel, cluster, namespace, name, detail) "
-                "VALUES (?, ?, 'note', ?, ?, ?, ?, ?)",
-                (at, author, channel, cluster, namespace, name, json.dumps({"note": note_id}, sort_keys=True)))
+            append_audit(conn, at=at, actor=author, event="note", channel=channel, cluster=cluster,
+                         namespace=namespace, name=name, detail=json.dumps({"note": note_id}, sort_keys=True))
         return self.notes(ids=(note_id,))[0]
 
     def notes(self, *, since: datetime | None = None, until: datetime | None = None, namespace: str | None = None,
@@ -161,8 +160,8 @@ class Journal:
                 (at, channel, _iso(since), _iso(until), actor, _iso(slot) if slot else None, int(late),
                  json.dumps(body, sort_keys=True, default=str)))
             handover_id = int(cur.lastrowid or 0)
-            conn.execute("INSERT INTO audit (at, actor, event, channel, detail) VALUES (?, ?, 'handover', ?, ?)",
-                         (at, actor, channel, json.dumps({"handover": handover_id, "late": late}, sort_keys=True)))
+            append_audit(conn, at=at, actor=actor, event="handover", channel=channel,
+                         detail=json.dumps({"handover": handover_id, "late": late}, sort_keys=True))
         return self._handover("id = ?", [handover_id])  # type: ignore[return-value]
 
     def last_handover(self, channel: str | None) -> HandoverRecord | None:

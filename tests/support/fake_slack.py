@@ -16,6 +16,10 @@ methods gpumem uses, and refuses what Slack refuses:
 - message metadata on `chat.postMessage`/`chat.update` (`{"event_type", "event_payload"}`,
   else `invalid_metadata_format`); a completed upload appears in its thread as a message with
   `files`. Completing an already completed file again answers ok and shares nothing more;
+- `users.info` (GET or POST, scope `users:read`, else `missing_scope` with `needed` and
+  `provided`): every `U...` id is an active full member unless `users[id]` overrides fields
+  (`deleted`, `is_restricted`, `is_ultra_restricted`, `is_bot`, `is_app_user`); ids in
+  `unknown_users` get `user_not_found`;
 - a wrong token gets `invalid_auth`; `fail_next()` injects 429 (with Retry-After) or 5xx before
   the call is processed; `fail_after()` processes the call, then answers 5xx (a late failure:
   Slack posted the message, the client saw an error). Both also work for "upload" (the POST
@@ -147,7 +151,11 @@ class FakeSlack:
         self.not_in_channel: set[str] = set()
         #: the bot token's scopes; conversations.* need channels:history
         self.scopes: set[str] = {"commands", "chat:write", "files:write", "channels:history", "groups:history",
-                                 "usergroups:read"}
+                                 "usergroups:read", "users:read"}
+        #: user id -> fields of its users.info record that differ from an active full member's
+        self.users: dict[str, dict[str, Any]] = {}
+        #: user ids users.info does not know (user_not_found)
+        self.unknown_users: set[str] = set()
         #: user-group id -> its members' user ids (usergroups.users.list)
         self.groups: dict[str, list[str]] = {}
         self._failures: dict[str, list[tuple[int, dict[str, str], dict[str, Any] | None]]] = {}
@@ -393,6 +401,20 @@ class FakeSlack:
         if group not in self.groups:
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": list(self.groups[group])}
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        if "users:read" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "users:read",
+                    "provided": ",".join(sorted(self.scopes))}
+        user = str(args.get("user") or "")
+        if not user or user in self.unknown_users:
+            return {"ok": False, "error": "user_not_found"}
+        record = {"id": user, "team_id": "T0FAKE", "name": user.lower(), "real_name": user, "deleted": False,
+                  "is_admin": False, "is_owner": False, "is_primary_owner": False, "is_restricted": False,
+                  "is_ultra_restricted": False, "is_bot": False, "is_app_user": False, "updated": 1700000000,
+                  "profile": {"real_name": user, "display_name": user.lower()}}
+        record.update(self.users.get(user, {}))
+        return {"ok": True, "user": record}
 
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         refusal = self._message_checks(args)
