@@ -169,6 +169,9 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                                                 "safe": B.code(e.safe_value or "?")})
                  for e in report.flags_at_edge]
         blocks += B.text_sections(cat.t("section.flags"), B.bullets(lines))
+    if v.capture:
+        # not enough evidence: what to capture is the action (commands as code, not mrkdwn)
+        blocks += B.text_sections(cat.t("section.capture_next"), B.bullets(map(esc, v.capture)))
     if v.actions:
         shown = v.actions[:PARENT_ACTIONS]
         lines = [f"{i}. {esc(a.title)} _({esc(a.tier)})_" for i, a in enumerate(shown, 1)]
@@ -201,6 +204,8 @@ class ThreadDetail:
 def _why_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     top = v.primary_cause
     blocks: list[Block] = []
+    if v.health:
+        blocks += B.text_sections(cat.t("section.healthy_because"), B.bullets(map(esc, v.health)))
     if top is not None:
         blocks += B.text_sections(f"{cat.t('section.why')} · {top.title}", B.bullets(map(esc, top.evidence)))
         if top.against:

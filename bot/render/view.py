@@ -75,6 +75,10 @@ class ReportView:
     actions: tuple[ActionView, ...]
     misjudgements: tuple[str, ...]
     sources: str
+    #: what a "healthy" verdict rests on
+    health: tuple[str, ...] = ()
+    #: for "not enough evidence": the files that would decide it, with their commands
+    capture: tuple[str, ...] = ()
 
     def as_template_vars(self) -> dict[str, Any]:
         """The top-level names a jinja template sees (a shallow mapping of the fields)."""
@@ -180,6 +184,8 @@ def view(report: Report, lang: str) -> ReportView:
         actions=tuple(_action(cat, a) for a in report.actions),
         misjudgements=tuple(cat.t(f"misjudgement.{m.id}") for m in v.misjudgements),
         sources=", ".join(report.sources),
+        health=tuple(fact_text(cat, f) for f in v.health_evidence),
+        capture=tuple(fact_text(cat, f) for f in v.capture_next),
     )
 
 

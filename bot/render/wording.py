@@ -10,7 +10,7 @@ from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 
 #: fact parameters whose values are themselves catalog keys
-_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind"}
+_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind"}
 _EXAMPLE_CHARS = 160
 
 

@@ -478,6 +478,24 @@ class ParallelError:
 
 
 @dataclass(frozen=True)
+class LoggedError:
+    """An error line a log states, whatever printed it (see collectors.parsers.log_errors).
+
+    `kind`: error_line (ERROR/CRITICAL/FATAL level), exception (a traceback's closing exception
+    or an exception class with its message), traceback (a log cut inside one: its last
+    frame), process_exit (a failed start, crash, worker/shard/engine exit, kill), or
+    sharing_layer (a GPU-sharing layer such as HAMi-core). `explained`: a rule of the signal
+    catalog matched the line. `down`: the line says a process stopped or never started.
+    """
+
+    kind: str
+    example: str
+    line: int | None = None
+    explained: bool = False
+    down: bool = False
+
+
+@dataclass(frozen=True)
 class StatsSample:
     """One periodic stats line (vLLM "Avg prompt throughput", SGLang "Decode batch")."""
 
@@ -511,6 +529,8 @@ class LogSignals:
     pods: tuple[PodState, ...] = ()
     #: events from `kubectl get events` tables or describe's Events: sections inside the log
     events: tuple[K8sEvent, ...] = ()
+    #: error lines of any kind, explained by a rule or not (the generic failure reader)
+    errors: tuple[LoggedError, ...] = ()
 
     def count(self, key: str) -> int:
         return sum(s.count for s in self.signals if s.key == key)

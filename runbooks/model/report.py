@@ -117,6 +117,11 @@ class Verdict:
     priority: str = "low"
     #: 0..1: how much of the evidence the runbook wants was there to look at
     evidence_coverage: float = 0.0
+    #: the positive evidence a "healthy" verdict rests on (a serving engine within its lines,
+    #: a busy GPU, ready pods without restarts); empty for every other verdict
+    health_evidence: tuple[Fact, ...] = ()
+    #: for insufficient_evidence: the files that would decide it, each with its command
+    capture_next: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
 from runbooks.triage.actions import actions_for
 from runbooks.triage.context import TriageContext
+from runbooks.triage.health import capture_next, health_evidence
 
 _SEVERITY_FACTOR = {"critical": 1.0, "warning": 0.7, "info": 0.0}
 #: a cause below this score is not named at all
@@ -34,7 +35,10 @@ _RULE_OUT = {
 #: findings that say the engine did not start (or crashed): never "healthy"
 ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startup_cuda_oom", "cuda_oom",
                          "runtime_cuda_oom", "parallel_config_error", "nccl_failed", "gpu_runtime_error",
-                         "memory_held_elsewhere", "pods_restarting", "container_oomkilled"})
+                         "memory_held_elsewhere", "pods_restarting", "container_oomkilled",
+                         "unexplained_failure_down"})
+#: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
+NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure"}
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -87,19 +91,25 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
             actions=actions_for(cause_id, support, ctx),
         ))
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
+    health: tuple[Fact, ...] = ()
+    capture: tuple[Fact, ...] = ()
     if causes:
         primary = causes[0].id
-    elif cover >= 0.4 and not {f.id for f in findings} & ENGINE_DOWN:
-        primary = "healthy"
     else:
-        # an engine that did not start is never healthy, even when no cause can be named
-        primary = "insufficient_evidence"
+        # healthy needs positive evidence of a serving engine, and no failure in the evidence:
+        # a launch command, start-up lines or flags (any "coverage") are not evidence of health
+        health = health_evidence(ctx) if not {f.id for f in findings} & NOT_HEALTHY else ()
+        primary = "healthy" if health else "insufficient_evidence"
+        if not health:
+            capture = capture_next(ctx)
     return Verdict(
         primary=primary,
         causes=tuple(causes),
         misjudgements=_misjudgements(causes, findings, ctx),
         priority=_priority(findings, ctx),
         evidence_coverage=cover,
+        health_evidence=health,
+        capture_next=capture,
     )
 
 
@@ -122,7 +132,7 @@ def _priority(findings: list[Finding], ctx: TriageContext) -> str:
     if crash_looping or ids & (oom | {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
                                       "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus",
                                       "parallel_config_error", "nccl_failed", "gpu_runtime_error",
-                                      "memory_held_elsewhere", "engine_not_started"}):
+                                      "memory_held_elsewhere", "engine_not_started", "unexplained_failure_down"}):
         return "high"
     if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
               "memory_fraction_at_edge", "aggressive_combination"}:

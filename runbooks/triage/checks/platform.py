@@ -6,6 +6,7 @@ from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.triage.checks._util import missing
 from runbooks.triage.context import TriageContext
+from runbooks.triage.health import unexplained_failure
 
 ROUND = 5
 #: launch problems that stop the server or make it unreachable
@@ -72,6 +73,10 @@ def check(ctx: TriageContext) -> CheckResult:
 
     findings.extend(_co_location(ctx))
     findings.extend(_engine_start(ctx))
+    unexplained = unexplained_failure(ctx, ROUND)
+    if unexplained is not None:
+        used.append("logs")
+        findings.append(unexplained)
     if ev.server_config is not None:
         for w in ev.server_config.warnings:
             if w in _LAUNCH_BREAKERS:
