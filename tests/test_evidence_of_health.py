@@ -21,7 +21,7 @@ from runbooks.model.evidence import (
 from runbooks.model.units import GIB
 from runbooks.triage.runbook import triage
 
-KINDS = {"error_line", "exception", "traceback", "process_exit", "sharing_layer"}
+KINDS = {"error_line", "exception", "traceback", "process_exit", "sharing_layer", "host_memory_kill"}
 
 
 def _errors(text: str):
@@ -76,7 +76,7 @@ def test_sharing_layer_shard_exit_and_exception_class_forms():
         "ray.exceptions.OutOfMe",
     ])
     got = [(e.kind, e.down) for e in _errors(text)]
-    assert got == [("sharing_layer", False), ("process_exit", True), ("exception", False), ("exception", False)]
+    assert got == [("sharing_layer", False), ("process_exit", True), ("exception", False), ("host_memory_kill", True)]
 
 
 def test_a_line_a_rule_explains_is_recorded_as_explained():

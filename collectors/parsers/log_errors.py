@@ -5,7 +5,7 @@ Everything else a user pastes can still say that something broke: a line at ERRO
 or FATAL level, a Python traceback (its header, its frames, its closing exception), an
 exception class with its message (`RuntimeError: ...`, `DriverError(...)`, a Rust `Error:`),
 a "failed to start" or "crashed" line, a shard, worker or engine-core exit, a process killed
-by a signal or the OOM killer, or an error from a GPU-sharing layer (HAMi-core's
+by a signal, a host-memory kill (Ray's memory monitor, the OOM killer), or an error from a GPU-sharing layer (HAMi-core's
 `[HAMI-core ERROR ...]`). Such a line is evidence, and triage quotes it; whether a rule
 explains it is decided by the caller (`explained=` on `feed`).
 
@@ -53,6 +53,11 @@ _DOWN = re.compile(
     r"|exit(?:ed)? with (?:exit )?code [1-9]|exit code:? [1-9]\d{0,2}\b|[Ee]ngine ?(?:[Cc]ore)? ?(?:died|is dead|exited)"
     r"|Shutting down shards|[Ss]hutting down"
 )
+#: a process killed for host memory: Ray's memory monitor, the kernel's OOM killer
+_HOST_OOM = re.compile(
+    r"ray\.exceptions\.OutOfMe|node (?:is )?running low on memory|killed by SIGKILL by OOM killer"
+    r"|memory usage threshold|Out of memory: Kill(?:ed)? process|\boom-kill(?:er)?\b|\bOOMKilled\b"
+)
 _SHARING = re.compile(r"HAMI-core (?:ERROR|Warn)|\blibvgpu\b.{0,80}(?:error|fail)|vGPU.{0,40}(?:OOM|error)",
                       re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
@@ -93,15 +98,19 @@ class ErrorReader:
             self._last_frame = text
             return
         if self._in_traceback is not None or self._frames_unclosed:
-            if _EXCEPTION.match(text):
+            if _EXCEPTION.match(text) or _HOST_OOM.search(text):
                 self._close_traceback()
-                self._add("exception", text, explained)
+                self._add("host_memory_kill" if _HOST_OOM.search(text) else "exception", text, explained,
+                          down=bool(_HOST_OOM.search(text)))
                 return
             if not _OTHER_LEVEL.search(whole) and self._line - (self._in_traceback or self._line) < _TRACEBACK_LINES:
                 return  # a source line, a caret mark or an ERROR-prefixed line of the traceback
             self._close_traceback(cut=True)
         if _SHARING.search(whole):
             self._add("sharing_layer", text, explained)
+            return
+        if _HOST_OOM.search(text):
+            self._add("host_memory_kill", text, explained, down=True)
             return
         if _EXCEPTION.match(text):
             self._close_traceback()

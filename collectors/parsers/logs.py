@@ -28,6 +28,7 @@ from datetime import datetime
 from os import PathLike
 
 from collectors.parsers.kube_tables import PodTextReader
+from collectors.parsers.launch_devices import DeviceScanner
 from collectors.parsers.log_errors import ErrorReader
 from collectors.parsers.log_failures import FailureReader
 from collectors.parsers.log_launch import LaunchScanner
@@ -113,6 +114,7 @@ class _LogReader:
         self.launch = LaunchScanner(source)
         self.failures = FailureReader()
         self.errors = ErrorReader()
+        self.devices = DeviceScanner()
         self.pod_text = PodTextReader()
         #: (signal, time, message) of events a rank-tagged line already counted
         self.seen_ranked: set[tuple[str, datetime | None, str]] = set()
@@ -139,6 +141,7 @@ class _LogReader:
         if compose:
             stripped = stripped[compose.end() :].lstrip()
         self.launch.feed(line if compose is None else stripped)
+        self.devices.feed(line if compose is None else stripped)
         text, at, ranked = self._prefix(stripped)
         self._read(stripped, text, at, ranked)
 
@@ -361,6 +364,7 @@ class _LogReader:
             pods=self.pod_text.result(),
             events=self.pod_text.events(),
             errors=self.errors.result(),
+            launches=self.devices.result(),
         )
 
 

@@ -29,6 +29,8 @@ GPU_BUSY_PCT = T.LOW_GPU_UTIL_PCT
 GPU_FULL_RATIO = 0.99
 #: unexplained errors quoted in one finding
 QUOTED = 3
+#: error kinds a platform rule names (a GPU-sharing layer, a host-memory kill): not unexplained
+RULED_KINDS = frozenset({"sharing_layer", "host_memory_kill"})
 #: the port each engine serves /metrics on when the launch does not say
 _DEFAULT_PORT = {"vllm": 8000, "tgi": 80, "sglang": 30000}
 
@@ -38,10 +40,10 @@ def unexplained_errors(ctx: TriageContext) -> tuple[LoggedError, ...]:
     logs = ctx.evidence.logs
     if logs is None or not logs.errors:
         return ()
-    explained_any = any(e.explained for e in logs.errors)
+    explained_any = any(e.explained or e.kind in RULED_KINDS for e in logs.errors)
     out = []
     for e in logs.errors:
-        if e.explained:
+        if e.explained or e.kind in RULED_KINDS:
             continue
         if explained_any and (e.down or e.kind in ("error_line", "traceback", "process_exit")):
             continue  # the crash that follows an explained error, or a line of its report
@@ -89,7 +91,8 @@ def health_evidence(ctx: TriageContext) -> tuple[Fact, ...]:
     return tuple(out)
 
 
-def _in_kubernetes(ctx: TriageContext) -> bool:
+def in_kubernetes(ctx: TriageContext) -> bool:
+    """True when the evidence shows Kubernetes: a workload, pods, events (in files or the log)."""
     ev = ctx.evidence
     logs = ev.logs
     return bool(ev.workload or ev.pods or ev.events or (logs and (logs.pods or logs.events)))
@@ -98,7 +101,7 @@ def _in_kubernetes(ctx: TriageContext) -> bool:
 def capture_next(ctx: TriageContext) -> tuple[Fact, ...]:
     """What to capture to decide, one fact per file, each with the exact command."""
     ev = ctx.evidence
-    kube = _in_kubernetes(ctx)
+    kube = in_kubernetes(ctx)
     name = ev.workload.name if ev.workload else (ev.target.split("/")[-1] if ev.target else "NAME")
     ns = f" -n {ev.workload.namespace}" if ev.workload and ev.workload.namespace else ""
     cfg = ev.server_config
