@@ -171,13 +171,16 @@ def view(report: Report, lang: str) -> ReportView:
         primary_title=cat.t(f"verdict.{v.primary}"),
         primary_cause=causes[0] if causes else None,
         other_causes=tuple(causes[1:]),
-        priority=cat.t(f"priority.{v.priority}"),
+        priority=(cat.t("priority_why.line", level=cat.t(f"priority_level.{v.priority}"),
+                        why=cat.t(f"priority_why.{v.priority_why}"))
+                  if v.priority_why else cat.t(f"priority_level.{v.priority}")),
         coverage=round(v.evidence_coverage * 100),
         memory=tuple(_memory_lines(cat, report)),
         budget=tuple(_budget_lines(cat, report)),
         profile=tuple(_profile_lines(cat, report)),
         flags=tuple(cat.t("edge.line", flag=e.flag, value=e.value, safe=e.safe_value, reason=cat.t(f"edge.{e.reason}"))
-                    for e in report.flags_at_edge),
+                    for e in report.flags_at_edge) or (
+            (cat.t("edge.none_but_failure"),) if any(c.id == "params_near_edge" for c in v.causes) else ()),
         checks=checks,
         not_checked=tuple(fact_text(cat, f) for f in report.not_checked),
         could_not_read=tuple(issue_text(cat, i) for i in report.read_issues),

@@ -115,6 +115,8 @@ class Verdict:
     misjudgements: tuple[Misjudgement, ...] = ()
     #: the runbook's priority: highest (OOM restarting pods), high (rejects), medium, low
     priority: str = "low"
+    #: what in the evidence sets the priority (a `priority_why` catalog key), None for "low"
+    priority_why: str | None = None
     #: 0..1: how much of the evidence the runbook wants was there to look at
     evidence_coverage: float = 0.0
     #: the positive evidence a "healthy" verdict rests on (a serving engine within its lines,

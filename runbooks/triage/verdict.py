@@ -93,6 +93,7 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
     health: tuple[Fact, ...] = ()
     capture: tuple[Fact, ...] = ()
+    level, why = _priority(findings, ctx)
     if causes:
         primary = causes[0].id
     else:
@@ -100,13 +101,16 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
         # a launch command, start-up lines or flags (any "coverage") are not evidence of health
         health = health_evidence(ctx) if not {f.id for f in findings} & NOT_HEALTHY else ()
         primary = "healthy" if health else "insufficient_evidence"
+        if health:
+            level, why = "low", None
         if not health:
             capture = capture_next(ctx)
     return Verdict(
         primary=primary,
         causes=tuple(causes),
         misjudgements=_misjudgements(causes, findings, ctx),
-        priority=_priority(findings, ctx),
+        priority=level,
+        priority_why=why,
         evidence_coverage=cover,
         health_evidence=health,
         capture_next=capture,
@@ -121,23 +125,34 @@ def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
     return tuple(seen.values())
 
 
-def _priority(findings: list[Finding], ctx: TriageContext) -> str:
+def _priority(findings: list[Finding], ctx: TriageContext) -> tuple[str, str | None]:
+    """The runbook's priority and what in the evidence sets it (a `priority_why` key): the
+    wording says "pods keep restarting" only with restarts, "rejected" only with rejects."""
     ids = {f.id for f in findings}
     oom = {"runtime_cuda_oom", "startup_cuda_oom", "cuda_oom"}
+    restarting = ids & {"pods_restarting", "container_oomkilled"}
     if ids & (oom | {"container_oomkilled", "startup_capacity_error"}) and (
         ids & {"pods_restarting", "startup_capacity_error", "startup_cuda_oom", "container_oomkilled"}
     ):
-        return "highest"
+        return "highest", "oom_restarting" if restarting else "oom_at_start"
     crash_looping = any(f.id == "pods_restarting" and f.severity == "critical" for f in findings)
-    if crash_looping or ids & (oom | {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
-                                      "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus",
-                                      "parallel_config_error", "nccl_failed", "gpu_runtime_error",
-                                      "memory_held_elsewhere", "engine_not_started", "unexplained_failure_down"}):
-        return "high"
-    if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
-              "memory_fraction_at_edge", "aggressive_combination"}:
-        return "medium"
-    return "low"
+    if crash_looping:
+        return "high", "restarting"
+    if ids & {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen"}:
+        return "high", "rejects"
+    if ids & oom:
+        return "high", "oom"
+    if ids & {"parallel_config_error", "nccl_failed", "gpu_runtime_error", "engine_not_started",
+              "unexplained_failure_down", "host_memory_killed", "gpu_sharing_layer_error"}:
+        return "high", "engine_down"
+    if ids & {"kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus", "memory_held_elsewhere"}:
+        return "high", "cannot_fit"
+    if ids & {"kv_usage_high", "preemptions_seen", "memory_fraction_at_edge", "aggressive_combination"}:
+        return "medium", "memory_edge"
+    if "memory_pinned" in ids:
+        # an engine that preallocates its fraction pins the card by design: no urgency in that
+        return "medium", "memory_pinned"
+    return "low", None
 
 
 def _misjudgements(causes: list[Cause], findings: list[Finding], ctx: TriageContext) -> tuple[Misjudgement, ...]:
