@@ -100,7 +100,7 @@ def _flags_the_failure_names(verdict) -> tuple[EdgeFlag, ...]:
         for change in action.changes:
             if change.kind == "set_arg" and change.flag and change.flag not in out:
                 out[change.flag] = EdgeFlag(change.flag, "default" if change.old is None else f"{change.old}",
-                                            None if change.new is None else f"{change.new}", "edge_by_failure")
+                                            "(unset)" if change.new is None else f"{change.new}", "edge_by_failure")
     return tuple(out.values())
 
 
