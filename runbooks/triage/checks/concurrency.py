@@ -112,7 +112,7 @@ def _oom_finding(ctx: TriageContext) -> Finding | None:
     keys = ("cuda_oom", "alloc_failed", "sampler_warmup_oom")
     # a sampler warm-up OOM line is also a "CUDA out of memory" line: counted once
     n = max(logs.oom.count if logs.oom else 0, logs.count("cuda_oom")) + logs.count("alloc_failed")
-    if not n:
+    if not n or _host_memory_only(logs):
         return None
     sig = next((s for s in logs.signals if s.key in keys), None)
     phase = oom_phase(ctx)
@@ -154,6 +154,15 @@ def _load_filled_card(oom) -> bool:
         return False
     held = (oom.allocated_bytes or oom.in_use_bytes or 0) + (oom.tried_bytes or 0)
     return held >= 0.9 * oom.total_bytes
+
+
+def _host_memory_only(logs) -> bool:
+    """The only "OutOfMemoryError" is Ray's host-memory kill (`ray.exceptions.OutOfMemoryError`),
+    without a CUDA figure: host RAM, read by the platform round, not a CUDA OOM."""
+    oom = logs.oom
+    if oom is None or oom.total_bytes or oom.count > 1 or not oom.example:
+        return False
+    return any(e.kind == "host_memory_kill" and oom.example.startswith(e.example[:100]) for e in logs.errors)
 
 
 def _beyond_card(oom) -> bool:

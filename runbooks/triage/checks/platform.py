@@ -247,8 +247,9 @@ def _logged_platform_errors(ctx: TriageContext) -> list[Finding]:
                            tuple(fact("sharing_layer_error", logs.source, example=e.example, line=e.line)
                                  for e in sharing[:2]),
                            ("platform_amplifier",), 0.85))
-    host = [e for e in logs.errors if e.kind == "host_memory_kill" and not e.explained]
-    if host and not logs.count("oom_killed"):
+    host = [e for e in logs.errors if e.kind == "host_memory_kill"]
+    oomkilled_pods = any(c.last_termination_reason == "OOMKilled" for p in ctx.evidence.pods for c in p.containers)
+    if host and not oomkilled_pods:  # pods that say OOMKilled are read by the restarts finding
         out.append(Finding("host_memory_killed", ROUND, "critical",
                            (fact("host_memory_kill", logs.source, example=host[0].example, line=host[0].line),),
                            ("platform_amplifier",), 0.8))
