@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from collectors.parsers.launch_devices import DeviceScanner, launch_devices
 from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.logs import parse_server_log
+from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import ContainerState, Evidence, PodState
 from runbooks.model.units import GIB
 from runbooks.triage.runbook import triage
@@ -204,3 +206,48 @@ def test_sglang_on_loopback_is_a_launch_problem_only_in_kubernetes():
     assert "launch_problem" not in _ids(_report(text))
     pods = (PodState("p-1", containers=(ContainerState("sglang", restart_count=0, ready=False, state="running"),)),)
     assert "launch_problem" in _ids(_report(text, pods=pods))
+
+
+# ----------------------------------------------------------------------------- nvidia-smi as pasted
+
+_PROCESSES = """| Processes:                                                                              |
+|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |
+|=========================================================================================|
+|    0   N/A  N/A     15982      C   /opt/venv/bin/python3                      15982MiB |
+|    0   N/A  N/A     16000      C   python3                                     4000MiB |
+"""
+
+
+def test_nvidia_smi_dash_l_alone_names_the_cards_and_their_mig_profile():
+    snap = parse_nvidia_smi("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-ffd5acaf)\n"
+                            "  MIG 3g.20gb     Device  0: (UUID: MIG-7ec5b605)\n"
+                            "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)\n")
+    assert [(d.index, d.name, d.mig_profile) for d in snap.devices] == [
+        ("0", "NVIDIA A100-SXM4-40GB", "3g.20gb"), ("1", "NVIDIA H100 80GB HBM3", None)]
+
+
+def test_the_process_table_alone_shows_two_engines_on_one_card():
+    snap = parse_nvidia_smi(_PROCESSES)
+    (dev,) = snap.devices
+    assert [(p.pid, p.used_bytes // 2**20) for p in dev.processes] == [(15982, 15982), (16000, 4000)]
+    report = triage(Evidence(gpus=snap))
+    assert "gpu_shared" in _ids(report)
+    # no Kubernetes evidence: the action is not a node pool or a taint
+    assert [a.id for a in report.actions] == ["one_engine_per_gpu"]
+
+
+def test_a_table_cut_after_its_header_is_a_typed_error_naming_the_file():
+    from collectors.errors import ParseError
+    with pytest.raises(ParseError, match=r"nvidia-smi\.txt"):
+        parse_nvidia_smi("+------+\n| NVIDIA-SMI 535.54.03              Driver Version: 535.54.03    CUDA Version: 12.2 |\n|--")
+
+
+@given(st.text(max_size=300))
+def test_nvidia_smi_text_of_any_shape_is_a_snapshot_or_a_typed_error(text):
+    from collectors.errors import ParseError
+    try:
+        snap = parse_nvidia_smi(text)
+    except ParseError as e:
+        assert "nvidia-smi.txt" in str(e)
+    else:
+        assert all(d.index for d in snap.devices)

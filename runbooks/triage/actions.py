@@ -32,6 +32,7 @@ from runbooks.triage.failure_actions import (
     refusal_actions,
     restart_action,
 )
+from runbooks.triage.health import in_kubernetes
 
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
@@ -204,7 +205,11 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             # the new limit is read at plan time: the current one raised by half (a whole GiB)
             add("raise_memory_limit", changes=(Change("raise_memory_limit", container, "limits.memory", None, None),))
         if "gpu_shared" in ids:
-            add("isolate_gpu")
+            if in_kubernetes(ctx):
+                add("isolate_gpu")
+            else:
+                shared = next(f for f in findings if f.id == "gpu_shared").facts[0].params
+                add("one_engine_per_gpu", gpus=shared["gpu"], launches=shared["processes"])
         if "engines_share_gpu" in ids:
             shared = next(f for f in findings if f.id == "engines_share_gpu").facts[0].params
             add("one_engine_per_gpu", gpus=shared["gpus"], launches=shared["launches"])
