@@ -156,7 +156,9 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             add("scale_out", current=replicas, target=target, changes=(Change.scale(replicas, target),))
         long_share = ctx.evidence.requests.share("L", "XL") if ctx.evidence.requests else None
         if long_share and long_share >= T.MIXED_LONG_SHARE:
-            add("split_pools", "escalate", long_pct=round(long_share * 100, 1))
+            # the same split, and the same tier, as under a mixed pool
+            add("split_pools", "now", long_pct=round(long_share * 100, 1),
+                changes=(Change(SPLIT_KIND, container, "threshold", None, default_threshold()),))
         if not acts:
             _concurrency_from_log(ctx, add, container)
         if not acts:
