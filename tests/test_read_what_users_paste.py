@@ -251,3 +251,16 @@ def test_nvidia_smi_text_of_any_shape_is_a_snapshot_or_a_typed_error(text):
         assert "nvidia-smi.txt" in str(e)
     else:
         assert all(d.index for d in snap.devices)
+
+
+def test_the_platform_is_worded_as_kubernetes_only_with_kubernetes_evidence():
+    from bot.render.text import render_text
+
+    text = ("docker run -d --gpus='\"device=0\"' vllm/vllm-openai:v0.8.5 --model /m --port 8900\n"
+            "docker run -d --gpus='\"device=0\"' vllm/vllm-openai:v0.8.5 --model /m --port 8901\n")
+    report = _report(text)
+    assert report.verdict.kubernetes is False
+    out = render_text(report, "en")
+    assert "Kubernetes amplifies it" not in out and "The platform amplifies it" in out
+    (cause,) = [c for c in report.verdict.causes if c.id == "platform_amplifier"]
+    assert [(f.key, f.params) for f in cause.rule_out] == [("rule_out_shared_launches", {"gpus": "0"})]

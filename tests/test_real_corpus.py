@@ -119,3 +119,40 @@ def test_every_cause_named_has_a_sized_action_and_no_wording_says_n_a(case: Case
     for lang in ("en", "zh"):
         text = render_text(report, lang)
         assert "n/a" not in text, [line for line in text.splitlines() if "n/a" in line]
+
+
+def test_the_same_action_has_the_same_tier_in_every_verdict():
+    tiers: dict[str, set[str]] = {}
+    for r in RESULTS.values():
+        for cause in r.report.verdict.causes:
+            for a in cause.actions:
+                tiers.setdefault(a.id, set()).add(a.tier)
+    assert {k: v for k, v in tiers.items() if len(v) > 1} == {}
+
+
+def test_no_action_sets_a_flag_to_the_value_it_has():
+    for r in RESULTS.values():
+        for a in r.report.actions:
+            for ch in a.changes:
+                assert ch.kind != "set_arg" or ch.old is None or ch.old != ch.new, (r.case.id, a.id, ch)
+
+
+def test_the_priority_says_restarts_or_rejects_only_when_the_evidence_has_them():
+    for r in RESULTS.values():
+        ids = {f.id for c in r.report.checks for f in c.findings}
+        why = r.report.verdict.priority_why
+        if why in ("restarting", "oom_restarting"):
+            assert ids & {"pods_restarting", "container_oomkilled"}, r.case.id
+        if why == "rejects":
+            assert ids & {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen"}, r.case.id
+        text = render_text(r.report, "en")
+        if "pods keep restarting" in text:
+            assert ids & {"pods_restarting", "container_oomkilled"}, r.case.id
+
+
+def test_flags_at_the_edge_is_never_named_beside_none():
+    for r in RESULTS.values():
+        if any(c.id == "params_near_edge" for c in r.report.verdict.causes):
+            text = render_text(r.report, "en")
+            section = text.split("== Flags at the edge", 1)[1].split("==", 1)[0]
+            assert section.strip() != "none", r.case.id

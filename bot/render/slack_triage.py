@@ -19,7 +19,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.view import ReportView, view
-from bot.render.wording import pct
+from bot.render.wording import cause_title, pct
 from runbooks.model.report import Report
 
 RERUN_ACTION = "gpumem_rerun"
@@ -178,7 +178,7 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
         if len(v.actions) > PARENT_ACTIONS:
             lines.append(t(cat, "slack.diag.more_actions", count=len(v.actions) - PARENT_ACTIONS))
         blocks += B.text_sections(cat.t("section.actions"), lines)
-    others = [t(cat, "slack.diag.cause", cause=cat.t(f"slack.cause_short.{c.id}"), label=c.label,
+    others = [t(cat, "slack.diag.cause", cause=cause_title(cat, c.id, report.verdict.kubernetes, "slack.cause_short"), label=c.label,
                 value=f"{c.confidence:.2f}") for c in v.other_causes[:4]]
     notes = [t(cat, "slack.diag.also", causes=" · ".join(others))] if others else []
     notes.append(":thread: " + t(cat, "slack.diag.thread_note"))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bot.render.i18n import Catalog
-from bot.render.wording import action_text, fact_text, issue_text, pct, shift_label
+from bot.render.wording import action_text, cause_title, fact_text, issue_text, pct, shift_label
 from runbooks.model.report import Action, Cause, Report
 
 
@@ -85,8 +85,8 @@ class ReportView:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _cause(cat: Catalog, c: Cause) -> CauseView:
-    return CauseView(c.id, cat.t(f"verdict.{c.id}"), c.confidence, cat.t(f"confidence.{c.confidence_label}"),
+def _cause(cat: Catalog, c: Cause, kubernetes: bool = True) -> CauseView:
+    return CauseView(c.id, cause_title(cat, c.id, kubernetes), c.confidence, cat.t(f"confidence.{c.confidence_label}"),
                      tuple(fact_text(cat, f) for f in c.evidence_for),
                      tuple(fact_text(cat, f) for f in c.evidence_against),
                      tuple(fact_text(cat, f) for f in c.rule_out))
@@ -152,7 +152,7 @@ def view(report: Report, lang: str) -> ReportView:
     """Word a Report once, for every surface."""
     cat = Catalog.load(lang)
     v = report.verdict
-    causes = [_cause(cat, c) for c in v.causes]
+    causes = [_cause(cat, c, v.kubernetes) for c in v.causes]
     checks = tuple(
         CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(
             FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"),
@@ -168,7 +168,7 @@ def view(report: Report, lang: str) -> ReportView:
         target=report.target or "?",
         service=service,
         primary=v.primary,
-        primary_title=cat.t(f"verdict.{v.primary}"),
+        primary_title=cause_title(cat, v.primary, v.kubernetes),
         primary_cause=causes[0] if causes else None,
         other_causes=tuple(causes[1:]),
         priority=(cat.t("priority_why.line", level=cat.t(f"priority_level.{v.priority}"),

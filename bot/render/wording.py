@@ -57,3 +57,11 @@ def shift_label(cat: Catalog, label: object) -> object:
         if cat.has(key):
             return cat.t(key)
     return label
+
+
+def cause_title(cat: Catalog, cause_id: str, kubernetes: bool = True, prefix: str = "verdict") -> str:
+    """A verdict's title; the platform cause is worded as Kubernetes only when the evidence
+    shows Kubernetes (a docker host or a workstation gets the platform wording)."""
+    if cause_id == "platform_amplifier" and not kubernetes:
+        return cat.t(f"{prefix}.platform_amplifier_host")
+    return cat.t(f"{prefix}.{cause_id}")

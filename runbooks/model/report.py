@@ -124,6 +124,9 @@ class Verdict:
     health_evidence: tuple[Fact, ...] = ()
     #: for insufficient_evidence: the files that would decide it, each with its command
     capture_next: tuple[Fact, ...] = ()
+    #: whether the evidence shows Kubernetes (a workload, pods, events): the platform cause is
+    #: worded as Kubernetes only then
+    kubernetes: bool = True
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
 from runbooks.triage.actions import actions_for
 from runbooks.triage.context import TriageContext
-from runbooks.triage.health import capture_next, health_evidence
+from runbooks.triage.health import capture_next, health_evidence, in_kubernetes
 
 _SEVERITY_FACTOR = {"critical": 1.0, "warning": 0.7, "info": 0.0}
 #: a cause below this score is not named at all
@@ -87,7 +87,7 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
             confidence_label=_label(confidence),
             evidence_for=_facts(support),
             evidence_against=_facts(against),
-            rule_out=tuple(fact(k) for k in _RULE_OUT[cause_id]),
+            rule_out=_rule_out(cause_id, support),
             actions=actions_for(cause_id, support, ctx),
         ))
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
@@ -114,7 +114,39 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
         evidence_coverage=cover,
         health_evidence=health,
         capture_next=capture,
+        kubernetes=in_kubernetes(ctx),
     )
+
+
+#: what would rule out the finding's reading, quoting its own values: finding id -> (fact
+#: key, the params it copies from the finding's first fact)
+_RULE_OUT_BY_FINDING = {
+    "engines_share_gpu": ("rule_out_shared_launches", ("gpus",)),
+    "gpu_shared": ("rule_out_one_process", ("gpu", "processes")),
+    "host_memory_killed": ("rule_out_host_memory", ()),
+    "gpu_sharing_layer_error": ("rule_out_sharing_layer", ()),
+    "memory_held_elsewhere": ("rule_out_held_elsewhere", ("held_gib", "total_gib")),
+    "weights_beyond_card_gpus_idle": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
+    "weights_estimate_exceed_gpu": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
+    "gpus_visible_unused": ("rule_out_gpus_visible", ("visible", "split")),
+}
+
+
+def _rule_out(cause_id: str, support: list[Finding]) -> tuple[Fact, ...]:
+    """What would rule the cause out: the readings of its own findings with their values where
+    a finding has one, else the runbook's general test for the cause."""
+    out: dict[str, Fact] = {}
+    for f in support:
+        spec = _RULE_OUT_BY_FINDING.get(f.id)
+        if spec is None or not f.facts:
+            continue
+        key, names = spec
+        params = {n: f.facts[0].params.get(n) for n in names}
+        out.setdefault(key, fact(key, f.facts[0].source, **params))
+    if not out or any(f.id not in _RULE_OUT_BY_FINDING for f in support):
+        for k in _RULE_OUT[cause_id]:
+            out.setdefault(k, fact(k))
+    return tuple(out.values())
 
 
 def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
