@@ -198,3 +198,11 @@ def test_kubectl_is_suggested_only_with_kubernetes_evidence(tmp_path: Path):
         "2m          Warning   BackOff     pod/vllm-0        Back-off restarting failed container\n")
     report = triage(load_bundle(tmp_path))
     assert any(c.startswith("kubectl") for c in (f.params["command"] for f in report.verdict.capture_next))
+
+
+def test_a_traceback_cut_before_its_exception_asks_for_the_whole_log():
+    report = triage(_log('  File "/usr/lib/vllm/worker.py", line 155, in load_model\n    self.model_runner.load_model()\n'))
+    assert report.verdict.primary == "insufficient_evidence"
+    assert "capture_logs" in [f.key for f in report.verdict.capture_next]
+    f = _finding(report, "unexplained_failure")
+    assert f.facts[0].params["error_kind"] == "traceback"

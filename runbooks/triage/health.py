@@ -115,7 +115,8 @@ def capture_next(ctx: TriageContext) -> tuple[Fact, ...]:
     if ctx.gpu_used_gib is None or ctx.gpu_total_gib is None:
         cmd = f"kubectl{ns} exec deploy/{name} -- nvidia-smi > nvidia-smi.txt" if kube else "nvidia-smi > nvidia-smi.txt"
         out.append(fact("capture_nvidia_smi", None, command=cmd))
-    if ev.logs is None or (not ev.logs.errors and not stats):
+    cut = ev.logs is not None and any(e.kind == "traceback" for e in ev.logs.errors)
+    if ev.logs is None or cut or (not ev.logs.errors and not stats):
         cmd = (f"kubectl{ns} logs deploy/{name} --tail=5000 > logs.txt" if kube
                else "docker logs CONTAINER --tail 5000 > logs.txt")
         out.append(fact("capture_logs", None, command=cmd))
