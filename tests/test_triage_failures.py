@@ -141,9 +141,16 @@ def test_an_engine_that_did_not_start_is_never_healthy():
     assert report.verdict.primary == "insufficient_evidence"
 
 
-def test_preallocation_is_healthy():
+def test_preallocation_shown_only_by_a_launch_is_not_called_healthy():
+    # the threads found nothing wrong, but a command (and one process row) shows no serving
+    # engine: no health without evidence of it, and the report says what to capture
     for case in ("vllm-15204-3b-awq-16g-preallocated", "tgi-1599-l40s-saturates-preallocated"):
-        assert _real(case).verdict.primary == "healthy", case
+        report = _real(case)
+        assert report.verdict.primary == "insufficient_evidence", case
+        keys = [f.key for f in report.verdict.capture_next]
+        assert "capture_metrics" in keys and "capture_nvidia_smi" in keys, (case, keys)
+        commands = " ".join(f.params["command"] for f in report.verdict.capture_next)
+        assert "kubectl" not in commands, "no Kubernetes evidence: no kubectl command"
 
 
 def test_a_crash_looping_pod_is_platform_with_a_look_at_its_previous_log():

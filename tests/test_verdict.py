@@ -92,8 +92,11 @@ def test_one_weak_signal_does_not_name_a_cause():
         requests=_profile(0.7, 0.28, 0.02, 0.0),
     )
     report = triage(ev)
-    # a deep queue alone (warning, weight 0.4 -> score 0.28) stays below the naming threshold
-    assert report.verdict.primary == "healthy"
+    # a deep queue alone (warning, weight 0.4 -> score 0.28) stays below the naming threshold;
+    # a queue above its line is not evidence of health either, so no verdict either way
+    assert report.verdict.causes == ()
+    assert report.verdict.primary == "insufficient_evidence"
+    assert report.verdict.health_evidence == ()
 
 
 def test_oomkilled_is_read_as_host_memory_not_gpu():

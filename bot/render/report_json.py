@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.wording import cause_title
 from runbooks.model.report import Report
 from runbooks.model.serde import to_jsonable
 
@@ -14,9 +15,10 @@ def report_json(report: Report, lang: str = "en") -> dict[str, Any]:
     cat = Catalog.load(lang)
     doc = to_jsonable(report)
     doc["lang"] = lang
-    doc["verdict"]["title"] = cat.t(f"verdict.{report.verdict.primary}")
+    k8s = report.verdict.kubernetes
+    doc["verdict"]["title"] = cause_title(cat, report.verdict.primary, k8s)
     for cause in doc["verdict"]["causes"]:
-        cause["title"] = cat.t(f"verdict.{cause['id']}")
+        cause["title"] = cause_title(cat, cause["id"], k8s)
     doc["findings"] = [
         {**to_jsonable(f), "check": c.check, "title": cat.t(f"finding.{f.id}")}
         for c in report.checks for f in c.findings

@@ -19,7 +19,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.view import ReportView, view
-from bot.render.wording import pct
+from bot.render.wording import cause_title, pct
 from runbooks.model.report import Report
 
 RERUN_ACTION = "gpumem_rerun"
@@ -169,13 +169,16 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                                                 "safe": B.code(e.safe_value or "?")})
                  for e in report.flags_at_edge]
         blocks += B.text_sections(cat.t("section.flags"), B.bullets(lines))
+    if v.capture:
+        # not enough evidence: what to capture is the action (commands as code, not mrkdwn)
+        blocks += B.text_sections(cat.t("section.capture_next"), B.bullets(map(esc, v.capture)))
     if v.actions:
         shown = v.actions[:PARENT_ACTIONS]
         lines = [f"{i}. {esc(a.title)} _({esc(a.tier)})_" for i, a in enumerate(shown, 1)]
         if len(v.actions) > PARENT_ACTIONS:
             lines.append(t(cat, "slack.diag.more_actions", count=len(v.actions) - PARENT_ACTIONS))
         blocks += B.text_sections(cat.t("section.actions"), lines)
-    others = [t(cat, "slack.diag.cause", cause=cat.t(f"slack.cause_short.{c.id}"), label=c.label,
+    others = [t(cat, "slack.diag.cause", cause=cause_title(cat, c.id, report.verdict.kubernetes, "slack.cause_short"), label=c.label,
                 value=f"{c.confidence:.2f}") for c in v.other_causes[:4]]
     notes = [t(cat, "slack.diag.also", causes=" · ".join(others))] if others else []
     notes.append(":thread: " + t(cat, "slack.diag.thread_note"))
@@ -201,6 +204,8 @@ class ThreadDetail:
 def _why_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     top = v.primary_cause
     blocks: list[Block] = []
+    if v.health:
+        blocks += B.text_sections(cat.t("section.healthy_because"), B.bullets(map(esc, v.health)))
     if top is not None:
         blocks += B.text_sections(f"{cat.t('section.why')} · {top.title}", B.bullets(map(esc, top.evidence)))
         if top.against:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bot.render.i18n import Catalog
-from bot.render.wording import action_text, fact_text, issue_text, pct, shift_label
+from bot.render.wording import action_text, cause_title, fact_text, issue_text, pct, shift_label
 from runbooks.model.report import Action, Cause, Report
 
 
@@ -75,14 +75,18 @@ class ReportView:
     actions: tuple[ActionView, ...]
     misjudgements: tuple[str, ...]
     sources: str
+    #: what a "healthy" verdict rests on
+    health: tuple[str, ...] = ()
+    #: for "not enough evidence": the files that would decide it, with their commands
+    capture: tuple[str, ...] = ()
 
     def as_template_vars(self) -> dict[str, Any]:
         """The top-level names a jinja template sees (a shallow mapping of the fields)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _cause(cat: Catalog, c: Cause) -> CauseView:
-    return CauseView(c.id, cat.t(f"verdict.{c.id}"), c.confidence, cat.t(f"confidence.{c.confidence_label}"),
+def _cause(cat: Catalog, c: Cause, kubernetes: bool = True) -> CauseView:
+    return CauseView(c.id, cause_title(cat, c.id, kubernetes), c.confidence, cat.t(f"confidence.{c.confidence_label}"),
                      tuple(fact_text(cat, f) for f in c.evidence_for),
                      tuple(fact_text(cat, f) for f in c.evidence_against),
                      tuple(fact_text(cat, f) for f in c.rule_out))
@@ -148,7 +152,7 @@ def view(report: Report, lang: str) -> ReportView:
     """Word a Report once, for every surface."""
     cat = Catalog.load(lang)
     v = report.verdict
-    causes = [_cause(cat, c) for c in v.causes]
+    causes = [_cause(cat, c, v.kubernetes) for c in v.causes]
     checks = tuple(
         CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(
             FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"),
@@ -164,22 +168,27 @@ def view(report: Report, lang: str) -> ReportView:
         target=report.target or "?",
         service=service,
         primary=v.primary,
-        primary_title=cat.t(f"verdict.{v.primary}"),
+        primary_title=cause_title(cat, v.primary, v.kubernetes),
         primary_cause=causes[0] if causes else None,
         other_causes=tuple(causes[1:]),
-        priority=cat.t(f"priority.{v.priority}"),
+        priority=(cat.t("priority_why.line", level=cat.t(f"priority_level.{v.priority}"),
+                        why=cat.t(f"priority_why.{v.priority_why}"))
+                  if v.priority_why else cat.t(f"priority_level.{v.priority}")),
         coverage=round(v.evidence_coverage * 100),
         memory=tuple(_memory_lines(cat, report)),
         budget=tuple(_budget_lines(cat, report)),
         profile=tuple(_profile_lines(cat, report)),
         flags=tuple(cat.t("edge.line", flag=e.flag, value=e.value, safe=e.safe_value, reason=cat.t(f"edge.{e.reason}"))
-                    for e in report.flags_at_edge),
+                    for e in report.flags_at_edge) or (
+            (cat.t("edge.none_but_failure"),) if any(c.id == "params_near_edge" for c in v.causes) else ()),
         checks=checks,
         not_checked=tuple(fact_text(cat, f) for f in report.not_checked),
         could_not_read=tuple(issue_text(cat, i) for i in report.read_issues),
         actions=tuple(_action(cat, a) for a in report.actions),
         misjudgements=tuple(cat.t(f"misjudgement.{m.id}") for m in v.misjudgements),
         sources=", ".join(report.sources),
+        health=tuple(fact_text(cat, f) for f in v.health_evidence),
+        capture=tuple(fact_text(cat, f) for f in v.capture_next),
     )
 
 

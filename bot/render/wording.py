@@ -10,7 +10,7 @@ from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 
 #: fact parameters whose values are themselves catalog keys
-_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind"}
+_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind"}
 _EXAMPLE_CHARS = 160
 
 
@@ -57,3 +57,11 @@ def shift_label(cat: Catalog, label: object) -> object:
         if cat.has(key):
             return cat.t(key)
     return label
+
+
+def cause_title(cat: Catalog, cause_id: str, kubernetes: bool = True, prefix: str = "verdict") -> str:
+    """A verdict's title; the platform cause is worded as Kubernetes only when the evidence
+    shows Kubernetes (a docker host or a workstation gets the platform wording)."""
+    if cause_id == "platform_amplifier" and not kubernetes:
+        return cat.t(f"{prefix}.platform_amplifier_host")
+    return cat.t(f"{prefix}.{cause_id}")

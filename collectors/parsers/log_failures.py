@@ -39,6 +39,7 @@ _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern))
     for name, pattern in (
         ("tried_bytes", r"Tried to allocate " + _SIZE),
+        ("tried_bytes", r"Requested\s*: " + _SIZE),
         ("total_bytes", r"total capac(?:i)?ty of " + _SIZE),
         ("total_bytes", _SIZE + r" total capacity"),
         ("total_bytes", r"Device limit\s*: " + _SIZE),
@@ -53,11 +54,19 @@ _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("_reserved_total", _SIZE + r" reserved in total by PyTorch"),
     )
 )
+#: torch >= 2.1 names every process on the card: "Process 25252 has 18.65 GiB memory in use. ...
+#: Including non-PyTorch memory, this process has 29.47 GiB memory in use"
+_THIS_PROCESS = re.compile(r"this process has " + _SIZE + r" memory in use")
+_OTHER_PROCESS = re.compile(r"[Pp]rocess \d{1,10} has " + _SIZE + r" memory in use")
 _OOM = re.compile(r"CUDA out of memory|\bOutOfMemoryError\b|would exceed allowed memory")
 #: words that close torch's OOM message; without one the message may wrap onto the next line
 _OOM_END = ("PYTORCH_CUDA_ALLOC_CONF", "Memory Management", "reserved by PyTorch but unallocated",
             "reserved in total by PyTorch", "Free (according to CUDA)")
 
+#: a line of torch's multi-line allocator report ("Requested               : 1.49 MiB")
+_BLOCK_LINE = re.compile(r"^\s*(?:[A-Za-z][\w ()\-]{0,60}:\s*(?:" + _SIZE + r")?\s*$|\(out of memory\)|:\s*" + _SIZE + ")")
+#: lines that block may run after the OOM line
+_BLOCK_LINES = 8
 #: (phase, substrings that mark it), most specific first
 _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sampler_warmup", ("_dummy_sampler_run", "warming up sampler")),
@@ -117,6 +126,13 @@ def oom_numbers(text: str) -> dict[str, int]:
         m = pattern.search(text)
         if m:
             out[name] = _bytes(m.group(1), m.group(2))
+    this = _THIS_PROCESS.search(text)
+    others = [_bytes(v, u) for v, u in _OTHER_PROCESS.findall(text)]
+    if this is not None:
+        out["this_process_bytes"] = _bytes(this.group(1), this.group(2))
+        out["in_use_bytes"] = out["this_process_bytes"]
+        if others:
+            out["other_processes_bytes"] = sum(others)
     reserved = out.pop("_reserved_total", None)
     if reserved is not None and "allocated_bytes" in out and "reserved_unallocated_bytes" not in out:
         out["reserved_unallocated_bytes"] = max(0, reserved - out["allocated_bytes"])
@@ -159,7 +175,13 @@ class FailureReader:
         open_oom = self._open
         if open_oom is not None:
             self._open = None
-            self._update(open_oom, open_oom["text"] + message)
+            block = _BLOCK_LINE.match(message) is not None
+            self._update(open_oom, open_oom["text"] + (" " if block else "") + message)
+            # torch's allocator block ("Currently allocated : ...", "Device limit : ...") runs
+            # over several lines: keep reading it until a line closes the message
+            if (block and not any(end in message for end in _OOM_END)
+                    and self._line - open_oom["line"] < _BLOCK_LINES):
+                self._open = open_oom
         marker = self._marker(line if line is not None else message)
         if _OOM.search(message):
             if counted:

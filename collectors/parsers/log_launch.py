@@ -52,7 +52,7 @@ _PRINTOUTS = (
 _PAIR_EQ = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,()\s]+)")
 _PAIR_DICT = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,{}\s]+)")
 _PAIR_RUST = re.compile(r"(\w+): (Some\(\"?([^\")]*)\"?\)|\"([^\"]*)\"|[^,\s}]+)")
-_LLM_CALL = re.compile(r"\bLLM\((.*)")
+_LLM_CALL = re.compile(r"\b(?:LLM|(?:Async)?EngineArgs)\((.*)")
 #: SGLang names the fraction it ran with in its refusal ("under --mem-fraction-static=0.88",
 #: "Current value: mem_fraction_static=0.6")
 _SGLANG_FRACTION = re.compile(r"(?:--mem-fraction-static=|\bmem_fraction_static=)(\d(?:\.\d{1,4})?)\b")
@@ -69,6 +69,25 @@ _DOCKER_VALUE_OPTIONS = frozenset({
     "--pull", "--pid", "--uts", "--cgroupns", "--memory-swap", "--log-opt", "--tmpfs",
 })
 _MAX_CONTINUATION = 60
+
+
+def _balanced(text: str) -> bool:
+    """True once the call's parentheses close (quoted text not counted)."""
+    depth = 1
+    quote = ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return True
+    return False
 
 
 def _unquote(value: str) -> str:
@@ -102,6 +121,8 @@ class LaunchScanner:
         self._printed_engine: str | None = None
         self._version: str | None = None
         self._pinned: dict[str, str] = {}
+        #: the lines of a Python call whose parentheses have not closed yet
+        self._call: list[str] | None = None
 
     # ---------------------------------------------------------------- feeding
 
@@ -127,10 +148,20 @@ class LaunchScanner:
             else:
                 self._command(text)
             return
-        if "LLM(" in line:
+        if self._call is not None:
+            # a Python call over several lines: read it once its parentheses close
+            self._call.append(line)
+            if _balanced("\n".join(self._call)) or len(self._call) > _MAX_CONTINUATION:
+                self._llm_call("\n".join(self._call))
+                self._call = None
+            return
+        if "LLM(" in line or "EngineArgs(" in line:
             call = _LLM_CALL.search(line)
             if call:
-                self._llm_call(call.group(1))
+                if _balanced(call.group(1)):
+                    self._llm_call(call.group(1))
+                else:
+                    self._call = [call.group(1)]
                 return
         if "=" in line or "{" in line:
             self._printout(line)
@@ -257,6 +288,10 @@ class LaunchScanner:
     # ----------------------------------------------------------------- result
 
     def result(self) -> ServerConfig | None:
+        if self._call is not None:
+            # a call the paste cut before it closed: the arguments it shows still count
+            self._llm_call("\n".join(self._call))
+            self._call = None
         if self._pending is not None:
             self._command(" ".join(x.rstrip().rstrip("\\") for x in self._pending))
             self._pending = None

@@ -28,6 +28,8 @@ from datetime import datetime
 from os import PathLike
 
 from collectors.parsers.kube_tables import PodTextReader
+from collectors.parsers.launch_devices import DeviceScanner
+from collectors.parsers.log_errors import ErrorReader
 from collectors.parsers.log_failures import FailureReader
 from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.log_startup import StartupReader
@@ -76,6 +78,8 @@ _DIGITS = re.compile(r"\d+")
 _RANKED = re.compile(r"\b(?:TP|DP|PP|EP)\d{1,4}\b|\brank\s?=?\d|Worker|\[rank\d")
 
 _MAX_CACHE = 4096
+#: signals that say an engine failed without saying why: they do not explain an error line
+_GENERIC_FAILURES = frozenset({"engine_start_failed", "engine_init_failed"})
 
 
 class _Signal:
@@ -109,6 +113,8 @@ class _LogReader:
         self.time_cache: dict[str, datetime | None] = {}
         self.launch = LaunchScanner(source)
         self.failures = FailureReader()
+        self.errors = ErrorReader()
+        self.devices = DeviceScanner()
         self.pod_text = PodTextReader()
         #: (signal, time, message) of events a rank-tagged line already counted
         self.seen_ranked: set[tuple[str, datetime | None, str]] = set()
@@ -135,6 +141,7 @@ class _LogReader:
         if compose:
             stripped = stripped[compose.end() :].lstrip()
         self.launch.feed(line if compose is None else stripped)
+        self.devices.feed(line if compose is None else stripped)
         text, at, ranked = self._prefix(stripped)
         self._read(stripped, text, at, ranked)
 
@@ -146,7 +153,8 @@ class _LogReader:
                 self.last_at = at
         self._detect_engine(line)
         copy = False
-        for hit in match_line(line):
+        hits = match_line(line)
+        for hit in hits:
             if ranked:
                 # ranks print the same event with their own GPU index and pid
                 event = (hit.key, at, _DIGITS.sub("#", message.strip()))
@@ -160,6 +168,7 @@ class _LogReader:
             if is_startup_error(hit.key):
                 self.startup.set_error(message)
         self.failures.feed(message, counted=not copy, line=line)
+        self.errors.feed(message, line, explained=any(h.key not in _GENERIC_FAILURES for h in hits))
         self.startup.feed(message)
         sample = parse_stats(message, at)
         if sample is not None:
@@ -354,6 +363,8 @@ class _LogReader:
             parallel_error=self.failures.parallel(),
             pods=self.pod_text.result(),
             events=self.pod_text.events(),
+            errors=self.errors.result(),
+            launches=self.devices.result(),
         )
 
 

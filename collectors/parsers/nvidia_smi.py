@@ -71,9 +71,53 @@ def parse_nvidia_smi(text: str, source: str = "nvidia-smi.txt") -> GpuSnapshot:
     if any(line.strip() == "No devices were found" for line in lines):
         return GpuSnapshot(source=source)
     first = next((line for line in lines if line.strip()), "")
-    if "," in first:
+    if "," in first and not _LIST_GPU.match(first.strip()):
         return _parse_query_csv(lines, source)
-    raise ParseError(source, "not recognised as nvidia-smi output")
+    listed = _parse_listing(lines, source)
+    if listed is not None:
+        return listed
+    processes = _parse_process_table(lines, source)
+    if processes is not None:
+        return processes
+    raise ParseError(source, "not recognised as nvidia-smi output (the full table, --query-gpu CSV, dmon, -L, "
+                             "or the Processes table)")
+
+
+def _parse_listing(lines: list[str], source: str) -> GpuSnapshot | None:
+    """`nvidia-smi -L` alone: one device per GPU with its name and UUID, a MIG profile when a
+    MIG device is listed under it (the sizes come from the GPU catalog, not this listing)."""
+    devices: dict[str, GpuDevice] = {}
+    parent: str | None = None
+    for line in lines:
+        text = line.strip()
+        if m := _LIST_GPU.match(text):
+            parent = m.group(1)
+            devices[parent] = GpuDevice(parent, m.group(2).strip(), uuid=m.group(3))
+        elif (m := _LIST_MIG.match(text)) and parent is not None:
+            if devices[parent].mig_profile is None:
+                devices[parent] = replace(devices[parent], mig_profile=m.group(1))
+        elif text:
+            return None  # another form: not a listing
+    return GpuSnapshot(source=source, devices=tuple(devices.values())) if devices else None
+
+
+def _parse_process_table(lines: list[str], source: str) -> GpuSnapshot | None:
+    """The Processes table alone (or a row of it): devices known only by index, each with the
+    processes it runs and their memory."""
+    processes: dict[tuple[str, str | None], list[GpuProcess]] = {}
+    rows = 0
+    for line in lines:
+        inner = line.strip().strip("|").strip()
+        if _PROCESS_ROW.match(inner):
+            rows += 1
+            _Table._process_row(inner, processes)
+    if not rows:
+        return None
+    by_gpu: dict[str, list[GpuProcess]] = {}
+    for (gpu, _), procs in processes.items():
+        by_gpu.setdefault(gpu, []).extend(procs)
+    devices = tuple(GpuDevice(gpu, processes=tuple(procs)) for gpu, procs in by_gpu.items())
+    return GpuSnapshot(source=source, devices=devices)
 
 
 # --------------------------------------------------------------------- --query-gpu CSV

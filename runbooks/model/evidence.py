@@ -455,6 +455,10 @@ class CudaOom:
     allocated_bytes: int | None = None
     reserved_unallocated_bytes: int | None = None
     example: str | None = None
+    #: "this process has X memory in use" (torch >= 2.1), when torch printed it
+    this_process_bytes: int | None = None
+    #: the sum of the other "Process N has X memory in use" entries beside "this process"
+    other_processes_bytes: int | None = None
 
     @property
     def at_startup(self) -> bool:
@@ -475,6 +479,40 @@ class ParallelError:
     size: int | None = None
     gpus: int | None = None
     example: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchDevices:
+    """The GPUs one launch in a log was given (see collectors.parsers.launch_devices).
+
+    `host_devices`: the host's device ids (`--gpus device=0`, or CUDA_VISIBLE_DEVICES outside a
+    container); `visible_count`: how many GPUs the engine sees; `all_gpus`: `--gpus all`.
+    """
+
+    host_devices: tuple[str, ...] = ()
+    visible_count: int | None = None
+    all_gpus: bool = False
+    line: int | None = None
+    example: str | None = None
+
+
+@dataclass(frozen=True)
+class LoggedError:
+    """An error line a log states, whatever printed it (see collectors.parsers.log_errors).
+
+    `kind`: error_line (ERROR/CRITICAL/FATAL level), exception (a traceback's closing exception
+    or an exception class with its message), traceback (a log cut inside one: its last
+    frame), process_exit (a failed start, crash, worker/shard/engine exit, kill),
+    host_memory_kill (Ray's memory monitor or the kernel's OOM killer), or sharing_layer (a
+    GPU-sharing layer such as HAMi-core). `explained`: a rule of the signal
+    catalog matched the line. `down`: the line says a process stopped or never started.
+    """
+
+    kind: str
+    example: str
+    line: int | None = None
+    explained: bool = False
+    down: bool = False
 
 
 @dataclass(frozen=True)
@@ -511,6 +549,10 @@ class LogSignals:
     pods: tuple[PodState, ...] = ()
     #: events from `kubectl get events` tables or describe's Events: sections inside the log
     events: tuple[K8sEvent, ...] = ()
+    #: error lines of any kind, explained by a rule or not (the generic failure reader)
+    errors: tuple[LoggedError, ...] = ()
+    #: the launches in the log that named their GPUs, in order
+    launches: tuple[LaunchDevices, ...] = ()
 
     def count(self, key: str) -> int:
         return sum(s.count for s in self.signals if s.key == key)

@@ -115,8 +115,18 @@ class Verdict:
     misjudgements: tuple[Misjudgement, ...] = ()
     #: the runbook's priority: highest (OOM restarting pods), high (rejects), medium, low
     priority: str = "low"
+    #: what in the evidence sets the priority (a `priority_why` catalog key), None for "low"
+    priority_why: str | None = None
     #: 0..1: how much of the evidence the runbook wants was there to look at
     evidence_coverage: float = 0.0
+    #: the positive evidence a "healthy" verdict rests on (a serving engine within its lines,
+    #: a busy GPU, ready pods without restarts); empty for every other verdict
+    health_evidence: tuple[Fact, ...] = ()
+    #: for insufficient_evidence: the files that would decide it, each with its command
+    capture_next: tuple[Fact, ...] = ()
+    #: whether the evidence shows Kubernetes (a workload, pods, events): the platform cause is
+    #: worded as Kubernetes only then
+    kubernetes: bool = True
 
 
 @dataclass(frozen=True)

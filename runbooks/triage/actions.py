@@ -32,6 +32,7 @@ from runbooks.triage.failure_actions import (
     refusal_actions,
     restart_action,
 )
+from runbooks.triage.health import in_kubernetes
 
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
@@ -40,7 +41,8 @@ _ORDER = (
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
     "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "add_startup_probe",
     "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",
-    "fix_launch", "read_previous_log", "set_max_running", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
+    "fix_launch", "read_previous_log", "set_max_running", "lower_concurrency_unsized", "one_engine_per_gpu",
+    "check_sharing_layer", "raise_host_memory", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
     "bigger_card_or_tp", "review_tp",
 )
 #: actions that need owners and a load test: gpumem never plans or applies them, whatever a
@@ -154,9 +156,14 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             add("scale_out", current=replicas, target=target, changes=(Change.scale(replicas, target),))
         long_share = ctx.evidence.requests.share("L", "XL") if ctx.evidence.requests else None
         if long_share and long_share >= T.MIXED_LONG_SHARE:
-            add("split_pools", "escalate", long_pct=round(long_share * 100, 1))
+            # the same split, and the same tier, as under a mixed pool
+            add("split_pools", "now", long_pct=round(long_share * 100, 1),
+                changes=(Change(SPLIT_KIND, container, "threshold", None, default_threshold()),))
         if not acts:
             _concurrency_from_log(ctx, add, container)
+        if not acts:
+            # nothing gives a number to cap at (no running count, no flags): say so, and what sizes it
+            add("lower_concurrency_unsized", flag=ENGINE_FLAGS[engine_of(ctx)][1])
     elif cause_id == "params_near_edge":
         if "startup_capacity_error" in ids:
             # the engine refused to start for lack of cache: give the cache room (or ask for
@@ -200,7 +207,19 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             # the new limit is read at plan time: the current one raised by half (a whole GiB)
             add("raise_memory_limit", changes=(Change("raise_memory_limit", container, "limits.memory", None, None),))
         if "gpu_shared" in ids:
-            add("isolate_gpu")
+            if in_kubernetes(ctx):
+                add("isolate_gpu")
+            else:
+                shared = next(f for f in findings if f.id == "gpu_shared").facts[0].params
+                add("one_engine_per_gpu", gpus=shared["gpu"], launches=shared["processes"])
+        if "engines_share_gpu" in ids:
+            shared = next(f for f in findings if f.id == "engines_share_gpu").facts[0].params
+            add("one_engine_per_gpu", gpus=shared["gpus"], launches=shared["launches"])
+        if "gpu_sharing_layer_error" in ids:
+            add("check_sharing_layer", example=next(f for f in findings if f.id == "gpu_sharing_layer_error")
+                .facts[0].params["example"][:160])
+        if "host_memory_killed" in ids:
+            add("raise_host_memory")
         if "hpa_cpu_only" in ids:
             add("hpa_on_queue_depth", target=6, changes=(Change("hpa_on_queue_depth", new=6),))
         if "mig_slice_small" in ids:

@@ -47,6 +47,8 @@ class TriageContext:
     gpus_requested: int | None
     #: GPU memory another process held when this engine started (GiB), when the evidence says
     memory_held_elsewhere_gib: Reading[float] | None = None
+    #: True when that figure comes from a CUDA OOM's numbers, not from the start-up lines
+    held_elsewhere_at_oom: bool = False
 
     @property
     def config(self):
@@ -133,8 +135,9 @@ def _held_elsewhere(ev: Evidence, total: Reading[float] | None) -> Reading[float
     its own fraction allows (vLLM 0.6.4 "initial_memory_usage")."""
     logs = ev.logs
     startup = logs.startup if logs else None
+    oom_held = _held_elsewhere_at_oom(ev)
     if startup is None or total is None:
-        return None
+        return oom_held
     if startup.free_at_start_gib is not None and logs.count("free_below_utilization"):
         held = total.value - startup.free_at_start_gib
         return Reading(round(held, 2), logs.source) if held > 0.05 * total.value else None
@@ -148,6 +151,35 @@ def _held_elsewhere(ev: Evidence, total: Reading[float] | None) -> Reading[float
             held = (startup.initial_usage_gib - startup.weights_gib - (startup.non_torch_gib or 0.0)
                     if startup.weights_gib else startup.initial_usage_gib - own)
             return Reading(round(held, 2), logs.source)
+    return oom_held
+
+
+#: memory outside this engine's allocations, as a share of the card, that says another
+#: process (or an allocator outside PyTorch's accounting) held it
+HELD_ELSEWHERE_AT_OOM_RATIO = 0.5
+
+
+def _held_elsewhere_at_oom(ev: Evidence) -> Reading[float] | None:
+    """Memory the OOM's own figures put outside the failing process.
+
+    torch >= 2.1 names the other processes beside "this process": their sum is held
+    elsewhere. Without that line, the card's capacity minus what was free, what PyTorch had
+    allocated and what it had reserved is memory this process's allocator does not hold; above
+    half the card that is not the engine's CUDA context but another holder. One "Process N"
+    alone is the failing process itself as a container numbers it, not another one.
+    """
+    oom = ev.logs.oom if ev.logs else None
+    if oom is None or not oom.total_bytes:
+        return None
+    source = ev.logs.source
+    if oom.this_process_bytes is not None:
+        other = oom.other_processes_bytes or 0
+        return Reading(round(other / GIB, 2), source) if other >= 0.05 * oom.total_bytes else None
+    if oom.in_use_bytes is not None or oom.free_bytes is None or oom.allocated_bytes is None:
+        return None
+    outside = oom.total_bytes - oom.free_bytes - oom.allocated_bytes - (oom.reserved_unallocated_bytes or 0)
+    if outside >= HELD_ELSEWHERE_AT_OOM_RATIO * oom.total_bytes:
+        return Reading(round(outside / GIB, 2), source)
     return None
 
 
@@ -241,6 +273,7 @@ def build_context(ev: Evidence) -> TriageContext:
         preemptions=preempt,
         gpus_requested=gpus_requested,
         memory_held_elsewhere_gib=held,
+        held_elsewhere_at_oom=held is not None and held == _held_elsewhere_at_oom(ev),
     )
 
 

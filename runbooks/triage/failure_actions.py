@@ -132,6 +132,10 @@ def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str,
         target = max(need, target)
     if current is not None and current >= target:
         return False
+    if current is None and target <= DEFAULT_FRACTION[engine]:
+        # the value running is unknown and may be the default: "raise to the default" could
+        # change nothing, so the raise goes to the most the card gives without losing the margin
+        target = MAX_RAISED_FRACTION[engine]
     if current is not None:
         add("raise_memory_fraction", flag=flag, current=current, target=target,
             changes=(Change.set_arg(container, flag, current, target),))

@@ -57,7 +57,7 @@ def triage(evidence: Evidence, now: datetime | None = None, on_step: Progress | 
         memory=_memory_split(ctx),
         budget=ctx.budget,
         profile=evidence.requests,
-        flags_at_edge=_flags_at_edge(ctx),
+        flags_at_edge=_flags_at_edge(ctx) or _flags_the_failure_names(verdict),
         checks=checks,
         actions=tuple(actions.values()),
         read_issues=evidence.issues,
@@ -86,6 +86,22 @@ def _memory_split(ctx: TriageContext) -> MemorySplit | None:
         # print as "of n/a GiB"); the in-use figure stays in the concurrency round's facts
         return None
     return MemorySplit(total, used, None, None, None, "gpus", kv_ratio)
+
+
+def _flags_the_failure_names(verdict) -> tuple[EdgeFlag, ...]:
+    """With "flags at the edge" named but no flag value past its line (the engine refused or
+    ran out of memory with values below the lines), the flags its actions move are the ones at
+    the edge: listed from those changes, so the section never says "none" beside the verdict."""
+    cause = next((c for c in verdict.causes if c.id == "params_near_edge"), None)
+    if cause is None:
+        return ()
+    out: dict[str, EdgeFlag] = {}
+    for action in cause.actions:
+        for change in action.changes:
+            if change.kind == "set_arg" and change.flag and change.flag not in out:
+                out[change.flag] = EdgeFlag(change.flag, "default" if change.old is None else f"{change.old}",
+                                            "(unset)" if change.new is None else f"{change.new}", "edge_by_failure")
+    return tuple(out.values())
 
 
 def _flags_at_edge(ctx: TriageContext) -> tuple[EdgeFlag, ...]:

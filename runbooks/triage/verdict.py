@@ -12,6 +12,7 @@ from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
 from runbooks.triage.actions import actions_for
 from runbooks.triage.context import TriageContext
+from runbooks.triage.health import capture_next, health_evidence, in_kubernetes
 
 _SEVERITY_FACTOR = {"critical": 1.0, "warning": 0.7, "info": 0.0}
 #: a cause below this score is not named at all
@@ -34,7 +35,10 @@ _RULE_OUT = {
 #: findings that say the engine did not start (or crashed): never "healthy"
 ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startup_cuda_oom", "cuda_oom",
                          "runtime_cuda_oom", "parallel_config_error", "nccl_failed", "gpu_runtime_error",
-                         "memory_held_elsewhere", "pods_restarting", "container_oomkilled"})
+                         "memory_held_elsewhere", "pods_restarting", "container_oomkilled",
+                         "unexplained_failure_down"})
+#: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
+NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure"}
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -83,24 +87,66 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
             confidence_label=_label(confidence),
             evidence_for=_facts(support),
             evidence_against=_facts(against),
-            rule_out=tuple(fact(k) for k in _RULE_OUT[cause_id]),
+            rule_out=_rule_out(cause_id, support),
             actions=actions_for(cause_id, support, ctx),
         ))
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
+    health: tuple[Fact, ...] = ()
+    capture: tuple[Fact, ...] = ()
+    level, why = _priority(findings, ctx)
     if causes:
         primary = causes[0].id
-    elif cover >= 0.4 and not {f.id for f in findings} & ENGINE_DOWN:
-        primary = "healthy"
     else:
-        # an engine that did not start is never healthy, even when no cause can be named
-        primary = "insufficient_evidence"
+        # healthy needs positive evidence of a serving engine, and no failure in the evidence:
+        # a launch command, start-up lines or flags (any "coverage") are not evidence of health
+        health = health_evidence(ctx) if not {f.id for f in findings} & NOT_HEALTHY else ()
+        primary = "healthy" if health else "insufficient_evidence"
+        if health:
+            level, why = "low", None
+        if not health:
+            capture = capture_next(ctx)
     return Verdict(
         primary=primary,
         causes=tuple(causes),
         misjudgements=_misjudgements(causes, findings, ctx),
-        priority=_priority(findings, ctx),
+        priority=level,
+        priority_why=why,
         evidence_coverage=cover,
+        health_evidence=health,
+        capture_next=capture,
+        kubernetes=in_kubernetes(ctx),
     )
+
+
+#: what would rule out the finding's reading, quoting its own values: finding id -> (fact
+#: key, the params it copies from the finding's first fact)
+_RULE_OUT_BY_FINDING = {
+    "engines_share_gpu": ("rule_out_shared_launches", ("gpus",)),
+    "gpu_shared": ("rule_out_one_process", ("gpu", "processes")),
+    "host_memory_killed": ("rule_out_host_memory", ()),
+    "gpu_sharing_layer_error": ("rule_out_sharing_layer", ()),
+    "memory_held_elsewhere": ("rule_out_held_elsewhere", ("held_gib", "total_gib")),
+    "weights_beyond_card_gpus_idle": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
+    "weights_estimate_exceed_gpu": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
+    "gpus_visible_unused": ("rule_out_gpus_visible", ("visible", "split")),
+}
+
+
+def _rule_out(cause_id: str, support: list[Finding]) -> tuple[Fact, ...]:
+    """What would rule the cause out: the readings of its own findings with their values where
+    a finding has one, else the runbook's general test for the cause."""
+    out: dict[str, Fact] = {}
+    for f in support:
+        spec = _RULE_OUT_BY_FINDING.get(f.id)
+        if spec is None or not f.facts:
+            continue
+        key, names = spec
+        params = {n: f.facts[0].params.get(n) for n in names}
+        out.setdefault(key, fact(key, f.facts[0].source, **params))
+    if not out or any(f.id not in _RULE_OUT_BY_FINDING for f in support):
+        for k in _RULE_OUT[cause_id]:
+            out.setdefault(k, fact(k))
+    return tuple(out.values())
 
 
 def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
@@ -111,23 +157,34 @@ def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
     return tuple(seen.values())
 
 
-def _priority(findings: list[Finding], ctx: TriageContext) -> str:
+def _priority(findings: list[Finding], ctx: TriageContext) -> tuple[str, str | None]:
+    """The runbook's priority and what in the evidence sets it (a `priority_why` key): the
+    wording says "pods keep restarting" only with restarts, "rejected" only with rejects."""
     ids = {f.id for f in findings}
     oom = {"runtime_cuda_oom", "startup_cuda_oom", "cuda_oom"}
+    restarting = ids & {"pods_restarting", "container_oomkilled"}
     if ids & (oom | {"container_oomkilled", "startup_capacity_error"}) and (
         ids & {"pods_restarting", "startup_capacity_error", "startup_cuda_oom", "container_oomkilled"}
     ):
-        return "highest"
+        return "highest", "oom_restarting" if restarting else "oom_at_start"
     crash_looping = any(f.id == "pods_restarting" and f.severity == "critical" for f in findings)
-    if crash_looping or ids & (oom | {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen",
-                                      "kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus",
-                                      "parallel_config_error", "nccl_failed", "gpu_runtime_error",
-                                      "memory_held_elsewhere", "engine_not_started"}):
-        return "high"
-    if ids & {"kv_usage_high", "memory_pinned", "memory_pinned_preallocated", "preemptions_seen",
-              "memory_fraction_at_edge", "aggressive_combination"}:
-        return "medium"
-    return "low"
+    if crash_looping:
+        return "high", "restarting"
+    if ids & {"kv_rejects_logged", "queue_and_rejects_rising", "rejects_seen"}:
+        return "high", "rejects"
+    if ids & oom:
+        return "high", "oom"
+    if ids & {"parallel_config_error", "nccl_failed", "gpu_runtime_error", "engine_not_started",
+              "unexplained_failure_down", "host_memory_killed", "gpu_sharing_layer_error"}:
+        return "high", "engine_down"
+    if ids & {"kv_below_one_sequence", "weights_exceed_gpu", "parallelism_exceeds_gpus", "memory_held_elsewhere"}:
+        return "high", "cannot_fit"
+    if ids & {"kv_usage_high", "preemptions_seen", "memory_fraction_at_edge", "aggressive_combination"}:
+        return "medium", "memory_edge"
+    if "memory_pinned" in ids:
+        # an engine that preallocates its fraction pins the card by design: no urgency in that
+        return "medium", "memory_pinned"
+    return "low", None
 
 
 def _misjudgements(causes: list[Cause], findings: list[Finding], ctx: TriageContext) -> tuple[Misjudgement, ...]:

@@ -7,6 +7,7 @@ from the thread before gpumem ran:
     expected: <verdict id>
     also_accepted: [<id>, ...]      (optional: an alternative the thread itself accepts)
     known_wrong: <reason>           (optional: the rules cannot get it right, and why)
+    batch: <n>                      (optional: the batch it was collected in; 1 when absent)
 
 `python -m tests.support.real_corpus_report` prints the accuracy table (markdown) that the
 README quotes; `tests/test_real_corpus.py` holds triage to it.
@@ -28,7 +29,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "data" / "real"
 #: every report is stamped with the same instant, so a run is reproducible
 STAMP = datetime(2026, 1, 1, tzinfo=UTC)
 
-_HEADER = re.compile(r"^(expected|also_accepted|known_wrong|url):\s*(.+?)\s*$")
+_HEADER = re.compile(r"^(expected|also_accepted|known_wrong|url|batch):\s*(.+?)\s*$")
 
 
 class CorpusError(ValueError):
@@ -43,6 +44,8 @@ class Case:
     expected: str
     also_accepted: tuple[str, ...] = ()
     known_wrong: str | None = None
+    #: the batch it was collected in: 1 with the first rules, 2 unseen by them (issue 20)
+    batch: int = 1
 
     @property
     def accepted(self) -> tuple[str, ...]:
@@ -77,7 +80,11 @@ def read_case(path: Path) -> Case:
     for verdict in (fields["expected"], *also):
         if verdict not in VERDICT_IDS:
             raise CorpusError(f"{path.name}: {verdict!r} is not a verdict id ({', '.join(VERDICT_IDS)})")
-    return Case(path.name, path, fields["url"], fields["expected"], also, fields.get("known_wrong"))
+    try:
+        batch = int(fields.get("batch", "1"))
+    except ValueError:
+        raise CorpusError(f"{path.name}: batch must be a number, not {fields['batch']!r}") from None
+    return Case(path.name, path, fields["url"], fields["expected"], also, fields.get("known_wrong"), batch)
 
 
 def load_cases(root: Path = CORPUS) -> list[Case]:
@@ -97,6 +104,27 @@ def accuracy(results: list[Result]) -> float:
     return sum(r.ok for r in results) / len(results) if results else 0.0
 
 
+@dataclass(frozen=True)
+class Score:
+    """Right verdicts (the thread's or an alternative it accepts), exactly the expected one,
+    and "healthy" said where the thread found a fault."""
+
+    cases: int
+    right: int
+    exact: int
+    false_healthy: int
+
+    def line(self) -> str:
+        pct = round(100 * self.right / self.cases) if self.cases else 0
+        return (f"{self.right}/{self.cases} right ({pct}%), {self.exact} with the exact expected cause, "
+                f"{self.false_healthy} false healthy")
+
+
+def score(results: list[Result]) -> Score:
+    return Score(len(results), sum(r.ok for r in results), sum(r.got == r.case.expected for r in results),
+                 sum(r.got == "healthy" and r.case.expected != "healthy" for r in results))
+
+
 def table(results: list[Result]) -> str:
     """The accuracy table as markdown: case, expected (and accepted alternatives), got, ok."""
     lines = ["| case | expected | got | ok |", "| --- | --- | --- | --- |"]
@@ -107,6 +135,8 @@ def table(results: list[Result]) -> str:
     right = sum(r.ok for r in results)
     lines.append("")
     lines.append(f"{right}/{len(results)} right ({accuracy(results) * 100:.0f}%)")
+    for batch in sorted({r.case.batch for r in results}):
+        lines.append(f"batch {batch}: " + score([r for r in results if r.case.batch == batch]).line())
     return "\n".join(lines)
 
 

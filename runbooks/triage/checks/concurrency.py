@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.model.units import GIB, MIB, pct
@@ -89,7 +91,15 @@ def oom_phase(ctx: TriageContext) -> str | None:
         return None
     if logs.oom is not None and logs.oom.phase is not None:
         return logs.oom.phase
-    return "sampler_warmup" if logs.count("sampler_warmup_oom") else None
+    if logs.count("sampler_warmup_oom"):
+        return "sampler_warmup"
+    if any(_SHARD_START.search(e.example) for e in logs.errors):
+        # TGI's launcher: a shard that failed to start died loading (warm-up comes after "ready")
+        return "loading"
+    return None
+
+
+_SHARD_START = re.compile(r"ShardCannotStart|Shard \d{1,4} failed to start")
 
 
 def _oom_finding(ctx: TriageContext) -> Finding | None:
@@ -102,7 +112,7 @@ def _oom_finding(ctx: TriageContext) -> Finding | None:
     keys = ("cuda_oom", "alloc_failed", "sampler_warmup_oom")
     # a sampler warm-up OOM line is also a "CUDA out of memory" line: counted once
     n = max(logs.oom.count if logs.oom else 0, logs.count("cuda_oom")) + logs.count("alloc_failed")
-    if not n:
+    if not n or _host_memory_only(logs):
         return None
     sig = next((s for s in logs.signals if s.key in keys), None)
     phase = oom_phase(ctx)
@@ -119,6 +129,9 @@ def _oom_finding(ctx: TriageContext) -> Finding | None:
                           reserved_gib=gib(oom.reserved_unallocated_bytes / GIB)))
     if phase is not None:
         facts.append(_PHASE_FACTS[phase](logs.source))
+    if _beyond_card(oom):
+        facts.append(fact("oom_request_exceeds_card", logs.source, tried_gib=gib(oom.tried_bytes / GIB),
+                          total_gib=gib(oom.total_bytes / GIB)))
     key = "cuda_oom" if phase is None else "runtime_cuda_oom" if phase == "serving" else "startup_cuda_oom"
     return Finding(key, ROUND, "critical", tuple(facts), _oom_causes(ctx, phase), 0.8)
 
@@ -141,6 +154,20 @@ def _load_filled_card(oom) -> bool:
         return False
     held = (oom.allocated_bytes or oom.in_use_bytes or 0) + (oom.tried_bytes or 0)
     return held >= 0.9 * oom.total_bytes
+
+
+def _host_memory_only(logs) -> bool:
+    """The only "OutOfMemoryError" is Ray's host-memory kill (`ray.exceptions.OutOfMemoryError`),
+    without a CUDA figure: host RAM, read by the platform round, not a CUDA OOM."""
+    oom = logs.oom
+    if oom is None or oom.total_bytes or oom.count > 1 or not oom.example:
+        return False
+    return any(e.kind == "host_memory_kill" and oom.example.startswith(e.example[:100]) for e in logs.errors)
+
+
+def _beyond_card(oom) -> bool:
+    """An OOM asking for more than the card's whole capacity in one allocation."""
+    return bool(oom is not None and oom.tried_bytes and oom.total_bytes and oom.tried_bytes > oom.total_bytes)
 
 
 def _fragmented(oom) -> bool:
@@ -198,6 +225,10 @@ def _oom_causes(ctx: TriageContext, phase: str | None) -> tuple[str, ...]:
     means the engine kept a margin and the batch outgrew it; otherwise the fraction left no
     room for activations and fragmentation.
     """
+    if _beyond_card(ctx.evidence.logs.oom if ctx.evidence.logs else None):
+        # one allocation larger than the whole card: no memory setting makes it fit, so no
+        # cause in the set is named (an attention kernel or a request shape is at fault)
+        return ()
     cfg = ctx.config
     b = ctx.budget
     startup = ctx.evidence.logs.startup if ctx.evidence.logs else None

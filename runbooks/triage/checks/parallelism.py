@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.triage.checks._util import missing
+from runbooks.triage.checks.static import visible_gpus
 from runbooks.triage.context import TriageContext
 
 ROUND = 4
@@ -40,6 +41,13 @@ def check(ctx: TriageContext) -> CheckResult:
                                     ("parallelism_misconfig",), 0.5))
     elif ev.workload is not None:
         lacking.append(fact("missing_gpu_request", ev.workload.source))
+    else:
+        visible = visible_gpus(ctx)
+        if visible is not None and visible > wanted:
+            used.append("logs")
+            findings.append(Finding("gpus_visible_unused", ROUND, "warning",
+                                    (fact("gpus_visible", cfg.source, visible=visible, split=wanted),),
+                                    ("parallelism_misconfig",), 0.45))
 
     model = ctx.model
     if model is not None and model.num_kv_heads and not model.is_mla and tp > model.num_kv_heads:

@@ -6,11 +6,17 @@ from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.triage.checks._util import missing
 from runbooks.triage.context import TriageContext
+from runbooks.triage.health import in_kubernetes, unexplained_failure
 
 ROUND = 5
 #: launch problems that stop the server or make it unreachable
 _LAUNCH_BREAKERS = ("vllm_port_service_collision", "sglang_host_loopback", "serve_repeated",
                     "command_as_single_string")
+#: launch problems that break a server only behind a Kubernetes Service (a workstation
+#: reaches 127.0.0.1 fine): named only with Kubernetes evidence
+_KUBE_ONLY_BREAKERS = frozenset({"sglang_host_loopback", "vllm_port_service_collision"})
+#: findings that say the engine failed; beside one, two engines on a card are the likely reason
+_FAILURE_IDS = ("startup_capacity_error", "startup_cuda_oom", "cuda_oom", "runtime_cuda_oom", "engine_not_started")
 #: only liveness and startup failures kill a container; readiness failures just take it out of rotation
 _PROBE_EVENT_WORDS = ("liveness probe failed", "startup probe failed", "failed startup probe",
                       "failed liveness probe", "will be restarted")
@@ -71,10 +77,17 @@ def check(ctx: TriageContext) -> CheckResult:
                                     ("platform_amplifier",), 0.45))
 
     findings.extend(_co_location(ctx))
+    findings.extend(_launches_share_gpu(ctx))
+    findings.extend(_logged_platform_errors(ctx))
     findings.extend(_engine_start(ctx))
+    unexplained = unexplained_failure(ctx, ROUND)
+    if unexplained is not None:
+        used.append("logs")
+        findings.append(unexplained)
     if ev.server_config is not None:
+        kube = in_kubernetes(ctx)
         for w in ev.server_config.warnings:
-            if w in _LAUNCH_BREAKERS:
+            if w in _LAUNCH_BREAKERS and (kube or w not in _KUBE_ONLY_BREAKERS):
                 findings.append(Finding("launch_problem", ROUND, "warning",
                                         (fact("launch_warning", ev.server_config.source, warning=w),),
                                         ("platform_amplifier",), 0.5))
@@ -169,7 +182,8 @@ def _engine_start(ctx: TriageContext) -> list[Finding]:
     held = ctx.memory_held_elsewhere_gib
     if held is not None and ctx.gpu_total_gib is not None:
         out.append(Finding("memory_held_elsewhere", ROUND, "critical",
-                           (fact("held_elsewhere", held.source, held_gib=round(held.value, 1),
+                           (fact("held_elsewhere_at_oom" if ctx.held_elsewhere_at_oom else "held_elsewhere",
+                                 held.source, held_gib=round(held.value, 1),
                                  total_gib=round(ctx.gpu_total_gib.value, 1)),),
                            ("platform_amplifier",), 0.9))
     return out
@@ -198,3 +212,45 @@ def _as_count(value: str | None, replicas: int | None) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+def _launches_share_gpu(ctx: TriageContext) -> list[Finding]:
+    """Two launches in the evidence given the same GPU (`--gpus device=0` twice, the same
+    CUDA_VISIBLE_DEVICES): each engine's memory share is taken against a card the other uses."""
+    logs = ctx.evidence.logs
+    if logs is None or len(logs.launches) < 2:
+        return []
+    seen: dict[str, int] = {}
+    for launch in logs.launches:
+        for dev in set(launch.host_devices):
+            seen[dev] = seen.get(dev, 0) + 1
+    shared = sorted(d for d, n in seen.items() if n > 1)
+    if not shared:
+        return []
+    failed = logs.count("no_cache_blocks") or logs.count("kv_startup_too_small") or logs.oom is not None or any(
+        e.down or e.kind == "exception" for e in logs.errors)
+    return [Finding("engines_share_gpu", ROUND, "critical" if failed else "warning",
+                    (fact("launches_share_gpu", logs.source, gpus=", ".join(shared), launches=seen[shared[0]]),),
+                    ("platform_amplifier",), 0.85 if failed else 0.6)]
+
+
+def _logged_platform_errors(ctx: TriageContext) -> list[Finding]:
+    """Errors the log states that are the platform's: a GPU-sharing layer (HAMi-core) refusing
+    or failing an allocation, a process killed for host memory (Ray's monitor, the OOM killer)."""
+    logs = ctx.evidence.logs
+    if logs is None:
+        return []
+    out: list[Finding] = []
+    sharing = [e for e in logs.errors if e.kind == "sharing_layer"]
+    if sharing:
+        out.append(Finding("gpu_sharing_layer_error", ROUND, "critical",
+                           tuple(fact("sharing_layer_error", logs.source, example=e.example, line=e.line)
+                                 for e in sharing[:2]),
+                           ("platform_amplifier",), 0.85))
+    host = [e for e in logs.errors if e.kind == "host_memory_kill"]
+    oomkilled_pods = any(c.last_termination_reason == "OOMKilled" for p in ctx.evidence.pods for c in p.containers)
+    if host and not oomkilled_pods:  # pods that say OOMKilled are read by the restarts finding
+        out.append(Finding("host_memory_killed", ROUND, "critical",
+                           (fact("host_memory_kill", logs.source, example=host[0].example, line=host[0].line),),
+                           ("platform_amplifier",), 0.8))
+    return out

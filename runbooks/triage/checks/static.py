@@ -7,6 +7,7 @@ from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.model.units import pct
 from runbooks.triage.checks._util import gib, missing
 from runbooks.triage.context import TriageContext
+from runbooks.triage.weights_estimate import estimate_weights_gib
 
 ROUND = 1
 #: the engines' start-up capacity refusals: the cache (or batch budget) does not fit what is left
@@ -71,6 +72,11 @@ def check(ctx: TriageContext) -> CheckResult:
 
     if refusal is not None:
         findings.append(refusal)
+    if weights is None and total:
+        estimate = _estimated_beyond_card(ctx, total)
+        if estimate is not None:
+            used.append("logs")
+            findings.append(estimate)
     return CheckResult("static", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
 
 
@@ -117,3 +123,52 @@ def refusal_capacity(ctx: TriageContext) -> int | None:
     if startup.gpu_blocks:
         return startup.gpu_blocks * ((ctx.config.block_size if ctx.config else None) or 16)
     return None
+
+
+#: an estimate from the model's name must pass the card by this much: the name rounds the count
+ESTIMATE_MARGIN = 1.1
+
+
+def visible_gpus(ctx: TriageContext) -> int | None:
+    """How many GPUs the engine could see: CUDA_VISIBLE_DEVICES, a launch's `--gpus`, the
+    pod's request, else the cards nvidia-smi lists."""
+    cfg = ctx.config
+    env = cfg.env if cfg else {}
+    ids = [x for x in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if x.strip()]
+    if ids:
+        return len(ids)
+    logs = ctx.evidence.logs
+    counts = [x.visible_count for x in (logs.launches if logs else ()) if x.visible_count]
+    if counts:
+        return max(counts)
+    if ctx.gpus_requested:
+        return ctx.gpus_requested
+    gpus = ctx.evidence.gpus
+    return len(gpus.devices) if gpus and len(gpus.devices) > 1 else None
+
+
+def _estimated_beyond_card(ctx: TriageContext, total: float) -> Finding | None:
+    """Weights the model's name and precision put beyond one card, for a model the catalog
+    does not know: too large for the card, or, with more GPUs visible than the layout uses,
+    a parallel layout that left them idle."""
+    cfg = ctx.config
+    if cfg is None:
+        return None
+    est = estimate_weights_gib(cfg.model or cfg.served_model_name, cfg.dtype, cfg.quantization)
+    if est is None:
+        return None
+    split = (cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1)
+    per_gpu = est.gib / split
+    if per_gpu < ESTIMATE_MARGIN * total:
+        return None
+    visible = visible_gpus(ctx)
+    failed = ctx.evidence.logs is not None and bool(
+        ctx.evidence.logs.oom or ctx.evidence.logs.count("cuda_oom") or ctx.evidence.logs.errors)
+    f = fact("weights_estimate", cfg.source, model=cfg.model, params_b=est.params_b, bytes_per_param=est.bytes_per_param,
+             weights_gib=gib(per_gpu), total_gib=gib(total), split=split)
+    if visible is not None and visible > split:
+        return Finding("weights_beyond_card_gpus_idle", ROUND, "critical" if failed else "warning",
+                       (f, fact("gpus_visible", cfg.source, visible=visible, split=split)),
+                       ("parallelism_misconfig",), 1.0 if failed else 0.6)
+    return Finding("weights_estimate_exceed_gpu", ROUND, "critical" if failed else "warning", (f,),
+                   ("weights_too_large",), 0.95 if failed else 0.6)
