@@ -92,7 +92,9 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         edit = edit_flags(obj, request.container, dict(request.flags))
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
-        changes += [Change.set_arg(container, flag, edit.old.get(flag), value) for flag, value in request.flags]
+        # the flag as written: the spelling the object or the deployed version uses
+        changes += [Change.set_arg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
+                    for flag, value in request.flags]
     if request.replicas is not None:
         old = (obj.get("spec") or {}).get("replicas")
         if old == request.replicas:
