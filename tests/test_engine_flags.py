@@ -25,7 +25,8 @@ TGI_TAGS = [
     "3.3.4", "3.3.5", "3.3.6", "3.3.7"]
 READ = {
     "tgi": TGI_TAGS,
-    "vllm": ["0.4.3", "0.5.5", "0.6.3", "0.8.5", "0.10.0", "0.11.0", "0.19.1", "0.20.0", "0.21.0", "0.28.0", "0.33.0"],
+    "vllm": ["0.2.7", "0.3.3", "0.4.3", "0.5.5", "0.6.3", "0.8.5", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.17.0", "0.18.0",
+             "0.19.1", "0.20.0", "0.21.0", "0.28.0", "0.33.0"],
     "sglang": ["0.3.0", "0.4.1", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.1", "0.5.22", "0.5.23"],
 }
 
@@ -108,10 +109,10 @@ def test_the_objects_own_spelling_wins_and_an_unknown_version_is_said():
     refused = choose_spelling("tgi", "max-batch-size", None)
     assert refused.flag is None and "1.4.1" in refused.reason and "unknown" in refused.reason
     every = choose_spelling("vllm", "max-num-seqs", None)
-    assert every.flag == "max-num-seqs" and "0.4.3-0.33.0" in every.note
+    assert every.flag == "max-num-seqs" and "0.2.7-0.33.0" in every.note
     newer = choose_spelling("tgi", "max-batch-size", (3, 4, 0))
     assert newer.flag == "max-batch-size" and "newer than the newest read (3.3.7)" in newer.note
-    assert choose_spelling("vllm", "max-num-seqs", (0, 3, 0)).flag is None
+    assert choose_spelling("vllm", "max-num-seqs", (0, 2, 6)).flag is None
 
 
 def test_each_spelling_names_where_the_engine_defines_it():

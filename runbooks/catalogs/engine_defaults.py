@@ -206,15 +206,25 @@ def sglang_exploits_windows(version: tuple[int, int, int]) -> bool:
 
 
 #: TGI versions whose router infers max-batch-total-tokens from the memory warm-up leaves
-#: (flash-attention models); before, --max-batch-total-tokens (default 16000) was allocated
+#: (flash-attention models): 0.9.4 (flash_causal_lm.py warmup reads torch.cuda.mem_get_info
+#: from v0.9.4, not in v0.9.3); before, --max-batch-total-tokens (default 16000) was allocated
 #: up front and warm-up failed with "Not enough memory to handle N total tokens"
-TGI_INFERS_TOTAL_TOKENS_FROM = (0, 9, 3)
+TGI_INFERS_TOTAL_TOKENS_FROM = (0, 9, 4)
 #: the launcher default of --max-batch-total-tokens before the router inferred it
 TGI_LEGACY_BATCH_TOTAL_TOKENS = 16000
-#: free-memory share TGI gives the KV cache after warm-up: 0.95 ("leave 5% for some wiggle
-#: room") in 1.x and 2.0, TGI_WIGGLE_ROOM (default 0.90) from 2.1; none before the router
-#: inferred the budget
-TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), (TGI_INFERS_TOTAL_TOKENS_FROM, 0.95), ((2, 1, 0), 0.90))
+#: the share of memory TGI gives the KV cache after warm-up, per release tag read
+#: (server/text_generation_server/models/flash_causal_lm.py and models/globals.py):
+#: none (1.0) 0.9.4-1.4.0; `free_memory * 0.95` from 1.4.1 (flash_causal_lm.py:778@v1.4.1);
+#: TGI_WIGGLE_ROOM default "0.95" in 2.3.x (globals.py:21@v2.3.0), "0.90" in 2.4.x
+#: (globals.py:26@v2.4.0), "0.95" in 3.0.x (globals.py:27@v3.0.0), "0.93" in 3.1.0-3.2.3 and
+#: "0.90" from 3.3.0 (globals.py:32@v3.3.7)
+TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0.90), ((3, 0, 0), 0.95),
+                              ((3, 1, 0), 0.93), ((3, 3, 0), 0.90))
+#: from 3.0 the share multiplies the memory fraction, not the free memory: the KV cache gets
+#: free - (1 - cuda_memory_fraction x wiggle) x total (flash_causal_lm.py:1556@v3.3.7,
+#: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)); before, wiggle x (free - (1 -
+#: cuda_memory_fraction) x total) (flash_causal_lm.py:1553@v2.4.1)
+TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
 
 
 def tgi_regime(version: tuple[int, int, int]) -> str:

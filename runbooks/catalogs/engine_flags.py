@@ -10,7 +10,8 @@ Versions read (the engines' own sources):
 
 - TGI: every release tag from v0.9.0 to v3.3.7, `launcher/src/main.rs` (the launcher's clap
   `Args`; each field is `--field-name` and, with `env`, the env var `FIELD_NAME`).
-- vLLM: 0.4.3, 0.5.5, 0.6.3, 0.8.5, 0.10.0, 0.11.0, 0.19.1, 0.20.0, 0.21.0, 0.28.0, 0.33.0
+- vLLM: 0.2.7, 0.3.3, 0.4.3, 0.5.5, 0.6.3, 0.8.5, 0.10.0-0.10.2, 0.11.0, 0.17.0, 0.18.0, 0.19.1,
+  0.20.0, 0.21.0, 0.28.0, 0.33.0
   (`vllm/engine/arg_utils.py` of each PyPI release).
 - SGLang: 0.3.0, 0.4.1, 0.4.5-0.4.10, 0.5.1, 0.5.22, 0.5.23 (`sglang/srt/server_args.py`;
   from 0.5.22 the fields are declared in `sglang/srt/arg_groups/fields/*.py` and the flag is
@@ -30,7 +31,7 @@ Version = tuple[int, int, int]
 #: the oldest and newest version whose flags were read, per engine
 COVERED: dict[str, tuple[Version, Version]] = {
     "tgi": ((0, 9, 0), (3, 3, 7)),
-    "vllm": ((0, 4, 3), (0, 33, 0)),
+    "vllm": ((0, 2, 7), (0, 33, 0)),
     "sglang": ((0, 3, 0), (0, 5, 23)),
 }
 
@@ -118,12 +119,12 @@ FLAGS: dict[str, dict[str, FlagEntry]] = {
         _tgi("enable-cuda-graphs", "bool", ("enable-cuda-graphs", "1.4.1", "1.4.5", 289, 289)),
     )},
     "vllm": {e.setting: e for e in (
-        _py("vllm", "max-model-len", "int", "0.4.3", f"{_VLLM_ARGS}:211", f"{_VLLM_ARGS}:991"),
-        _py("vllm", "max-num-seqs", "int", "0.4.3", f"{_VLLM_ARGS}:314", f"{_VLLM_ARGS}:1754"),
-        _py("vllm", "gpu-memory-utilization", "float", "0.4.3", f"{_VLLM_ARGS}:296", f"{_VLLM_ARGS}:1389"),
-        _py("vllm", "enforce-eager", "bool", "0.4.3", f"{_VLLM_ARGS}:344", f"{_VLLM_ARGS}:1000"),
-        _py("vllm", "tensor-parallel-size", "int", "0.4.3", f"{_VLLM_ARGS}:244", f"{_VLLM_ARGS}:1209"),
-        _py("vllm", "pipeline-parallel-size", "int", "0.4.3", f"{_VLLM_ARGS}:239", f"{_VLLM_ARGS}:1171"),
+        _py("vllm", "max-model-len", "int", "0.2.7", f"{_VLLM_ARGS}:118", f"{_VLLM_ARGS}:991"),
+        _py("vllm", "max-num-seqs", "int", "0.2.7", f"{_VLLM_ARGS}:171", f"{_VLLM_ARGS}:1754"),
+        _py("vllm", "gpu-memory-utilization", "float", "0.2.7", f"{_VLLM_ARGS}:160", f"{_VLLM_ARGS}:1389"),
+        _py("vllm", "enforce-eager", "bool", "0.2.7", f"{_VLLM_ARGS}:194", f"{_VLLM_ARGS}:1000"),
+        _py("vllm", "tensor-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:133", f"{_VLLM_ARGS}:1209"),
+        _py("vllm", "pipeline-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:128", f"{_VLLM_ARGS}:1171"),
     )},
     "sglang": {e.setting: e for e in (
         _py("sglang", "context-length", "int", "0.3.0", f"{_SGL_ARGS}:218", f"{_SGL_FIELDS}/model.py:110"),

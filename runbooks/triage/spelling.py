@@ -4,6 +4,9 @@ The version is the launch's (image tag) or the log's version line; the spelling 
 already uses wins (it runs, so that version takes it). A change whose flag the version rejects
 (TGI 1.4.0 has no --max-batch-size; TGI 1.x spells --max-input-tokens --max-input-length) is
 respelled or left out with the reason (`runbooks.catalogs.engine_flags.choose_spelling`).
+Where neither the evidence nor the object says the version, the change keeps its name: the
+plan made from it is checked again against the object's image (`bot.actuator.launch_edit`),
+and refused there when the version still is not known and the flag is not in every version.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tup
             kept.append(change)
             continue
         choice = choose(ctx, engine, change.flag)
-        if choice.flag is None:
+        if choice.flag is None and parse_version(engine_version(ctx)) is None:
+            kept.append(change)
+        elif choice.flag is None:
             refused[change.flag] = choice.reason or ""
         else:
             kept.append(replace(change, flag=choice.flag) if choice.flag != change.flag else change)
