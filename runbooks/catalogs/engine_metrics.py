@@ -4,8 +4,9 @@ One entry per series gpumem reads where the name or its meaning changed across v
 the first and last version that export it and where it is defined (file:line@version; TGI
 release tags, vLLM and SGLang PyPI releases; the versions read are those of
 `runbooks.catalogs.engine_flags`, plus SGLang 0.5.2-0.5.10, 0.5.15, 0.5.19, 0.5.21 and vLLM
-0.12-0.16 for the boundaries below). The metrics parser and the alert rules read their names
-from here (`names`), newest first.
+0.12-0.16 for the boundaries below). The metrics parser reads SGLang's retraction and pool
+names from here, the alert rules SGLang's and TGI's (`names`, newest first); vLLM's entry
+records why a failed-request count is unknown before 0.13.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "kv": "the LMI container's max_model_len is not printed and the activation peak (so the KV budget) "
               "depends on it"},
     "tgi-llama3-8b-class-a10g": {
-        "kv": "checkpoint and launch flags are not in the source: TGI's KV is 90% of what its warm-up batch "
+        "kv": "checkpoint and launch flags are not in the source: TGI's KV is 95% (2.2-2.3) of what its warm-up batch "
               "(set by --max-input-tokens / --max-batch-prefill-tokens, unknown) leaves; nvidia-smi's 19.4 GiB "
               "implies ~4 GiB held during warm-up against ~2.4 GiB for the 2.x defaults"},
     "vllm-12330-llama3-8b-a100-40gb": {
