@@ -101,6 +101,9 @@ def test_tgi_spellings_by_version():
     assert choose_spelling("tgi", "cuda-memory-fraction", (0, 9, 4)).flag == "cuda-memory-fraction"
     assert choose_spelling("sglang", "pp-size", (0, 4, 6)).flag is None
     assert choose_spelling("sglang", "pp-size", (0, 4, 7)).flag == "pp-size"
+    deprecated = choose_spelling("sglang", "disable-cuda-graph", (0, 5, 23))
+    assert deprecated.flag == "disable-cuda-graph" and "deprecated (from 0.5.22)" in deprecated.note
+    assert choose_spelling("sglang", "disable-cuda-graph", (0, 5, 1)).note is None
 
 
 def test_the_objects_own_spelling_wins_and_an_unknown_version_is_said():

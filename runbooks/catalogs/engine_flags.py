@@ -206,6 +206,9 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
         return Choice(None, reason=(f"{name} {version_label(version)} is older than the oldest version read "
                                     f"({version_label(oldest)}): its flags are not known"))
     if wanted.accepts(looked_up):
+        if note is None and wanted.deprecated_from is not None and looked_up >= wanted.deprecated_from:
+            note = (f"{name} {version_label(version)} still takes --{wanted.flag} but calls it deprecated "
+                    f"(from {version_label(wanted.deprecated_from)})")
         return Choice(wanted.flag, note=note)
     other = entry.accepted(looked_up)
     if other:
