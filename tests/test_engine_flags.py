@@ -236,3 +236,29 @@ def test_no_triage_action_names_a_flag_its_tgi_version_rejects(tag):
             if change.kind == "set_arg":
                 entry = flag_entry("tgi", change.flag)
                 assert entry is not None and entry.spelling(change.flag).accepts(_v(tag)), (tag, action.id, change.flag)
+
+
+def test_a_plan_from_a_triage_uses_the_version_its_log_said(tmp_path, capsys):
+    """The image tag says nothing ("latest"); the recorded triage read TGI 1.4.0 from the log:
+    --max-batch-size is refused with nothing written, --max-input-tokens is written as 1.4.0
+    spells it."""
+    from bot.service.notes import record_triage
+    from bot.store.db import Store
+    from runbooks.model.changes import Change
+    from runbooks.model.report import Action, Report
+
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
+                                   ["--model-id", "m", "--max-total-tokens", "4096"]))
+        store = tmp_path / "gpumem.db"
+        db = Store.open(store)
+        record_triage(db, Report(target="llm/tgi", engine="tgi", engine_version="1.4.0", actions=(
+            Action("lower_max_num_seqs", changes=(Change.set_arg("tgi", "max-batch-size", None, 8),)),
+            Action("set_safe_flags", changes=(Change.set_arg("tgi", "max-input-tokens", None, 2048),)))),
+            actor="cli:test")
+        db.close()
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "lower_max_num_seqs")
+        assert rc == 2 and "TGI 1.4.0 has no --max-batch-size" in text
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "set_safe_flags", "--json")
+        assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-input-length (default) -> 2048"]
+        assert sc.kube.writes() == []
