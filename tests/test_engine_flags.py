@@ -262,3 +262,17 @@ def test_a_plan_from_a_triage_uses_the_version_its_log_said(tmp_path, capsys):
         rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "set_safe_flags", "--json")
         assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-input-length (default) -> 2048"]
         assert sc.kube.writes() == []
+
+
+def test_the_report_says_which_flag_was_left_out_and_why():
+    from bot.render.text import render_text
+
+    report = _triage_tgi("1.4.0")
+    line = next(li for li in render_text(report, "en").split("\n") if "Set safe flags" in li)
+    assert "--max-batch-size=" not in line
+    assert line.endswith("(left out, the deployed version rejects it: TGI 1.4.0 has no --max-batch-size "
+                         "(accepted from 1.4.1 on))")
+    zh = next(li for li in render_text(report, "zh").split("\n") if "--max-input-length=4095" in li)
+    assert "已略去" in zh
+    assert "left out" not in next(li for li in render_text(_triage_tgi("2.4.1"), "en").split("\n")
+                                  if "Set safe flags" in li)
