@@ -199,6 +199,11 @@ def test_a_plan_the_version_rejects_is_refused_before_it_exists_and_writes_nothi
         assert len(sc.kube.writes(verb="patch")) == 1
         args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[-2:] == ["--max-input-length", "2048"] and "--max-input-tokens" not in args
+        rc, back = run_cli(capsys, sc, store, "rollback", plan["id"], "--yes", "--json")
+        assert (rc, back["state"]) == (0, "rolled_back")
+        assert len(sc.kube.writes(verb="patch")) == 2
+        args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args == ["--model-id", "m", "--max-total-tokens", "4096"]
 
 
 # ------------------------------------------------------------------ triage: before a plan exists
