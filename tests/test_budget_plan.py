@@ -162,7 +162,10 @@ def test_solver_never_raises_the_memory_fraction(incident_inputs):
     ("tgi", ("--max-input-tokens=8192", "--max-total-tokens=9216", "--max-batch-size=", "--cuda-memory-fraction=0.95")),
 ])
 def test_solver_speaks_each_engines_flags(engine, flags):
-    inputs = BudgetInputs(engine=engine, gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB")
+    # SGLang 0.5.2 (card tiers: a default above the safe 0.85); from 0.5.3 the default is lower
+    # on this card, see the next test
+    version = "0.5.2" if engine == "sglang" else None
+    inputs = BudgetInputs(engine=engine, gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB", engine_version=version)
     plan = solve_safe_flags(QWEN7B, inputs, _profile({"L": 1.0}), _detail({}))
     assert len(plan.args()) == len(flags)
     for arg, expected in zip(plan.args(), flags, strict=True):
@@ -170,6 +173,15 @@ def test_solver_speaks_each_engines_flags(engine, flags):
     assert plan.memory_fraction == SAFE_FRACTION[engine]
     if engine == "tgi":
         assert plan.max_input_tokens < plan.max_model_len
+
+
+def test_solver_never_raises_sglangs_default_fraction():
+    """SGLang >= 0.5.3 reserves one chunk's activations and the decode graphs: 0.834 on an
+    80 GB card (engine_defaults.sglang_mem_fraction_static), below the safe 0.85, so it stays."""
+    inputs = BudgetInputs(engine="sglang", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB", engine_version="0.5.23")
+    plan = solve_safe_flags(QWEN7B, inputs, _profile({"L": 1.0}), _detail({}))
+    assert plan.memory_fraction == 0.834
+    assert plan.args()[-1] == "--mem-fraction-static=0.834"
 
 
 def test_solver_reports_a_profile_the_card_cannot_serve():

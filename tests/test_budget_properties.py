@@ -68,4 +68,7 @@ def test_other_processes_never_add_headroom(launch, other):
     model = find_model(launch["model"])
     alone = compute_budget(model, _inputs(launch))
     crowded = compute_budget(model, _inputs(launch, other_process_gib=other))
-    assert crowded.headroom_gib <= alone.headroom_gib + 1e-9
+    # TGI 3 gives the KV cache all but a fixed reserve, so memory another process takes comes
+    # off the cache nearly byte for byte: the whole blocks it rounds to may differ by one
+    one_block = (alone.kv_bytes_per_token * (alone.block_size or 1)) / 2**30 if alone.engine == "tgi" else 0.0
+    assert crowded.headroom_gib <= alone.headroom_gib + one_block + 1e-9

@@ -75,3 +75,20 @@ def test_swa_models_get_a_smaller_cell_from_0_5():
     new = sglang(gemma, gpu_total_gib=79.15, engine_version="0.5.2", max_model_len=32768)
     assert new.kv_cache_tokens > old.kv_cache_tokens
     assert new.assumption("swa_full_tokens_ratio") == "0.8 (SGLang default)"
+
+
+def test_default_mem_fraction_static_by_version():
+    """server_args.py@0.5.2 reserves by card tier; from 0.5.3 (and in arg_groups/memory_hook.py
+    @0.5.23) 512 MB + 1.5 MB per chunk token + 2 MB per decode-graph batch size + TP x PP / 8 GB,
+    at least 10 GB on cards over 60 GB."""
+    from runbooks.catalogs.engine_defaults import sglang_mem_fraction_static
+
+    assert sglang_mem_fraction_static((0, 5, 2), 79.19, 1)[0] == round((79.19 - 10.0) / 79.19, 3)
+    # H100 80GB: 8192-token chunk, 256 graphs: 512 + 12288 + 512 + 128 MB
+    assert sglang_mem_fraction_static((0, 5, 23), 79.19, 1)[0] == round((79.19 * 1024 - 13440) / (79.19 * 1024), 3)
+    # L4 (22 GB): 2048-token chunk, 24 graphs, no 10 GB floor
+    assert sglang_mem_fraction_static((0, 5, 23), 22.05, 1)[0] == round((22.05 * 1024 - (512 + 3072 + 48 + 128)) /
+                                                                           (22.05 * 1024), 3)
+    # TP 8 on H200s: 512 graphs and a GB of parallel slack; the floor does not bind
+    assert sglang_mem_fraction_static((0, 5, 23), 139.8, 8)[0] == round((139.8 * 1024 - (512 + 12288 + 1024 + 1024)) /
+                                                                           (139.8 * 1024), 3)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from runbooks.catalogs.engine_defaults import tgi_wiggle_room
 from runbooks.catalogs.models import find_model
 from runbooks.sizing.budget import BudgetInputs, compute_budget
-from runbooks.sizing.tgi import TGI_WIGGLE_ROOM
 
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
 
@@ -31,7 +31,7 @@ def test_blocks_are_wiggle_room_share_of_free_plus_warmup_blocks():
     block_bytes = 131072 * 16
     warm_blocks = 2 * (4096 // 16)  # two warm-up requests, each with blocks for 4096 tokens
     free = b.free_gib - b.weights_gib - warm_blocks * block_bytes / 2**30 - b.activation_gib
-    assert b.gpu_blocks == int(free * TGI_WIGGLE_ROOM * 2**30 // block_bytes) + warm_blocks
+    assert b.gpu_blocks == int(free * tgi_wiggle_room((2, 2, 0)) * 2**30 // block_bytes) + warm_blocks
     assert b.kv_cache_tokens == b.gpu_blocks * 16
 
 
@@ -39,7 +39,7 @@ def test_cuda_memory_fraction_takes_its_share_of_the_total_off_free_memory():
     full = tgi(engine_version="2.2.0")
     capped = tgi(engine_version="2.2.0", cuda_memory_fraction=0.8)
     lost = (full.gpu_blocks - capped.gpu_blocks) * 131072 * 16 / 2**30
-    assert lost == pytest.approx(0.2 * 79.15 * TGI_WIGGLE_ROOM, abs=0.01)
+    assert lost == pytest.approx(0.2 * 79.15 * tgi_wiggle_room((2, 2, 0)), abs=0.01)
     assert capped.budget_gib == pytest.approx(0.8 * 79.15)
 
 
@@ -64,3 +64,41 @@ def test_tgi3_uses_model_length_and_single_token_blocks():
     assert b.block_size == 1
     assert b.max_model_len == 32768
     assert b.fits
+
+
+# ------------------------------------------------------------------ TGI 3: the wiggle room on the fraction
+
+
+LLAMA31_70B = find_model("meta-llama/Llama-3.1-70B-Instruct")
+
+
+def _tgi_70b_on_two_h100s(version: str, **kw):
+    return compute_budget(LLAMA31_70B, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
+                                                     gpu_name="H100", tp=2, **kw))
+
+
+@pytest.mark.parametrize("version", ["3.0.0", "3.1.0", "3.3.7"])
+def test_tgi3_reserves_one_minus_fraction_times_wiggle_of_the_card(version):
+    """flash_causal_lm.py:1556@v3.3.7: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM),
+    i.e. free - (1 - fraction x wiggle) x total, not wiggle x (free - (1 - fraction) x total)."""
+    b = _tgi_70b_on_two_h100s(version)
+    w = tgi_wiggle_room(tuple(int(p) for p in version.split(".")))
+    one_block = b.kv_bytes_per_token * b.block_size / 2**30
+    # the warm-up's own blocks are counted back in, so the cache is what the weights and the
+    # warm-up's activations leave, less the reserve, to within the block rounding
+    free_after = b.free_gib - b.weights_gib - b.activation_gib
+    assert abs(b.kv_cache_gib - (free_after - (1 - w) * 79.19)) <= one_block + 1e-9
+
+
+def test_tgi3_70b_on_two_h100s_gets_far_less_kv_than_the_2x_formula():
+    by_version = {v: round(_tgi_70b_on_two_h100s(v).kv_cache_gib, 2) for v in ("2.4.1", "3.0.0", "3.1.0", "3.3.7")}
+    # 2.4.1: 0.90 x what is free; 3.x: what is free less 5%, 7% and 10% of the card
+    assert by_version == {"2.4.1": 8.72, "3.0.0": 5.62, "3.1.0": 4.03, "3.3.7": 1.66}
+    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).failure_id == "tgi_max_total_tokens_oom"
+
+
+def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():
+    full = _tgi_70b_on_two_h100s("3.0.0")
+    capped = _tgi_70b_on_two_h100s("3.0.0", cuda_memory_fraction=0.98)
+    lost = (full.gpu_blocks - capped.gpu_blocks) * full.kv_bytes_per_token * full.block_size / 2**30
+    assert lost == pytest.approx((1 - 0.98) * 0.95 * 79.19, abs=0.01)

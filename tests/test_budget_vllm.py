@@ -36,7 +36,7 @@ def test_defaults_are_listed_as_assumptions():
     assumed = dict(b.assumptions)
     assert assumed["engine_version"].startswith("0.33.0")
     assert assumed["gpu_memory_utilization"].startswith("0.9")
-    assert assumed["max_num_batched_tokens"].startswith("2048 (vLLM V1 API server default on < 70 GiB or A100")
+    assert assumed["max_num_batched_tokens"].startswith("2048 (vLLM V1 API server default on A100 GPUs")
     assert assumed["max_num_seqs"].startswith("256")
     assert b.assumption("max_model_len") is None  # given
 

@@ -173,3 +173,21 @@ def test_below_ampere_the_default_is_exactly_the_v0_budget(gpu, version, length,
 def test_readme_documents_the_engine_flag():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "--vllm-engine v0" in readme
+
+
+def test_v1_batch_defaults_by_version_and_card():
+    """vllm/engine/arg_utils.py: no A100 exception in 0.8.5 (:1596), one from 0.9.0 (:1495), the
+    >= 160 GiB tier from 0.28.0 (:2582; absent in 0.27.0), GB10 excepted from 0.33.0 (:2963)."""
+    from runbooks.catalogs.engine_defaults import vllm_v1_limits
+
+    def limits(version, gib, name):
+        return vllm_v1_limits(version, gib, name)[:2]
+
+    assert limits((0, 8, 5), 79.15, "NVIDIA A100-SXM4-80GB") == (1024, 8192)
+    assert limits((0, 9, 0), 79.15, "NVIDIA A100-SXM4-80GB") == (256, 2048)
+    assert limits((0, 9, 0), 79.19, "NVIDIA H100 80GB HBM3") == (1024, 8192)
+    assert limits((0, 27, 0), 178.4, "NVIDIA B200") == (1024, 8192)
+    assert limits((0, 28, 0), 178.4, "NVIDIA B200") == (1024, 16384)
+    assert limits((0, 32, 0), 119.7, "NVIDIA GB10") == (1024, 8192)
+    assert limits((0, 33, 0), 119.7, "NVIDIA GB10") == (256, 2048)
+    assert limits((0, 33, 0), 44.4, "NVIDIA L40S") == (256, 2048)

@@ -23,6 +23,7 @@ from collectors.parsers.flag_tables import FIELD_MAP
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
 from collectors.parsers.kube_yaml import load_yaml_documents
+from runbooks.catalogs.engine_flags import COVERED, version_label
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.model.evidence import ServerConfig
 
@@ -162,10 +163,14 @@ def expected_config(before: ServerConfig, changes: dict[str, Any]) -> ServerConf
 
 def check_round_trip(obj: dict[str, Any], changes: dict[str, Any], container: str | None = None) -> EditResult:
     """(1) the JSON patch gives the edited object, (2) the parser reads the new values and the
-    rest as before, (3) the inverse gives the original byte for byte, (4) only command/args/env."""
+    rest as before, (3) the inverse gives the original byte for byte, (4) only command/args/env.
+
+    The version is the image tag's; where the tag gives none, the newest version read (as if
+    the log's version line said so): the version guard has its own tests (test_engine_flags)."""
     original = copy.deepcopy(obj)
     index, spec, before = server(obj)
-    result = edit_flags(obj, container, changes)
+    newest = version_label(COVERED[before.engine][1]) if before.engine in COVERED else None
+    result = edit_flags(obj, container, changes, engine_version=newest)
     assert obj == original, "edit_flags modified its input"
     # (1) the exact patch, applied by an independent RFC 6902 implementation
     patched = jsonpatch.apply_patch(obj, list(result.json_patch))
@@ -177,7 +182,7 @@ def check_round_trip(obj: dict[str, Any], changes: dict[str, Any], container: st
     assert dataclasses.replace(after, warnings=tuple(sorted(after.warnings))) == expected_config(config_of(spec), changes)
     assert {e.flag: e.new for e in result.edits} == {spelled(before, f): text_of(v) for f, v in changes.items()}
     # (3) the inverse
-    back = edit_flags(result.workload, container, result.inverse)
+    back = edit_flags(result.workload, container, result.inverse, engine_version=newest)
     assert back.workload == original
     assert json.dumps(back.workload) == json.dumps(original)
     assert yaml.safe_dump(back.workload, sort_keys=False) == yaml.safe_dump(original, sort_keys=False)

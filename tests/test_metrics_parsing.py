@@ -371,3 +371,18 @@ def test_parse_error_message_is_clipped():
 def test_server_metrics_round_trip_through_json():
     metrics = _load("vllm_v1_dp2.txt")
     assert from_jsonable(ServerMetrics, to_jsonable(metrics)) == metrics
+
+
+def test_sglang_retractions_by_version():
+    """runbooks.catalogs.engine_metrics: the counter from 0.5.7, a running-total gauge in
+    0.4.10-0.5.2, and only a per-interval gauge (no total) in 0.5.2-0.5.6."""
+    base = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 3\n"
+    new = base + ("# TYPE sglang:num_retracted_requests counter\n"
+                  "sglang:num_retracted_requests_total{model_name=\"m\"} 7\n"
+                  "# TYPE sglang:max_total_num_tokens gauge\nsglang:max_total_num_tokens{model_name=\"m\"} 20480\n")
+    old = base + "# TYPE sglang:total_retracted_reqs gauge\nsglang:total_retracted_reqs{model_name=\"m\"} 5\n"
+    between = base + "# TYPE sglang:num_retracted_reqs gauge\nsglang:num_retracted_reqs{model_name=\"m\"} 2\n"
+    m_new, m_old, m_between = (parse_metrics(t) for t in (new, old, between))
+    assert (m_new.preemptions_total, m_new.kv_cache_capacity_tokens) == (7.0, 20480)
+    assert (m_old.preemptions_total, m_old.kv_cache_capacity_tokens) == (5.0, None)
+    assert m_between.preemptions_total is None

@@ -151,7 +151,7 @@ def test_gpu_memory_leaves_out_every_engine_that_preallocates(capsys):
 
 
 JSON_KEYS = {"schema_version", "output", "lang", "engines", "namespace_label", "deployment_label", "runbook_url",
-             "rules", "not_written", "document"}
+             "rules", "not_written", "version_limited", "document"}
 
 
 def test_json_has_the_documented_keys(capsys):
@@ -270,3 +270,18 @@ def test_a_pod_name_gives_back_its_deployment_or_statefulset(name, hash_value, s
 def test_label_names_follow_prometheus():
     assert q.is_label_name("gpumem_namespace")
     assert not q.is_label_name("__meta") and not q.is_label_name("a-b") and not q.is_label_name("")
+
+
+def test_rules_that_fire_only_from_some_engine_version_say_so(capsys):
+    """tgi_batch_max_total_tokens is exported from TGI 2.3.1 and SGLang's retraction series from
+    0.5.2 (runbooks.catalogs.engine_metrics): the rule is written and the output says where it
+    cannot fire."""
+    code, out, _ = _run(capsys, "--json", "--engine", "sglang,tgi")
+    data = json.loads(out)
+    assert code == 0
+    limited = {(v["engine"], v["alert"]): v["reason"] for v in data["version_limited"]}
+    assert limited == {("sglang", "GpumemPreemptionsRising"): "sglang_retractions_from_0_5_2",
+                       ("tgi", "GpumemKVCacheHigh"): "tgi_kv_budget_from_2_3_1"}
+    assert all("never fires" in v["text"] for v in data["version_limited"])
+    code, out, _ = _run(capsys, "--json", "--engine", "vllm")
+    assert json.loads(out)["version_limited"] == []

@@ -66,6 +66,8 @@ from collectors.parsers.flag_tables import (
 )
 from collectors.parsers.flags import canonical_flag, server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
+from runbooks.catalogs.engine_defaults import parse_version
+from runbooks.catalogs.engine_flags import choose_spelling
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.model.evidence import ServerConfig
 
@@ -180,6 +182,8 @@ class EditResult:
     before: ServerConfig
     after: ServerConfig
     patch_type: str = JSON_PATCH
+    #: each flag of `changes` -> the spelling edited (the object's, else the deployed version's)
+    spelled: dict[str, str] = field(default_factory=dict)
 
     @property
     def patch(self) -> tuple[dict[str, Any], ...]:
@@ -201,12 +205,16 @@ class EditResult:
 # ------------------------------------------------------------------ entry point
 
 
-def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping[str, Any]) -> EditResult:
+def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping[str, Any],
+               engine_version: str | None = None) -> EditResult:
     """Set, add or remove engine flags of one container of `workload` (see the module docstring).
 
-    `container` None: the server container triage picks. Raises UsageError (`flag_not_editable`,
-    `flag_unknown`, `flag_value_invalid`, `flag_value_not_safe`, `container_not_found`,
-    `workload_shape`) or Conflict (a `Restore` applied to another object than the one it undoes).
+    `container` None: the server container triage picks. Each flag is written in a spelling the
+    deployed engine version accepts: the image tag's version, else `engine_version` (the log's
+    version line), else only the spelling the object already uses (or one every version read
+    accepts). Raises UsageError (`flag_not_editable`, `flag_unknown`, `flag_not_in_version`,
+    `flag_value_invalid`, `flag_value_not_safe`, `container_not_found`, `workload_shape`) or
+    Conflict (a `Restore` applied to another object than the one it undoes).
     """
     containers = _containers(workload)
     index = _container_index(workload, containers, container)
@@ -216,10 +224,12 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
         raise UsageError("workload_shape", path=f"{POD_PATH}/containers/{index}/name")
     before = _read(spec)
     launch = map_launch(spec)
-    planner = _Planner(spec, launch, before)
+    planner = _Planner(spec, launch, before, engine_version)
     for order, (key, value) in enumerate(changes.items(), start=1):
         planner.change(str(key), value, order)
     splices = planner.finish()
+    planner.edits = [replace(e, notes=(*e.notes, planner.version_notes[e.flag])) if e.flag in planner.version_notes
+                     else e for e in planner.edits]
     new_spec = apply_splices(spec, splices, planner.drops)
     after = _read(new_spec)
     _confirm(before, after, planner.expected)
@@ -243,6 +253,7 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
         workload=edited,
         before=before,
         after=after,
+        spelled=dict(planner.spelled),
     )
 
 
@@ -439,7 +450,7 @@ class _Intent:
 
 
 class _Planner:
-    def __init__(self, spec: dict[str, Any], launch: LaunchMap, before: ServerConfig):
+    def __init__(self, spec: dict[str, Any], launch: LaunchMap, before: ServerConfig, version: str | None = None):
         self.spec = spec
         self.map = launch
         self.engine = launch.engine
@@ -450,6 +461,12 @@ class _Planner:
         self.drops: list[str] = []
         self.env = spec.get("env") if isinstance(spec.get("env"), list) else []
         self.seen: set[str] = set()
+        #: the engine version the flags are spelled for (image tag, else the caller's)
+        self.version = before.engine_version or version
+        #: flag -> what the plan says about its spelling and the version (engine_flags.Choice.note)
+        self.version_notes: dict[str, str] = {}
+        #: each requested flag -> the spelling edited
+        self.spelled: dict[str, str] = {}
 
     # -------------------------------------------------------------- one change
 
@@ -478,14 +495,26 @@ class _Planner:
         present = [n for n in names if any(o.name == n for o in self.map.occurrences) or self._tgi_env(n) is not None]
         if len(present) > 1:
             raise refuse("given_twice", flag=name, spellings=present)
-        if present:
-            name = present[0]
+        name = self._spelling(name, tuple(present))
+        self.spelled[key] = name
         if self.seen & set(names) or name in self.seen:
             raise UsageError("flag_repeated", flag=name)
         self.seen.update({name, *names})
         occurrences = [o for o in self.map.occurrences if o.name == name]
         return _Target(key, name, name in BOOLEAN_FLAGS.get(engine, frozenset()), occurrences,
                        self._tgi_env(name), order)
+
+    def _spelling(self, name: str, present: tuple[str, ...]) -> str:
+        """The spelling the deployed version accepts (`runbooks.catalogs.engine_flags`): the
+        object's own where it has one, else the version's; refused where that version (or, the
+        version unknown, some version read) rejects every spelling."""
+        choice = choose_spelling(self.engine, name, parse_version(self.version), present)
+        if choice.flag is None:
+            raise UsageError("flag_not_in_version", flag=name, engine=self.engine, version=self.version or "unknown",
+                             reason=choice.reason)
+        if choice.note:
+            self.version_notes[choice.flag] = choice.note
+        return choice.flag
 
     def _tgi_env(self, name: str) -> int | None:
         """Index of the env entry TGI reads `name` from, if the spec has one."""

@@ -86,6 +86,14 @@ def not_written(outcome: RulesOutcome, lang: str) -> list[dict[str, str]]:
             for s in outcome.ruleset.skipped]
 
 
+def version_limited(outcome: RulesOutcome, lang: str) -> list[dict[str, str]]:
+    """The rules written that fire only from some engine version: engine, alert, reason, wording."""
+    cat = Catalog.load(lang)
+    return [{"engine": s.engine, "alert": s.alert, "reason": s.reason,
+             "text": cat.t(f"rules_cli.version.{s.reason}", engine=ENGINE_NAMES[s.engine])}
+            for s in outcome.ruleset.version_limited]
+
+
 def rules_yaml(outcome: RulesOutcome, lang: str) -> str:
     """The document as YAML, after comment lines that say what it holds and what it left out."""
     cat = Catalog.load(lang)
@@ -94,6 +102,8 @@ def rules_yaml(outcome: RulesOutcome, lang: str) -> str:
                    namespace_label=rs.namespace_label, deployment_label=rs.deployment_label)]
     lines += [cat.t("rules_cli.not_written", engine=ENGINE_NAMES[s["engine"]], alert=s["alert"], reason=s["text"])
               for s in not_written(outcome, lang)]
+    lines += [cat.t("rules_cli.version_limited", engine=ENGINE_NAMES[s["engine"]], alert=s["alert"], reason=s["text"])
+              for s in version_limited(outcome, lang)]
     lines.append(cat.t("rules_cli.check_rules" if outcome.output == "rules" else "rules_cli.check_prometheusrule"))
     head = "".join(f"# {line}\n" for line in lines)
     return head + yaml.dump(document(outcome, lang), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
@@ -114,6 +124,7 @@ def rules_json(outcome: RulesOutcome, lang: str) -> dict[str, Any]:
         "rules": [{"id": r.id, "alert": r.alert, "group": r.group, "engine": r.engine, "severity": r.severity,
                    "for_s": r.for_s} for r in rs.rules],
         "not_written": not_written(outcome, lang),
+        "version_limited": version_limited(outcome, lang),
         "document": document(outcome, lang),
     }
 

@@ -37,8 +37,13 @@ def fact_text(cat: Catalog, f: Fact) -> str:
 
 def action_text(cat: Catalog, a: Action) -> dict[str, str]:
     base = f"action.{a.id}"
+    title = cat.t(f"{base}.title", a.params)
+    withheld = a.params.get("withheld")
+    if isinstance(withheld, dict) and withheld:
+        # flags the deployed engine version rejects, left out of the action (runbooks.triage.spelling)
+        title += cat.t("action_withheld", reasons="; ".join(str(r) for r in withheld.values()))
     return {
-        "title": cat.t(f"{base}.title", a.params),
+        "title": title,
         "risk": cat.t(f"{base}.risk", a.params),
         "rollback": cat.t(f"{base}.rollback", a.params),
         "tier": cat.t("section.escalate" if a.tier == "escalate" else "section.now"),

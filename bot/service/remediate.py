@@ -59,6 +59,9 @@ class PlanRequest:
     changes: tuple[Change, ...] = ()
     #: maxReplicas of an HPA gpumem creates (default: twice the current replicas)
     hpa_max: int | None = None
+    #: the engine version a triage read (the log's version line), for flags whose spelling
+    #: depends on it when the image tag does not say (`bot.actuator.launch_edit.edit_flags`)
+    engine_version: str | None = None
 
 
 def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None) -> KubeWriter:
@@ -98,10 +101,12 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     ops: list[dict[str, Any]] = []
     if request.flags:
         request = replace(request, flags=checked_flags(obj, request.container, request.flags))
-        edit = edit_flags(obj, request.container, dict(request.flags))
+        edit = edit_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version)
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
-        changes += [Change.set_arg(container, flag, edit.old.get(flag), value) for flag, value in request.flags]
+        # the flag as written: the spelling the object or the deployed version uses
+        changes += [Change.set_arg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
+                    for flag, value in request.flags]
     if request.replicas is not None:
         check_replicas(request.replicas)
         old = (obj.get("spec") or {}).get("replicas")
@@ -269,7 +274,7 @@ _DRIVING = {"scale": (None, "minReplicas"), "lower_max_surge": (None, "maxSurge"
 
 def request_from_changes(namespace: str, name: str, cluster: str | None, action_id: str,
                          changes: tuple[Change, ...], *, requested_by: str, origin: str,
-                         kind: str = "Deployment") -> PlanRequest:
+                         kind: str = "Deployment", engine_version: str | None = None) -> PlanRequest:
     """The plan request for a recommended action's typed changes (a triage's "Plan" button, a
     re-plan): flags at their new values, replicas at the new count, the other kinds at theirs.
     Raises UsageError escalate_only for an escalate-tier action, not_applicable when a change
@@ -291,7 +296,8 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
     replicas = next((int(c.new) for c in driving if c.kind == "scale"), None)
     rest = tuple(c for c in driving if c.kind not in ("set_arg", "scale"))
     return PlanRequest(namespace, name, kind, cluster, flags, replicas,
-                       containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin, rest)
+                       containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin, rest,
+                       engine_version=engine_version)
 
 
 def _cause(plan: Plan, verb: str) -> str:
@@ -425,6 +431,15 @@ def action_changes(store: Store, namespace: str, name: str, action_id: str) -> t
     return tuple(Change(*item) for item in raw)
 
 
+def triage_engine_version(store: Store, namespace: str, name: str) -> str | None:
+    """The engine version the last recorded triage of the workload read (None: none said)."""
+    from bot.store.notes import Journal
+
+    record = Journal(store).last_triage(namespace, name)
+    version = record.summary.get("engine_version") if record else None
+    return version if isinstance(version, str) else None
+
+
 def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],
                  replicas: int | None, container: str | None, action: str | None, requested_by: str,
                  origin: str, other: tuple[Change, ...] = (), hpa_max: int | None = None) -> PlanRequest:
@@ -438,7 +453,8 @@ def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster:
             raise UsageError("escalate_only", action=action)
         changes = action_changes(store, namespace, name, action)
         return request_from_changes(namespace, name, cluster, action, changes, requested_by=requested_by,
-                                    origin=f"{origin}, action {action} of the last triage", kind=kind)
+                                    origin=f"{origin}, action {action} of the last triage", kind=kind,
+                                    engine_version=triage_engine_version(store, namespace, name))
     return PlanRequest(namespace, name, kind, cluster, parse_set(sets), replicas, container,
                        requested_by=requested_by, origin=origin, changes=other, hpa_max=hpa_max)
 

@@ -73,6 +73,24 @@ def _kv_sum(m: re.Match[str], state: dict[str, Any]) -> None:
     _store(state, "kv_cache_gib", round(float(m.group(1)) + float(m.group(2)), 6))
 
 
+def _bytes_gib(name: str) -> Setter:
+    """A setter that stores group 1, a byte count, as GiB under `name`."""
+
+    def setter(m: re.Match[str], state: dict[str, Any]) -> None:
+        _store(state, name, round(_int(m.group(1)) / 2**30, 6))
+
+    return setter
+
+
+def _graph_part(m: re.Match[str], state: dict[str, Any]) -> None:
+    """SGLang >= 0.5.22 captures each phase's graphs apart ("Capture target decode CUDA graph
+    end ... mem usage=X GB", then prefill): the graphs' memory is their sum; a phase printed
+    again (a restart) replaces its own part."""
+    parts = state.setdefault("_graph_parts", {})
+    parts[(m.group(1), m.group(2))] = float(m.group(3))
+    state["cudagraph_gib"] = round(sum(parts.values()), 6)
+
+
 def _tgi_blocks(m: re.Match[str], state: dict[str, Any]) -> None:
     blocks, size = _int(m.group(1)), _int(m.group(2))
     state["gpu_blocks"] = blocks
@@ -145,6 +163,15 @@ _RULES: tuple[tuple[str, re.Pattern[str], Setter], ...] = tuple(
             r"[Kk][Vv] cache memory in use is " + _GIB,
             _put(kv_cache_gib=(1, float)),
         ),
+        # vLLM 0.10.2 printed the same summary in bytes (gpu_worker.py:388@0.10.2)
+        ("kv cache memory in use is", r"[Kk][Vv] cache memory in use is " + _INT + r" bytes", _bytes_gib("kv_cache_gib")),
+        # vLLM >= 0.33: weights and non-torch memory as one figure (gpu_worker.py:1052@0.33.0)
+        ("GiB for consumed memory", _GIB + r" for consumed memory", _put(consumed_gib=(1, float))),
+        # vLLM >= 0.18: the graphs' memory estimated before capture (gpu_model_runner.py:5687@0.18.0)
+        ("Estimated CUDA graph memory", r"Estimated CUDA graph memory: " + _GIB + r" total", _put(cudagraph_gib=(1, float))),
+        # vLLM 0.33's pre-flight refusal names the budget it wanted (v1/worker/utils.py:741@0.33.0)
+        ("excluding external process", r"excluding external process's weights \(" + _F + r", ",
+         _put(gpu_memory_utilization=(1, float))),
         # start-up capacity errors carry numbers too
         (
             "KV cache is needed",
@@ -175,6 +202,11 @@ _RULES: tuple[tuple[str, re.Pattern[str], Setter], ...] = tuple(
         ("max_total_num_tokens=", r"max_total_num_tokens=" + _INT, _put(kv_cache_tokens=(1, _int))),
         ("max_total_num_tokens=", r"\bcontext_len=" + _INT, _put(max_model_len=(1, _int))),
         ("Capture cuda graph end", r"Capture cuda graph end\..*?mem usage=" + _GIB, _put(cudagraph_gib=(1, float))),
+        # SGLang >= 0.5.22 (model_runner_components/cuda_graph_setup.py:696 and :788@0.5.23)
+        ("CUDA graph end", r"Capture (\w+) (\w+) CUDA graph end\..*?mem usage=" + _F + r" GB", _graph_part),
+        # SGLang 0.5.23: the pool is smaller than one full-length request (managers/tp_worker.py:560)
+        ("fewer than --context-length", r"KV pool holds " + _INT + r" tokens, fewer than --context-length " + _INT,
+         _put(kv_cache_tokens=(1, _int), max_model_len=(2, _int))),
         # torch's OOM message names the card's size; a figure from a start-up line wins over it
         ("total capacity", r"GPU \d+ has a total capacity of " + _GIB + r"|GPU \d+; " + _GIB + r" total capacity",
          _first_of("total_gpu_gib")),
@@ -214,6 +246,7 @@ class StartupReader:
     def result(self) -> StartupMemory | None:
         state = dict(self._state)
         block_tokens = state.pop("_block_tokens", None)
+        state.pop("_graph_parts", None)
         if block_tokens is not None and "kv_cache_tokens" not in state:
             state["kv_cache_tokens"] = block_tokens
         return StartupMemory(**state) if state else None

@@ -30,6 +30,7 @@ from collectors.parsers.metrics_samples import (
     natural_key,
     read_samples,
 )
+from runbooks.catalogs.engine_metrics import names
 from runbooks.model.evidence import ServerMetrics
 
 _VLLM_V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc")
@@ -146,15 +147,23 @@ def _sglang(s: Samples) -> dict[str, Any]:
         "queue_depth": combine_by(s.series("sglang:num_queue_reqs"), "dp_rank"),
         "running_requests": combine_by(s.series("sglang:num_running_reqs"), "dp_rank"),
         "kv_cache_usage_ratio": _ratio(s.max("sglang:token_usage")),
-        "kv_cache_capacity_tokens": _as_int(combine_by(s.series("sglang:max_total_num_tokens"), "dp_rank", min)),
+        # exported from 0.5.6 only (runbooks.catalogs.engine_metrics); before, None: the log says it
+        "kv_cache_capacity_tokens": _as_int(combine_by(s.first(*names("sglang", "kv_capacity_tokens")), "dp_rank", min)),
         "kv_cache_used_tokens": combine_by(s.series("sglang:num_used_tokens"), "dp_rank", max),
-        "preemptions_total": combine(s.counter("sglang:num_retracted_requests")),
+        "preemptions_total": _sglang_retractions(s),
         "requests_total": combine(s.counter("sglang:num_requests")),
         "failed_requests_total": combine(failed),
         "ttft_seconds": s.histogram("sglang:time_to_first_token_seconds"),
         "prompt_tokens": s.histogram("sglang:prompt_tokens_histogram"),
         "generation_tokens": s.histogram("sglang:generation_tokens_histogram"),
     }
+
+
+def _sglang_retractions(s: Samples) -> float | None:
+    """Retracted requests since start: the counter (0.5.7+), else the gauge 0.4.10-0.5.2 kept
+    the running total in. The per-interval gauge of 0.5.2+ (`num_retracted_reqs`) is no total."""
+    counter, *older = names("sglang", "retractions_total")
+    return combine(s.counter(counter) or s.first(*older))
 
 
 # -------------------------------------------------------------------------------- TGI

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runbooks.catalogs.engine_metrics import names
+
 ENGINES = ("vllm", "sglang", "tgi")
+
+
+def _counter(name: str) -> str:
+    """A counter's samples as Prometheus stores them (`_total` added to the family name)."""
+    return name if name.endswith("_total") else name + "_total"
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,9 @@ class EngineSeries:
     preallocates: bool
     #: rule id -> why the engine has no such rule (a catalog key under rules_cli.missing)
     missing: dict[str, str] = field(default_factory=dict)
+    #: rule id -> the versions it can fire on, where older ones do not export what it reads (a
+    #: catalog key under rules_cli.version; the facts in runbooks.catalogs.engine_metrics)
+    version_limits: dict[str, str] = field(default_factory=dict)
 
 
 SERIES: dict[str, EngineSeries] = {
@@ -60,19 +70,22 @@ SERIES: dict[str, EngineSeries] = {
         queue="sglang:num_queue_reqs",
         # with --enable-metrics-for-all-schedulers every TP rank reports its DP rank's queue
         queue_distinct=("dp_rank",),
-        preemptions="sglang:num_retracted_requests_total",
-        preemptions_gauge="sglang:num_retracted_reqs",
+        preemptions=_counter(names("sglang", "retractions_total")[0]),
+        preemptions_gauge=names("sglang", "retractions_last_interval")[0],
         ttft_buckets="sglang:time_to_first_token_seconds_bucket",
         # only with --collect-tokens-histogram
         prompt_buckets="sglang:prompt_tokens_histogram_bucket",
         presence="sglang:num_running_reqs|sglang:num_queue_reqs|sglang:token_usage",
         preallocates=True,
+        # the counter from 0.5.7, the per-interval gauge from 0.5.2; 0.4.10-0.5.1 only a
+        # running-total gauge, before 0.4.10 nothing
+        version_limits={"preemptions_rising": "sglang_retractions_from_0_5_2"},
     ),
     "tgi": EngineSeries(
         engine="tgi",
         kv_usage=None,
         # no usage gauge: the current batch's token reservation against the KV token budget
-        kv_ratio=("tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens"),
+        kv_ratio=(names("tgi", "kv_batch_tokens")[0], names("tgi", "kv_capacity_tokens")[0]),
         queue="tgi_queue_size",
         queue_distinct=None,
         preemptions=None,
@@ -82,6 +95,8 @@ SERIES: dict[str, EngineSeries] = {
         presence="tgi_queue_size|tgi_batch_current_size|tgi_batch_max_total_tokens|tgi_request_count",
         preallocates=True,
         missing={"preemptions_rising": "tgi_no_preemption", "ttft_p99_high": "tgi_no_ttft"},
+        # tgi_batch_max_total_tokens is set by the v3 backend from 2.3.1 only
+        version_limits={"kv_cache_high": "tgi_kv_budget_from_2_3_1"},
     ),
 }
 

@@ -98,6 +98,9 @@ class RuleSet:
     deployment_label: str
     rules: tuple[Rule, ...]
     skipped: tuple[Skipped, ...]
+    #: rules written that fire only from some version of the engine (reason: a catalog key
+    #: under rules_cli.version)
+    version_limited: tuple[Skipped, ...] = ()
 
     def groups(self) -> dict[str, tuple[Rule, ...]]:
         """group name -> its rules, in the order they were built."""
@@ -125,6 +128,7 @@ def build_rules(engines: tuple[str, ...], namespace_label: str = "namespace",
     b = _Builder(namespace_label, deployment_label)
     rules: list[Rule] = []
     skipped: list[Skipped] = []
+    limited: list[Skipped] = []
     chosen = tuple(e for e in ENGINES if e in engines)
     for engine in chosen:
         s = SERIES[engine]
@@ -133,10 +137,12 @@ def build_rules(engines: tuple[str, ...], namespace_label: str = "namespace",
                 skipped.append(Skipped(engine, ALERTS[rule_id], s.missing[rule_id]))
                 continue
             rules.append(getattr(b, rule_id)(s))
+            if rule_id in s.version_limits:
+                limited.append(Skipped(engine, ALERTS[rule_id], s.version_limits[rule_id]))
         if s.preallocates:
             skipped.append(Skipped(engine, ALERTS["gpu_memory_high"], "preallocates"))
     rules.extend((b.oom_killed(), b.restart_burst(), b.gpu_memory_high()))
-    return RuleSet(chosen, namespace_label, deployment_label, tuple(rules), tuple(skipped))
+    return RuleSet(chosen, namespace_label, deployment_label, tuple(rules), tuple(skipped), tuple(limited))
 
 
 #: labels the rules read from series or set on alerts: the workload labels cannot be one of them

@@ -121,14 +121,35 @@ def vllm_v0_chunked_default(max_model_len: int, multimodal: bool, mla: bool) -> 
     return max_model_len > 32768 and not multimodal and not mla
 
 
+#: the V1 API server's batch defaults by card (vllm/engine/arg_utils.py of each release): 1024
+#: sequences / 8192 batched tokens from 70 GiB (:1596@0.8.5), A100s excepted from 0.9.0
+#: (:1495@0.9.0, vllm#17885), a >= 160 GiB tier of 1024 / 16384 from 0.28.0 (:2582@0.28.0; absent
+#: in 0.27.0), GB10 (compute capability 12.1) excepted from 0.33.0 (:2963@0.33.0)
+VLLM_A100_EXCEPTION_FROM = (0, 9, 0)
+VLLM_160_GIB_TIER_FROM = (0, 28, 0)
+VLLM_GB10_EXCEPTION_FROM = (0, 33, 0)
+
+
 def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name: str | None) -> tuple[int, int, str]:
-    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server."""
-    is_a100 = "a100" in (gpu_name or "").lower()
-    if version >= (0, 21, 0) and gpu_total_gib >= 160:
-        return 1024, 16384, "vLLM >= 0.21 API server default on >= 160 GiB GPUs"
-    if gpu_total_gib >= 70 and not is_a100:
+    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server.
+
+    >>> vllm_v1_limits((0, 8, 5), 79.15, "A100 80GB")[:2], vllm_v1_limits((0, 9, 0), 79.15, "A100 80GB")[:2]
+    ((1024, 8192), (256, 2048))
+    >>> vllm_v1_limits((0, 21, 0), 178.0, "B200")[:2], vllm_v1_limits((0, 28, 0), 178.0, "B200")[:2]
+    ((1024, 8192), (1024, 16384))
+    """
+    name = (gpu_name or "").lower()
+    excepted = ("a100" in name and version >= VLLM_A100_EXCEPTION_FROM) or \
+        ("gb10" in name and version >= VLLM_GB10_EXCEPTION_FROM)
+    if version >= VLLM_160_GIB_TIER_FROM and gpu_total_gib >= 160:
+        return 1024, 16384, "vLLM >= 0.28 API server default on >= 160 GiB GPUs"
+    if gpu_total_gib >= 70 and not excepted:
+        if version < VLLM_A100_EXCEPTION_FROM:
+            return 1024, 8192, "vLLM 0.8 API server default on >= 70 GiB GPUs (A100s included)"
         return 1024, 8192, "vLLM V1 API server default on >= 70 GiB non-A100 GPUs"
-    return 256, 2048, "vLLM V1 API server default on < 70 GiB or A100 GPUs"
+    if gpu_total_gib >= 70:
+        return 256, 2048, f"vLLM V1 API server default on {'A100' if 'a100' in name else 'GB10'} GPUs"
+    return 256, 2048, "vLLM V1 API server default on < 70 GiB GPUs"
 
 
 def vllm_mla_absorbs_matrices(version: tuple[int, int, int], regime: str) -> bool:
@@ -154,12 +175,22 @@ def vllm_v1_error_wording(version: tuple[int, int, int]) -> str:
 # ----------------------------------------------------------------------- SGLang
 
 
+#: SGLang sizes its default --mem-fraction-static from an activation and graph reserve from
+#: 0.5.3 (server_args.py of 0.5.2 still has the card tiers; 0.5.3, 0.5.5 and 0.5.23 the reserve)
+SGLANG_ACTIVATION_RESERVE_FROM = (0, 5, 3)
+
+
 def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: float, tp: int,
                                pp: int = 1) -> tuple[float, str]:
     """SGLang's default --mem-fraction-static and why.
 
     <= 0.4.9: by TP (0.88 single GPU ... 0.79 at TP >= 16), raised on > 96 GB cards;
-    later: keep a reserve for activations and graphs sized by the card.
+    0.4.10-0.5.2: keep a reserve sized by the card; from 0.5.3: a reserve for one prefill
+    chunk's activations, the decode CUDA graphs and the parallel size, at least 10 GB on > 60 GB
+    cards.
+
+    >>> sglang_mem_fraction_static((0, 5, 23), 79.19, 1)
+    (0.834, 'SGLang >= 0.5.3 default: card memory less a 13.1 GB reserve for a 8192-token chunk and 256 graph batch sizes')
     """
     gpu_mb = gpu_total_gib * 1024
     if version < (0, 4, 10):
@@ -170,6 +201,18 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
             why += " raised for a > 96 GB GPU"
         return round(mfs, 3), why
     parallel = tp * pp
+    if version >= SGLANG_ACTIVATION_RESERVE_FROM:
+        # server_args.py:785-823@0.5.5 (the same terms in arg_groups/memory_hook.py:280-330 and
+        # reserve_for_graph_mb :357@0.5.23): metadata, activations of one chunk, decode graphs,
+        # parallel slack; at least 10 GB on cards over 60 GB
+        chunk = sglang_chunked_prefill(version, gpu_total_gib)
+        graphs = sglang_graph_max_bs(version, gpu_total_gib, tp)
+        reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + parallel / 8 * 1024
+        if gpu_mb > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
+        mfs = round((gpu_mb - reserved) / gpu_mb, 3)
+        return mfs, (f"SGLang >= 0.5.3 default: card memory less a {reserved / 1024:.1f} GB reserve for a "
+                     f"{chunk}-token chunk and {graphs} graph batch sizes")
     if gpu_mb < 35 * 1024:
         reserved = (2.8 + parallel / 10) * 1024
     elif gpu_mb < 90 * 1024:
@@ -185,10 +228,24 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
 def sglang_chunked_prefill(version: tuple[int, int, int], gpu_total_gib: float) -> int:
     if version < (0, 4, 10):
         return 2048 if gpu_total_gib < 25 else 8192
+    if version >= SGLANG_ACTIVATION_RESERVE_FROM:
+        # server_args.py:690-750@0.5.5 (CUDA cards)
+        return 2048 if gpu_total_gib < 35 else 4096 if gpu_total_gib < 60 else 8192 if gpu_total_gib < 160 else 16384
     return 2048 if gpu_total_gib < 35 else 8192 if gpu_total_gib < 160 else 16384
 
 
 def sglang_graph_max_bs(version: tuple[int, int, int], gpu_total_gib: float, tp: int) -> int:
+    if version >= SGLANG_ACTIVATION_RESERVE_FROM:
+        # server_args.py:690-750@0.5.5 (CUDA cards)
+        if gpu_total_gib < 20:
+            return 8
+        if gpu_total_gib < 35:
+            return 24 if tp < 4 else 80
+        if gpu_total_gib < 60:
+            return 32 if tp < 4 else 160
+        if gpu_total_gib < 160:
+            return 256 if tp < 4 else 512
+        return 512
     small = gpu_total_gib < (25 if version < (0, 4, 10) else 35)
     if small:
         return 8 if tp < 4 else 80
@@ -206,15 +263,25 @@ def sglang_exploits_windows(version: tuple[int, int, int]) -> bool:
 
 
 #: TGI versions whose router infers max-batch-total-tokens from the memory warm-up leaves
-#: (flash-attention models); before, --max-batch-total-tokens (default 16000) was allocated
+#: (flash-attention models): 0.9.4 (flash_causal_lm.py warmup reads torch.cuda.mem_get_info
+#: from v0.9.4, not in v0.9.3); before, --max-batch-total-tokens (default 16000) was allocated
 #: up front and warm-up failed with "Not enough memory to handle N total tokens"
-TGI_INFERS_TOTAL_TOKENS_FROM = (0, 9, 3)
+TGI_INFERS_TOTAL_TOKENS_FROM = (0, 9, 4)
 #: the launcher default of --max-batch-total-tokens before the router inferred it
 TGI_LEGACY_BATCH_TOTAL_TOKENS = 16000
-#: free-memory share TGI gives the KV cache after warm-up: 0.95 ("leave 5% for some wiggle
-#: room") in 1.x and 2.0, TGI_WIGGLE_ROOM (default 0.90) from 2.1; none before the router
-#: inferred the budget
-TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), (TGI_INFERS_TOTAL_TOKENS_FROM, 0.95), ((2, 1, 0), 0.90))
+#: the share of memory TGI gives the KV cache after warm-up, per release tag read
+#: (server/text_generation_server/models/flash_causal_lm.py and models/globals.py):
+#: none (1.0) 0.9.4-1.4.0; `free_memory * 0.95` from 1.4.1 (flash_causal_lm.py:778@v1.4.1);
+#: TGI_WIGGLE_ROOM default "0.95" in 2.3.x (globals.py:21@v2.3.0), "0.90" in 2.4.x
+#: (globals.py:26@v2.4.0), "0.95" in 3.0.x (globals.py:27@v3.0.0), "0.93" in 3.1.0-3.2.3 and
+#: "0.90" from 3.3.0 (globals.py:32@v3.3.7)
+TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0.90), ((3, 0, 0), 0.95),
+                              ((3, 1, 0), 0.93), ((3, 3, 0), 0.90))
+#: from 3.0 the share multiplies the memory fraction, not the free memory: the KV cache gets
+#: free - (1 - cuda_memory_fraction x wiggle) x total (flash_causal_lm.py:1556@v3.3.7,
+#: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)); before, wiggle x (free - (1 -
+#: cuda_memory_fraction) x total) (flash_causal_lm.py:1553@v2.4.1)
+TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
 
 
 def tgi_regime(version: tuple[int, int, int]) -> str:

@@ -91,8 +91,10 @@ RULES: tuple[SignalRule, ...] = (
     ),
     SignalRule(
         "free_below_utilization",
-        ("less than desired gpu memory utilization",),
-        (r"Free memory on device.{0,80}? is less than desired GPU memory utilization",),
+        ("less than desired gpu memory utilization", "less than the engine's budget"),
+        (r"Free memory on device.{0,80}? is less than desired GPU memory utilization",
+         # vLLM 0.33 with weights held by another process (v1/worker/utils.py:741@0.33.0)
+         r"Free memory on device.{0,80}? is less than the engine's budget after excluding external process's weights"),
         engine="vllm",
         startup_error=True,
     ),
@@ -127,8 +129,13 @@ RULES: tuple[SignalRule, ...] = (
     ),
     SignalRule(
         "tgi_max_total_tokens_oom",
-        ("max_total_tokens",),
-        (r"Not enough memory to handle max_total_tokens",),
+        ("max_total_tokens", "notenoughmemory("),
+        (r"Not enough memory to handle `?max_total_tokens",
+         # TGI >= 2.1 ends with main's Result: `Error: WebServer(NotEnoughMemory(N))`
+         # (router/src/server.rs:1533@v2.1.0), from 2.3.1 `Error: Backend(NotEnoughMemory(N))`
+         # (backends/v3/src/lib.rs:99@v3.3.7); the Display text is
+         # "Not enough memory to handle `max_total_tokens=N`" (backends/v3/src/lib.rs:181)
+         r"\b(?:WebServer|Backend)\(NotEnoughMemory\(\d+\)\)"),
         engine="tgi",
         startup_error=True,
     ),
@@ -158,6 +165,14 @@ RULES: tuple[SignalRule, ...] = (
         ),
         engine="sglang",
         startup_error=True,
+    ),
+    SignalRule(
+        # SGLang 0.5.23 serves with a pool below one full-length request and warns
+        # (managers/tp_worker.py:560@0.5.23): long requests are refused or truncated
+        "sglang_pool_below_context",
+        ("fewer than --context-length",),
+        (r"KV pool holds \d+ tokens, fewer than --context-length \d+",),
+        engine="sglang",
     ),
     # ------------------------------------------------- the engine cannot start at all
     SignalRule(

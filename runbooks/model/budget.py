@@ -18,7 +18,7 @@ FAILURE_IDS = (
     "max_model_len_exceeds_model",  # vLLM config check
     "kv_allocation_oom",  # V0 >= 0.6.5 budget larger than what other processes left
     "tgi_prefill_oom",  # TGI warm-up of the largest prefill batch ran out of memory
-    "tgi_total_tokens_oom",  # TGI < 0.9.3: --max-batch-total-tokens allocated up front does not fit
+    "tgi_total_tokens_oom",  # TGI < 0.9.4: --max-batch-total-tokens allocated up front does not fit
     "tgi_max_total_tokens_oom",  # TGI router: one request of --max-total-tokens exceeds the inferred KV
 )
 
@@ -80,7 +80,7 @@ class BudgetInputs:
     max_loras: int = 1
     enable_lora: bool = False
     max_cpu_loras: int | None = None
-    #: TGI --max-batch-total-tokens: allocated up front before 0.9.3, ignored (inferred) after
+    #: TGI --max-batch-total-tokens: allocated up front before 0.9.4, ignored (inferred) after
     max_batch_total_tokens: int | None = None
 
 

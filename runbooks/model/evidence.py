@@ -431,6 +431,8 @@ class StartupMemory:
     available_after_load_gib: float | None = None
     #: the concurrency the engine warmed up for (vLLM "warming up sampler with N dummy requests")
     max_num_seqs: int | None = None
+    #: weights and non-torch memory as one figure (vLLM >= 0.33 "GiB for consumed memory")
+    consumed_gib: float | None = None
 
 
 #: the phases of an engine's life a CUDA OOM can happen in; all but "serving" are start-up

@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass, replace
 
 from runbooks.catalogs import thresholds as T
-from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_fraction_static
+from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_fraction_static, version_text
+from runbooks.catalogs.engine_flags import Choice, choose_spelling
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.profile.detail import ProfileDetail
@@ -81,6 +82,10 @@ class SafePlan:
     problem: str | None = None
     #: the KV tokens the flags leave, from the budget or scaled from the engine's own figure
     kv_cache_tokens: int | None = None
+    #: the engine version the flags are spelled for (None: not known) and the flags the
+    #: running object already spells (`runbooks.catalogs.engine_flags.choose_spelling`)
+    engine_version: str | None = None
+    used_flags: tuple[str, ...] = ()
 
     @property
     def flags(self) -> tuple[str, str, str]:
@@ -93,15 +98,36 @@ class SafePlan:
         >>> plan.values()
         {'context-length': 8192, 'max-running-requests': 40, 'mem-fraction-static': 0.85}
         """
-        length, seqs, fraction = self.flags
         out: dict[str, int | float] = {}
-        if self.max_input_tokens is not None:
-            out["max-input-tokens"] = self.max_input_tokens
-        out[length] = self.max_model_len
-        out[seqs] = self.max_num_seqs
-        if self.memory_fraction is not None:
-            out[fraction] = self.memory_fraction
+        for flag, value in self._settings():
+            choice = self.spelling(flag)
+            if choice.flag is not None:
+                out[choice.flag] = value
         return out
+
+    def _settings(self) -> list[tuple[str, int | float]]:
+        length, seqs, fraction = self.flags
+        out: list[tuple[str, int | float]] = []
+        if self.max_input_tokens is not None:
+            out.append(("max-input-tokens", self.max_input_tokens))
+        out += [(length, self.max_model_len), (seqs, self.max_num_seqs)]
+        if self.memory_fraction is not None:
+            out.append((fraction, self.memory_fraction))
+        return out
+
+    def spelling(self, flag: str) -> Choice:
+        """How the deployed version spells `flag` (Choice.flag None: it has no such flag)."""
+        return choose_spelling(self.engine, flag, parse_version(self.engine_version), self.used_flags)
+
+    def withheld(self) -> dict[str, str]:
+        """The flags the plan leaves out because the deployed version rejects them: flag -> why.
+
+        >>> SafePlan("tgi", 4096, 8, None, 2048, 0.1, None, 4000, 3000, "exact", (), True,
+        ...          engine_version="1.4.0").withheld()
+        {'max-batch-size': 'TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)'}
+        """
+        return {flag: self.spelling(flag).reason or "" for flag, _ in self._settings()
+                if self.spelling(flag).flag is None}
 
     def args(self) -> tuple[str, ...]:
         """The flags as command-line arguments, ready to paste."""
@@ -257,7 +283,9 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
     return SafePlan(engine=engine, max_model_len=length, max_num_seqs=seqs, memory_fraction=fraction,
                     max_input_tokens=max_input, target_headroom=target_headroom, budget=budget,
                     p99_tokens=int(p99), p95_tokens=p95_tokens, length_basis=basis, reasons=tuple(reasons),
-                    feasible=problem is None, problem=problem, kv_cache_tokens=budget.kv_cache_tokens)
+                    feasible=problem is None, problem=problem, kv_cache_tokens=budget.kv_cache_tokens,
+                    # spelled for the version the budget was sized for (the newest known when none given)
+                    engine_version=inputs.engine_version or version_text(LATEST[engine]))
 
 
 def solve_from_capacity(launched: Launched, kv_cache_tokens: int | None, profile: RequestProfile | None,

@@ -5,16 +5,18 @@ last one truncated) until `--max-batch-prefill-tokens` are used, with prefill
 log-probabilities over the whole batch. What happens around it depends on the version
 (`engine_defaults.tgi_regime`):
 
-- TGI < 0.9.3 ("tgi-0"): `--max-batch-total-tokens` (default 16000) is allocated up front as
+- TGI < 0.9.4 ("tgi-0"): `--max-batch-total-tokens` (default 16000) is allocated up front as
   KV blocks (plus 10) and the warm-up batch runs in it; any failure is reported as
   "Not enough memory to handle N total tokens with P prefill tokens".
-- TGI 0.9.3 - 3.x: the KV blocks of the warm-up batch are allocated, the batch runs, and free
+- TGI 0.9.4 - 3.x: the KV blocks of the warm-up batch are allocated, the batch runs, and free
   memory is read from CUDA (what torch keeps cached from the warm-up counts as used):
-  `blocks = int(max(0, free - (1 - cuda_memory_fraction) x total) x wiggle // block bytes) + warm-up blocks`.
+  `blocks = int(max(0, free - (1 - cuda_memory_fraction) x total) x wiggle // block bytes) + warm-up blocks`
+  before 3.0, `blocks = int(max(0, free - (1 - cuda_memory_fraction x wiggle) x total) // block bytes)
+  + warm-up blocks` from 3.0 (wiggle by version: `engine_defaults.TGI_WIGGLE_ROOM_BY_VERSION`).
   The router takes `blocks x block_size` as max-batch-total-tokens (a given
   `--max-batch-total-tokens` is ignored, "Inferred max batch total tokens") and refuses to start
   when one request of `--max-total-tokens` does not fit: "Not enough memory to handle
-  max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.3-1.x), for
+  max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.4-1.x), for
   max-total-tokens (2.x) or for 1 (3.x); TGI 3 sets max-total-tokens, when not given, to
   what the KV cache holds (at most the model's length).
 """
@@ -26,6 +28,7 @@ import math
 from runbooks.catalogs.engine_defaults import (
     LATEST,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
+    TGI_WIGGLE_ON_FRACTION_FROM,
     parse_version,
     tgi_limits,
     tgi_regime,
@@ -48,10 +51,12 @@ from runbooks.sizing.weights import weights_bytes
 
 #: TGI_WIGGLE_ROOM of the newest TGI (the share of free memory given to the KV cache)
 TGI_WIGGLE_ROOM = 0.90
-#: CUDA graph batch sizes TGI captures by default (from 1.4)
+#: CUDA graph batch sizes TGI captures by default, from 2.0 (launcher/src/main.rs:1389@v2.0.0,
+#: "Using default cuda graphs"); 1.4.1-1.4.5 captured them only with --enable-cuda-graphs (off
+#: by default, launcher/src/main.rs:289@v1.4.1) and earlier releases had none
 TGI_GRAPH_SIZES = (1, 2, 4, 8, 16, 32)
-TGI_GRAPHS_FROM = (1, 4, 0)
-#: blocks TGI < 0.9.3 added to the --max-batch-total-tokens it allocated
+TGI_GRAPHS_FROM = (2, 0, 0)
+#: blocks TGI < 0.9.4 added to the --max-batch-total-tokens it allocated
 TGI_LEGACY_EXTRA_BLOCKS = 10
 #: new tokens each warm-up request asks for, by regime (tgi-2: up to max-total-tokens)
 _WARMUP_NEW_TOKENS = {"tgi-0": 2, "tgi-1": 2, "tgi-3": 1}
@@ -119,7 +124,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if regime == "tgi-0":
         batch_total = inp.max_batch_total_tokens or TGI_LEGACY_BATCH_TOTAL_TOKENS
         if inp.max_batch_total_tokens is None:
-            notes.assume("max_batch_total_tokens", f"{batch_total} (TGI < 0.9.3 launcher default, allocated "
+            notes.assume("max_batch_total_tokens", f"{batch_total} (TGI < 0.9.4 launcher default, allocated "
                                                    "at warm-up)")
         blocks = math.ceil(batch_total / block_size) + TGI_LEGACY_EXTRA_BLOCKS
         tokens = batch_total
@@ -132,9 +137,14 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
             notes.warn("tgi_batch_total_tokens_ignored")
         warm_kv = warm_blocks * block_bytes / GIB
         free_now = total - non_torch - other - weights - warm_kv - activation
-        usable = max(0.0, free_now - (1 - fraction) * total)
         wiggle = tgi_wiggle_room(version)
-        blocks = int(usable * wiggle * GIB // block_bytes) + warm_blocks if block_bytes > 0 else 0
+        if version >= TGI_WIGGLE_ON_FRACTION_FROM:
+            # TGI 3: free - (1 - fraction x wiggle) x total
+            kv_free = max(0.0, free_now - (1 - fraction * wiggle) * total)
+        else:
+            # TGI 0.9.4 - 2.x: wiggle x (free - (1 - fraction) x total)
+            kv_free = max(0.0, free_now - (1 - fraction) * total) * wiggle
+        blocks = int(kv_free * GIB // block_bytes) + warm_blocks if block_bytes > 0 else 0
         tokens = blocks * block_size
         kv = tokens * per_token / GIB
         short = free_now - (1 - fraction) * total < 0

@@ -9,6 +9,8 @@ carries the typed changes (`runbooks.model.changes.Change`) a plan would apply.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runbooks.catalogs import thresholds as T
 from runbooks.model.changes import Change
 from runbooks.model.report import Action, Finding
@@ -33,6 +35,7 @@ from runbooks.triage.failure_actions import (
     restart_action,
 )
 from runbooks.triage.health import in_kubernetes
+from runbooks.triage.spelling import choose, engine_version, respell
 
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
@@ -72,8 +75,9 @@ def safe_plan(ctx: TriageContext) -> SafePlan | None:
     if cfg is None:
         return None
     profile = ctx.evidence.requests
+    spelled = {"engine_version": engine_version(ctx), "used_flags": tuple(cfg.flags)}
     if ctx.model is not None and ctx.budget_inputs is not None:
-        return solve_safe_flags(ctx.model, ctx.budget_inputs, profile)
+        return replace(solve_safe_flags(ctx.model, ctx.budget_inputs, profile), **spelled)
     engine = _engine(ctx)
     kind = cfg.memory_fraction_kind or _FRACTION_KIND[engine]
     fraction = cfg.memory_fraction if kind == _FRACTION_KIND[engine] else None
@@ -81,10 +85,10 @@ def safe_plan(ctx: TriageContext) -> SafePlan | None:
         fraction = 0.9  # vLLM's default --gpu-memory-utilization
     launched = Launched(engine, cfg.max_model_len, cfg.max_num_seqs, fraction)
     cap = ctx.kv_capacity_tokens.value if ctx.kv_capacity_tokens else None
-    return solve_from_capacity(
+    return replace(solve_from_capacity(
         launched, cap, profile, block_size=cfg.block_size, kv_cache_gib=_kv_gib(ctx),
         gpu_total_gib=ctx.gpu_total_gib.value if ctx.gpu_total_gib else None,
-        model_max=ctx.model.max_position_embeddings if ctx.model else None)
+        model_max=ctx.model.max_position_embeddings if ctx.model else None), **spelled)
 
 
 def safe_flags(ctx: TriageContext) -> dict[str, float | int]:
@@ -141,7 +145,16 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
     acts: dict[str, Action] = {}
 
     def add(action_id: str, tier: str = "now", changes: tuple[Change, ...] = (), **params) -> None:
-        acts.setdefault(action_id, Action(action_id, params, tier, changes))
+        # flags spelled for the deployed version; a flag it rejects is left out, and an
+        # action whose every flag it rejects is not recommended (`runbooks.triage.spelling`)
+        spelled, refused = respell(ctx, engine_of(ctx), changes)
+        if refused and not any(c.kind == "set_arg" for c in spelled):
+            return
+        if refused:
+            params["withheld"] = refused
+        if isinstance(params.get("flag"), str):
+            params["flag"] = choose(ctx, engine_of(ctx), params["flag"]).flag or params["flag"]
+        acts.setdefault(action_id, Action(action_id, params, tier, spelled))
 
     if cause_id == "kv_cache_pressure":
         if plan is not None and cfg.max_num_seqs and plan.max_num_seqs < cfg.max_num_seqs:

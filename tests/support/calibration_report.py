@@ -92,9 +92,11 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
         "LLM(...) with enforce_eager=True on Colab in August 2024 (vLLM 0.5.3.post1); Vistral-7B is Mistral-7B with a "
         "38k-token vocabulary, whose 4-bit weights alone exceed 0.1 x 14.56 GiB either way"),
     "tgi-653-llama2-7b-a10g-inferred": (
-        {"engine_version": "0.9.3", "gpu_name": "A10G"},
-        "2023-07-19, the day after TGI 0.9.3 (the first release that infers max-batch-total-tokens); launcher "
-        "defaults (max-input-length 1024, max-total-tokens 2048, max-batch-prefill-tokens 4096)"),
+        {"engine_version": "0.9.4", "gpu_name": "A10G"},
+        "2023-07-19, the day after TGI 0.9.3, with the inferred max-batch-total-tokens that no release before "
+        "0.9.4 infers (v0.9.3's flash_causal_lm.py warmup allocates the launcher's figure; v0.9.4 reads "
+        "mem_get_info): a build from main, read as 0.9.4; launcher defaults (max-input-length 1024, "
+        "max-total-tokens 2048, max-batch-prefill-tokens 4096)"),
     "tgi-710-llama2-70b-8xa10g-total-tokens": (
         {"gpu_name": "A10G", "max_input_tokens": 3072, "max_batch_prefill_tokens": 4096,
          "max_batch_total_tokens": 16000},
@@ -107,7 +109,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "kv": "the LMI container's max_model_len is not printed and the activation peak (so the KV budget) "
               "depends on it"},
     "tgi-llama3-8b-class-a10g": {
-        "kv": "checkpoint and launch flags are not in the source: TGI's KV is 90% of what its warm-up batch "
+        "kv": "checkpoint and launch flags are not in the source: TGI's KV is 95% (2.2-2.3) of what its warm-up batch "
               "(set by --max-input-tokens / --max-batch-prefill-tokens, unknown) leaves; nvidia-smi's 19.4 GiB "
               "implies ~4 GiB held during warm-up against ~2.4 GiB for the 2.x defaults"},
     "vllm-12330-llama3-8b-a100-40gb": {

@@ -1,0 +1,216 @@
+"""The server flags gpumem writes, per engine, with the versions that accept each spelling.
+
+Every flag an action or a plan can write is an entry here: its setting (the newest spelling),
+the spellings the engines have taken it under, the first and last version that accept each
+spelling, its type and where the engine defines it (file:line at the first and the newest
+version read). A plan writes a spelling only where the deployed version accepts it
+(`choose_spelling`); `tests/test_engine_flags.py` checks that every flag an action names is here.
+
+Versions read (the engines' own sources):
+
+- TGI: every release tag from v0.9.0 to v3.3.7, `launcher/src/main.rs` (the launcher's clap
+  `Args`; each field is `--field-name` and, with `env`, the env var `FIELD_NAME`).
+- vLLM: 0.2.7, 0.3.3, 0.4.3, 0.5.5, 0.6.3, 0.8.5, 0.10.0-0.10.2, 0.11.0, 0.17.0, 0.18.0, 0.19.1,
+  0.20.0, 0.21.0, 0.28.0, 0.33.0
+  (`vllm/engine/arg_utils.py` of each PyPI release).
+- SGLang: 0.3.0, 0.4.1, 0.4.5-0.4.10, 0.5.1, 0.5.22, 0.5.23 (`sglang/srt/server_args.py`;
+  from 0.5.22 the fields are declared in `sglang/srt/arg_groups/fields/*.py` and the flag is
+  the field name hyphenated).
+
+For vLLM and SGLang a "since" of the oldest version read means "at least since then"; a first
+version between two read releases is the newer of the two (SGLang's `--pp-size` is absent from
+0.4.6 and present in 0.4.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Version = tuple[int, int, int]
+
+#: the oldest and newest version whose flags were read, per engine
+COVERED: dict[str, tuple[Version, Version]] = {
+    "tgi": ((0, 9, 0), (3, 3, 7)),
+    "vllm": ((0, 2, 7), (0, 33, 0)),
+    "sglang": ((0, 3, 0), (0, 5, 23)),
+}
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """One spelling of a setting: `flag` (no dashes) is accepted from `since` through `until`
+    (None: still in the newest version read). `sources` are file:line@version in the engine's
+    tree; `env` is the env var TGI also reads it from; `deprecated_from` the first version that
+    warns about it (still accepted)."""
+
+    flag: str
+    since: Version
+    until: Version | None
+    sources: tuple[str, ...]
+    env: str | None = None
+    deprecated_from: Version | None = None
+
+    def accepts(self, version: Version) -> bool:
+        return self.since <= version and (self.until is None or version <= self.until)
+
+
+@dataclass(frozen=True)
+class FlagEntry:
+    """A setting gpumem may write: `setting` is the name actions use, `kind` the value type
+    (int, float, bool, int_list)."""
+
+    engine: str
+    setting: str
+    kind: str
+    spellings: tuple[Spelling, ...]
+
+    def accepted(self, version: Version) -> tuple[Spelling, ...]:
+        return tuple(s for s in self.spellings if s.accepts(version))
+
+    def spelling(self, flag: str) -> Spelling | None:
+        return next((s for s in self.spellings if s.flag == flag), None)
+
+
+def _v(text: str) -> Version:
+    major, minor, patch = ([int(p) for p in text.split(".")] + [0, 0])[:3]
+    return major, minor, patch
+
+
+def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, int | None]) -> FlagEntry:
+    """TGI spellings as (flag, since, until, line at since, line at v3.3.7 or at until)."""
+    out = []
+    for flag, since, until, first_line, last_line in spellings:
+        last_tag = until or "3.3.7"
+        sources = (f"launcher/src/main.rs:{first_line}@v{since}",)
+        if last_line is not None and last_tag != since:
+            sources += (f"launcher/src/main.rs:{last_line}@v{last_tag}",)
+        out.append(Spelling(flag, _v(since), _v(until) if until else None, sources,
+                            env=flag.upper().replace("-", "_")))
+    return FlagEntry("tgi", setting, kind, tuple(out))
+
+
+def _py(engine: str, setting: str, kind: str, since: str, first: str, last: str,
+        deprecated_from: str | None = None) -> FlagEntry:
+    newest = COVERED[engine][1]
+    sources = (f"{first}@{since}", f"{last}@{'.'.join(map(str, newest))}")
+    return FlagEntry(engine, setting, kind, (Spelling(
+        setting, _v(since), None, sources, deprecated_from=_v(deprecated_from) if deprecated_from else None),))
+
+
+_VLLM_ARGS = "vllm/engine/arg_utils.py"
+_SGL_ARGS = "sglang/srt/server_args.py"
+_SGL_FIELDS = "sglang/srt/arg_groups/fields"
+
+FLAGS: dict[str, dict[str, FlagEntry]] = {
+    "tgi": {e.setting: e for e in (
+        # 2.0 renamed --max-input-length to --max-input-tokens and kept the old one as
+        # "Legacy version of [`Args::max_input_tokens`]" (launcher/src/main.rs:681@v3.3.7)
+        _tgi("max-input-tokens", "int",
+             ("max-input-length", "0.9.0", None, 128, 683),
+             ("max-input-tokens", "2.0.0", None, 226, 679)),
+        _tgi("max-total-tokens", "int", ("max-total-tokens", "0.9.0", None, 139, 695)),
+        _tgi("max-batch-size", "int", ("max-batch-size", "1.4.1", None, 285, 760)),
+        _tgi("max-batch-prefill-tokens", "int", ("max-batch-prefill-tokens", "0.9.0", None, 158, 715)),
+        _tgi("max-batch-total-tokens", "int", ("max-batch-total-tokens", "0.9.0", None, 178, 735)),
+        _tgi("cuda-memory-fraction", "float", ("cuda-memory-fraction", "0.9.4", None, 251, 813)),
+        _tgi("num-shard", "int", ("num-shard", "0.9.0", None, 86, 612)),
+        # 1.4.1-1.4.5 had a switch, off by default; from 2.0 a list of batch sizes ("0" disables)
+        _tgi("cuda-graphs", "int_list", ("cuda-graphs", "2.0.0", None, 313, 766)),
+        _tgi("enable-cuda-graphs", "bool", ("enable-cuda-graphs", "1.4.1", "1.4.5", 289, 289)),
+    )},
+    "vllm": {e.setting: e for e in (
+        _py("vllm", "max-model-len", "int", "0.2.7", f"{_VLLM_ARGS}:118", f"{_VLLM_ARGS}:991"),
+        _py("vllm", "max-num-seqs", "int", "0.2.7", f"{_VLLM_ARGS}:171", f"{_VLLM_ARGS}:1754"),
+        _py("vllm", "gpu-memory-utilization", "float", "0.2.7", f"{_VLLM_ARGS}:160", f"{_VLLM_ARGS}:1389"),
+        _py("vllm", "enforce-eager", "bool", "0.2.7", f"{_VLLM_ARGS}:194", f"{_VLLM_ARGS}:1000"),
+        _py("vllm", "tensor-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:133", f"{_VLLM_ARGS}:1209"),
+        _py("vllm", "pipeline-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:128", f"{_VLLM_ARGS}:1171"),
+    )},
+    "sglang": {e.setting: e for e in (
+        _py("sglang", "context-length", "int", "0.3.0", f"{_SGL_ARGS}:218", f"{_SGL_FIELDS}/model.py:110"),
+        _py("sglang", "max-running-requests", "int", "0.3.0", f"{_SGL_ARGS}:258", f"{_SGL_FIELDS}/schedule.py:31"),
+        _py("sglang", "mem-fraction-static", "float", "0.3.0", f"{_SGL_ARGS}:252", f"{_SGL_FIELDS}/schedule.py:27"),
+        _py("sglang", "tp-size", "int", "0.3.0", f"{_SGL_ARGS}:302", f"{_SGL_FIELDS}/parallel.py:45"),
+        _py("sglang", "pp-size", "int", "0.4.7", f"{_SGL_ARGS}:761", f"{_SGL_FIELDS}/parallel.py:59"),
+        # 0.5.22 made it a deprecated spelling of --cuda-graph-backend-{decode,prefill}=disabled,
+        # still accepted ("its only command-line entry point", server_args.py:408@0.5.23)
+        _py("sglang", "disable-cuda-graph", "bool", "0.3.0", f"{_SGL_ARGS}:406", f"{_SGL_ARGS}:411",
+            deprecated_from="0.5.22"),
+    )},
+}
+
+
+ENGINE_NAMES = {"tgi": "TGI", "vllm": "vLLM", "sglang": "SGLang"}
+
+
+def flag_entry(engine: str, flag: str) -> FlagEntry | None:
+    """The entry that `flag` (a setting or any of its spellings, no dashes) belongs to."""
+    table = FLAGS.get(engine, {})
+    if flag in table:
+        return table[flag]
+    return next((e for e in table.values() if e.spelling(flag) is not None), None)
+
+
+def version_label(version: Version) -> str:
+    return ".".join(str(p) for p in version)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `choose_spelling` decided: `flag` to write (None: refused, `reason` says why) and a
+    `note` a plan shows (None: nothing to say)."""
+
+    flag: str | None
+    reason: str | None = None
+    note: str | None = None
+
+
+def _range(spelling: Spelling) -> str:
+    until = f"through {version_label(spelling.until)}" if spelling.until else "on"
+    return f"from {version_label(spelling.since)} {until}"
+
+
+def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple[str, ...] = ()) -> Choice:
+    """The spelling of `flag` to write for `engine` at `version` (None: not known), given the
+    spellings the object already uses (`used`: they run, so the deployed version takes them).
+
+    >>> choose_spelling("tgi", "max-input-tokens", (1, 4, 0)).flag
+    'max-input-length'
+    >>> choose_spelling("tgi", "max-batch-size", (1, 4, 0)).reason
+    'TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)'
+    >>> choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",)).flag
+    'max-input-length'
+    """
+    entry = flag_entry(engine, flag)
+    if entry is None:
+        return Choice(flag)  # not a flag gpumem's actions write: the caller's own choice
+    name = ENGINE_NAMES.get(engine, engine)
+    present = [s.flag for s in entry.spellings if s.flag in used]
+    if present:
+        note = None if version is not None else f"{name} version unknown: --{present[0]} kept as the object spells it"
+        return Choice(present[0], note=note)
+    oldest, newest = COVERED[engine]
+    wanted = entry.spelling(flag) or entry.spellings[-1]
+    if version is None:
+        if wanted.since <= oldest and wanted.until is None:
+            return Choice(wanted.flag, note=(f"{name} version unknown: --{wanted.flag} is accepted by every version read "
+                                             f"({version_label(oldest)}-{version_label(newest)})"))
+        return Choice(None, reason=(f"{name} version unknown and --{wanted.flag} is accepted only {_range(wanted)}: "
+                                    "give the image a version tag, or set the flag by hand"))
+    note = None
+    looked_up = version
+    if version > newest:
+        looked_up = newest
+        note = f"{name} {version_label(version)} is newer than the newest read ({version_label(newest)}): spelled as there"
+    elif version < oldest:
+        return Choice(None, reason=(f"{name} {version_label(version)} is older than the oldest version read "
+                                    f"({version_label(oldest)}): its flags are not known"))
+    if wanted.accepts(looked_up):
+        if note is None and wanted.deprecated_from is not None and looked_up >= wanted.deprecated_from:
+            note = (f"{name} {version_label(version)} still takes --{wanted.flag} but calls it deprecated "
+                    f"(from {version_label(wanted.deprecated_from)})")
+        return Choice(wanted.flag, note=note)
+    other = entry.accepted(looked_up)
+    if other:
+        return Choice(other[-1].flag, note=note or f"{name} {version_label(version)} spells it --{other[-1].flag}")
+    return Choice(None, reason=f"{name} {version_label(version)} has no --{wanted.flag} (accepted {_range(wanted)})")

@@ -1,0 +1,283 @@
+"""The flag table (runbooks/catalogs/engine_flags.py): no action or plan writes a flag, or a
+spelling, the deployed engine version rejects; refused before a plan exists, with no write."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.actuator.launch_edit import edit_flags
+from runbooks.catalogs.engine_flags import COVERED, FLAGS, choose_spelling, flag_entry
+from runbooks.model.errors import UsageError
+from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan
+from runbooks.triage import failure_actions
+from tests.support.kube_fixtures import run_cli, running_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+#: every TGI release tag read (launcher/src/main.rs) and the vLLM / SGLang releases read
+TGI_TAGS = [
+    "0.9.0", "0.9.1", "0.9.2", "0.9.3", "0.9.4", "1.0.0", "1.0.1", "1.0.2", "1.0.3", "1.1.0", "1.1.1", "1.2.0",
+    "1.3.0", "1.3.1", "1.3.2", "1.3.3", "1.3.4", "1.4.0", "1.4.1", "1.4.2", "1.4.3", "1.4.4", "1.4.5", "2.0.0",
+    "2.0.1", "2.0.2", "2.0.3", "2.0.4", "2.1.0", "2.1.1", "2.2.0", "2.3.0", "2.3.1", "2.4.0", "2.4.1", "3.0.0",
+    "3.0.1", "3.0.2", "3.1.0", "3.1.1", "3.2.0", "3.2.1", "3.2.2", "3.2.3", "3.3.0", "3.3.1", "3.3.2", "3.3.3",
+    "3.3.4", "3.3.5", "3.3.6", "3.3.7"]
+READ = {
+    "tgi": TGI_TAGS,
+    "vllm": ["0.2.7", "0.3.3", "0.4.3", "0.5.5", "0.6.3", "0.8.5", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.17.0", "0.18.0",
+             "0.19.1", "0.20.0", "0.21.0", "0.28.0", "0.33.0"],
+    "sglang": ["0.3.0", "0.4.1", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.1", "0.5.22", "0.5.23"],
+}
+
+
+def _v(text: str) -> tuple[int, int, int]:
+    a, b, c = (int(p) for p in text.split("."))
+    return a, b, c
+
+
+def _literal_set_arg_flags() -> set[str]:
+    """Flags named as string literals in a `Change.set_arg(..., "flag", ...)` anywhere in runbooks/."""
+    found: set[str] = set()
+    for path in (ROOT / "runbooks").rglob("*.py"):
+        found |= set(re.findall(r'Change\.set_arg\(\s*\w+,\s*"([a-z0-9-]+)"', path.read_text(encoding="utf-8")))
+    return found
+
+
+def writable_flags() -> dict[str, set[str]]:
+    """Every flag an action or a plan can write, per engine."""
+    out = {engine: set(flags) for engine, flags in ENGINE_FLAGS.items()}
+    for table in (failure_actions._TP_FLAG, failure_actions._PP_FLAG):
+        for engine, flag in table.items():
+            out[engine].add(flag)
+    for engine, (flag, _) in failure_actions._NO_GRAPHS.items():
+        out[engine].add(flag)
+    out["tgi"].add("max-input-tokens")  # the safe plan's TGI prompt limit
+    literals = _literal_set_arg_flags()
+    for engine in out:
+        out[engine] |= {f for f in literals if flag_entry(engine, f) is not None}
+    return out
+
+
+def test_every_literal_flag_an_action_writes_is_in_some_engines_table():
+    literals = _literal_set_arg_flags()
+    assert literals >= {"max-batch-total-tokens", "max-batch-prefill-tokens", "gpu-memory-utilization", "max-input-tokens"}
+    missing = {f for f in literals if not any(flag_entry(engine, f) for engine in FLAGS)}
+    assert missing == set()
+
+
+@pytest.mark.parametrize("engine", sorted(FLAGS))
+def test_every_writable_flag_is_in_the_table(engine):
+    flags = writable_flags()[engine]
+    assert flags, engine
+    assert {f for f in flags if flag_entry(engine, f) is None} == set()
+
+
+@pytest.mark.parametrize(("engine", "version"), [(e, v) for e, vs in READ.items() for v in vs])
+def test_what_a_plan_writes_is_accepted_by_the_version_it_targets(engine, version):
+    """For each version read: the spelling chosen is one the table says that version accepts,
+    and a refusal only where no spelling of the setting is accepted there."""
+    target = _v(version)
+    for flag in sorted(writable_flags()[engine]):
+        entry = flag_entry(engine, flag)
+        choice = choose_spelling(engine, flag, target)
+        if choice.flag is None:
+            assert entry.accepted(target) == (), (flag, version)
+            assert version in choice.reason and flag in choice.reason
+        else:
+            spelling = entry.spelling(choice.flag)
+            assert spelling is not None and spelling.accepts(target), (flag, version, choice.flag)
+
+
+def test_tgi_spellings_by_version():
+    assert choose_spelling("tgi", "max-input-tokens", (1, 4, 0)).flag == "max-input-length"
+    assert choose_spelling("tgi", "max-input-tokens", (1, 4, 5)).flag == "max-input-length"
+    assert choose_spelling("tgi", "max-input-tokens", (2, 0, 0)).flag == "max-input-tokens"
+    assert choose_spelling("tgi", "max-batch-size", (1, 4, 0)).flag is None
+    assert choose_spelling("tgi", "max-batch-size", (1, 4, 1)).flag == "max-batch-size"
+    assert choose_spelling("tgi", "cuda-graphs", (1, 4, 5)).flag is None
+    assert choose_spelling("tgi", "cuda-graphs", (2, 0, 0)).flag == "cuda-graphs"
+    assert choose_spelling("tgi", "cuda-memory-fraction", (0, 9, 3)).flag is None
+    assert choose_spelling("tgi", "cuda-memory-fraction", (0, 9, 4)).flag == "cuda-memory-fraction"
+    assert choose_spelling("sglang", "pp-size", (0, 4, 6)).flag is None
+    assert choose_spelling("sglang", "pp-size", (0, 4, 7)).flag == "pp-size"
+    deprecated = choose_spelling("sglang", "disable-cuda-graph", (0, 5, 23))
+    assert deprecated.flag == "disable-cuda-graph" and "deprecated (from 0.5.22)" in deprecated.note
+    assert choose_spelling("sglang", "disable-cuda-graph", (0, 5, 1)).note is None
+
+
+def test_the_objects_own_spelling_wins_and_an_unknown_version_is_said():
+    kept = choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",))
+    assert kept.flag == "max-input-length" and "version unknown" in kept.note
+    refused = choose_spelling("tgi", "max-batch-size", None)
+    assert refused.flag is None and "1.4.1" in refused.reason and "unknown" in refused.reason
+    every = choose_spelling("vllm", "max-num-seqs", None)
+    assert every.flag == "max-num-seqs" and "0.2.7-0.33.0" in every.note
+    newer = choose_spelling("tgi", "max-batch-size", (3, 4, 0))
+    assert newer.flag == "max-batch-size" and "newer than the newest read (3.3.7)" in newer.note
+    assert choose_spelling("vllm", "max-num-seqs", (0, 2, 6)).flag is None
+
+
+def test_each_spelling_names_where_the_engine_defines_it():
+    for engine, table in FLAGS.items():
+        oldest, newest = COVERED[engine]
+        for entry in table.values():
+            for s in entry.spellings:
+                assert s.sources and all(re.fullmatch(r"[\w/.]+\.(rs|py):\d+@v?[\d.]+", src) for src in s.sources), s
+                assert oldest <= s.since <= newest and (s.until is None or s.since <= s.until <= newest)
+                assert entry.kind in ("int", "float", "bool", "int_list")
+
+
+def test_the_safe_plan_leaves_out_what_the_version_rejects():
+    plan = SafePlan("tgi", 4096, 8, None, 2048, 0.1, None, 4000, 3000, "exact", (), True, engine_version="1.4.0")
+    assert plan.values() == {"max-input-length": 2048, "max-total-tokens": 4096}
+    assert plan.args() == ("--max-input-length=2048", "--max-total-tokens=4096")
+    assert set(plan.withheld()) == {"max-batch-size"}
+    new = SafePlan("tgi", 4096, 8, None, 2048, 0.1, None, 4000, 3000, "exact", (), True, engine_version="2.4.1")
+    assert new.values() == {"max-input-tokens": 2048, "max-total-tokens": 4096, "max-batch-size": 8}
+    assert new.withheld() == {}
+
+
+# ------------------------------------------------------------------ the edit and the plan
+
+
+def tgi_deployment(image: str, args: list[str]) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "tgi", "namespace": "llm", "resourceVersion": "1", "generation": 1},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tgi"}},
+                     "template": {"metadata": {"labels": {"app": "tgi"}}, "spec": {"containers": [{
+                         "name": "tgi", "image": image, "args": args}]}}}}
+
+
+OLD_TGI = "ghcr.io/huggingface/text-generation-inference:1.4.0"
+
+
+def test_an_edit_spells_the_flag_as_the_image_version_does():
+    obj = tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"])
+    result = edit_flags(obj, None, {"max-input-tokens": 2048})
+    assert result.diff() == ["--max-input-length (default) -> 2048 (after args[3]); TGI 1.4.0 spells it --max-input-length"]
+    assert result.spelled == {"max-input-tokens": "max-input-length"}
+    assert result.fields["args"][-2:] == ["--max-input-length", "2048"]
+
+
+def test_an_edit_of_a_flag_the_image_version_lacks_is_refused():
+    obj = tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"])
+    with pytest.raises(UsageError) as e:
+        edit_flags(obj, None, {"max-batch-size": 8})
+    assert e.value.code == "flag_not_in_version"
+    assert e.value.params["reason"] == "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"
+
+
+def test_an_unknown_version_keeps_the_objects_spelling_and_says_so():
+    obj = tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
+                         ["--model-id", "m", "--max-input-length", "1024", "--max-total-tokens", "4096"])
+    result = edit_flags(obj, None, {"max-input-tokens": 2048})
+    assert result.diff() == ["--max-input-length 1024 -> 2048 (args[3]); TGI version unknown: --max-input-length "
+                             "kept as the object spells it"]
+    with pytest.raises(UsageError) as e:
+        edit_flags(obj, None, {"max-batch-size": 8})
+    assert e.value.code == "flag_not_in_version" and "unknown" in e.value.params["reason"]
+    # the log's version line stands in for the tag
+    assert edit_flags(obj, None, {"max-batch-size": 8}, engine_version="2.4.1").diff()[0].startswith("--max-batch-size")
+
+
+def test_a_plan_the_version_rejects_is_refused_before_it_exists_and_writes_nothing(tmp_path, capsys):
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"]))
+        store = tmp_path / "gpumem.db"
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", "--set", "max-batch-size=8")
+        assert rc == 2 and "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)" in text
+        assert "Traceback" not in text
+        assert sc.kube.writes() == []
+        rc, plan = run_cli(capsys, sc, store, "plans", "--all", "--json")
+        assert rc == 0 and plan == []
+        # the same object, a flag the version takes under its own spelling: planned and written so
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--set", "max-input-tokens=2048", "--json")
+        assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-input-length (default) -> 2048"]
+        rc, applied = run_cli(capsys, sc, store, "apply", plan["id"], "--yes", "--no-watch", "--json")
+        assert (rc, applied["state"]) == (0, "applied")
+        assert len(sc.kube.writes(verb="patch")) == 1
+        args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[-2:] == ["--max-input-length", "2048"] and "--max-input-tokens" not in args
+        rc, back = run_cli(capsys, sc, store, "rollback", plan["id"], "--yes", "--json")
+        assert (rc, back["state"]) == (0, "rolled_back")
+        assert len(sc.kube.writes(verb="patch")) == 2
+        args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args == ["--model-id", "m", "--max-total-tokens", "4096"]
+
+
+# ------------------------------------------------------------------ triage: before a plan exists
+
+
+def _triage_tgi(tag: str):
+    from dataclasses import replace
+
+    from collectors.parsers.bundle import load_bundle
+    from collectors.parsers.flags import server_config_from_container
+    from runbooks.triage.runbook import triage
+
+    ev = load_bundle(ROOT / "tests" / "data" / "real" / "tgi-653-llama2-7b-a10g-k8s-prefill-oom")
+    cfg = server_config_from_container({
+        "name": "tgi", "image": f"ghcr.io/huggingface/text-generation-inference:{tag}",
+        "args": ["--model-id", "meta-llama/Llama-2-7b-hf", "--max-total-tokens", "4096", "--max-batch-prefill-tokens",
+                 "4096", *(["--cuda-memory-fraction", "0.99"] if _v(tag) >= (0, 9, 4) else [])]})
+    return triage(replace(ev, server_config=cfg))
+
+
+def test_triage_spells_the_safe_flags_for_tgi_1_4_0_and_leaves_out_what_it_lacks():
+    action = next(a for a in _triage_tgi("1.4.0").actions if a.id == "set_safe_flags")
+    assert [c.flag for c in action.changes] == ["max-input-length", "cuda-memory-fraction"]
+    assert action.params["withheld"] == {"max-batch-size": "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"}
+    assert "--max-batch-size" not in action.params["args"] and "--max-input-length=4095" in action.params["args"]
+    new = next(a for a in _triage_tgi("2.4.1").actions if a.id == "set_safe_flags")
+    assert [c.flag for c in new.changes] == ["max-input-tokens", "max-batch-size", "cuda-memory-fraction"]
+    assert "withheld" not in new.params
+
+
+@pytest.mark.parametrize("tag", TGI_TAGS)
+def test_no_triage_action_names_a_flag_its_tgi_version_rejects(tag):
+    for action in _triage_tgi(tag).actions:
+        for change in action.changes:
+            if change.kind == "set_arg":
+                entry = flag_entry("tgi", change.flag)
+                assert entry is not None and entry.spelling(change.flag).accepts(_v(tag)), (tag, action.id, change.flag)
+
+
+def test_a_plan_from_a_triage_uses_the_version_its_log_said(tmp_path, capsys):
+    """The image tag says nothing ("latest"); the recorded triage read TGI 1.4.0 from the log:
+    --max-batch-size is refused with nothing written, --max-input-tokens is written as 1.4.0
+    spells it."""
+    from bot.service.notes import record_triage
+    from bot.store.db import Store
+    from runbooks.model.changes import Change
+    from runbooks.model.report import Action, Report
+
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
+                                   ["--model-id", "m", "--max-total-tokens", "4096"]))
+        store = tmp_path / "gpumem.db"
+        db = Store.open(store)
+        record_triage(db, Report(target="llm/tgi", engine="tgi", engine_version="1.4.0", actions=(
+            Action("lower_max_num_seqs", changes=(Change.set_arg("tgi", "max-batch-size", None, 8),)),
+            Action("set_safe_flags", changes=(Change.set_arg("tgi", "max-input-tokens", None, 2048),)))),
+            actor="cli:test")
+        db.close()
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "lower_max_num_seqs")
+        assert rc == 2 and "TGI 1.4.0 has no --max-batch-size" in text
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "set_safe_flags", "--json")
+        assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-input-length (default) -> 2048"]
+        assert sc.kube.writes() == []
+
+
+def test_the_report_says_which_flag_was_left_out_and_why():
+    from bot.render.text import render_text
+
+    report = _triage_tgi("1.4.0")
+    line = next(li for li in render_text(report, "en").split("\n") if "Set safe flags" in li)
+    assert "--max-batch-size=" not in line
+    assert line.endswith("(left out, the deployed version rejects it: TGI 1.4.0 has no --max-batch-size "
+                         "(accepted from 1.4.1 on))")
+    zh = next(li for li in render_text(report, "zh").split("\n") if "--max-input-length=4095" in li)
+    assert "已略去" in zh
+    assert "left out" not in next(li for li in render_text(_triage_tgi("2.4.1"), "en").split("\n")
+                                  if "Set safe flags" in li)
