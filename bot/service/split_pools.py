@@ -28,6 +28,7 @@ from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.value_ranges import check_option
 
 #: the audit event that keeps a split plan's template values
 TEMPLATE_EVENT = "split_pools"
@@ -92,8 +93,12 @@ def request_from_args(args: Any, namespace: str, name: str, *, cluster: str | No
             raise UsageError("split_phase1_option", option=extra[0])
     elif getattr(args, "routing_confirmed", False):
         raise UsageError("split_routing_phase2")
-    return SplitRequest(namespace, name, cluster, phase, getattr(args, "threshold", None), getattr(args, "profile", None),
-                        getattr(args, "long_replicas", None) or split.DEFAULT_LONG_REPLICAS,
+    threshold, long_replicas = getattr(args, "threshold", None), getattr(args, "long_replicas", None)
+    return SplitRequest(namespace, name, cluster, phase,
+                        None if threshold is None else check_option("--threshold", threshold),
+                        getattr(args, "profile", None),
+                        split.DEFAULT_LONG_REPLICAS if long_replicas is None else check_option("--long-replicas",
+                                                                                               long_replicas),
                         getattr(args, "service", None), getattr(args, "container", None), getattr(args, "gpu", None),
                         bool(getattr(args, "routing_confirmed", False)), requested_by, origin, watch_s)
 
