@@ -173,3 +173,16 @@ def test_a_rollback_refusal_after_a_key_rotation_in_the_long_pool_quotes_neither
     assert "/args" not in text, "the keys compare masked: the rotation is no value difference"
     assert cluster.kube.writes(verb="delete") == [] and cluster.kube.dry_runs(verb="delete") == []
     _absent(text, _store_bytes(store), secrets=(SECRETS[0], ROTATED))
+
+
+
+def test_a_key_inside_the_sh_c_script_a_split_edits_is_refused_with_nothing_stored(cluster, tmp_path, capsys):
+    """The long pool's flags would be edited inside the one word that also holds the key: refused
+    as any flag edit of such a word is, before a plan exists."""
+    _plant(cluster, "shell", SECRETS[1])
+    store = tmp_path / "gpumem.db"
+    rc, text = run_cli(capsys, cluster, store, "plan", TARGET, "--split-pools")
+    assert rc == 2 and "args[0] also carries a credential" in text and "nothing was planned or written" in text
+    assert Store.open(store).plans(open_only=False) == []
+    assert cluster.kube.writes() == [] and cluster.kube.dry_runs() == []
+    _absent(text, _store_bytes(store), secrets=(SECRETS[1],))
