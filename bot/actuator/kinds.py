@@ -18,7 +18,9 @@ write holds exactly what the patch says and a rollback's `test` finds it.
 - `shm`: an emptyDir of medium Memory with a sizeLimit mounted at /dev/shm (NCCL with TP > 1);
 - `memory_limit`: the container's memory limit (host RAM), and its request when it equals the limit.
 
-Bad input is a UsageError `invalid_field` naming the field, never a traceback.
+Bad input is a UsageError `invalid_field` naming the field, never a traceback; a number or a
+quantity outside what gpumem plans (`runbooks.remediation.value_ranges.OPTIONS`, `MEMORY_BYTES`)
+is UsageError `flag_value_out_of_range` naming the option, the value and the range.
 
 >>> canonical_quantity("64Gi", "--memory-limit"), canonical_quantity("1024Mi", "x"), canonical_quantity("1536Mi", "x")
 ('64Gi', '1Gi', '1536Mi')
@@ -38,6 +40,7 @@ from typing import Any
 from bot.actuator.launch_edit import POD_PATH, server_container
 from runbooks.model.changes import Change
 from runbooks.model.errors import UsageError
+from runbooks.remediation.value_ranges import check_memory, check_option, shown
 
 #: the health endpoint each engine serves on its HTTP port
 HEALTH_PATH = {"vllm": "/health", "sglang": "/health", "tgi": "/health"}
@@ -94,6 +97,8 @@ def canonical_quantity(text: Any, field: str) -> str:
     """The quantity as the API server stores it: the largest suffix of its family (binary or
     decimal) that keeps it whole."""
     value = quantity_bytes(text, field)
+    if field.startswith("--"):  # what someone asks for (`--shm-size`, `--memory-limit`), not a value read
+        check_memory(field, text, value)
     m = _QUANTITY.match(str(text))
     assert m is not None
     table = _BINARY if (m.group(2) or "").endswith("i") else _DECIMAL
@@ -142,8 +147,7 @@ def startup_budget(budget_s: int) -> tuple[int, int]:
 def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any) -> KindEdit:
     """A startupProbe on the server container: GET the engine's health path on its port, every
     10 s, failing only after `budget_s` seconds. Replaces a startupProbe that is there."""
-    if isinstance(budget_s, bool) or not isinstance(budget_s, int) or not 10 <= budget_s <= 7200:
-        raise invalid("--startup-probe", budget_s, "the load-time budget is whole seconds from 10 to 7200")
+    budget_s = check_option("--startup-probe", budget_s)
     index, spec, config = server_container(workload, container)
     engine = config.engine or "vllm"
     port = config.port or _single_port(spec) or DEFAULT_PORT.get(engine, 8000)
@@ -173,9 +177,9 @@ def _single_port(spec: dict[str, Any]) -> int | None:
 def surge_value(text: Any, field: str = "--max-surge") -> int | str:
     """A maxSurge/maxUnavailable value: a whole number or a percentage ("25%")."""
     m = _SURGE.match(str(text).strip())
-    if m is None or (m.group(2) and int(m.group(1)) > 100):
-        raise invalid(field, text, "expected a whole number or a percentage like 25%")
-    return f"{int(m.group(1))}%" if m.group(2) else int(m.group(1))
+    if m is None or (m.group(2) and (len(m.group(1)) > 3 or int(m.group(1)) > 100)):
+        raise invalid(field, shown(text), "expected a whole number or a percentage like 25%")
+    return f"{int(m.group(1))}%" if m.group(2) else check_option("--max-surge", m.group(1))
 
 
 def max_surge(workload: dict[str, Any], surge: Any) -> KindEdit:
@@ -325,8 +329,9 @@ def hpa_queue(workload: dict[str, Any], hpa: dict[str, Any] | None, metric: str,
     """Scale on `metric` (a Pods metric, `target` waiting requests per pod on average). With an
     HPA: its metrics replaced by that one. Without: a new HPA named like the workload, from its
     current replicas up to `max_replicas` (default twice as many, at least one more)."""
-    if isinstance(target, bool) or not isinstance(target, int) or not 1 <= target <= 10_000:
-        raise invalid("--queue-target", target, "the waiting requests per pod is a whole number from 1 to 10000")
+    target = check_option("--queue-target", target)
+    if max_replicas is not None:
+        max_replicas = check_option("--hpa-max", max_replicas)
     if not metric or "/" in metric or "%" in metric:
         raise invalid("--queue-metric", metric, "a metric name without / or %")
     metrics = [{"type": "Pods", "pods": {"metric": {"name": metric},

@@ -33,28 +33,15 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
 def masked_op(op: dict[str, Any]) -> dict[str, Any]:
     """A patch operation with secret values masked: flags (`--api-key x`), env entries whose
     name says secret, credential shapes anywhere. A flag edit's patch names only the elements
-    it changes and holds no secret; the objects a pool split creates are clones, and are shown
-    masked (the terminal, `--json` and Slack alike).
+    it changes and holds no secret; the objects a pool split creates are clones, stored masked
+    (`runbooks.remediation.split.stored_ops`) and shown so (the terminal, `--json` and Slack).
 
     >>> masked_op({"op": "create", "value": {"env": [{"name": "HF_TOKEN", "value": "hf_x"}]}})
     {'op': 'create', 'value': {'env': [{'name': 'HF_TOKEN', 'value': '<redacted>'}]}}
     """
-    from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
+    from runbooks.remediation.split import masked
 
-    def mask(value: Any) -> Any:
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return redact_argv(value)
-        if isinstance(value, list):
-            return [mask(v) for v in value]
-        if isinstance(value, dict):
-            if isinstance(value.get("name"), str) and isinstance(value.get("value"), str) and secret_name(value["name"]):
-                return {**value, "value": REDACTED}
-            return {k: mask(v) for k, v in value.items()}
-        if isinstance(value, str):
-            return redact_text(value)
-        return value
-
-    return {k: (mask(v) if k == "value" else v) for k, v in op.items()}
+    return {k: (masked(v) if k == "value" else v) for k, v in op.items()}
 
 
 def plan_text(stored: StoredPlan, lang: str) -> str:

@@ -1,5 +1,9 @@
 """The command grammar of the remediation verbs: `gpumem plan`, `gpumem apply`, `gpumem rollback`
-(registered in `bot.service.commands.VERBS`)."""
+(registered in `bot.service.commands.VERBS`).
+
+The numbers a plan writes (`--hpa-max`, `--queue-target`, `--startup-probe`, `--threshold`,
+`--long-replicas`) are taken as typed and held to `runbooks.remediation.value_ranges.OPTIONS`
+by the service, so a refusal names the option, the value and the range like any planned value."""
 
 from __future__ import annotations
 
@@ -29,15 +33,15 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
                    help="a server flag's new value, e.g. max-num-seqs=64 (FLAG= removes it); repeatable")
     p.add_argument("--replicas", type=whole_number(0, 10_000), metavar="N", help="the new replica count")
-    p.add_argument("--startup-probe", type=whole_number(10, 7200), nargs="?", const=300, metavar="SECONDS",
+    p.add_argument("--startup-probe", nargs="?", const=300, metavar="SECONDS",
                    help="a startupProbe on the engine's /health allowing SECONDS to load (default 300: 30 x 10 s)")
-    p.add_argument("--queue-target", type=whole_number(1, 10_000), metavar="N",
+    p.add_argument("--queue-target", metavar="N",
                    help="an HPA on the engine's queue metric, N waiting requests per pod on average (created "
                         "when none scales the Deployment, else its metrics replaced)")
     p.add_argument("--queue-metric", metavar="NAME", help="the queue metric as the metrics adapter serves it "
                                                           "(default: vllm:num_requests_waiting, sglang:num_queue_reqs, "
                                                           "tgi_queue_size)")
-    p.add_argument("--hpa-max", type=whole_number(1, 10_000), metavar="N",
+    p.add_argument("--hpa-max", metavar="N",
                    help="maxReplicas of an HPA gpumem creates (default: twice the current replicas)")
     p.add_argument("--max-surge", metavar="N|P%", help="the rollout's maxSurge; 0 also sets maxUnavailable 1, so "
                                                        "a rollout needs no spare GPU")
@@ -56,14 +60,14 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
     split.add_argument("--split-pools", action="store_true", help="plan a pool split instead of --set/--replicas")
     split.add_argument("--phase", type=whole_number(1, 2), default=None, metavar="1|2",
                        help="1 (default): create NAME-long; 2: tighten the original (needs --routing-confirmed)")
-    split.add_argument("--threshold", type=whole_number(1, 10_000_000), metavar="TOKENS",
+    split.add_argument("--threshold", metavar="TOKENS",
                        help="prompts longer than this go to the long pool (default: the runbook's long-request "
                             "boundary, 2048)")
     split.add_argument("--routing-confirmed", action="store_true",
                        help="phase 2: you checked that the gateway sends prompts over the threshold to NAME-long")
     split.add_argument("--profile", metavar="ACCESS_LOG",
                        help="phase 1: the access log whose p99 request length sizes the long pool")
-    split.add_argument("--long-replicas", type=whole_number(1, 1000), metavar="N", default=None,
+    split.add_argument("--long-replicas", metavar="N", default=None,
                        help="phase 1: replicas of the long pool (default 1)")
     split.add_argument("--service", metavar="NAME", help="phase 1: the original Service (default: named like the "
                                                           "Deployment)")

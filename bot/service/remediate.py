@@ -33,6 +33,7 @@ from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
 from runbooks.remediation.value_ranges import (
+    check_option,
     check_plannable,
     check_replicas,
     check_switch,
@@ -456,7 +457,8 @@ def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster:
                                     origin=f"{origin}, action {action} of the last triage", kind=kind,
                                     engine_version=triage_engine_version(store, namespace, name))
     return PlanRequest(namespace, name, kind, cluster, parse_set(sets), replicas, container,
-                       requested_by=requested_by, origin=origin, changes=other, hpa_max=hpa_max)
+                       requested_by=requested_by, origin=origin, changes=other,
+                       hpa_max=None if hpa_max is None else check_option("--hpa-max", hpa_max))
 
 
 def explicit_changes(args: Any) -> tuple[Change, ...]:
@@ -466,8 +468,9 @@ def explicit_changes(args: Any) -> tuple[Change, ...]:
     container = getattr(args, "container", None)
     probe = getattr(args, "startup_probe", None)
     if probe is not None:
-        out.append(Change("add_startup_probe", container, None, None, probe))
+        out.append(Change("add_startup_probe", container, None, None, check_option("--startup-probe", probe)))
     target = getattr(args, "queue_target", None)
+    target = None if target is None else check_option("--queue-target", target)
     metric = getattr(args, "queue_metric", None)
     if target is not None or metric is not None:
         out.append(Change("hpa_on_queue_depth", None, metric, None, 4 if target is None else target))

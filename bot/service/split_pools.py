@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.actuator.launch_edit import edit_flags
-from bot.actuator.split_apply import delete_created, existing
+from bot.actuator.split_apply import build_clones, delete_created, existing
 from bot.actuator.writer import KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
@@ -29,6 +28,7 @@ from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.value_ranges import check_option
 
 #: the audit event that keeps a split plan's template values
 TEMPLATE_EVENT = "split_pools"
@@ -93,8 +93,12 @@ def request_from_args(args: Any, namespace: str, name: str, *, cluster: str | No
             raise UsageError("split_phase1_option", option=extra[0])
     elif getattr(args, "routing_confirmed", False):
         raise UsageError("split_routing_phase2")
-    return SplitRequest(namespace, name, cluster, phase, getattr(args, "threshold", None), getattr(args, "profile", None),
-                        getattr(args, "long_replicas", None) or split.DEFAULT_LONG_REPLICAS,
+    threshold, long_replicas = getattr(args, "threshold", None), getattr(args, "long_replicas", None)
+    return SplitRequest(namespace, name, cluster, phase,
+                        None if threshold is None else check_option("--threshold", threshold),
+                        getattr(args, "profile", None),
+                        split.DEFAULT_LONG_REPLICAS if long_replicas is None else check_option("--long-replicas",
+                                                                                               long_replicas),
                         getattr(args, "service", None), getattr(args, "container", None), getattr(args, "gpu", None),
                         bool(getattr(args, "routing_confirmed", False)), requested_by, origin, watch_s)
 
@@ -311,13 +315,14 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
         raise UsageError("split_threshold_too_high", threshold=threshold, short=short_len, current=current_len)
     short_size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
 
-    clone = split.clone_deployment(original, service, replicas=request.long_replicas)
-    wanted = {length_flag: long_size.max_model_len, seqs_flag: long_size.max_num_seqs}
-    edit = edit_flags(clone, request.container, wanted)
-    long_deployment = edit.workload
-    long_service = split.clone_service(service, long_deployment)
-    ops = split.create_ops(long_deployment, long_service)
-    container = edit.container
+    wanted = [(length_flag, long_size.max_model_len), (seqs_flag, long_size.max_num_seqs)]
+    long_deployment, long_service, container = build_clones(original, service, replicas=request.long_replicas,
+                                                            container=request.container, flags=wanted)
+    # the store keeps the clones masked, and what rebuilds them from the originals at apply time
+    ops = split.stored_ops(split.create_ops(long_deployment, long_service),
+                           [split.source_of(original, "Deployment"), split.source_of(service, "Service")],
+                           {"replicas": request.long_replicas, "container": container,
+                            "flags": [list(f) for f in wanted]})
     changes = (Change(split.ACTION, container, "Deployment", None, f"create Deployment/{long}"),
                Change(split.ACTION, None, "Service", None, f"create Service/{long}"))
     meta = original.get("metadata") or {}

@@ -42,6 +42,7 @@ from typing import Any
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
 from runbooks.profile.requests import BUCKET_LIMITS
 from runbooks.remediation.solver import ENGINE_FLAGS, round_context
 from runbooks.sizing.budget import compute_budget
@@ -267,11 +268,62 @@ def flags_for(engine: str) -> tuple[str, str]:
 
 
 def create_ops(deployment: Mapping[str, Any], service: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """A phase-1 plan's "patch": the two objects to create, in the order they are created."""
+    """The two objects to create, in the order they are created, as they will be sent."""
     return ({"op": "create", "kind": "Deployment", "name": deployment["metadata"]["name"],
              "value": copy.deepcopy(dict(deployment))},
             {"op": "create", "kind": "Service", "name": service["metadata"]["name"],
              "value": copy.deepcopy(dict(service))})
+
+
+def masked(value: Any) -> Any:
+    """An object (or any part of one) with every credential masked: the values of secret flags
+    in a command or args list (`--api-key <redacted>`, `--api-key=<redacted>`, inside a `sh -c`
+    script), the value of an entry whose name says secret (`{"name": "HF_TOKEN", "value": ...}`),
+    credential shapes in any other string. Deterministic and idempotent: equal objects mask
+    equally, and a masked object masks to itself.
+
+    >>> masked({"env": [{"name": "HF_TOKEN", "value": "hf_x"}], "args": ["--api-key", "k", "--n", "8"]})
+    {'env': [{'name': 'HF_TOKEN', 'value': '<redacted>'}], 'args': ['--api-key', '<redacted>', '--n', '8']}
+    """
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return redact_argv(value)
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    if isinstance(value, dict):
+        if isinstance(value.get("name"), str) and isinstance(value.get("value"), str) and secret_name(value["name"]):
+            return {**{k: masked(v) for k, v in value.items()}, "value": REDACTED}
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def source_of(obj: Mapping[str, Any], kind: str) -> dict[str, str]:
+    """The identity and version of the object a clone is made from: what apply re-reads and
+    must find again before it rebuilds the clone."""
+    meta = obj.get("metadata") or {}
+    return {"kind": kind, "name": str(meta.get("name") or ""),
+            "uid": str(meta.get("uid") or ""), "resourceVersion": str(meta.get("resourceVersion") or "")}
+
+
+def stored_ops(ops: Iterable[Mapping[str, Any]], sources: Iterable[Mapping[str, Any]],
+               build: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    """A phase-1 plan's "patch", as the store keeps it: each object to create with every
+    credential masked (`masked`), the object it is cloned from (`source_of`), and `build`, what
+    rebuilds the clones from those sources at apply time (the long pool's replicas, the server
+    container and the flags set on it, in order). No credential value is in it: apply re-reads
+    the sources and rebuilds the objects, credentials included, and sends them only when they
+    mask to exactly what is stored here.
+
+    >>> op = {"op": "create", "kind": "Service", "name": "s-long", "value": {"metadata": {"name": "s-long"}}}
+    >>> stored_ops([op], [{"kind": "Service", "name": "s"}], {"replicas": 1})[0]["source"]
+    {'kind': 'Service', 'name': 's'}
+    """
+    out = []
+    for op, source in zip(ops, sources, strict=True):
+        out.append({**{k: copy.deepcopy(v) for k, v in op.items() if k != "value"}, "value": masked(op["value"]),
+                    "source": dict(source), "build": copy.deepcopy(dict(build))})
+    return tuple(out)
 
 
 def inverse_of_creates(ops: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

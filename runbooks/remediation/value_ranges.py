@@ -165,6 +165,47 @@ def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = 
 #: a switch: what every flag of `collectors.parsers.flag_tables.BOOLEAN_FLAGS` takes
 SWITCH = Range("bool")
 
+#: the plan options that are not engine flags -> the whole numbers gpumem plans for them: an
+#: HPA's maxReplicas and the long pool's replicas as any replica count, the waiting requests per
+#: pod an HPA scales on, a startupProbe's load-time budget in seconds, a pool split's threshold
+#: in prompt tokens, and a rollout's maxSurge as a number of pods (a percentage is 0%..100%)
+OPTIONS: dict[str, Range] = {
+    "--hpa-max": Range("int", *REPLICAS), "--long-replicas": Range("int", *REPLICAS),
+    "--queue-target": Range("int", 1, 10_000), "--startup-probe": Range("int", 10, 7200),
+    "--threshold": Range("int", 1, 10_000_000), "--max-surge": Range("int", 0, REPLICAS[1]),
+}
+#: the memory quantities gpumem plans (`--shm-size`, `--memory-limit`), in bytes: 1Mi..64Ti
+MEMORY_BYTES = (2**20, 64 * 2**40)
+
+
+def check_option(option: str, value: Any) -> int:
+    """`value` of plan option `option` (`OPTIONS`) as planned, a whole number; UsageError
+    flag_value_out_of_range naming the option, the value and the range otherwise.
+
+    >>> check_option("--hpa-max", "8")
+    8
+    >>> check_option("--queue-target", 0)
+    Traceback (most recent call last):
+    ...
+    runbooks.model.errors.UsageError: flag_value_out_of_range: {'flag': '--queue-target', 'value': '0', 'range': '1..10000'}
+    """
+    rng = OPTIONS[option]
+    number = _number(value, True)
+    if number is None or not rng.low <= number <= rng.high:
+        raise _out(option, value, rng.words())
+    return int(number)
+
+
+def check_memory(option: str, text: Any, size: int) -> int:
+    """A memory quantity `text` (of `size` bytes) as planned for `option`: 1Mi..64Ti.
+
+    >>> check_memory("--shm-size", "16Gi", 16 * 2**30) == 16 * 2**30
+    True
+    """
+    if not MEMORY_BYTES[0] <= size <= MEMORY_BYTES[1]:
+        raise _out(option, text, "1Mi..64Ti")
+    return size
+
 
 def check_switch(flag: str, value: Any) -> bool | None:
     """A switch's value as planned: True, False (or their text, any case), None to remove it.
