@@ -143,8 +143,14 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
 
 
 def _one_line(error: GpumemError) -> str:
-    reason = error.params.get("reason")
-    return str(reason if reason else error)[:300]
+    """Why a re-read failed, in a few words: "HTTP 503: etcdserver: leader changed", "no answer
+    within 10.0 s", "forbidden: get deployments.apps in namespace llm"."""
+    p = error.params
+    if p.get("reason"):
+        return str(p["reason"])[:300]
+    if p.get("status"):
+        return f"HTTP {p['status']}" + (f": {p['detail']}" if p.get("detail") else "")[:300]
+    return str(error)[:300]
 
 
 def _baseline(writer: KubeWriter, plan: Plan, current: dict[str, Any]) -> tuple[Baseline | None, str | None]:

@@ -306,9 +306,10 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
         write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
-        store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now,
-                     detail={"plan": plan_id, **{k: str(v)[:300] for k, v in e.params.items()}})
-        raise
+        params = {"reread": "not read again", **{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"},
+                  "plan": plan_id}
+        store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now, detail=params)
+        raise OutcomeUnknown(e.delay_s, **params) from e
     except GpumemError as e:
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
@@ -392,9 +393,10 @@ def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, ac
     try:
         return rollback_plan(writer, stored.plan, _cause(stored.plan, verb)).unclear
     except OutcomeUnknown as e:
+        params = {k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}
         store.record(ROLLBACK_OUTCOME_UNKNOWN, actor=actor, channel=channel, now=now,
-                     detail={"plan": stored.plan.id, **{k: str(v)[:300] for k, v in e.params.items()}})
-        raise
+                     detail={**params, "plan": stored.plan.id})
+        raise OutcomeUnknown(e.delay_s, code=ROLLBACK_OUTCOME_UNKNOWN, **{**params, "plan": stored.plan.id}) from e
 
 
 def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:

@@ -29,7 +29,7 @@ from bot.service.live_errors import error_line
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
-from runbooks.model.errors import Conflict, GpumemError, UsageError
+from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
 
 log = logging.getLogger("gpumem.slack.remediation")
 
@@ -372,8 +372,13 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "applying plan %s failed", e, plan_id)
             reason = Catalog.load(lang).t("slack.error.internal", error_id=error_id)
-            self.poster.update(channel, ts, self._message(self.store.get(plan_id), lang, "not_applied",
-                                                           reason=reason))
+            stored = self.store.get(plan_id)
+            if stored.state == "applying":  # it may have been sent: only a re-read can tell
+                self.store.record(remediate.OUTCOME_UNKNOWN, actor="gpumem", channel=channel,
+                                  detail={"plan": plan_id, "reason": reason[:300]})
+                self.poster.update(channel, ts, self._message(stored, lang, "unknown", reason=reason, reread="-"))
+                return
+            self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
         store = self.store
@@ -405,7 +410,12 @@ class RemediationDesk:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(now, lang, "not_applied", reason=reason))
             return
-        except GpumemError as e:
+        except OutcomeUnknown as e:  # sent, the answer lost, the object unreadable: the reconcile pass reads it
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "unknown",
+                                                           reason=str(e.params.get("reason") or "-"),
+                                                           reread=str(e.params.get("reread") or "-")))
+            return
+        except GpumemError as e:  # refused before the write, by a 4xx, or a re-read proved it absent
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=reason))
             return
@@ -490,6 +500,13 @@ class RemediationDesk:
                 return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
+        except OutcomeUnknown as e:  # the plan keeps its state; the reconcile pass reads the object
+            if message is not None:
+                self.poster.update(message[0], message[1], self._message(
+                    self.store.get(plan_id), lang, "rollback_unknown", users=(user,),
+                    reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            return self._refuse(respond, lang, "rollback_unknown", plan=plan_id, reason=reason)
         except GpumemError as e:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
