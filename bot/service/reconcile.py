@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.actuator.apply import created_by, landed, restored_on
-from bot.actuator.writer import CREATE
+from bot.actuator.writer import CREATE, JSON_PATCH
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import Conflict, TargetNotFound
 from runbooks.remediation.plan import Plan
@@ -98,6 +98,9 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
             continue
         plan = stored.plan
         t = plan.target
+        if plan.patch_type not in (JSON_PATCH, CREATE):  # a pool split's phase 1: several objects
+            _unknown(store, plan, now, out, "a pool split's objects are not settled by a re-read: check them by hand")
+            continue
         obj = _read(store, reader_for, plan, now, out)
         if obj is _UNREAD:
             continue
@@ -132,12 +135,17 @@ def _read(store: Store, reader_for: Any, plan: Plan, now: datetime, out: list[Re
     except TargetNotFound:
         return None
     except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
-        detail = f"{type(e).__name__}: {e}"[:300]
-        if _last_unknown(store, plan.id) != detail:
-            store.record("reconcile", actor=RECONCILE_ACTOR, now=now,
-                         detail={"plan": plan.id, "outcome": "unknown", "reason": detail, "rollback": rollback})
-        out.append(Reconciled(plan.id, str(t), "unknown", detail, rollback))
+        _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback)
         return _UNREAD
+
+
+def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], detail: str,
+             rollback: bool = False) -> None:
+    """Nothing is known: a `reconcile` row saying why (unless the last one said the same)."""
+    if _last_unknown(store, plan.id) != detail:
+        store.record("reconcile", actor=RECONCILE_ACTOR, now=now,
+                     detail={"plan": plan.id, "outcome": "unknown", "reason": detail, "rollback": rollback})
+    out.append(Reconciled(plan.id, str(plan.target), "unknown", detail, rollback))
 
 
 def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: datetime) -> Reconciled | None:
