@@ -299,3 +299,15 @@ def test_cli_apply_says_unknown_when_it_cannot_read_and_gpumem_plans_settles_it(
            "now applied" in out.err
     assert {p["id"]: p["state"] for p in json.loads(out.out)}[plan_id] == "applied"
     assert len(_patches(cluster)) == 1
+
+
+def test_the_watchs_reads_without_an_answer_are_temporary_errors(cluster):
+    from bot.actuator.watch import look
+
+    writer = KubeWriter(cluster.api("prod"), timeout_s=0.3)
+    cluster.kube.add_latency(r"/namespaces/llm/pods\?", 1.0)
+    with pytest.raises(TemporaryError) as e:
+        look(writer, NS, NAME, None)
+    assert (e.value.code, e.value.params["reason"], e.value.params["source"]) == (
+        "timeout", "no answer within 0.3 s", "kube:pods/llm")
+    assert _patches(cluster) == []
