@@ -138,3 +138,73 @@ def test_a_plan_another_replica_left_applying_is_settled_by_the_running_bots_pas
         assert len(_edits(fake, plan_ts)) == 1
         assert store.get(plan_id).state == "applied" and _patches(sc) == writes
         store.close()
+
+
+def test_a_write_whose_answer_never_comes_in_time_is_applied_after_a_re_read(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        desk = bot.handlers.remediation
+        desk.writer_for = lambda cluster: KubeWriter(sc.api("prod"), timeout_s=0.5)
+        sc.kube.fail_after_write(WRITE, "stall", stall_s=1.5)
+        _ts, plan_id, plan_ts, store = _approved(bot, fake, sc, tmp_path, n=85)
+        _wait_edit(fake, plan_ts, "Held:")
+        applied = next(r for r in store.plan_audit(plan_id) if r.to_state == "applied")
+        assert applied.detail["unclear"] == "no answer within 0.5 s"
+        assert not any("nothing was written" in text or "internal error" in text for text in _edits(fake, plan_ts))
+        assert _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)] and _patches(sc) == 1
+        store.close()
+
+
+class _CrashesAfterTheWrite(KubeWriter):
+    """A writer whose process fails in an unexpected way right after its write was sent."""
+
+    def patch(self, kind, namespace, name, body, content_type, dry_run=False):
+        answer = super().patch(kind, namespace, name, body, content_type, dry_run)
+        if not dry_run:
+            raise KeyError("an unexpected failure after the write")
+        return answer
+
+
+def test_an_internal_error_while_applying_is_unknown_not_nothing_was_written_and_is_settled(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        bot.handlers.remediation.writer_for = lambda cluster: _CrashesAfterTheWrite(sc.api("prod"))
+        _ts, plan_id, plan_ts, store = _approved(bot, fake, sc, tmp_path, n=86)
+        text = _wait_edit(fake, plan_ts, "Outcome unknown")
+        assert "nothing was written" not in text and store.get(plan_id).state == "applying"
+        assert store.plan_audit(plan_id)[-1].event == "outcome_unknown"
+        scheduler = _scheduler(bot)
+        try:
+            scheduler.tick()
+        finally:
+            scheduler.shutdown()
+        _wait_edit(fake, plan_ts, "Applied; reconciled by reading the object again")
+        assert store.get(plan_id).state == "applied" and _patches(sc) == 1
+        store.close()
+
+
+def test_a_rollback_whose_outcome_is_unknown_says_so_and_the_pass_settles_it_rolled_back(tmp_path):
+    from tests.test_slack_remediation import _respond
+
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, plan_id, plan_ts, store = _approved(bot, fake, sc, tmp_path, n=87)
+        _wait_edit(fake, plan_ts, "Held:")
+        sc.kube.fail_after_write(WRITE, 503, then_refuse_reads=1)
+        _click(bot, fake, P.ROLLBACK_ACTION, plan_id, plan_ts, APPROVER, thread_ts=ts, n=88)
+        text = _wait_edit(fake, plan_ts, "outcome unknown, re-reading")
+        assert text.split(": ", 1)[1].startswith(f"Roll back by <@{APPROVER}>: outcome unknown, re-reading.")
+        (told,) = _respond(fake, 88)
+        assert f"Plan {plan_id}: the outcome of its rollback is unknown" in told["text"]
+        assert "not rolled back" not in told["text"] and _buttons(fake, plan_ts) == []
+        assert store.get(plan_id).state == "watched" and _patches(sc) == 2
+        scheduler = _scheduler(bot)
+        try:
+            scheduler.tick()
+        finally:
+            scheduler.shutdown()
+        edited = _wait_edit(fake, plan_ts, "Rolled back; reconciled")
+        assert edited.endswith("the object has the old values back: restored --max-model-len 4096 -> 8192.")
+        assert store.get(plan_id).state == "rolled_back" and _max_model_len(sc) == 8192
+        reply = fake.wait_for("chat.postMessage", where=lambda c: c.args.get("thread_ts") == ts
+                              and f"The rollback of plan {plan_id}" in (c.args.get("text") or ""))[-1]
+        assert "has the old values back: the plan is rolled back" in reply.args["text"]
+        assert _patches(sc) == 2, "settling the rollback wrote nothing"
+        store.close()
