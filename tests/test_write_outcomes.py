@@ -42,6 +42,14 @@ def _replicas(sc) -> int:
     return sc.kube.get("Deployment", NS, NAME)["spec"]["replicas"]
 
 
+def _max_num_seqs(sc) -> int | None:
+    from collectors.parsers.flags import server_config_from_container
+
+    obj = sc.kube.get("Deployment", NS, NAME)
+    container = next(c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm")
+    return server_config_from_container(container).max_num_seqs
+
+
 def _plan_on_object(sc) -> str | None:
     """The plan the Deployment's gpumem.io/plan annotation names."""
     return (sc.kube.get("Deployment", NS, NAME)["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION)
@@ -247,8 +255,7 @@ def test_a_rollback_with_an_unknown_outcome_is_settled_by_the_reconcile_pass(clu
     (done,) = reconcile_applying(store, lambda name: KubeWriter(cluster.api("prod")))
     assert (done.outcome, done.rollback) == ("rolled_back", True)
     assert store.get(stored.plan.id).state == "rolled_back"
-    container = cluster.kube.get("Deployment", NS, NAME)["spec"]["template"]["spec"]["containers"][0]
-    assert "64" not in " ".join(container.get("args") or [])
+    assert _max_num_seqs(cluster) == 128
     assert reconcile_applying(store, lambda name: writer) == []
     assert len(_patches(cluster)) == 2
 
@@ -311,3 +318,21 @@ def test_the_watchs_reads_without_an_answer_are_temporary_errors(cluster):
     assert (e.value.code, e.value.params["reason"], e.value.params["source"]) == (
         "timeout", "no answer within 0.3 s", "kube:pods/llm")
     assert _patches(cluster) == []
+
+
+def test_cli_rollback_with_an_unknown_outcome_says_so_and_gpumem_plans_settles_it(cluster, tmp_path, capsys):
+    common, plan_id = _cli_plan(cluster, tmp_path, capsys)
+    assert main(["apply", plan_id, "--yes", "--no-watch", *common]) == 0
+    capsys.readouterr()
+    cluster.kube.fail_after_write(WRITE, 503, then_refuse_reads=1)
+    assert main(["rollback", plan_id, "--yes", *common]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpumem rollback: outcome unknown: re-reading. The rollback of plan {plan_id} was sent "
+                          "and its answer was lost (HTTP 503)")
+    assert Store.open(tmp_path / "gpumem.db").get(plan_id).state == "applied"
+    assert main(["plans", "--all", "--json", *common]) == 0
+    out = capsys.readouterr()
+    assert out.err == f"gpumem: plan {plan_id} (prod:llm/deployment/vllm-server): its rollback's answer was lost; " \
+                      "the object has the old values back: now rolled back\n"
+    assert {p["id"]: p["state"] for p in json.loads(out.out)}[plan_id] == "rolled_back"
+    assert _max_num_seqs(cluster) == 128 and len(_patches(cluster)) == 2

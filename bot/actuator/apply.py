@@ -130,7 +130,7 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
         current = writer.read(t.kind, t.namespace, t.name)
     except TargetNotFound:
         current = None
-    except GpumemError as e:
+    except Exception as e:  # typed or not (an answer that is not JSON): nothing is known
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
                              reread=_one_line(e)) from unknown
     if current is None and gone_is_done:
@@ -142,9 +142,11 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
     raise TemporaryError(unknown.delay_s, code=refused, plan=plan.id, reason=reason, proof=why) from unknown
 
 
-def _one_line(error: GpumemError) -> str:
+def _one_line(error: Exception) -> str:
     """Why a re-read failed, in a few words: "HTTP 503: etcdserver: leader changed", "no answer
     within 10.0 s", "forbidden: get deployments.apps in namespace llm"."""
+    if not isinstance(error, GpumemError):
+        return f"{type(error).__name__}: {error}"[:300]
     p = error.params
     if p.get("reason"):
         return str(p["reason"])[:300]

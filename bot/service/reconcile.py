@@ -198,12 +198,14 @@ def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | N
 
 
 def reconcile_for_cli(args: argparse.Namespace, store: Store) -> list[Reconciled]:
-    """`gpumem apply` and `gpumem plans` start with this: the plans left `applying`, settled."""
+    """`gpumem apply` and `gpumem plans` start with this: the plans left `applying` (and the
+    rollbacks whose outcome was unknown), settled."""
     import os
 
     from bot.service.settings import load_settings
 
-    if not any(p.state == "applying" for p in store.plans(open_only=True, limit=10_000)):
+    if not any(p.state == "applying" or _pending(store, p) == ROLLBACK_UNKNOWN
+               for p in store.plans(open_only=True, limit=10_000)):
         return []
     settings = load_settings(getattr(args, "config", None), os.environ)
     return reconcile_applying(store, cli_reader_for(args, settings))

@@ -414,6 +414,7 @@ class RemediationDesk:
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "unknown",
                                                            reason=str(e.params.get("reason") or "-"),
                                                            reread=str(e.params.get("reread") or "-")))
+            self._settled_meanwhile(plan_id, channel, ts, lang)
             return
         except GpumemError as e:  # refused before the write, by a 4xx, or a re-read proved it absent
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
@@ -423,6 +424,18 @@ class RemediationDesk:
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=str(e)))
             return
         self._watch(plan_id, channel, ts, lang, writer)
+
+    def _settled_meanwhile(self, plan_id: str, channel: str, ts: str, lang: str) -> None:
+        """A reconcile pass may have settled the plan between the unknown outcome being recorded
+        and the message saying so: then the message says what the pass found, not "unknown"."""
+        from bot.render.slack_plan_notices import RECONCILED_STAGES
+
+        stored = self.store.get(plan_id)
+        if stored.state in ("applied", "failed"):
+            last = next((r for r in reversed(self.store.plan_audit(plan_id)) if r.to_state), None)
+            reason = str((last.detail or {}).get("reason") or "-") if last is not None else "-"
+            self.poster.update(channel, ts, self._message(stored, lang, RECONCILED_STAGES[stored.state],
+                                                           reason=reason))
 
     def _watch(self, plan_id: str, channel: str, ts: str, lang: str, writer: Any) -> None:
         store = self.store
