@@ -336,3 +336,23 @@ def test_cli_rollback_with_an_unknown_outcome_says_so_and_gpumem_plans_settles_i
                       "the object has the old values back: now rolled back\n"
     assert {p["id"]: p["state"] for p in json.loads(out.out)}[plan_id] == "rolled_back"
     assert _max_num_seqs(cluster) == 128 and len(_patches(cluster)) == 2
+
+
+def test_the_stand_ins_faults_store_the_write_first_and_refuse_reads_only_so_many_times(cluster):
+    writer = KubeWriter(cluster.api("prod"))
+    cluster.kube.refuse_reads(OBJECT, 2)
+    for _ in range(2):
+        with pytest.raises(TemporaryError) as e:
+            writer.read("Deployment", NS, NAME)
+        assert e.value.params["status"] == 503
+    assert writer.read("Deployment", NS, NAME)["metadata"]["name"] == NAME
+    cluster.kube.fail_after_write(WRITE, 500)
+    with pytest.raises(OutcomeUnknown) as unknown:
+        writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 5}],
+                     "application/json-patch+json")
+    assert unknown.value.params["reason"] == "HTTP 500" and _replicas(cluster) == 5
+    (patch,) = _patches(cluster)
+    assert patch.status == 200, "recorded with the status of the stored write"
+    writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 2}],
+                 "application/json-patch+json")
+    assert _replicas(cluster) == 2 and [r.status for r in _patches(cluster)] == [200, 200]
