@@ -306,7 +306,7 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
         write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
-        params = {"reread": "not read again", **{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"},
+        params = {"reread": "a pool split's objects are not read again: check them by hand", **{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"},
                   "plan": plan_id}
         store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now, detail=params)
         raise OutcomeUnknown(e.delay_s, **params) from e
