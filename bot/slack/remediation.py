@@ -378,7 +378,10 @@ class RemediationDesk:
                                   detail={"plan": plan_id, "reason": reason[:300]})
                 self.poster.update(channel, ts, self._message(stored, lang, "unknown", reason=reason, reread="-"))
                 return
-            self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
+            if stored.state in ("approved", "failed") and not any(r.to_state == "applied"
+                                                                 for r in self.store.plan_audit(plan_id)):
+                self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
+            # applied before the error (the watch failed): the message keeps its last true stage
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
         store = self.store
@@ -458,6 +461,11 @@ class RemediationDesk:
                                                  on_look=on_look, symptoms=symptoms)
         except Conflict as e:  # rolled back while watched: the rollback edited the message
             log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
+            return
+        except OutcomeUnknown as e:  # the automatic rollback's answer was lost: the reconcile pass reads it
+            self.poster.update(channel, ts, self._message(
+                store.get(plan_id), lang, "rollback_unknown", users=("remediation.auto_rollback",),
+                reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
         self.poster.update(channel, ts, self._message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
