@@ -356,3 +356,27 @@ def test_the_stand_ins_faults_store_the_write_first_and_refuse_reads_only_so_man
     writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 2}],
                  "application/json-patch+json")
     assert _replicas(cluster) == 2 and [r.status for r in _patches(cluster)] == [200, 200]
+
+
+def test_an_automatic_rollback_whose_answer_is_lost_is_unknown_then_settled(cluster):
+    from datetime import UTC, datetime
+
+    from tests.support.kube_fixtures import manual_clock
+
+    clock = manual_clock(cluster, ready_after_s=30.0)
+    cluster.kube.rollout.outcome = "crashloop"
+    cluster.kube.rollout.crash_after_s = 20
+    store = Store.memory()
+    writer = KubeWriter(cluster.api("prod"))
+    request = remediate.PlanRequest(NS, NAME, flags=(("max-num-seqs", 512),), requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    cluster.kube.fail_after_write(WRITE, 503, then_refuse_reads=1)
+    with pytest.raises(OutcomeUnknown) as e:
+        remediate.watch_after(store, writer, stored.plan.id, 600, auto_rollback=True, poll_s=30, clock=clock,
+                              sleep=clock.advance)
+    assert e.value.code == "rollback_outcome_unknown" and store.get(stored.plan.id).state == "failed"
+    assert store.plan_audit(stored.plan.id)[-1].event == "rollback_outcome_unknown"
+    (done,) = reconcile_applying(store, lambda name: KubeWriter(cluster.api("prod")))
+    assert (done.outcome, store.get(stored.plan.id).state) == ("rolled_back", "rolled_back")
+    assert _max_num_seqs(cluster) == 128 and len(_patches(cluster)) == 2
