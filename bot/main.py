@@ -67,13 +67,14 @@ def serve_background(bot: Any) -> list[Any]:
     """What `gpumem serve` runs beside the Slack listeners: the scheduler (with its leader
     election) when the config has schedules, review reminders or remediation with a store. The
     two surfaces meet here, above both: the scheduler's jobs post through the Slack bot's
-    `post_handover` and `post_review`, and its leader runs the bot's plan expiry sweep
-    (`bot.slack.plan_notices`). Raises SettingsError (naming the field) when it cannot be built."""
+    `post_handover` and `post_review`, and its leader runs the bot's plan expiry sweep and, every
+    minute, the reconcile pass of plans left applying (`bot.slack.plan_notices`). Raises SettingsError (naming the field) when it cannot be built."""
     from bot.scheduler.setup import scheduler_from_settings, sweeps_expiry, wanted
 
     settings = bot.settings
     notices = getattr(bot, "notices", None)
     sweep = notices.sweep if notices is not None and sweeps_expiry(settings) else None
+    settle = notices.settle if sweep is not None else None  # plans left applying, read again every minute
     if not wanted(settings) and sweep is None:
         return []
     work = bot.work
@@ -84,7 +85,7 @@ def serve_background(bot: Any) -> list[Any]:
     def remind(reminder: Any) -> None:
         work.post_review(reminder.channel, settings.lang_for(reminder.channel), reminder)
 
-    scheduler = scheduler_from_settings(settings, job, remind, sweep=sweep)
+    scheduler = scheduler_from_settings(settings, job, remind, sweep=sweep, settle=settle)
     return [scheduler] if scheduler is not None else []
 
 

@@ -207,11 +207,12 @@ def test_serve_edits_the_plan_messages_of_plans_settled_at_start_up_once_it_is_u
         finally:
             bot.close(timeout_s=5)
         applied = fake.messages[(CHANNEL, where[landed])]
-        assert "Applied; reconciled at start-up: the write had landed." in applied["text"]
+        assert "Applied; reconciled by reading the object again: the write had landed." in applied["text"]
         assert [e["action_id"] for b in applied["blocks"] if b.get("type") == "actions"
                 for e in b["elements"]] == [P.ROLLBACK_ACTION]
         failed = fake.messages[(CHANNEL, where[lost])]
-        assert (f"Failed; reconciled at start-up: the write had not landed (the object's gpumem.io/plan annotation "
+        assert (f"Failed; reconciled by reading the object again: the write had not landed (the object's "
+                f"gpumem.io/plan annotation "
                 f"is {landed}, not {lost}).") in failed["text"]
         assert [e["action_id"] for b in failed["blocks"] if b.get("type") == "actions"
                 for e in b["elements"]] == [P.REPLAN_ACTION]

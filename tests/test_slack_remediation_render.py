@@ -88,6 +88,15 @@ STAGES = {
     "reconciled_applied": (_stored("applied", ("U0APPROVER",)), {"reason": "-"}),
     "reconciled_failed": (_stored("failed", ("U0APPROVER",)),
                           {"reason": "the object's gpumem.io/plan annotation is absent, not p-0a1b2c3d"}),
+    "unknown": (_stored("applying", ("U0APPROVER",)),
+                {"reason": "HTTP 503", "reread": "no answer within 10.0 s"}),
+    "rollback_unknown": (_stored("applied", ("U0APPROVER",)),
+                         {"users": ("U0APPROVER",), "reason": "connection closed without an answer",
+                          "reread": "HTTP 503: etcdserver: request timed out"}),
+    "reconciled_rolled_back": (_stored("rolled_back", ("U0APPROVER",)), {}),
+    "rollback_not_applied": (_stored("applied", ("U0APPROVER",)),
+                             {"reason": "the values the plan wrote are still on the object: "
+                                        "/spec/template/spec/containers/0/args"}),
 }
 
 
@@ -118,7 +127,7 @@ def test_each_stage_offers_the_buttons_it_allows():
                 "watching": [P.ROLLBACK_ACTION], "held": [P.ROLLBACK_ACTION], "symptoms_remain": [P.ROLLBACK_ACTION],
                 "failed": [P.ROLLBACK_ACTION], "changed": [P.REPLAN_ACTION], "not_applied": [P.REPLAN_ACTION],
                 "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
-                "reconciled_failed": [P.REPLAN_ACTION]}
+                "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage

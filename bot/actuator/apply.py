@@ -14,6 +14,14 @@ since, it refuses and returns the three values (before gpumem, what gpumem wrote
 A plan of patch type `create` (an HPA gpumem adds) is one object: applying it checks the object
 is still absent, dry-runs the POST, then creates it; its rollback deletes it with the uid and
 resourceVersion as preconditions, and only while its spec is still what gpumem created.
+
+A write whose answer does not settle it (OutcomeUnknown: a 5xx once sent, no answer in time, a
+dropped connection) is settled by reading the object again: the plan's annotation and the values
+it writes there -> applied (`Written.unclear` says why it was read again); provably not there ->
+TemporaryError `not_applied` (nothing was written: the re-read shows it, so a retry may help);
+the object cannot be read -> OutcomeUnknown with `reread` saying why, and the caller leaves the
+plan for a later pass (`bot.service.reconcile`). Rollbacks and deletes are settled the same way
+(`rollback_not_applied`).
 """
 
 from __future__ import annotations
@@ -26,7 +34,14 @@ from typing import Any
 from bot.actuator.patches import FIELDS, element_shown
 from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
-from runbooks.model.errors import Conflict, GpumemError, TargetNotFound, UsageError
+from runbooks.model.errors import (
+    Conflict,
+    GpumemError,
+    OutcomeUnknown,
+    TargetNotFound,
+    TemporaryError,
+    UsageError,
+)
 from runbooks.remediation.plan import Plan
 
 PLAN_ANNOTATION = "gpumem.io/plan"
@@ -44,6 +59,9 @@ class Written:
     baseline: Baseline | None = None
     #: why no baseline was taken (the pods could not be listed); None when taken or not needed
     baseline_error: str | None = None
+    #: the write's answer did not settle it (e.g. "HTTP 503"): the object was read again and
+    #: carries the change; None when the answer itself said so
+    unclear: str | None = None
 
 
 def _version(obj: dict[str, Any]) -> tuple[str, int | None]:
@@ -92,9 +110,50 @@ def apply_plan(writer: KubeWriter, plan: Plan, cause: str,
     if on_dry_run is not None:
         on_dry_run()
     before, unread = _baseline(writer, plan, current)
-    after = _write_after_dry_run(writer, plan, body)
+    try:
+        after, unclear = _write_after_dry_run(writer, plan, body), None
+    except OutcomeUnknown as e:
+        after, unclear = _settle(writer, plan, e, landed, "not_applied"), str(e.params.get("reason") or "")
     rv, generation = _version(after)
-    return Written(after, rv, generation, before, unread)
+    return Written(after, rv, generation, before, unread, unclear)
+
+
+def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
+            check: Callable[[Plan, dict[str, Any]], str | None], refused: str,
+            gone_is_done: bool = False) -> dict[str, Any]:
+    """The object read again after a write whose answer did not settle it: returned when
+    `check(plan, obj)` finds the write on it ({} when it is gone and `gone_is_done`: a delete);
+    TemporaryError `refused` (nothing was written, the re-read shows it) when not;
+    OutcomeUnknown with `reread` when it cannot be read."""
+    t = plan.target
+    reason = str(unknown.params.get("reason") or "")
+    try:
+        current = writer.read(t.kind, t.namespace, t.name)
+    except TargetNotFound:
+        current = None
+    except Exception as e:  # typed or not (an answer that is not JSON): nothing is known
+        raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
+                             reread=_one_line(e)) from unknown
+    if current is None and gone_is_done:
+        return {}
+    why = f"{t.kind} {t.namespace}/{t.name} is not there" if current is None else check(plan, current)
+    if why is None:
+        assert current is not None
+        return current
+    raise TemporaryError(unknown.delay_s, code=refused, plan=plan.id, reason=reason, proof=why) from unknown
+
+
+def _one_line(error: Exception) -> str:
+    """Why a re-read failed, in a few words: "HTTP 503: etcdserver: leader changed", "no answer
+    within 10.0 s", "forbidden: get deployments.apps in namespace llm"."""
+    if not isinstance(error, GpumemError):
+        return f"{type(error).__name__}: {error}"[:300]
+    p = error.params
+    if p.get("reason"):
+        return str(p["reason"])[:300]
+    if p.get("status"):
+        return f"HTTP {p['status']}" + (f": {p['detail']}" if p.get("detail") else "")[:300]
+    return str(error)[:300]
 
 
 def _baseline(writer: KubeWriter, plan: Plan, current: dict[str, Any]) -> tuple[Baseline | None, str | None]:
@@ -132,12 +191,23 @@ def _create(writer: KubeWriter, plan: Plan, cause: str, on_dry_run: Callable[[],
     writer.create(t.kind, t.namespace, body, dry_run=True)
     if on_dry_run is not None:
         on_dry_run()
+    unclear = None
     try:
         after = writer.create(t.kind, t.namespace, body)
     except Conflict as e:  # AlreadyExists between the dry run and the write
         raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+    except OutcomeUnknown as e:  # there with this plan's annotation: created; absent: not
+        after, unclear = _settle(writer, plan, e, created_by, "not_applied"), str(e.params.get("reason") or "")
     rv, generation = _version(after)
-    return Written(after, rv, generation)
+    return Written(after, rv, generation, unclear=unclear)
+
+
+def created_by(plan: Plan, current: dict[str, Any]) -> str | None:
+    """None when `current` is the object `plan` created (its annotation names the plan)."""
+    named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+    if named != plan.id:
+        return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
+    return None
 
 
 def rollback_ops(plan: Plan) -> list[dict[str, Any]]:
@@ -289,9 +359,25 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     body = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv}, *inverse_ops(plan.patch),
             {"op": "add", "path": f"/metadata/annotations/{_escape(CAUSE_ANNOTATION)}", "value": cause[:256]}]
     writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH, dry_run=True)
-    after = _write_after_dry_run(writer, plan, body)
+    unclear = None
+    try:
+        after = _write_after_dry_run(writer, plan, body)
+    except OutcomeUnknown as e:
+        after, unclear = _settle(writer, plan, e, restored_on, "rollback_not_applied"), str(e.params.get("reason") or "")
     rv, generation = _version(after)
-    return Written(after, rv, generation)
+    return Written(after, rv, generation, unclear=unclear)
+
+
+def restored_on(plan: Plan, current: dict[str, Any]) -> str | None:
+    """None when a rollback of `plan` is on `current` (every value the plan changed is back to
+    what it was before, an added one gone); else why not. Values that are neither gpumem's nor
+    the old ones are a Conflict changed_after_apply: someone else changed them."""
+    rows = three_way(plan, current)
+    if all(row["now"] == row["before"] for row in rows):
+        return None
+    if all(row["now"] == row["gpumem"] for row in rows):
+        return "the values the plan wrote are still on the object: " + ", ".join(row["path"] for row in rows)
+    raise Conflict("changed_after_apply", plan=plan.id, differences=[r for r in rows if r["now"] != r["before"]])
 
 
 def landed(plan: Plan, current: dict[str, Any]) -> str | None:
@@ -326,6 +412,16 @@ def _delete_created(writer: KubeWriter, plan: Plan) -> Written:
     writer.delete(t.kind, t.namespace, t.name, preconditions, dry_run=True)
     try:
         writer.delete(t.kind, t.namespace, t.name, preconditions)
+    except OutcomeUnknown as e:  # gone: deleted; still there with its uid: not
+        def deleted(_plan: Plan, now: dict[str, Any]) -> str | None:
+            uid = str((now.get("metadata") or {}).get("uid") or "")
+            if uid == preconditions["uid"]:
+                return f"{t.kind} {t.namespace}/{t.name} is still there (uid {uid})"
+            raise Conflict("changed_after_apply", plan=plan.id, differences=[
+                {"path": "/metadata/uid", "before": None, "gpumem": preconditions["uid"], "now": uid}])
+
+        _settle(writer, plan, e, deleted, "rollback_not_applied", gone_is_done=True)
+        return Written({}, "", None, unclear=str(e.params.get("reason") or ""))
     except Conflict as e:
         raise Conflict("changed_after_apply", plan=plan.id, differences=[
             {"path": "/metadata/resourceVersion", "before": None, "gpumem": preconditions["resourceVersion"],

@@ -122,8 +122,8 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def _new_revision_hash(writer: KubeWriter, namespace: str, deployment: dict[str, Any], query: str) -> str | None:
     revision = ((deployment.get("metadata") or {}).get("annotations") or {}).get(REVISION)
-    sets = writer.observer.get_json(path("apis", "apps", "v1", "namespaces", namespace, "replicasets"),
-                                {"labelSelector": query}, timeout_s=writer.timeout_s)
+    sets = _observe(writer, path("apis", "apps", "v1", "namespaces", namespace, "replicasets"), query,
+                    Call("list", "replicasets", namespace, group="apps"))
     for rs in sets.get("items") or []:
         meta = rs.get("metadata") or {}
         if revision is not None and (meta.get("annotations") or {}).get(REVISION) == revision:
@@ -164,8 +164,22 @@ def _last_stamp(text: str | None) -> str | None:
 
 
 def _pods(writer: KubeWriter, namespace: str, query: str) -> list[dict[str, Any]]:
-    return writer.observer.get_json(path("api", "v1", "namespaces", namespace, "pods"), {"labelSelector": query},
-                                timeout_s=writer.timeout_s).get("items") or []
+    return _observe(writer, path("api", "v1", "namespaces", namespace, "pods"), query,
+                    Call("list", "pods", namespace)).get("items") or []
+
+
+def _observe(writer: KubeWriter, where: str, query: str, call: Call) -> dict[str, Any]:
+    """A list the watch reads through the observer, its failure typed (`_typed`: the status's
+    error, or TemporaryError when no answer came), never a raw client exception."""
+    try:
+        return writer.observer.get_json(where, {"labelSelector": query}, timeout_s=writer.timeout_s)
+    except GpumemError:
+        raise
+    except Exception as e:  # an ApiException (typed by its status) or a transport error
+        typed = _typed(e, call, writer.timeout_s)
+        if isinstance(typed, GpumemError):
+            raise typed from e
+        raise TemporaryError(10.0, detail=f"{type(e).__name__}: {e}"[:300]) from e
 
 
 def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baseline:
@@ -173,15 +187,7 @@ def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baselin
     container's restart count and the time of its last log line. Raises a GpumemError when the
     pods cannot be listed (NotPermitted naming `list pods`, TemporaryError, ...)."""
     query = selector_query((obj.get("spec") or {}).get("selector"), source="watch")
-    try:
-        pods = _pods(writer, namespace, query)
-    except GpumemError:
-        raise
-    except Exception as e:  # an ApiException (typed by its status) or a transport error
-        typed = _typed(e, Call("list", "pods", namespace))
-        if isinstance(typed, GpumemError):
-            raise typed from e
-        raise TemporaryError(10.0, detail=f"{type(e).__name__}: {e}"[:300]) from e
+    pods = _pods(writer, namespace, query)
     restarts: dict[str, dict[str, int]] = {}
     marks: dict[str, dict[str, str | None]] = {}
     for pod in pods:

@@ -4,7 +4,10 @@ each able to run as a server-side dry run (`dryRun=All`).
 Reads for a write (the object as it is right before changing it) go through the same client, so
 the precondition is checked with the writer's own view. Failures come back typed
 (`runbooks.model.errors`): 409 Conflict, 403 NotPermitted naming the verb and resource the
-writer lacks, 404 TargetNotFound, 422 UsageError invalid_change, 5xx TemporaryError.
+writer lacks, 404 TargetNotFound, 422 UsageError invalid_change, 429 TemporaryError. A write
+whose outcome the answer does not settle (a 5xx once it was sent, no answer in time, the
+connection dropped mid-request) is OutcomeUnknown: the caller reads the object again
+(`bot.actuator.apply`). A read (or a dry run) that gets no answer is TemporaryError.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any
 
 import urllib3
 
-from collectors.kube.client import Call
+from collectors.kube.client import RETRYABLE_STATUSES, Call, transport_error
 from collectors.kube.rest import KubeRest, error_for, path
+from runbooks.model.errors import GpumemError, OutcomeUnknown
 
 #: kind -> (API group, version, resource)
 RESOURCES = {
@@ -58,7 +62,7 @@ class KubeWriter:
         try:
             return self.rest.get_json(where, timeout_s=self.timeout_s)
         except Exception as e:  # an ApiException from the reader: typed like every other answer
-            raise _typed(e, call) from e
+            raise _typed(e, call, self.timeout_s) from e
 
     def list(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         """The objects of `kind` in `namespace` (e.g. the HPAs, to find the one that scales a workload)."""
@@ -66,7 +70,7 @@ class KubeWriter:
         try:
             doc = self.rest.get_json(where, timeout_s=self.timeout_s)
         except Exception as e:
-            raise _typed(e, Call("list", call.resource, namespace, group=call.group)) from e
+            raise _typed(e, Call("list", call.resource, namespace, group=call.group), self.timeout_s) from e
         return [item for item in doc.get("items") or [] if isinstance(item, dict)]
 
     def patch(self, kind: str, namespace: str, name: str, body: Any, content_type: str,
@@ -97,27 +101,56 @@ class KubeWriter:
         where += "?" + "&".join(f"{k}={v}" for k, v in query.items())
         if not dry_run:
             self.writes += 1
-        return send_json(self.rest, method, where, body, call, self.timeout_s, content_type)
+        return send_json(self.rest, method, where, body, call, self.timeout_s, content_type, dry_run=dry_run)
 
 
 def send_json(rest: KubeRest, method: str, where: str, body: Any, call: Call, timeout_s: float,
-              content_type: str = "application/json") -> dict[str, Any]:
+              content_type: str = "application/json", *, dry_run: bool = False) -> dict[str, Any]:
     """One request to the API server through `rest`'s connection (`body` None: none sent), no
     retries; the answer's JSON object, or the typed error for its status (`error_for`). Every
-    write gpumem makes to a cluster goes through here (plans, and the scheduler's Lease)."""
+    write gpumem makes to a cluster goes through here (plans, and the scheduler's Lease).
+
+    A write (not GET, not `dry_run`) that may have reached the server and got no answer that
+    settles it raises OutcomeUnknown: a 5xx (500, 502, 503, 504), no answer within
+    `timeout_s`, the connection closed mid-request, an answer that is not JSON. Failures before
+    it was sent (refused, DNS, TLS, connect timeout) and reads are TemporaryError."""
+    write = method != "GET" and not dry_run
     headers = {**rest._headers("application/json"), "Content-Type": content_type}
-    response = rest.pool.request(method, rest.host + where, body=None if body is None else json.dumps(body).encode(),
-                                 headers=headers, retries=False, timeout=urllib3.Timeout(total=timeout_s),
-                                 preload_content=True)
+    try:
+        response = rest.pool.request(method, rest.host + where,
+                                     body=None if body is None else json.dumps(body).encode(), headers=headers,
+                                     retries=False, timeout=urllib3.Timeout(total=timeout_s), preload_content=True)
+    except urllib3.exceptions.HTTPError as e:
+        raise transport_error(e, call, timeout_s, write=write) from e
     if not 200 <= response.status < 300:
-        raise error_for(response, call)
-    doc = json.loads(response.data)
+        error = error_for(response, call)
+        if write and response.status in RETRYABLE_STATUSES and response.status != 429:
+            # answered after the request was sent: the server may have stored it before failing
+            unknown = OutcomeUnknown(getattr(error, "delay_s", 1.0), reason=f"HTTP {response.status}",
+                                     source=call.source, verb=call.verb,
+                                     detail=getattr(error, "params", {}).get("detail", ""))
+            raise unknown from error
+        raise error
+    try:
+        doc = json.loads(response.data)
+    except ValueError as e:
+        if write:
+            raise OutcomeUnknown(reason="the answer was not JSON", source=call.source, verb=call.verb) from e
+        raise
     if not isinstance(doc, dict):
+        if write:
+            raise OutcomeUnknown(reason="the answer was not a JSON object", source=call.source, verb=call.verb)
         raise ValueError("expected a JSON object")
     return doc
 
 
-def _typed(error: Exception, call: Call) -> Exception:
+def _typed(error: Exception, call: Call, timeout_s: float = 10.0) -> Exception:
+    """A read's failure typed: its HTTP status (`api_error`), or no answer at all (a timeout, a
+    dropped connection: TemporaryError, `transport_error`)."""
+    if isinstance(error, GpumemError):
+        return error
+    if isinstance(error, urllib3.exceptions.HTTPError):
+        return transport_error(error, call, timeout_s)
     status = getattr(error, "status", None)
     if status is None or not hasattr(error, "body"):
         return error

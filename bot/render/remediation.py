@@ -121,10 +121,12 @@ def look_text(look: Any, lang: str, rolled_back: bool = False) -> str:
 
 
 def reconciled_text(rows: Any, lang: str) -> str:
-    """One line per plan found `applying` at start-up and what became of it."""
+    """One line per plan found `applying` (or whose rollback's outcome was unknown) and what
+    became of it."""
     cat = Catalog.load(lang)
-    return "".join(cat.t(f"remediate_cli.reconciled.{r.outcome}", plan=r.plan_id, target=r.target,
-                         reason=r.reason or "-") + "\n" for r in rows)
+    return "".join(cat.t("remediate_cli.reconciled." + ("rollback_unknown" if getattr(r, "rollback", False)
+                                                        and r.outcome == "unknown" else r.outcome),
+                         plan=r.plan_id, target=r.target, reason=r.reason or "-") + "\n" for r in rows)
 
 
 def differences_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

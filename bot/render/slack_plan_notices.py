@@ -1,6 +1,6 @@
 """What the bot says about a plan by itself, with nobody clicking: the plan message's stage after
-start-up settled a plan left `applying` (or after the expiry sweep), and the thread reply that
-says what happened. The plan message itself is `bot.render.slack_remediation.plan_message`.
+a reconcile pass settled a plan left `applying` or a rollback whose outcome was unknown (or after
+the expiry sweep), and the thread reply that says what happened. The plan message itself is `bot.render.slack_remediation.plan_message`.
 """
 
 from __future__ import annotations
@@ -14,21 +14,24 @@ from bot.store.db import StoredPlan
 
 #: what a reconciliation outcome makes of the plan message (`Reconciled.outcome`; `unknown`
 #: leaves it: the plan is still `applying`)
-RECONCILED_STAGES = {"applied": "reconciled_applied", "failed": "reconciled_failed"}
+RECONCILED_STAGES = {"applied": "reconciled_applied", "failed": "reconciled_failed",
+                     "rolled_back": "reconciled_rolled_back", "rollback_not_applied": "rollback_not_applied"}
 #: the emoji of the thread reply
-_EMOJI = {"applied": ":white_check_mark:", "failed": ":x:"}
+_EMOJI = {"applied": ":white_check_mark:", "failed": ":x:", "rolled_back": ":leftwards_arrow_with_hook:",
+          "rollback_not_applied": ":x:"}
 
 
 def reconciled_message(stored: StoredPlan, outcome: str, reason: str, lang: str) -> Message:
-    """The plan message once start-up settled it: applied (Roll back) or failed (Plan again)."""
+    """The plan message once a reconcile pass settled it: applied (Roll back) or failed (Plan
+    again); a rollback: rolled back, or not applied (Roll back)."""
     if outcome not in RECONCILED_STAGES:
         raise ValueError(f"no plan message for the reconciliation outcome {outcome!r}")
     return plan_message(stored, lang, RECONCILED_STAGES[outcome], reason=reason or "-")
 
 
 def reconciled_reply(stored: StoredPlan, outcome: str, reason: str, lang: str) -> Message:
-    """The thread reply: the plan was left applying, the object was read at start-up, and what
-    that settled it to."""
+    """The thread reply: the plan was left applying (or its rollback's answer was lost), the
+    object was read again, and what that settled it to."""
     if outcome not in RECONCILED_STAGES:
         raise ValueError(f"no thread reply for the reconciliation outcome {outcome!r}")
     cat = Catalog.load(lang)

@@ -5,7 +5,9 @@ The plan message is one message edited through its stages:
 
     proposed -> partly_approved -> approved -> dry_run_ok -> watching -> held | symptoms_remain | failed
     (and rejected, expired, superseded, changed, not_applied, rolled_back, failed_rolled_back;
-    reconciled_applied / reconciled_failed: a plan left `applying`, settled at start-up)
+    reconciled_applied / reconciled_failed: a plan left `applying`, settled by reading the object
+    again; unknown: a write whose answer was lost and whose object could not be read again;
+    rollback_unknown, reconciled_rolled_back, rollback_not_applied: the same for a rollback)
 
 Each stage shows the same body (target, the version it was made against, the change, risk,
 rollback, expiry) under its own status line, and the buttons that stage allows: Approve (with a
@@ -48,15 +50,18 @@ MAX_PLAN_BUTTONS = 5
 
 STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
           "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded",
-          "reconciled_applied", "reconciled_failed")
+          "reconciled_applied", "reconciled_failed", "unknown", "rollback_unknown", "reconciled_rolled_back",
+          "rollback_not_applied")
 _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
           "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
           "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
           "changed": ":warning:", "not_applied": ":x:", "rolled_back": ":leftwards_arrow_with_hook:",
           "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:",
-          "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:"}
+          "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:", "unknown": ":grey_question:",
+          "rollback_unknown": ":grey_question:", "reconciled_rolled_back": ":leftwards_arrow_with_hook:",
+          "rollback_not_applied": ":x:"}
 _WAITING = ("proposed", "partly_approved")
-_ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied")
+_ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied", "rollback_not_applied")
 _REPLAN = ("changed", "not_applied", "expired", "reconciled_failed")
 
 

@@ -16,7 +16,9 @@ asks `reviews(now)` for the stop-gaps whose review time has come, claims each on
 
 The expiry sweep (`bot.service.expiry`, with the Slack side's edits injected as `sweep(now)`)
 runs on the leader too: at its first round, then every `sweep_every_s`. Each plan it expires
-moves in one store transition, so a second leader after a takeover edits nothing twice.
+moves in one store transition, so a second leader after a takeover edits nothing twice. The
+reconcile pass (`settle(now)`: plans left `applying` read again, `bot.service.reconcile`) runs
+the same way every `settle_every_s`, its moves as single transitions too.
 
 `start()` runs `tick` on an APScheduler 3.x BackgroundScheduler every `interval_s` (or every
 third of the Lease's duration, or the sweep's period, when that is shorter, so the holder renews
@@ -78,7 +80,7 @@ class HandoverScheduler:
                  interval_s: float = 30.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  reviews: Reviews | None = None, remind: Remind | None = None,
                  on_shutdown: Callable[[], None] | None = None, sweep: Sweep | None = None,
-                 sweep_every_s: float = 60.0):
+                 sweep_every_s: float = 60.0, settle: Sweep | None = None, settle_every_s: float = 60.0):
         self.store = store
         self.journal = Journal(store)
         self.schedules = tuple(schedules)
@@ -94,6 +96,10 @@ class HandoverScheduler:
         self.sweep_every_s = sweep_every_s
         #: when the leader last ran the expiry sweep (None: not yet; the first round runs it)
         self.last_sweep: datetime | None = None
+        self.settle = settle
+        self.settle_every_s = settle_every_s
+        #: when the leader last ran the reconcile pass (None: not yet)
+        self.last_settle: datetime | None = None
         self._scheduler: Any = None
 
     @property
@@ -114,14 +120,19 @@ class HandoverScheduler:
             outcomes += [self._review(r, now) for r in self.reviews(now)]
         if self.sweep is not None and self._sweep_due(now):
             self._run_sweep(now)
+        if self.settle is not None and _due(self.last_settle, self.settle_every_s, now):
+            self._run_settle(now)
         return outcomes
 
     def _sweep_due(self, now: datetime) -> bool:
-        if self.last_sweep is None:
-            return True
-        # a round that comes a little early (the timer's jitter) does not wait a whole period more
-        slack = min(1.0, self.sweep_every_s / 4)
-        return (now - self.last_sweep).total_seconds() + slack >= self.sweep_every_s
+        return _due(self.last_sweep, self.sweep_every_s, now)
+
+    def _run_settle(self, now: datetime) -> None:
+        self.last_settle = now
+        try:
+            self.settle(now)  # type: ignore[misc]
+        except Exception:  # logged; the next period reads again
+            log.exception("the reconcile pass failed")
 
     def _run_sweep(self, now: datetime) -> None:
         self.last_sweep = now
@@ -189,6 +200,8 @@ class HandoverScheduler:
             every = min(every, renew)
         if self.sweep is not None:
             every = min(every, self.sweep_every_s)
+        if self.settle is not None:
+            every = min(every, self.settle_every_s)
         # one line per round would bury the bot's own log: APScheduler says only what went wrong
         logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
         logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
@@ -216,6 +229,15 @@ class HandoverScheduler:
             if self.on_shutdown is not None:
                 on_shutdown, self.on_shutdown = self.on_shutdown, None
                 on_shutdown()
+
+
+def _due(last: datetime | None, every_s: float, now: datetime) -> bool:
+    """Whether a periodic job last run at `last` (None: never) is due at `now`."""
+    if last is None:
+        return True
+    # a round that comes a little early (the timer's jitter) does not wait a whole period more
+    slack = min(1.0, every_s / 4)
+    return (now - last).total_seconds() + slack >= every_s
 
 
 def handover_job(store: Store, post: Callable[[Any], Any], *, read_state: Any = None,

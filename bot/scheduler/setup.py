@@ -80,11 +80,14 @@ def make_elector(settings: Settings, identity: str) -> LeaderElector | FileLockE
 
 def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None = None, *,
                             sweep: Sweep | None = None, identity: str | None = None,
-                            clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> HandoverScheduler | None:
+                            clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                            settle: Sweep | None = None, settle_every_s: float = 60.0) -> HandoverScheduler | None:
     """The scheduler of this deployment, not started (None when the config asks for none).
-    `sweep` is run every `remediation.expiry_sweep_s` where `sweeps_expiry` (else dropped).
-    Raises SettingsError naming the field when it cannot be built."""
+    `sweep` is run every `remediation.expiry_sweep_s` and `settle` (the reconcile pass of plans
+    left applying) every `settle_every_s` where `sweeps_expiry` (else both dropped). Raises
+    SettingsError naming the field when it cannot be built."""
     sweep = sweep if sweeps_expiry(settings) else None
+    settle = settle if sweeps_expiry(settings) else None
     posts = wanted(settings)
     if not posts and sweep is None:
         return None
@@ -105,9 +108,10 @@ def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None 
             return due_reviews(store, now, review_after_s=after, default_channel=channel)
 
     every = settings.remediation.expiry_sweep_s
-    log.info("scheduler: %d schedule(s)%s, leader election by %s as %s", len(settings.schedules),
+    log.info("scheduler: %d schedule(s)%s%s, leader election by %s as %s", len(settings.schedules),
              f", the plan expiry sweep every {every:g} s" if sweep is not None else "",
+             f", the reconcile pass every {settle_every_s:g} s" if settle is not None else "",
              "Lease" if isinstance(elector, LeaderElector) else f"file lock {elector.path}", identity)
     return HandoverScheduler(store, settings.schedules, job, elector=elector, interval_s=settings.scheduler.interval_s,
                              clock=clock, reviews=reviews, remind=remind, on_shutdown=store.close, sweep=sweep,
-                             sweep_every_s=every)
+                             sweep_every_s=every, settle=settle, settle_every_s=settle_every_s)

@@ -6,20 +6,21 @@ first), 3 nothing could be read or too little to decide (running it again may he
 
 from __future__ import annotations
 
-from runbooks.model.errors import EvidenceUnavailable, GpumemError, TemporaryError
+from runbooks.model.errors import EvidenceUnavailable, GpumemError, OutcomeUnknown, TemporaryError
 
 EXIT_OK, EXIT_CAUSE, EXIT_USAGE, EXIT_NO_EVIDENCE = 0, 1, 2, 3
 
 
 def exit_code(error: GpumemError) -> int:
-    """The exit code an error calls for: 3 when nothing could be read (EvidenceUnavailable) or
-    the server could not answer now (TemporaryError), since running it again may help; else 2
+    """The exit code an error calls for: 3 when nothing could be read (EvidenceUnavailable), the
+    server could not answer now (TemporaryError) or a write's outcome is not known yet
+    (OutcomeUnknown: reading again settles it), since running it again may help; else 2
     (UsageError, PlanError, TargetNotFound, NotPermitted, Conflict: something must change first).
 
     >>> exit_code(TemporaryError(delay_s=2.0)), exit_code(GpumemError("bad_flag"))
     (3, 2)
     """
-    if isinstance(error, (EvidenceUnavailable, TemporaryError)):
+    if isinstance(error, (EvidenceUnavailable, TemporaryError, OutcomeUnknown)):
         return EXIT_NO_EVIDENCE
     return EXIT_USAGE
 

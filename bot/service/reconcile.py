@@ -1,6 +1,9 @@
-"""Plans left `applying` by a process that stopped mid-apply (kill -9, a node gone), settled at
-start-up of `gpumem serve`, `gpumem apply` and `gpumem plans` by reading the object: did the
-write land? Reads only; nothing is written to the cluster.
+"""Plans left `applying` by a process that stopped mid-apply (kill -9, a node gone) or by a write
+whose outcome nobody could read (OutcomeUnknown: the answer was lost and the object could not be
+read again), settled by reading the object: did the write land? At start-up of `gpumem serve`,
+`gpumem apply` and `gpumem plans`, and every minute on the running bot's scheduler leader
+(`bot.slack.plan_notices.PlanNotices.settle`). A rollback whose outcome was unknown is settled
+the same way (did the old values come back?). Reads only; nothing is written to the cluster.
 """
 
 from __future__ import annotations
@@ -11,53 +14,97 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.actuator.apply import landed
-from bot.store.db import Store
+from bot.actuator.apply import created_by, landed, restored_on
+from bot.actuator.writer import CREATE, JSON_PATCH
+from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import Conflict, TargetNotFound
+from runbooks.remediation.plan import Plan
 
 #: the actor of the moves reconciliation makes
 RECONCILE_ACTOR = "gpumem-reconcile"
 #: a plan `applying` for less than this may be an apply running now in another process: left alone
 RECONCILE_AFTER_S = 120.0
+#: the audit events after which no apply or rollback is running any more: the outcome is the
+#: reconcile pass's to read, at once (`bot.service.remediate`)
+APPLY_UNKNOWN = "outcome_unknown"
+ROLLBACK_UNKNOWN = "rollback_outcome_unknown"
+#: what closes a ROLLBACK_UNKNOWN row: the pass read it and the rollback had not landed
+ROLLBACK_SETTLED = "rollback_settled"
 
 
 @dataclass(frozen=True)
 class Reconciled:
-    """What start-up made of one plan found `applying`: `applied` (the write is on the object),
-    `failed` (it is not), or `unknown` (the object could not be read; the plan stays `applying`)."""
+    """What a pass made of one plan found `applying`: `applied` (the write is on the object),
+    `failed` (it is not), or `unknown` (the object could not be read; the plan stays `applying`);
+    of a rollback whose outcome was unknown: `rolled_back` (the old values are back),
+    `rollback_not_applied` (gpumem's values are still there; the plan keeps its state), or
+    `unknown`. `rollback` says which of the two it was."""
 
     plan_id: str
     target: str
     outcome: str
     reason: str = ""
+    rollback: bool = False
+
+
+def landed_on(plan: Plan, current: dict[str, Any]) -> str | None:
+    """None when `plan`'s write is on `current`: the values it writes and its annotation (a
+    JSON patch), or the object it created (a `create` plan: its annotation); else why not."""
+    return created_by(plan, current) if plan.patch_type == CREATE else landed(plan, current)
+
+
+def _pending(store: Store, stored: StoredPlan) -> str | None:
+    """The last unknown outcome recorded on the plan since its last move (APPLY_UNKNOWN,
+    ROLLBACK_UNKNOWN), None when there is none."""
+    for row in reversed(store.plan_audit(stored.plan.id)):
+        if row.to_state is not None or row.event == ROLLBACK_SETTLED:
+            return None
+        if row.event in (APPLY_UNKNOWN, ROLLBACK_UNKNOWN):
+            return row.event
+    return None
+
+
+def _last_unknown(store: Store, plan_id: str) -> str | None:
+    """The reason of the last `reconcile` row, when it was an unknown outcome (not repeated)."""
+    rows = store.plan_audit(plan_id)
+    last = rows[-1] if rows else None
+    if last is not None and last.event == "reconcile" and last.detail.get("outcome") == "unknown":
+        return str(last.detail.get("reason") or "")
+    return None
 
 
 def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = None,
                        after_s: float = RECONCILE_AFTER_S) -> list[Reconciled]:
-    """Every plan left `applying` (a process killed between the move and the end of its write)
-    is settled by reading its object with `reader_for(cluster)` (reads only, nothing is
-    written): the values the plan writes there and its plan annotation -> applied; else ->
-    failed with the reason. Both moves are audited by `RECONCILE_ACTOR`; an object that cannot be
-    read leaves the plan `applying` and records why. Plans that entered `applying` less than
-    `after_s` ago are left to the apply that may be running."""
+    """Every plan left `applying` (a process killed between the move and the end of its write,
+    or a write whose outcome was unknown) is settled by reading its object with
+    `reader_for(cluster)` (reads only, nothing is written): the values the plan writes there and
+    its plan annotation -> applied; else -> failed with the reason. Both moves are audited by
+    `RECONCILE_ACTOR`; an object that cannot be read leaves the plan `applying` and records why
+    (once per reason). Plans that entered `applying` less than `after_s` ago are left to the
+    apply that may be running, unless that apply recorded its outcome as unknown (it is over).
+    A rollback recorded as unknown is settled too (`_settle_rollback`)."""
     now = now or datetime.now(UTC)
     out: list[Reconciled] = []
     for stored in store.plans(open_only=True, limit=10_000):
-        if stored.state != "applying" or (now - stored.updated_at).total_seconds() < after_s:
+        pending = _pending(store, stored)
+        if pending == ROLLBACK_UNKNOWN and stored.state in ("applied", "watched", "failed"):
+            done = _settle_rollback(store, reader_for, stored, now)
+            if done is not None:
+                out.append(done)
+            continue
+        # an apply that recorded its unknown outcome is over: no need to wait for it
+        if stored.state != "applying" or (
+                pending != APPLY_UNKNOWN and (now - stored.updated_at).total_seconds() < after_s):
             continue
         plan = stored.plan
         t = plan.target
-        try:
-            obj = reader_for(t.cluster).read(t.kind, t.namespace, t.name)
-            reason = landed(plan, obj)
-        except TargetNotFound as e:
-            obj, reason = None, f"the object is not there: {e}"
-        except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
-            detail = f"{type(e).__name__}: {e}"[:300]
-            store.record("reconcile", actor=RECONCILE_ACTOR, now=now,
-                         detail={"plan": plan.id, "outcome": "unknown", "reason": detail})
-            out.append(Reconciled(plan.id, str(t), "unknown", detail))
+        if plan.patch_type not in (JSON_PATCH, CREATE):  # a pool split's phase 1: several objects
+            _unknown(store, plan, now, out, "a pool split's objects are not settled by a re-read: check them by hand")
             continue
+        obj = _read(store, reader_for, plan, now, out)
+        if obj is _UNREAD:
+            continue
+        reason = f"the object is not there: {t}" if obj is None else landed_on(plan, obj)
         meta = (obj or {}).get("metadata") or {}
         try:
             if reason is None:
@@ -72,6 +119,61 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
         except Conflict:  # the apply it was waiting for moved it meanwhile
             continue
     return out
+
+
+#: `_read`'s answer when the object could not be read
+_UNREAD: Any = object()
+
+
+def _read(store: Store, reader_for: Any, plan: Plan, now: datetime, out: list[Reconciled],
+          rollback: bool = False) -> Any:
+    """The plan's object (None: not there), or _UNREAD after recording why it could not be read
+    (once per reason: a pass every minute does not repeat the same row)."""
+    t = plan.target
+    try:
+        return reader_for(t.cluster).read(t.kind, t.namespace, t.name)
+    except TargetNotFound:
+        return None
+    except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
+        _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback)
+        return _UNREAD
+
+
+def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], detail: str,
+             rollback: bool = False) -> None:
+    """Nothing is known: a `reconcile` row saying why (unless the last one said the same)."""
+    if _last_unknown(store, plan.id) != detail:
+        store.record("reconcile", actor=RECONCILE_ACTOR, now=now,
+                     detail={"plan": plan.id, "outcome": "unknown", "reason": detail, "rollback": rollback})
+    out.append(Reconciled(plan.id, str(plan.target), "unknown", detail, rollback))
+
+
+def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: datetime) -> Reconciled | None:
+    """A rollback whose outcome was unknown: the old values back -> rolled_back; gpumem's still
+    there -> a ROLLBACK_SETTLED row (the plan keeps its state and its Roll back)."""
+    plan = stored.plan
+    t = plan.target
+    out: list[Reconciled] = []
+    obj = _read(store, reader_for, plan, now, out, rollback=True)
+    if obj is _UNREAD:
+        return out[0]
+    try:
+        if plan.patch_type == CREATE:
+            why = None if obj is None else "the object gpumem created is still there"
+        else:
+            why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
+    except Conflict as e:  # neither the old values nor gpumem's: someone else changed them
+        why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
+    if why is None:
+        try:
+            store.move(plan.id, "rolled_back", actor=RECONCILE_ACTOR, expect=stored.state, now=now,
+                       detail={"reconciled": True})
+        except Conflict:
+            return None
+        return Reconciled(plan.id, str(t), "rolled_back", rollback=True)
+    store.record(ROLLBACK_SETTLED, actor=RECONCILE_ACTOR, now=now,
+                 detail={"plan": plan.id, "outcome": "rollback_not_applied", "reason": why[:300]})
+    return Reconciled(plan.id, str(t), "rollback_not_applied", why, rollback=True)
 
 
 def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | None], Any]:
@@ -96,12 +198,14 @@ def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | N
 
 
 def reconcile_for_cli(args: argparse.Namespace, store: Store) -> list[Reconciled]:
-    """`gpumem apply` and `gpumem plans` start with this: the plans left `applying`, settled."""
+    """`gpumem apply` and `gpumem plans` start with this: the plans left `applying` (and the
+    rollbacks whose outcome was unknown), settled."""
     import os
 
     from bot.service.settings import load_settings
 
-    if not any(p.state == "applying" for p in store.plans(open_only=True, limit=10_000)):
+    if not any(p.state == "applying" or _pending(store, p) == ROLLBACK_UNKNOWN
+               for p in store.plans(open_only=True, limit=10_000)):
         return []
     settings = load_settings(getattr(args, "config", None), os.environ)
     return reconcile_applying(store, cli_reader_for(args, settings))

@@ -26,7 +26,7 @@ from bot.actuator.split_apply import apply_creates
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
-from runbooks.model.errors import Conflict, GpumemError, UsageError
+from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
 from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
@@ -332,12 +332,22 @@ def rollback_note(plan: Plan) -> dict[str, Any]:
             "prior": [c.describe() for c in plan.changes], "origin": plan.origin}
 
 
+#: the audit event of a plan whose write was sent and whose outcome nobody could read
+OUTCOME_UNKNOWN = "outcome_unknown"
+
+
 def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                    channel: str | None = None, before_write: Any = None, on_dry_run: Any = None) -> StoredPlan:
     """Apply an approved plan: approved -> applying (one transaction: a second caller gets
     Conflict plan_moved and writes nothing), the rollback note committed to the audit and handed
     to `before_write(note)` (Slack posts it in the thread), then re-read, dry run (`on_dry_run()`
-    once it passed) and the write with its precondition -> applied; a refusal -> failed."""
+    once it passed) and the write with its precondition -> applied; a refusal -> failed.
+
+    A write whose answer did not settle it was read again by the actuator: on the object ->
+    applied (the audit's `unclear` says why it was read again); provably not -> failed
+    (TemporaryError `not_applied`, re-raised); the object unreadable -> OutcomeUnknown is
+    re-raised and the plan stays `applying`, with an `outcome_unknown` audit row that lets the
+    reconcile pass (`bot.service.reconcile`) settle it at once."""
     plan = store.get(plan_id).plan
     store.move(plan_id, "applying", actor=actor, expect="approved", channel=channel, now=now)
     note = rollback_note(plan)
@@ -347,11 +357,18 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
             before_write(note)
         write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
+    except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
+        params = {"reread": "a pool split's objects are not read again: check them by hand", **{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"},
+                  "plan": plan_id}
+        store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now, detail=params)
+        raise OutcomeUnknown(e.delay_s, **params) from e
     except GpumemError as e:
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
         raise
     detail: dict[str, Any] = {"resource_version": written.resource_version, "generation": written.generation}
+    if written.unclear:  # the answer was lost: the re-read found the change
+        detail["unclear"] = written.unclear
     if written.baseline is not None:  # the pods right before the write, for the watch
         detail["baseline"] = written.baseline.to_json()
     elif written.baseline_error:
@@ -405,18 +422,33 @@ def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now
     stored = store.get(plan_id)
     if stored.state not in ("applied", "watched", "failed"):
         raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
-    _undo(store, writer, stored, "rollback")
-    return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now)
+    unclear = _undo(store, writer, stored, "rollback", actor=actor, channel=channel, now=now)
+    return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now,
+                      detail={"unclear": unclear} if unclear else None)
 
 
-def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str) -> None:
-    """Undo what a plan wrote: the inverse patch, or for a split's phase 1 the deletes."""
+#: the audit event of a rollback that was sent and whose outcome nobody could read
+ROLLBACK_OUTCOME_UNKNOWN = "rollback_outcome_unknown"
+
+
+def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, actor: str = "gpumem",
+          channel: str | None = None, now: datetime | None = None) -> str | None:
+    """Undo what a plan wrote: the inverse patch, or for a split's phase 1 the deletes. Returns
+    why the outcome was read again (the answer did not settle it; the re-read shows it undone),
+    None when the answer did. A rollback whose outcome cannot be read raises OutcomeUnknown,
+    after an audit row the reconcile pass settles it from (the plan keeps its state)."""
     if stored.plan.patch_type == CREATE_OBJECTS:
         from bot.service.split_pools import rollback_phase1
 
         rollback_phase1(store, writer, stored)
-    else:
-        rollback_plan(writer, stored.plan, _cause(stored.plan, verb))
+        return None
+    try:
+        return rollback_plan(writer, stored.plan, _cause(stored.plan, verb)).unclear
+    except OutcomeUnknown as e:
+        params = {k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}
+        store.record(ROLLBACK_OUTCOME_UNKNOWN, actor=actor, channel=channel, now=now,
+                     detail={**params, "plan": stored.plan.id})
+        raise OutcomeUnknown(e.delay_s, code=ROLLBACK_OUTCOME_UNKNOWN, **{**params, "plan": stored.plan.id}) from e
 
 
 def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:

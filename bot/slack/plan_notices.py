@@ -5,10 +5,14 @@
   message, where it was posted, turns to the expired stage with **Plan again**. `gpumem serve`
   runs it on its scheduler's leader (`bot.main.serve_background`), at its first round and then
   every `remediation.expiry_sweep_s`;
-- after start-up reconciliation (`PlanNotices.announce_reconciled`): each plan settled from
-  `applying` gets its plan message edited to the outcome and a thread reply saying what
-  happened. `StartupNotices` runs it once the bot is up (it is one of `Bot.background`, started
-  after the HTTP face).
+- after reconciliation (`PlanNotices.announce_reconciled`): each plan settled from `applying`
+  (or from a rollback whose outcome was unknown) gets its plan message edited to the outcome and
+  a thread reply saying what happened. `StartupNotices` runs it once the bot is up (it is one of
+  `Bot.background`, started after the HTTP face), for what start-up settled;
+- the reconcile pass (`PlanNotices.settle`): while the bot runs, plans left `applying` (a
+  kill -9 of another replica, a write whose answer was lost) are read again and announced the
+  same way. `gpumem serve` runs it on its scheduler's leader every minute
+  (`bot.scheduler.setup.scheduler_from_settings`'s `settle_every_s`).
 
 Where the plan message is comes from its `slack_message` audit row. Only the caller that moved
 a plan edits its message, so two sweeps or two replicas edit it once. Slack failures are logged
@@ -36,12 +40,27 @@ NOTICES_STOP_S = 2.0
 
 class PlanNotices:
     def __init__(self, settings: Any, poster: SlackPoster, store: SharedStore,
-                 now: Callable[[], datetime] | None = None):
+                 now: Callable[[], datetime] | None = None, reader_for: Callable[[str | None], Any] | None = None):
         self.settings = settings
         self.poster = poster
         self.shared = store
         #: the wall clock plans expire by
         self.now = now or (lambda: datetime.now(UTC))
+        #: cluster name -> what the reconcile pass reads objects with (the reader identity)
+        self.reader_for = reader_for or (lambda cluster: approvals.bot_reader(settings, cluster))
+
+    def settle(self, now: datetime | None = None) -> list[Any]:
+        """The reconcile pass: plans left `applying` (and rollbacks whose outcome was unknown)
+        read again (`bot.service.reconcile`; nothing is written) and each settled one's message
+        edited; what it found (`Reconciled`, the unknown ones included)."""
+        from bot.service.reconcile import reconcile_applying
+
+        done = reconcile_applying(self.shared.each_call(), self.reader_for, now=now or self.now())
+        for r in done:
+            log.log(logging.INFO if r.outcome == "unknown" else logging.WARNING, "plan %s (%s): %s%s", r.plan_id,
+                    r.target, r.outcome, f" ({r.reason})" if r.reason else "")
+        self.announce_reconciled(done)
+        return done
 
     def sweep(self, now: datetime | None = None) -> list[str]:
         """Expire the plans past their time and edit their plan messages; the ids expired by
@@ -57,8 +76,9 @@ class PlanNotices:
         return [s.plan.id for s in moved]
 
     def announce_reconciled(self, done: Sequence[Any]) -> int:
-        """For each plan start-up settled (`bot.service.reconcile.Reconciled`, applied or failed):
-        its plan message edited to the outcome and a thread reply. How many were announced."""
+        """For each plan a reconcile pass settled (`bot.service.reconcile.Reconciled`, applied,
+        failed, rolled back or rollback not applied): its plan message edited to the outcome and a
+        thread reply. How many were announced."""
         store = self.shared.each_call()
         told = 0
         for r in done:
@@ -75,7 +95,7 @@ class PlanNotices:
                 if self.poster.post(channel, reply, thread_ts=thread or ts) is not None:
                     told += 1
             except Exception:  # one plan's notice must not keep the others from theirs
-                log.exception("telling Slack about plan %s settled at start-up failed", r.plan_id)
+                log.exception("telling Slack about plan %s settled by reconciliation failed", r.plan_id)
         return told
 
     def _edit(self, store: Any, plan_id: str, render: Callable[[str], Any]) -> tuple[str, str, str | None] | None:

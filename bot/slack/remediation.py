@@ -37,7 +37,7 @@ from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
-from runbooks.model.errors import Conflict, GpumemError, UsageError
+from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
 
 log = logging.getLogger("gpumem.slack.remediation")
 
@@ -472,8 +472,16 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "applying plan %s failed", e, plan_id)
             reason = Catalog.load(lang).t("slack.error.internal", error_id=error_id)
-            self.poster.update(channel, ts, self._message(self.store.get(plan_id), lang, "not_applied",
-                                                           reason=reason))
+            stored = self.store.get(plan_id)
+            if stored.state == "applying":  # it may have been sent: only a re-read can tell
+                self.store.record(remediate.OUTCOME_UNKNOWN, actor="gpumem", channel=channel,
+                                  detail={"plan": plan_id, "reason": reason[:300]})
+                self.poster.update(channel, ts, self._message(stored, lang, "unknown", reason=reason, reread="-"))
+                return
+            if stored.state in ("approved", "failed") and not any(r.to_state == "applied"
+                                                                 for r in self.store.plan_audit(plan_id)):
+                self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
+            # applied before the error (the watch failed): the message keeps its last true stage
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
         store = self.store
@@ -505,7 +513,13 @@ class RemediationDesk:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(now, lang, "not_applied", reason=reason))
             return
-        except GpumemError as e:
+        except OutcomeUnknown as e:  # sent, the answer lost, the object unreadable: the reconcile pass reads it
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "unknown",
+                                                           reason=str(e.params.get("reason") or "-"),
+                                                           reread=str(e.params.get("reread") or "-")))
+            self._settled_meanwhile(plan_id, channel, ts, lang)
+            return
+        except GpumemError as e:  # refused before the write, by a 4xx, or a re-read proved it absent
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=reason))
             return
@@ -513,6 +527,18 @@ class RemediationDesk:
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=str(e)))
             return
         self._watch(plan_id, channel, ts, lang, writer)
+
+    def _settled_meanwhile(self, plan_id: str, channel: str, ts: str, lang: str) -> None:
+        """A reconcile pass may have settled the plan between the unknown outcome being recorded
+        and the message saying so: then the message says what the pass found, not "unknown"."""
+        from bot.render.slack_plan_notices import RECONCILED_STAGES
+
+        stored = self.store.get(plan_id)
+        if stored.state in ("applied", "failed"):
+            last = next((r for r in reversed(self.store.plan_audit(plan_id)) if r.to_state), None)
+            reason = str((last.detail or {}).get("reason") or "-") if last is not None else "-"
+            self.poster.update(channel, ts, self._message(stored, lang, RECONCILED_STAGES[stored.state],
+                                                           reason=reason))
 
     def _watch(self, plan_id: str, channel: str, ts: str, lang: str, writer: Any) -> None:
         store = self.store
@@ -535,6 +561,11 @@ class RemediationDesk:
                                                  on_look=on_look, symptoms=symptoms)
         except Conflict as e:  # rolled back while watched: the rollback edited the message
             log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
+            return
+        except OutcomeUnknown as e:  # the automatic rollback's answer was lost: the reconcile pass reads it
+            self.poster.update(channel, ts, self._message(
+                store.get(plan_id), lang, "rollback_unknown", users=("remediation.auto_rollback",),
+                reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
         self.poster.update(channel, ts, self._message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
@@ -592,6 +623,13 @@ class RemediationDesk:
                 return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
+        except OutcomeUnknown as e:  # the plan keeps its state; the reconcile pass reads the object
+            if message is not None:
+                self.poster.update(message[0], message[1], self._message(
+                    self.store.get(plan_id), lang, "rollback_unknown", users=(user,),
+                    reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
+            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
+            return self._refuse(respond, lang, "rollback_unknown", plan=plan_id, reason=reason)
         except GpumemError as e:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)

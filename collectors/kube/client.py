@@ -288,6 +288,41 @@ def classify_transport_error(error: BaseException) -> tuple[str, str]:
     return "unreachable", f"{type(error).__name__}"
 
 
+def sent_before_failing(error: BaseException) -> bool:
+    """Whether the request may have reached the server before `error` (an error below HTTP):
+    False only when no connection was made (refused, DNS, connect timeout, TLS handshake), so
+    the server never saw it; a read timeout or a connection dropped mid-request may come after
+    the server took it."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        error = error.reason
+    return not isinstance(error, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.NameResolutionError,
+                                  urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError,
+                                  ConnectionRefusedError))
+
+
+def transport_error(error: BaseException, call: Call, timeout_s: float, *, write: bool = False) -> errors.GpumemError:
+    """A failure below HTTP (`classify_transport_error`) as the GpumemError that says what to
+    do: a write that may have been sent (`write` and `sent_before_failing`) is OutcomeUnknown
+    (read the object again before saying anything); anything else is TemporaryError, code
+    "timeout" (no answer within `timeout_s`) or "unreachable", retry after `delay_s`. The
+    urllib3 error is kept as `__cause__`; its text is cut and never carries a header.
+
+    >>> e = transport_error(urllib3.exceptions.ReadTimeoutError(None, "/x", "timed out"), Call("get", "pods", "llm"), 2.0)
+    >>> type(e).__name__, e.code, e.params["reason"]
+    ('TemporaryError', 'timeout', 'no answer within 2.0 s')
+    """
+    kind, reason = classify_transport_error(error)
+    words = f"no answer within {timeout_s:.1f} s" if kind == "timeout" else reason
+    mapped: errors.GpumemError
+    if write and sent_before_failing(error):
+        mapped = errors.OutcomeUnknown(DEFAULT_RETRY_DELAY_S, reason=words, source=call.source, verb=call.verb)
+    else:
+        mapped = errors.TemporaryError(DEFAULT_RETRY_DELAY_S, code=kind, reason=words, source=call.source,
+                                       verb=call.verb)
+    mapped.__cause__ = error
+    return mapped
+
+
 def _connection_reason(error: BaseException) -> str:
     text = str(error).lower()
     if "refused" in text:

@@ -11,6 +11,8 @@ Its class says what the caller should do about it, so each surface maps the clas
 - `NotPermitted`: RBAC forbids a read; the wording names the missing permission (exit 2)
 - `Conflict`: the object changed while we worked on it; plan again
 - `TemporaryError`: the server cannot answer now; retry after `delay_s`
+- `OutcomeUnknown`: a write was sent and no answer says whether it took effect; read the
+  object again before saying what happened (never "nothing was written")
 
 Pure on purpose: no I/O and no client library, so runbooks can raise these and collectors can
 map their clients' failures onto them.
@@ -161,5 +163,25 @@ class TemporaryError(GpumemError):
     """
 
     def __init__(self, delay_s: float = 1.0, *, code: str = "temporary", **params: Any):
+        super().__init__(code, delay_s=delay_s, **params)
+        self.delay_s = delay_s
+
+
+class OutcomeUnknown(GpumemError):
+    """A write was sent, and no answer says whether it took effect: a 5xx after the request
+    went out, no answer within the deadline, the connection dropped mid-request. Not a
+    TemporaryError: the write may be on the cluster, so nobody may be told "nothing was
+    written" and it is not simply sent again. Read the object again (after `delay_s`) and say
+    what that shows; when it cannot be read either, say the outcome is unknown.
+
+    `reason` says what happened to the request ("HTTP 503", "no answer within 10.0 s",
+    "connection closed without an answer"); `source` the call.
+
+    >>> e = OutcomeUnknown(reason="HTTP 503", source="kube:deployments/llm/vllm")
+    >>> e.code, e.delay_s, e.params["reason"]
+    ('outcome_unknown', 1.0, 'HTTP 503')
+    """
+
+    def __init__(self, delay_s: float = 1.0, *, code: str = "outcome_unknown", **params: Any):
         super().__init__(code, delay_s=delay_s, **params)
         self.delay_s = delay_s

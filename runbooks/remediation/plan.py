@@ -7,7 +7,9 @@ A plan moves in one direction through
                                              \\-> failed
     (and rolled_back after applied, watched or failed)
 
-and ends early as rejected, expired or superseded. Each step is one transaction in the store
+and ends early as rejected, expired or superseded. A plan stays `applying` when its write was
+sent and nobody could read what became of it (the store's `outcome_unknown` audit row); a
+reconcile pass reads the object and moves it to applied or failed. Each step is one transaction in the store
 that names the state it leaves, so a double click, two approvers at once or a retried Slack
 delivery finds the plan already moved and does nothing.
 

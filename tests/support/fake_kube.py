@@ -4,7 +4,9 @@ It serves what gpumem reads: GET, LIST (label and field selectors, `XList` bodie
 resourceVersion, cluster-wide lists) and WATCH (chunked events from a resourceVersion) for core,
 apps, autoscaling, policy and networking objects; the pod `log` and `proxy` subresources; real `Status` bodies for 401/403/404/400/503.
 Tests can add latency (all requests or per path pattern), failures (a status code or a dropped
-connection per path pattern), and an RBAC mode that denies what the granted rules do not
+connection per path pattern), faults after a write (`fail_after_write`: the write is stored, then
+answered with a 5xx, stalled past the client's deadline, or its connection dropped), reads
+refused for a number of requests (`refuse_reads`), and an RBAC mode that denies what the granted rules do not
 allow. Every request is recorded so tests can assert on the calls made.
 
 It takes writes as kube-apiserver does (see fake_kube_rules for the wire details): POST
@@ -200,6 +202,20 @@ class _Binding:
 
 
 @dataclass
+class _Fault:
+    """A fault for the next `times` matching requests: after a write (`after_write`: the write is
+    stored first) or instead of a read."""
+
+    pattern: re.Pattern[str]
+    outcome: int | str  # an HTTP code, "stall" (answer after `stall_s`) or "drop" (close, no answer)
+    times: int
+    after_write: bool
+    stall_s: float = 0.0
+    #: once it fired after a write: the next this many GETs of that object are refused (503)
+    then_refuse_reads: int = 0
+
+
+@dataclass
 class FakeKube(LoopbackServer):
     """The API server state: objects, logs, proxy upstreams, latency, failures, RBAC; and the
     controllers' state (Deployment, ReplicaSet, HPA, scheduler, kubelet) on `clock`.
@@ -221,6 +237,7 @@ class FakeKube(LoopbackServer):
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     _latency_rules: list[tuple[re.Pattern[str], float]] = field(default_factory=list)
     _failures: list[tuple[re.Pattern[str], int | str]] = field(default_factory=list)
+    _faults: list[_Fault] = field(default_factory=list)
     _bindings: list[_Binding] | None = None
     _rv: int = 1000
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -288,6 +305,33 @@ class FakeKube(LoopbackServer):
     def fail(self, path_pattern: str, status: int | str) -> None:
         """Answer matching requests with `status` (an HTTP code) or "drop" (close, no answer)."""
         self._failures.append((re.compile(path_pattern), status))
+
+    def fail_after_write(self, path_pattern: str, outcome: int | str, times: int = 1, stall_s: float = 3.0,
+                         then_refuse_reads: int = 0) -> None:
+        """The next `times` writes (not dry runs) whose `path?query` matches are stored as usual,
+        then answered with `outcome` instead of their answer: an HTTP code (a 500 or 503 Status),
+        "stall" (the real answer after `stall_s`, past a shorter client deadline) or "drop"
+        (the connection closed, no answer). With `then_refuse_reads`, the next that many GETs of
+        the written object are answered 503 (the API server cannot be read for a while)."""
+        self._faults.append(_Fault(re.compile(path_pattern), outcome, times, True, stall_s, then_refuse_reads))
+
+    def refuse_reads(self, path_pattern: str, times: int, outcome: int | str = 503) -> None:
+        """Answer the next `times` GETs whose `path?query` matches with `outcome` (an HTTP code,
+        or "drop") instead of the object; later ones are served."""
+        self._faults.append(_Fault(re.compile(path_pattern), outcome, times, False))
+
+    def _fault_for(self, req: Request, target: str) -> _Fault | None:
+        write = req.mutating and not req.dry_run
+        with self._lock:
+            for fault in self._faults:
+                if fault.times > 0 and fault.after_write == write and (write or req.method == "GET") \
+                        and fault.pattern.search(target):
+                    fault.times -= 1
+                    if fault.then_refuse_reads:
+                        self._faults.append(_Fault(re.compile(re.escape(req.path) + "$"), 503,
+                                                   fault.then_refuse_reads, False))
+                    return fault
+        return None
 
     def grant(self, rules_: list[dict[str, Any]], namespace: str | None = None) -> None:
         """Turn on RBAC mode and bind rules: cluster-wide (None) or in one namespace (a Role)."""
@@ -1499,6 +1543,19 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ replies
 
     def _send(self, code: int, body: bytes, content_type: str) -> None:
+        fault, self.after_write = getattr(self, "after_write", None), None
+        if fault is not None:  # the write is stored: its answer is replaced
+            if fault.outcome == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if fault.outcome == "stall":
+                time.sleep(fault.stall_s)
+            else:
+                code = int(fault.outcome)
+                body = json.dumps(rules.status(code, rules.REASONS.get(code, "InternalError"),
+                                               f"injected failure {code} after the write was stored")).encode()
+                content_type = "application/json"
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -1527,6 +1584,10 @@ class _Handler(BaseHTTPRequestHandler):
         if delay > 0:
             time.sleep(delay)
         outcome = kube._failure_for(target)
+        fault = kube._fault_for(req, target) if outcome is None else None
+        if fault is not None and not fault.after_write:
+            outcome = fault.outcome
+        self.after_write = fault if fault is not None and fault.after_write else None
         code = 0
         self.recorded = False
         kube._begin()  # nothing is sent before this, so no client can finish unrecorded
