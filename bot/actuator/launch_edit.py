@@ -36,8 +36,8 @@ The function is pure: no I/O, the input is not modified.
 ['Qwen/Qwen2.5-7B-Instruct', '--max_num_seqs', '64', '--gpu-memory-utilization=0.9']
 >>> result.diff()
 ['--max_num_seqs 256 -> 64 (args[2])', '--gpu-memory-utilization 0.95 -> 0.9 (args[3])']
->>> [op["op"] for op in result.json_patch]
-['test', 'replace']
+>>> [(op["op"], op["path"].rsplit("/", 2)[-2:]) for op in result.json_patch]
+[('test', ['args', '2']), ('replace', ['args', '2']), ('test', ['args', '3']), ('replace', ['args', '3'])]
 >>> edit_flags(result.workload, "vllm", result.inverse).workload == deploy
 True
 """
