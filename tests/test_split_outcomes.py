@@ -225,7 +225,7 @@ def test_the_reconcile_pass_settles_a_phase1_whose_service_landed_as_applied(clu
     assert settled.outcome == "applied" and _state(store, plan_id) == "applied"
     assert _creates(cluster) == [("deployments", "create"), ("services", "create")]
     rc, out = run_cli(capsys, cluster, store, "plans", "--all")
-    assert plan_id in str(out) and len(cluster.kube.writes()) == 2
+    assert rc == 0 and plan_id in str(out) and len(cluster.kube.writes()) == 2, "plans only reads"
 
 
 def test_someone_elses_object_under_the_name_is_not_counted_as_created(cluster, tmp_path, capsys):
@@ -321,3 +321,85 @@ def test_a_rollback_the_pass_finds_complete_is_rolled_back(cluster, tmp_path, ca
     (settled,) = _reconcile(cluster, store)
     assert (settled.outcome, settled.rollback) == ("rolled_back", True) and _state(store, plan_id) == "rolled_back"
     assert _deletes(cluster) == ["services", "deployments"] and _there(cluster) == (False, False)
+
+
+# ----------------------------------------------------------------------------- Slack
+
+
+def _slack_phase1(bot, fake, sc, tmp_path) -> tuple[str, str, str]:
+    """A phase-1 plan posted from the mixed-pool diagnosis' Plan button (asked by SECOND):
+    (diagnosis ts, plan id, plan message ts)."""
+    import tests.test_slack_remediation as R
+    from bot.render import slack_remediation as P
+    from bot.render.slack_triage import diagnosis_message
+    from bot.service.approvals import plannable_actions
+    from bot.service.notes import record_triage
+    from tests.support.slack_kit import CHANNEL, USER
+    from tests.test_slack_split_pools import _mixed_pool_report, _posted_in_thread
+
+    report = _mixed_pool_report()
+    store = Store.open(tmp_path / "gpumem.db")
+    record_triage(store, report, actor=USER, channel=CHANNEL, cluster="prod")
+    store.close()
+    plannable = plannable_actions(report, bot.settings, TARGET, "prod")
+    ts = bot.poster.post(CHANNEL, diagnosis_message(report, "en", target=TARGET, context="prod",
+                                                    plan_blocks=P.plan_buttons(report, "en", TARGET, "prod", plannable)))
+    button = R._plan_button(fake.messages[(CHANNEL, ts)], "split_pools")
+    R._click(bot, fake, button["action_id"], button["value"], ts, R.SECOND, n=1)
+    plan_id, plan_ts = _posted_in_thread(fake, ts, 1)
+    return ts, plan_id, plan_ts
+
+
+def test_slack_approve_partly_applied_says_which_and_roll_back_deletes_what_exists(tmp_path):
+    import tests.test_slack_remediation as R
+    from bot.render import slack_remediation as P
+    from tests.test_plan_expiry import _buttons
+
+    with R.remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, plan_id, plan_ts = _slack_phase1(bot, fake, sc, tmp_path)
+        sc.kube.fail(SERVICE_POST, 503)  # the Service's create is answered 503 and not stored
+        R._click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, R.APPROVER, thread_ts=ts, n=2)
+        text = R._wait_edit(fake, plan_ts, "Partly applied")
+        sc.kube._failures.clear()
+        assert (f"Partly applied: the write's answer was lost, and read again Deployment/{LONG} is there with "
+                f"gpumem.io/plan naming the plan; Service/{LONG} is not there.") in text
+        assert "nothing was written" not in text
+        assert _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)]
+        assert _creates(sc) == [("deployments", "create"), ("services", "create")] and _there(sc) == (True, False)
+
+        R._click(bot, fake, P.ROLLBACK_ACTION, plan_id, plan_ts, R.APPROVER, thread_ts=ts, n=3)
+        R._wait_edit(fake, plan_ts, "Rolled back by")
+        assert _deletes(sc) == ["deployments"] and _there(sc) == (False, False)
+        assert _state(tmp_path / "gpumem.db", plan_id) == "rolled_back"
+
+
+def test_slack_unknown_phase1_is_settled_by_the_leaders_pass_and_the_message_edited(tmp_path):
+    import tests.test_slack_remediation as R
+    from bot.main import serve_background
+    from bot.render import slack_remediation as P
+    from tests.test_plan_expiry import _buttons
+
+    with R.remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, plan_id, plan_ts = _slack_phase1(bot, fake, sc, tmp_path)
+        desk = bot.handlers.remediation
+        real = desk.writer_for
+        desk.writer_for = lambda cluster: _UnreadableAfter(sc, "Deployment", DEPLOY_READ)
+        sc.kube.fail_after_write(DEPLOY_POST, "drop")
+        R._click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, R.APPROVER, thread_ts=ts, n=2)
+        text = R._wait_edit(fake, plan_ts, "Outcome unknown")
+        desk.writer_for = real
+        assert "the object could not be read again (HTTP 503: injected failure 503)" in text and "by hand" not in text
+        assert _buttons(fake, plan_ts) == [] and _state(tmp_path / "gpumem.db", plan_id) == "applying"
+        assert _creates(sc) == [("deployments", "create")]
+
+        (scheduler,) = serve_background(bot)
+        try:
+            scheduler.tick()  # the leader's first round runs the reconcile pass
+        finally:
+            scheduler.shutdown()
+        edited = R._wait_edit(fake, plan_ts, "Partly applied")
+        assert f"Service/{LONG} is not there" in edited and _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)]
+        reply = fake.wait_for("chat.postMessage", where=lambda c: c.args.get("thread_ts") == ts
+                              and f"Plan {plan_id} was left applying" in (c.args.get("text") or ""))[-1]
+        assert "only part of it is on the cluster" in reply.args["text"]
+        assert _creates(sc) == [("deployments", "create")], "the pass only reads"

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.actuator.apply import created_by, landed, restored_on
 from bot.actuator.split_apply import read_created
-from bot.actuator.writer import CREATE, JSON_PATCH
+from bot.actuator.writer import CREATE
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import Conflict, TargetNotFound
 from runbooks.remediation.plan import Plan
