@@ -17,18 +17,30 @@ every value gpumem sent still reads the same and the Deployment's spec was not c
 Both sides are compared masked, so a difference never quotes a credential.
 Each DELETE carries the uid and resourceVersion just read as preconditions, so an object
 replaced or changed in between is a 409 and a refusal, not a deletion.
+
+A create or delete whose answer does not settle it (OutcomeUnknown) is settled by reading each
+object again (`read_created`: by name, carrying this plan's `gpumem.io/plan` annotation, values
+compared masked): the one just sent there -> the next create goes on, and all there is
+applied (`Written.unclear` says why they were read); none -> TemporaryError `not_applied`
+(nothing was written, the re-read shows it); some ->
+Conflict `split_partly_applied` naming which (the plan fails, and its rollback deletes what
+exists); an object that cannot be read -> OutcomeUnknown with `reread`, for a later pass
+(`bot.service.reconcile`, which settles with the same function). A delete likewise: gone ->
+deleted, the next one goes on; still there -> TemporaryError `rollback_not_applied` (or
+`split_partly_rolled_back` when the Service was deleted before it: Roll back deletes the rest).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, Written, check_unchanged
+from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, Written, _one_line, check_unchanged
 from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import KubeWriter
-from runbooks.model.errors import Conflict, TargetNotFound, UsageError
+from runbooks.model.errors import Conflict, OutcomeUnknown, TargetNotFound, TemporaryError, UsageError
 from runbooks.remediation import split
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS, leaf_differences, masked
@@ -133,15 +145,94 @@ def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
     if on_dry_run is not None:
         on_dry_run()
     made: list[dict[str, Any]] = []
+    unclear = None
     for kind, body in bodies:
         try:
             made.append(writer.create(kind, t.namespace, body))
         except Conflict as e:  # created by someone else between the dry run and now
             raise Conflict("split_exists", plan=plan.id, namespace=t.namespace,
                            objects=f"{kind}/{body['metadata']['name']}", detail=e.params.get("detail", "")) from e
+        except OutcomeUnknown as e:  # the answer was lost: read them all again; created -> the next one goes on
+            found = settle_creates(writer, plan, e)
+            if f"{kind}/{body['metadata']['name']}" not in found.there:
+                raise_unsettled(plan, found, e)
+            made.append(found.objects[kind])
+            unclear = str(e.params.get("reason") or "")
     deployment = next((m for m in made if m.get("kind") == "Deployment"), made[0])
     meta = deployment.get("metadata") or {}
-    return Written(deployment, str(meta.get("resourceVersion") or ""), meta.get("generation"))
+    return Written(deployment, str(meta.get("resourceVersion") or ""), meta.get("generation"), unclear=unclear)
+
+
+@dataclass(frozen=True)
+class SplitRead:
+    """What reading a phase-1 plan's objects again found: `there` (`Kind/name` of each object
+    carrying this plan's annotation), `absent` (each one that is not there, or is someone
+    else's: why, in a few words), `changed` (masked difference paths of an object that is there
+    but reads differently from what gpumem sent), `objects` (kind -> the object read)."""
+
+    there: tuple[str, ...]
+    absent: tuple[str, ...]
+    changed: tuple[str, ...] = ()
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        """`applied` (every object there), `not_applied` (none) or `partly_applied`."""
+        if not self.absent:
+            return "applied"
+        return "partly_applied" if self.there else "not_applied"
+
+    def proof(self) -> str:
+        """What was read, in a few words: what is there and what is not."""
+        parts = [f"{what} is there with {PLAN_ANNOTATION} naming the plan" for what in self.there]
+        return "; ".join([*parts, *self.absent, *self.changed])[:300]
+
+
+def read_created(reader: Any, plan: Plan) -> SplitRead:
+    """Read each object a phase-1 plan creates, by name: there (its `gpumem.io/plan` annotation
+    names the plan; any value that reads differently from what gpumem sent, compared masked, is
+    named in `changed`), absent, or someone else's. Reads only. Raises whatever the read raises
+    but a 404 (the caller says the outcome is unknown)."""
+    there, absent, changed, objects = [], [], [], {}
+    for op in _creates(plan):
+        what = f"{op['kind']}/{op['name']}"
+        try:
+            now = reader.read(op["kind"], plan.target.namespace, op["name"])
+        except TargetNotFound:
+            absent.append(f"{what} is not there")
+            continue
+        owner = ((now.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+        if owner != plan.id:
+            absent.append(f"{what} is there, but its {PLAN_ANNOTATION} annotation is {owner or 'absent'}, not {plan.id}")
+            continue
+        there.append(what)
+        objects[op["kind"]] = now
+        rows = [r for r in differences(plan, op, now) if r["path"] != "/metadata/generation"]
+        if rows:
+            changed.append(f"{what} reads differently at " + ", ".join(r["path"] or "/" for r in rows[:4]))
+    return SplitRead(tuple(there), tuple(absent), tuple(changed), objects)
+
+
+def settle_creates(reader: Any, plan: Plan, unknown: OutcomeUnknown) -> SplitRead:
+    """After a create whose answer was lost: `read_created`, or OutcomeUnknown with `reread`
+    when an object cannot be read (nothing is known)."""
+    try:
+        return read_created(reader, plan)
+    except Exception as e:  # typed or not: nothing is known
+        raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=str(unknown.params.get("reason") or ""),
+                             source=unknown.params.get("source", ""), reread=_one_line(e)) from unknown
+
+
+def raise_unsettled(plan: Plan, found: SplitRead, unknown: OutcomeUnknown) -> None:
+    """The create whose answer was lost did not land: none of the objects there -> TemporaryError
+    not_applied (nothing was written, the re-read shows it); some -> Conflict
+    split_partly_applied naming which (the plan fails; its rollback deletes what exists)."""
+    reason = str(unknown.params.get("reason") or "")
+    if not found.there:
+        raise TemporaryError(unknown.delay_s, code="not_applied", plan=plan.id, reason=reason,
+                             proof=found.proof()) from unknown
+    raise Conflict("split_partly_applied", plan=plan.id, reason=reason, created=", ".join(found.there),
+                   missing="; ".join(found.absent)[:300], proof=found.proof()) from unknown
 
 
 def differences(plan: Plan, op: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,9 +267,10 @@ def _read_unchanged(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]]) -
     return found
 
 
-def delete_created(writer: KubeWriter, plan: Plan) -> list[str]:
+def delete_created(writer: KubeWriter, plan: Plan, unclear: list[str] | None = None) -> list[str]:
     """Delete what phase 1 created, Service first, each only if unchanged since; the `Kind/name`
-    of each object deleted (one already gone is skipped)."""
+    of each object deleted (one already gone is skipped). A delete whose answer was lost is
+    settled by reading the object again (`_settle_delete`); `unclear` gets why it was read."""
     ops = list(reversed(_creates(plan)))
     t = plan.target
     found = _read_unchanged(writer, plan, ops)
@@ -193,6 +285,11 @@ def delete_created(writer: KubeWriter, plan: Plan) -> list[str]:
                 break
             except TargetNotFound:
                 break
+            except OutcomeUnknown as e:  # gone: deleted, the next goes on; still there: not; unreadable: unknown
+                _settle_delete(writer, plan, op, now, e, deleted)
+                if unclear is not None:
+                    unclear.append(str(e.params.get("reason") or ""))
+                break
             except Conflict:
                 if attempt == _DELETE_TRIES - 1:
                     raise Conflict("split_changed_after_apply", plan=plan.id, differences=[
@@ -205,6 +302,30 @@ def delete_created(writer: KubeWriter, plan: Plan) -> list[str]:
                 now = again[0][1]
         deleted.append(f"{op['kind']}/{op['name']}")
     return deleted
+
+
+def _settle_delete(writer: KubeWriter, plan: Plan, op: dict[str, Any], was: dict[str, Any],
+                   unknown: OutcomeUnknown, deleted: list[str]) -> None:
+    """A delete whose answer was lost: returns when the object is gone (or is no longer the one
+    gpumem created: another uid); TemporaryError rollback_not_applied when it is still there
+    (naming what was deleted before it); OutcomeUnknown with `reread` when it cannot be read."""
+    what = f"{op['kind']}/{op['name']}"
+    reason = str(unknown.params.get("reason") or "")
+    try:
+        now = writer.read(op["kind"], plan.target.namespace, op["name"])
+    except TargetNotFound:
+        return
+    except Exception as e:
+        raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
+                             reread=f"{what}: {_one_line(e)}"[:300], deleted=", ".join(deleted) or "-") from unknown
+    uid = str((now.get("metadata") or {}).get("uid") or "")
+    if uid != str((was.get("metadata") or {}).get("uid") or ""):
+        return  # deleted, and something else made since under the name: not gpumem's to delete
+    if deleted:  # the Service is gone, the Deployment not: Roll back again deletes the rest
+        raise TemporaryError(unknown.delay_s, code="split_partly_rolled_back", plan=plan.id, reason=reason,
+                             deleted=", ".join(deleted), remaining=f"{what} (uid {uid})") from unknown
+    raise TemporaryError(unknown.delay_s, code="rollback_not_applied", plan=plan.id, reason=reason,
+                         proof=f"{what} is still there (uid {uid})") from unknown
 
 
 def _preconditions(meta: dict[str, Any]) -> dict[str, str]:

@@ -15,10 +15,11 @@ from bot.store.db import StoredPlan
 #: what a reconciliation outcome makes of the plan message (`Reconciled.outcome`; `unknown`
 #: leaves it: the plan is still `applying`)
 RECONCILED_STAGES = {"applied": "reconciled_applied", "failed": "reconciled_failed",
-                     "rolled_back": "reconciled_rolled_back", "rollback_not_applied": "rollback_not_applied"}
+                     "rolled_back": "reconciled_rolled_back", "rollback_not_applied": "rollback_not_applied",
+                     "partly_applied": "partly_applied"}
 #: the emoji of the thread reply
 _EMOJI = {"applied": ":white_check_mark:", "failed": ":x:", "rolled_back": ":leftwards_arrow_with_hook:",
-          "rollback_not_applied": ":x:"}
+          "rollback_not_applied": ":x:", "partly_applied": ":warning:"}
 
 
 def reconciled_message(stored: StoredPlan, outcome: str, reason: str, lang: str) -> Message:

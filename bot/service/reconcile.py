@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.actuator.apply import created_by, landed, restored_on
-from bot.actuator.writer import CREATE, JSON_PATCH
+from bot.actuator.split_apply import read_created
+from bot.actuator.writer import CREATE
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import Conflict, TargetNotFound
 from runbooks.remediation.plan import Plan
+from runbooks.remediation.split import CREATE_OBJECTS
 
 #: the actor of the moves reconciliation makes
 RECONCILE_ACTOR = "gpumem-reconcile"
@@ -35,7 +37,9 @@ ROLLBACK_SETTLED = "rollback_settled"
 @dataclass(frozen=True)
 class Reconciled:
     """What a pass made of one plan found `applying`: `applied` (the write is on the object),
-    `failed` (it is not), or `unknown` (the object could not be read; the plan stays `applying`);
+    `failed` (it is not), `partly_applied` (a pool split's phase 1 with some of its objects
+    there: failed, and its rollback deletes them), or `unknown` (the object could not be read;
+    the plan stays `applying`);
     of a rollback whose outcome was unknown: `rolled_back` (the old values are back),
     `rollback_not_applied` (gpumem's values are still there; the plan keeps its state), or
     `unknown`. `rollback` says which of the two it was."""
@@ -98,8 +102,8 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
             continue
         plan = stored.plan
         t = plan.target
-        if plan.patch_type not in (JSON_PATCH, CREATE):  # a pool split's phase 1: several objects
-            _unknown(store, plan, now, out, "a pool split's objects are not settled by a re-read: check them by hand")
+        if plan.patch_type == CREATE_OBJECTS:  # a pool split's phase 1: each object it creates
+            _settle_split(store, reader_for, plan, now, out)
             continue
         obj = _read(store, reader_for, plan, now, out)
         if obj is _UNREAD:
@@ -119,6 +123,37 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
         except Conflict:  # the apply it was waiting for moved it meanwhile
             continue
     return out
+
+
+def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out: list[Reconciled]) -> None:
+    """A pool split's phase 1 left `applying`, settled as its apply settles a lost answer
+    (`bot.actuator.split_apply.read_created`): every object there -> applied; none -> failed;
+    some -> failed with `partly_applied` (its Roll back deletes what exists); unreadable ->
+    unknown, the plan stays `applying`."""
+    t = plan.target
+    try:
+        found = read_created(reader_for(t.cluster), plan)
+    except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
+        _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300])
+        return
+    try:
+        if found.outcome == "applied":
+            meta = (found.objects.get("Deployment") or {}).get("metadata") or {}
+            store.move(plan.id, "applied", actor=RECONCILE_ACTOR, expect="applying", now=now,
+                       detail={"reconciled": True, "resource_version": meta.get("resourceVersion"),
+                               "generation": meta.get("generation")})
+            out.append(Reconciled(plan.id, str(t), "applied"))
+        elif found.outcome == "not_applied":
+            store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
+                       detail={"reconciled": True, "error": "not_applied", "reason": found.proof()})
+            out.append(Reconciled(plan.id, str(t), "failed", found.proof()))
+        else:
+            store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
+                       detail={"reconciled": True, "error": "split_partly_applied", "created": ", ".join(found.there),
+                               "missing": "; ".join(found.absent)[:300], "reason": found.proof()})
+            out.append(Reconciled(plan.id, str(t), "partly_applied", found.proof()))
+    except Conflict:  # the apply it was waiting for moved it meanwhile
+        return
 
 
 #: `_read`'s answer when the object could not be read
@@ -154,16 +189,24 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
     plan = stored.plan
     t = plan.target
     out: list[Reconciled] = []
-    obj = _read(store, reader_for, plan, now, out, rollback=True)
-    if obj is _UNREAD:
-        return out[0]
-    try:
-        if plan.patch_type == CREATE:
-            why = None if obj is None else "the object gpumem created is still there"
-        else:
-            why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
-    except Conflict as e:  # neither the old values nor gpumem's: someone else changed them
-        why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
+    if plan.patch_type == CREATE_OBJECTS:  # a pool split's phase 1: rolled back when none of its objects is left
+        try:
+            found = read_created(reader_for(t.cluster), plan)
+        except Exception as e:
+            _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback=True)
+            return out[0]
+        why = None if not found.there else "still there: " + ", ".join(found.there)
+    else:
+        obj = _read(store, reader_for, plan, now, out, rollback=True)
+        if obj is _UNREAD:
+            return out[0]
+        try:
+            if plan.patch_type == CREATE:
+                why = None if obj is None else "the object gpumem created is still there"
+            else:
+                why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
+        except Conflict as e:  # neither the old values nor gpumem's: someone else changed them
+            why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
     if why is None:
         try:
             store.move(plan.id, "rolled_back", actor=RECONCILE_ACTOR, expect=stored.state, now=now,

@@ -358,8 +358,7 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
         write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
-        params = {"reread": "a pool split's objects are not read again: check them by hand", **{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"},
-                  "plan": plan_id}
+        params = {**{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}, "plan": plan_id}
         store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now, detail=params)
         raise OutcomeUnknown(e.delay_s, **params) from e
     except GpumemError as e:
@@ -437,12 +436,13 @@ def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, ac
     why the outcome was read again (the answer did not settle it; the re-read shows it undone),
     None when the answer did. A rollback whose outcome cannot be read raises OutcomeUnknown,
     after an audit row the reconcile pass settles it from (the plan keeps its state)."""
-    if stored.plan.patch_type == CREATE_OBJECTS:
-        from bot.service.split_pools import rollback_phase1
-
-        rollback_phase1(store, writer, stored)
-        return None
     try:
+        if stored.plan.patch_type == CREATE_OBJECTS:  # a pool split's phase 1: the deletes
+            from bot.service.split_pools import rollback_phase1
+
+            unclear: list[str] = []
+            rollback_phase1(store, writer, stored, unclear)
+            return "; ".join(unclear) or None
         return rollback_plan(writer, stored.plan, _cause(stored.plan, verb)).unclear
     except OutcomeUnknown as e:
         params = {k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}

@@ -433,13 +433,15 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
 # ------------------------------------------------------------------------------- rollback
 
 
-def rollback_phase1(store: Store, writer: KubeWriter, stored: StoredPlan) -> list[str]:
+def rollback_phase1(store: Store, writer: KubeWriter, stored: StoredPlan,
+                    unclear: list[str] | None = None) -> list[str]:
     """Delete what a phase-1 plan created, refused while a phase-2 plan of the same Deployment
-    is on the cluster (the tightened short pool would then refuse long requests)."""
+    is on the cluster (the tightened short pool would then refuse long requests). `unclear`
+    gets why a delete was read again (its answer was lost; the re-read shows it gone)."""
     plan = stored.plan
     for other in store.plans(namespace=plan.target.namespace, limit=200):
         p = other.plan
         if (p.target.name == plan.target.name and is_split(p) and not is_phase1(p) and other.state in WRITTEN
                 and (template_of(store, p.id) or {}).get("phase1") == plan.id):
             raise Conflict("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
-    return delete_created(writer, plan)
+    return delete_created(writer, plan, unclear)

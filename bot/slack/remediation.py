@@ -510,6 +510,10 @@ class RemediationDesk:
                 self.poster.update(channel, ts, self._message(now, lang, "changed", planned=plan.resource_version,
                                                                now=e.params.get("now") or "?"))
                 return
+            if e.code == "split_partly_applied":  # some of a split's objects are there: Roll back deletes them
+                self.poster.update(channel, ts, self._message(now, lang, "partly_applied",
+                                                               reason=str(e.params.get("proof") or "-")))
+                return
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(now, lang, "not_applied", reason=reason))
             return
@@ -536,9 +540,10 @@ class RemediationDesk:
         stored = self.store.get(plan_id)
         if stored.state in ("applied", "failed"):
             last = next((r for r in reversed(self.store.plan_audit(plan_id)) if r.to_state), None)
-            reason = str((last.detail or {}).get("reason") or "-") if last is not None else "-"
-            self.poster.update(channel, ts, self._message(stored, lang, RECONCILED_STAGES[stored.state],
-                                                           reason=reason))
+            detail = (last.detail or {}) if last is not None else {}
+            partly = stored.state == "failed" and detail.get("error") == "split_partly_applied"
+            stage = RECONCILED_STAGES["partly_applied" if partly else stored.state]
+            self.poster.update(channel, ts, self._message(stored, lang, stage, reason=str(detail.get("reason") or "-")))
 
     def _watch(self, plan_id: str, channel: str, ts: str, lang: str, writer: Any) -> None:
         store = self.store
