@@ -97,6 +97,7 @@ STAGES = {
     "rollback_not_applied": (_stored("applied", ("U0APPROVER",)),
                              {"reason": "the values the plan wrote are still on the object: "
                                         "/spec/template/spec/containers/0/args"}),
+    "watch_stopped": (_stored("applied", ("U0APPROVER",)), {"error_id": "3f9a1c07"}),
 }
 
 
@@ -127,7 +128,8 @@ def test_each_stage_offers_the_buttons_it_allows():
                 "watching": [P.ROLLBACK_ACTION], "held": [P.ROLLBACK_ACTION], "symptoms_remain": [P.ROLLBACK_ACTION],
                 "failed": [P.ROLLBACK_ACTION], "changed": [P.REPLAN_ACTION], "not_applied": [P.REPLAN_ACTION],
                 "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
-                "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION]}
+                "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION],
+                "watch_stopped": [P.ROLLBACK_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage

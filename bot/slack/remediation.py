@@ -481,7 +481,12 @@ class RemediationDesk:
             if stored.state in ("approved", "failed") and not any(r.to_state == "applied"
                                                                  for r in self.store.plan_audit(plan_id)):
                 self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
-            # applied before the error (the watch failed): the message keeps its last true stage
+                return
+            if stored.state in ("applied", "watched"):  # applied before the error (in the watch): say so
+                self.store.record("watch_stopped", actor="gpumem", channel=channel,
+                                  detail={"plan": plan_id, "error_id": error_id})
+                self.poster.update(channel, ts, self._message(stored, lang, "watch_stopped", error_id=error_id))
+            # rolled back meanwhile: the rollback edited the message
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
         store = self.store
