@@ -24,11 +24,14 @@ from tests.support.slack_kit import CHANNEL, SECRET, USER, env_for, live_config
 from tests.test_slack_approvals_where_who import ELSEWHERE, _buttons, _click, _planned, _slack_writes
 from tests.test_slack_remediation import (
     APPROVER,
+    SECOND,
     _diagnosis,
     _max_model_len,
     _patches,
+    _plan_posted,
     _remediation,
     _respond,
+    _top_level_plan,
     _wait_edit,
 )
 
@@ -177,3 +180,50 @@ def test_a_rollback_typed_in_the_plans_own_channel_still_works(tmp_path):
         assert _patches(sc) == 2 and _max_model_len(sc) == 8192
         # what the rollback changed in Slack: the plan message, edited; nothing posted
         assert _slack_writes(fake)[before:] == [("chat.update", CHANNEL, plan_ts)]
+
+
+# ----------------------------------------------------------------------------- --routing-confirmed
+
+
+def _phase1_watched(bot, fake, sc) -> tuple[str, str]:
+    """A pool split's phase 1 typed in CHANNEL, approved there and held: (plan id, its message ts)."""
+    _typed(bot, fake, "plan llm/vllm-server --split-pools --threshold 3000 --context prod", channel=CHANNEL,
+           user=USER, n=40)
+    first, first_ts = _top_level_plan(fake)
+    _click(bot, fake, P.APPROVE_ACTION, first, channel=CHANNEL, ts=first_ts, user=SECOND, n=41)
+    _wait_edit(fake, first_ts, "Held:", timeout=60)
+    assert len(sc.kube.writes(verb="create")) == 2
+    return first, first_ts
+
+
+def test_routing_confirmed_typed_in_another_channel_posts_phase_2_in_phase_1s_thread(tmp_path):
+    with restartable_bot(tmp_path) as (sc, fake, bot, _restart):
+        first, first_ts = _phase1_watched(bot, fake, sc)
+        writes = len(sc.kube.writes())
+        _typed(bot, fake, "plan llm/vllm-server --split-pools --phase 2 --routing-confirmed", channel=ELSEWHERE,
+               user=APPROVER, n=42)
+        second, second_ts = _plan_posted(fake, first_ts)
+        assert second != first and (CHANNEL, second_ts) in fake.messages
+        assert [w for w in _slack_writes(fake) if w[1] == ELSEWHERE] == []
+        assert len(sc.kube.writes()) == writes  # planned, not applied: it waits for its own approval
+        confirmed = [r for r in Store.open(tmp_path / "gpumem.db").audit() if r.event == "routing_confirmed"]
+        assert [(r.actor, r.channel) for r in confirmed] == [(APPROVER, CHANNEL)]
+
+
+def test_routing_confirmed_typed_where_phase_1s_channel_no_longer_allows_it_is_refused(tmp_path):
+    with restartable_bot(tmp_path) as (sc, fake, bot, restart):
+        first, _first_ts = _phase1_watched(bot, fake, sc)
+        bot = restart(NARROWED)
+        writes, before = len(sc.kube.writes()), _slack_writes(fake)
+        _typed(bot, fake, "plan llm/vllm-server --split-pools --phase 2 --routing-confirmed", channel=ELSEWHERE,
+               user=APPROVER, n=43)
+        (told,) = _respond(fake, 43)
+        assert told["text"] == (f"Plan {first}'s message is in <#{CHANNEL}>, and /gpumem plan --routing-confirmed "
+                                f"acts under that channel's policy, not this one's: llm is not allowed in <#{CHANNEL}> "
+                                "now. Nothing changed.")
+        assert len(sc.kube.writes()) == writes and _slack_writes(fake) == before
+        store = Store.open(tmp_path / "gpumem.db")
+        assert [p.plan.id for p in store.plans()] == [first]
+        assert not [r for r in store.audit() if r.event == "routing_confirmed"]
+        assert [(r.actor, r.detail["reason"], r.detail["typed_channel"]) for r in store.plan_audit(first)
+                if r.event == "routing_refused"] == [(APPROVER, "typed_plan_namespace", ELSEWHERE)]
