@@ -238,7 +238,8 @@ def test_every_refusal_is_worded_with_its_values(lang):
     assert len(reasons) >= 15
     for reason in reasons:
         msg = P.refusal_message(lang, reason, plan="p-1", namespace="llm", cluster="prod", approvers=("U1", "S2"),
-                                state="applied", verb="approve", reason="r", differences="d")
+                                state="applied", verb="approve", reason="r", differences="d", channel="C1",
+                                command="/gpumem rollback")
         assert block_errors(msg["blocks"]) == [] and "n/a" not in msg["text"], reason
     who = P.refusal_message(lang, "not_an_approver", plan="p-1", namespace="llm", approvers=("U1", "S2"),
                             verb="approve")
