@@ -11,6 +11,9 @@ in the thread before the write, and the plan message is edited through approved 
 
 A button of a plan counts only on the plan's own message, where the store recorded it was
 posted (`_guarded_on_plan`); what follows uses that record, never the click's channel or thread.
+A typed command acting on an existing plan (`/gpumem rollback`, `--routing-confirmed`) acts under
+the policy of that recorded channel, and shows its result on that message and in its thread
+(`_typed_on_plan`); an error after an applied change edits the message to say the watch stopped.
 Approving, rejecting, rolling back and confirming a routing also need an account Slack calls a
 full, active member (`bot.slack.accounts`, users.info).
 """
