@@ -100,6 +100,7 @@ STAGES = {
     "partly_applied": (_stored("failed", ("U0APPROVER",)),
                        {"reason": "Deployment/vllm-server-long is there with gpumem.io/plan naming the plan; "
                                   "Service/vllm-server-long is not there"}),
+    "watch_stopped": (_stored("applied", ("U0APPROVER",)), {"error_id": "3f9a1c07"}),
 }
 
 
@@ -131,7 +132,8 @@ def test_each_stage_offers_the_buttons_it_allows():
                 "failed": [P.ROLLBACK_ACTION], "changed": [P.REPLAN_ACTION], "not_applied": [P.REPLAN_ACTION],
                 "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
                 "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION],
-                "partly_applied": [P.ROLLBACK_ACTION]}
+                "partly_applied": [P.ROLLBACK_ACTION],
+                "watch_stopped": [P.ROLLBACK_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage
@@ -240,7 +242,8 @@ def test_every_refusal_is_worded_with_its_values(lang):
     assert len(reasons) >= 15
     for reason in reasons:
         msg = P.refusal_message(lang, reason, plan="p-1", namespace="llm", cluster="prod", approvers=("U1", "S2"),
-                                state="applied", verb="approve", reason="r", differences="d")
+                                state="applied", verb="approve", reason="r", differences="d", channel="C1",
+                                command="/gpumem rollback")
         assert block_errors(msg["blocks"]) == [] and "n/a" not in msg["text"], reason
     who = P.refusal_message(lang, "not_an_approver", plan="p-1", namespace="llm", approvers=("U1", "S2"),
                             verb="approve")

@@ -202,7 +202,8 @@ def test_slash_plan_split_refusals_write_nothing_and_phase2_needs_a_confirmed_ro
         assert not [r for r in Store.open(db).audit() if r.event == "routing_confirmed"]
 
         R._command(bot, fake, "plan llm/vllm-server --split-pools --phase 2 --routing-confirmed", user=APPROVER, n=27)
-        second, second_ts = _second_top_level(fake, first)
+        second, second_ts = R._plan_posted(fake, first_ts)  # in phase 1's own thread, the plan it acts on
+        assert second != first
         R._click(bot, fake, P.APPROVE_ACTION, second, second_ts, SECOND, n=28)
         R._wait_edit(fake, second_ts, "Held:", timeout=60)
         assert _writes(sc, "patch") == 2 and _writes(sc) == base + 3, "the env edit before, then one patch"
@@ -211,15 +212,6 @@ def test_slash_plan_split_refusals_write_nothing_and_phase2_needs_a_confirmed_ro
         assert f"plan {second} (phase 2, watched) still tightens the original" in refused["text"]
         assert _writes(sc, "delete") == 0
         _no_secret_in_slack(fake)
-
-
-def _second_top_level(fake, first: str) -> tuple[str, str]:
-    calls = fake.wait_for("chat.postMessage", where=lambda c: not c.args.get("thread_ts")
-                          and any(e.get("action_id") == P.APPROVE_ACTION and e.get("value") != first
-                                  for e in _buttons(c.args)), timeout=30)
-    call = calls[-1]
-    approve = next(e for e in _buttons(call.args) if e["action_id"] == P.APPROVE_ACTION)
-    return approve["value"], call.response["ts"]
 
 
 def test_slash_plan_action_split_pools_plans_phase1_from_the_recorded_triage(tmp_path):

@@ -11,6 +11,9 @@ in the thread before the write, and the plan message is edited through approved 
 
 A button of a plan counts only on the plan's own message, where the store recorded it was
 posted (`_guarded_on_plan`); what follows uses that record, never the click's channel or thread.
+A typed command acting on an existing plan (`/gpumem rollback`, `--routing-confirmed`) acts under
+the policy of that recorded channel, and shows its result on that message and in its thread
+(`_typed_on_plan`); an error after an applied change edits the message to say the watch stopped.
 Approving, rejecting, rolling back and confirming a routing also need an account Slack calls a
 full, active member (`bot.slack.accounts`, users.info).
 """
@@ -83,6 +86,8 @@ def _acked(click: str) -> Callable[..., None]:
     return listener
 
 
+#: the typed command that acts on an existing plan, by its verb (named in its refusals)
+TYPED_COMMAND = {"rollback": "/gpumem rollback", "routing": "/gpumem plan --routing-confirmed"}
 #: the audit event a refused click on a plan's button is recorded as, by the button's verb
 REFUSED_EVENT = {"approve": "approval_refused", "reject": "reject_refused", "rollback": "rollback_refused",
                  "replan": "replan_refused", "routing": "routing_refused"}
@@ -271,16 +276,25 @@ class RemediationDesk:
         except UsageError as e:
             return self._plan_failed(respond, lang, e)
         if split is not None:
+            home, thread = channel, None
             if split.routing_confirmed:  # an attestation that phase 2 relies on: an approver's
-                if self._account_refused(user, None, channel, "routing", lang, respond, namespace=split.namespace):
+                # it acts on the phase-1 plan: under its channel's policy, phase 2 posted in its thread
+                first = split_pools.phase1_of(self.store, split.namespace, split.name)
+                if first is not None:
+                    where = self._typed_on_plan(first, user, channel, "routing", lang, respond)
+                    if where is None:
+                        return
+                    home, thread = where[0], where[2] or where[1]
+                if self._account_refused(user, first.plan.id if first else None, home, "routing", lang, respond,
+                                         namespace=split.namespace):
                     return
                 groups = self._groups(user, split.namespace)
                 refusal = approvals.may_confirm_routing_of(self.store, self.settings, split.namespace, cluster, user,
-                                                           groups, channel=channel)
+                                                           groups, channel=home)
                 if refusal is not None:
                     return self._refuse(respond, lang, "routing_not_an_approver", namespace=split.namespace,
                                         approvers=refusal.approvers)
-            self._make_and_post(split, channel, None, lang, respond)
+            self._make_and_post(split, home, thread, self.settings.lang_for(home) if thread else lang, respond)
             return
         try:
             request = remediate.plan_request(
@@ -481,7 +495,12 @@ class RemediationDesk:
             if stored.state in ("approved", "failed") and not any(r.to_state == "applied"
                                                                  for r in self.store.plan_audit(plan_id)):
                 self.poster.update(channel, ts, self._message(stored, lang, "not_applied", reason=reason))
-            # applied before the error (the watch failed): the message keeps its last true stage
+                return
+            if stored.state in ("applied", "watched"):  # applied before the error (in the watch): say so
+                self.store.record("watch_stopped", actor="gpumem", channel=channel,
+                                  detail={"plan": plan_id, "error_id": error_id})
+                self.poster.update(channel, ts, self._message(stored, lang, "watch_stopped", error_id=error_id))
+            # rolled back meanwhile: the rollback edited the message
 
     def _apply(self, plan_id: str, channel: str, ts: str, thread: str, lang: str, actor: str) -> None:
         store = self.store
@@ -583,13 +602,22 @@ class RemediationDesk:
 
     def _rollback(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
                   message: tuple[str, str] | None) -> None:
+        """Roll back: a click on the plan's message (`message`, where the store says it is), or
+        `/gpumem rollback PLAN` typed in `channel` (`message` None): then it acts under the policy
+        of the channel the plan's message is in and edits that message (`_typed_on_plan`)."""
         stored = self._stored(plan_id, respond, lang)
         if stored is None:
             return
         plan = stored.plan
         refusal = self._target_refusal(Target(plan.target.namespace, plan.target.name), plan.target.cluster, channel)
-        if refusal is not None:
+        if refusal is not None:  # typed: the channel it is typed in may narrow, never widen
             return self._say(respond, V.error_message(lang, refusal[0], **refusal[1]))
+        if message is None:
+            where = self._typed_on_plan(stored, user, channel, "rollback", lang, respond)
+            if where is None:
+                return
+            message = (where[0], where[1])
+        channel = message[0]  # the plan's channel: its policy, its audit rows
         if self._account_refused(user, plan.id, channel, "rollback", lang, respond):
             return
         groups = self._groups(user, plan.target.namespace)
@@ -599,9 +627,6 @@ class RemediationDesk:
                                 approvers=out.approvers, state=out.state, verb="rollback")
         if not self.store.claim(f"rollback:{plan.id}", user, ttl_s=ROLLBACK_CLAIM_S):
             return self._refuse(respond, lang, "rollback_running", plan=plan.id)
-        if message is None:
-            found = approvals.slack_message(self.store, plan.id)
-            message = (found[0], found[1]) if found else None
         self.jobs.submit(self._rollback_guarded, plan.id, user, channel, lang, respond, message)
 
     def _rollback_guarded(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
@@ -614,6 +639,8 @@ class RemediationDesk:
     def _rollback_job(self, plan_id: str, user: str, channel: str, lang: str, respond: Callable[..., Any],
                       message: tuple[str, str] | None) -> None:
         cat = Catalog.load(lang)
+        #: the plan message's language (its channel's); `lang` is the one told, ephemerally
+        home = self.settings.lang_for(message[0]) if message is not None else lang
         try:
             writer = self.writer_for(self.store.get(plan_id).plan.target.cluster)
             stored = remediate.rollback_now(self.store, writer, plan_id, user, channel=channel)
@@ -631,7 +658,7 @@ class RemediationDesk:
         except OutcomeUnknown as e:  # the plan keeps its state; the reconcile pass reads the object
             if message is not None:
                 self.poster.update(message[0], message[1], self._message(
-                    self.store.get(plan_id), lang, "rollback_unknown", users=(user,),
+                    self.store.get(plan_id), home, "rollback_unknown", users=(user,),
                     reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_unknown", plan=plan_id, reason=reason)
@@ -641,13 +668,40 @@ class RemediationDesk:
         except Exception as e:
             error_id = log_crash(log, "rolling back plan %s failed", e, plan_id)
             return self._say(respond, V.error_message(lang, "internal", error_id=error_id))
-        msg = self._message(stored, lang, "rolled_back", users=(user,))
+        msg = self._message(stored, home, "rolled_back", users=(user,))
         if message is not None:
             self.poster.update(message[0], message[1], msg)
         else:
             self.poster.post(channel, msg)
 
     # ------------------------------------------------------------------ helpers
+
+    def _typed_on_plan(self, stored: Any, user: str, typed: str, verb: str, lang: str,
+                       respond: Callable[..., Any]) -> tuple[str, str, str | None] | None:
+        """Where the plan's own message is (channel, ts, thread), for a command typed in channel
+        `typed` that acts on that plan: it acts under the policy of the plan's channel, never the
+        typed one's, and its results go to that message and its thread. None (refused: the typer
+        told ephemerally, the audit written, nothing changed) when the plan has no recorded message,
+        or its channel is not one gpumem answers in or does not allow the plan's namespace now."""
+        plan = stored.plan
+        posting = self._posting.get(plan.id)
+        if posting is not None:  # posted, its place not recorded yet: wait for it, as a click does
+            posting.wait(POSTING_WAIT_S)
+        where = approvals.slack_message(self.store, plan.id)
+        if where is None:
+            reason = "typed_no_message"
+        elif self.settings.channel_policy(where[0]) is None:
+            reason = "typed_plan_channel"
+        elif not self.settings.namespace_allowed(plan.target.namespace, plan.target.cluster, where[0]):
+            reason = "typed_plan_namespace"
+        else:
+            return where
+        log.warning("refused a typed %s of plan %s from %s: %s", verb, plan.id, typed, reason)
+        self.store.record(REFUSED_EVENT[verb], actor=user, channel=where[0] if where else None,
+                          detail={"plan": plan.id, "reason": reason, "typed_channel": typed[:64]})
+        self._refuse(respond, lang, reason, plan=plan.id, namespace=plan.target.namespace,
+                     channel=where[0] if where else "-", command=TYPED_COMMAND[verb])
+        return None
 
     def _message(self, stored: Any, lang: str, stage: str, **params: Any) -> dict[str, Any]:
         """The plan message at `stage`; a pool split's with the template values it recorded."""
