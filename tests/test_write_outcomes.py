@@ -380,3 +380,49 @@ def test_an_automatic_rollback_whose_answer_is_lost_is_unknown_then_settled(clus
     (done,) = reconcile_applying(store, lambda name: KubeWriter(cluster.api("prod")))
     assert (done.outcome, store.get(stored.plan.id).state) == ("rolled_back", "rolled_back")
     assert _max_num_seqs(cluster) == 128 and len(_patches(cluster)) == 2
+
+
+def test_a_write_no_answer_came_for_is_not_called_not_written_until_the_api_server_gave_up(
+        cluster, tmp_path, capsys):
+    """A dropped connection and the change not on the object as read at once: the API server may
+    still be at work on the request, so the outcome stays unknown (never "nothing was written");
+    the reconcile pass says "not applied" only once IN_FLIGHT_S has passed."""
+    from datetime import UTC, datetime, timedelta
+
+    from runbooks.model.errors import IN_FLIGHT_S
+
+    common, plan_id = _cli_plan(cluster, tmp_path, capsys)
+    cluster.kube.fail(WRITE, "drop")  # the connection closes; the write is not stored
+    assert main(["apply", plan_id, "--yes", "--no-watch", *common]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("gpumem apply: outcome unknown: re-reading.") and "nothing was written" not in err
+    assert "the API server may still be at work on the request" in err
+    store = Store.open(tmp_path / "gpumem.db")
+    assert store.get(plan_id).state == "applying" and _plan_on_object(cluster) is None
+    reader = KubeWriter(cluster.api("prod"))
+    soon = datetime.now(UTC) + timedelta(seconds=IN_FLIGHT_S / 2)
+    assert reconcile_applying(store, lambda name: reader, now=soon) == []
+    assert store.get(plan_id).state == "applying"
+    later = datetime.now(UTC) + timedelta(seconds=IN_FLIGHT_S + 5)
+    (done,) = reconcile_applying(store, lambda name: reader, now=later)
+    assert (done.plan_id, done.outcome) == (plan_id, "failed")
+    assert store.get(plan_id).state == "failed" and reader.writes == 0
+
+
+def test_a_write_no_answer_came_for_that_lands_late_is_applied_at_once_by_the_pass(cluster, tmp_path, capsys):
+    from datetime import UTC, datetime, timedelta
+
+    common, plan_id = _cli_plan(cluster, tmp_path, capsys)
+    cluster.kube.fail(WRITE, "drop")
+    assert main(["apply", plan_id, "--yes", "--no-watch", *common]) == 3
+    capsys.readouterr()
+    store = Store.open(tmp_path / "gpumem.db")
+    plan = store.get(plan_id).plan
+    cluster.kube._failures.clear()  # the request the server was still at work on lands now
+    late = KubeWriter(cluster.api("prod"))
+    late.patch(plan.target.kind, plan.target.namespace, plan.target.name,
+               [{"op": "add", "path": f"/metadata/annotations/{PLAN_ANNOTATION.replace('/', '~1')}", "value": plan_id},
+                *plan.patch], "application/json-patch+json")
+    soon = datetime.now(UTC) + timedelta(seconds=5)
+    (done,) = reconcile_applying(store, lambda name: KubeWriter(cluster.api("prod")), now=soon)
+    assert (done.plan_id, done.outcome) == (plan_id, "applied") and store.get(plan_id).state == "applied"

@@ -35,6 +35,7 @@ from bot.actuator.patches import FIELDS, element_shown
 from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from runbooks.model.errors import (
+    IN_FLIGHT_S,
     Conflict,
     GpumemError,
     OutcomeUnknown,
@@ -140,7 +141,19 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
     if why is None:
         assert current is not None
         return current
+    if unknown.params.get("in_flight") == "yes":  # not there yet, and it may still land
+        raise still_in_flight(plan, unknown, why)
     raise TemporaryError(unknown.delay_s, code=refused, plan=plan.id, reason=reason, proof=why) from unknown
+
+
+def still_in_flight(plan: Plan, unknown: OutcomeUnknown, why: str) -> OutcomeUnknown:
+    """The write no answer came for is not on the object as read at once: that is no proof, the
+    API server may still be at work on it. The outcome stays unknown until `IN_FLIGHT_S` has
+    passed (the reconcile pass reads it again then)."""
+    return OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=str(unknown.params.get("reason") or ""),
+                          source=unknown.params.get("source", ""), in_flight="yes",
+                          reread=f"not there yet ({why[:200]}); with no answer the API server may still be at "
+                                 f"work on the request: read again after {IN_FLIGHT_S:.0f} s")
 
 
 def _one_line(error: Exception) -> str:

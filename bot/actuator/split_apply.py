@@ -37,7 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, Written, _one_line, check_unchanged
+from bot.actuator.apply import (
+    CAUSE_ANNOTATION,
+    PLAN_ANNOTATION,
+    Written,
+    _one_line,
+    check_unchanged,
+    still_in_flight,
+)
 from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import KubeWriter
 from runbooks.model.errors import Conflict, OutcomeUnknown, TargetNotFound, TemporaryError, UsageError
@@ -228,6 +235,8 @@ def raise_unsettled(plan: Plan, found: SplitRead, unknown: OutcomeUnknown) -> No
     not_applied (nothing was written, the re-read shows it); some -> Conflict
     split_partly_applied naming which (the plan fails; its rollback deletes what exists)."""
     reason = str(unknown.params.get("reason") or "")
+    if unknown.params.get("in_flight") == "yes":  # what is missing may still land
+        raise still_in_flight(plan, unknown, found.proof()) from unknown
     if not found.there:
         raise TemporaryError(unknown.delay_s, code="not_applied", plan=plan.id, reason=reason,
                              proof=found.proof()) from unknown

@@ -18,7 +18,7 @@ from bot.actuator.apply import created_by, landed, restored_on
 from bot.actuator.split_apply import read_created
 from bot.actuator.writer import CREATE
 from bot.store.db import Store, StoredPlan
-from runbooks.model.errors import Conflict, TargetNotFound
+from runbooks.model.errors import IN_FLIGHT_S, Conflict, TargetNotFound
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
 
@@ -68,6 +68,18 @@ def _pending(store: Store, stored: StoredPlan) -> str | None:
     return None
 
 
+def _may_still_land(store: Store, plan_id: str, now: datetime) -> bool:
+    """True while the last unknown outcome recorded on the plan is of a write no answer came for
+    (`in_flight`) and is younger than IN_FLIGHT_S: the API server may still be at work on it, so
+    not finding the change is no proof yet (finding it is)."""
+    for row in reversed(store.plan_audit(plan_id)):
+        if row.to_state is not None or row.event == ROLLBACK_SETTLED:
+            return False
+        if row.event in (APPLY_UNKNOWN, ROLLBACK_UNKNOWN):
+            return row.detail.get("in_flight") == "yes" and (now - row.at).total_seconds() < IN_FLIGHT_S
+    return False
+
+
 def _last_unknown(store: Store, plan_id: str) -> str | None:
     """The reason of the last `reconcile` row, when it was an unknown outcome (not repeated)."""
     rows = store.plan_audit(plan_id)
@@ -109,6 +121,8 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
         if obj is _UNREAD:
             continue
         reason = f"the object is not there: {t}" if obj is None else landed_on(plan, obj)
+        if reason is not None and _may_still_land(store, plan.id, now):
+            continue
         meta = (obj or {}).get("metadata") or {}
         try:
             if reason is None:
@@ -135,6 +149,8 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
         found = read_created(reader_for(t.cluster), plan)
     except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
         _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300])
+        return
+    if found.outcome != "applied" and _may_still_land(store, plan.id, now):
         return
     try:
         if found.outcome == "applied":
@@ -207,6 +223,8 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
                 why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
         except Conflict as e:  # neither the old values nor gpumem's: someone else changed them
             why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
+    if why is not None and _may_still_land(store, plan.id, now):
+        return None
     if why is None:
         try:
             store.move(plan.id, "rolled_back", actor=RECONCILE_ACTOR, expect=stored.state, now=now,

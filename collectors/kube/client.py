@@ -315,7 +315,8 @@ def transport_error(error: BaseException, call: Call, timeout_s: float, *, write
     words = f"no answer within {timeout_s:.1f} s" if kind == "timeout" else reason
     mapped: errors.GpumemError
     if write and sent_before_failing(error):
-        mapped = errors.OutcomeUnknown(DEFAULT_RETRY_DELAY_S, reason=words, source=call.source, verb=call.verb)
+        mapped = errors.OutcomeUnknown(DEFAULT_RETRY_DELAY_S, reason=words, source=call.source, verb=call.verb,
+                                       in_flight="yes")
     else:
         mapped = errors.TemporaryError(DEFAULT_RETRY_DELAY_S, code=kind, reason=words, source=call.source,
                                        verb=call.verb)

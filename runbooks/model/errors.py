@@ -167,6 +167,11 @@ class TemporaryError(GpumemError):
         self.delay_s = delay_s
 
 
+#: how long a write the API server never answered may still land: longer than its own request
+#: timeout (60 s by default), after which it has given up on the request
+IN_FLIGHT_S = 90.0
+
+
 class OutcomeUnknown(GpumemError):
     """A write was sent, and no answer says whether it took effect: a 5xx after the request
     went out, no answer within the deadline, the connection dropped mid-request. Not a
@@ -175,7 +180,10 @@ class OutcomeUnknown(GpumemError):
     what that shows; when it cannot be read either, say the outcome is unknown.
 
     `reason` says what happened to the request ("HTTP 503", "no answer within 10.0 s",
-    "connection closed without an answer"); `source` the call.
+    "connection closed without an answer"); `source` the call. `in_flight` is "yes" when no
+    answer came from the API server itself (no answer in time, a dropped connection, a proxy's
+    504): the request may still be at work there, so a read that does not find the change yet is
+    no proof that it will not land (`IN_FLIGHT_S`).
 
     >>> e = OutcomeUnknown(reason="HTTP 503", source="kube:deployments/llm/vllm")
     >>> e.code, e.delay_s, e.params["reason"]
