@@ -330,6 +330,8 @@ def _settle_delete(writer: KubeWriter, plan: Plan, op: dict[str, Any], was: dict
     uid = str((now.get("metadata") or {}).get("uid") or "")
     if uid != str((was.get("metadata") or {}).get("uid") or ""):
         return  # deleted, and something else made since under the name: not gpumem's to delete
+    if unknown.params.get("in_flight") == "yes":  # still there, and the delete may still land
+        raise still_in_flight(plan, unknown, f"{what} is still there (uid {uid})") from unknown
     if deleted:  # the Service is gone, the Deployment not: Roll back again deletes the rest
         raise TemporaryError(unknown.delay_s, code="split_partly_rolled_back", plan=plan.id, reason=reason,
                              deleted=", ".join(deleted), remaining=f"{what} (uid {uid})") from unknown
