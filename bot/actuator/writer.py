@@ -126,8 +126,9 @@ def send_json(rest: KubeRest, method: str, where: str, body: Any, call: Call, ti
         error = error_for(response, call)
         if write and response.status in RETRYABLE_STATUSES and response.status != 429:
             # answered after the request was sent: the server may have stored it before failing
-            # a 504 is a gateway's: the API server may still be at work on the request
-            in_flight = {"in_flight": "yes"} if response.status == 504 else {}
+            # a 504 is a gateway's, and a 500 may be etcd's "request timed out", whose proposal can
+            # still commit: either way the write may still land
+            in_flight = {"in_flight": "yes"} if response.status in (500, 504) else {}
             unknown = OutcomeUnknown(getattr(error, "delay_s", 1.0), reason=f"HTTP {response.status}",
                                      source=call.source, verb=call.verb,
                                      detail=getattr(error, "params", {}).get("detail", ""), **in_flight)

@@ -182,7 +182,7 @@ class OutcomeUnknown(GpumemError):
     `reason` says what happened to the request ("HTTP 503", "no answer within 10.0 s",
     "connection closed without an answer"); `source` the call. `in_flight` is "yes" when no
     answer came from the API server itself (no answer in time, a dropped connection, a proxy's
-    504): the request may still be at work there, so a read that does not find the change yet is
+    504) or it answered 500 (an etcd timeout whose proposal can still commit): the request may still be at work there, so a read that does not find the change yet is
     no proof that it will not land (`IN_FLIGHT_S`).
 
     >>> e = OutcomeUnknown(reason="HTTP 503", source="kube:deployments/llm/vllm")
