@@ -1,4 +1,4 @@
-"""Run every benchmark in turn: `make bench` (figures go into the README by hand)."""
+"""Run every benchmark in turn: `make bench` (figures go into docs/benchmarks.md by hand)."""
 
 from __future__ import annotations
 

@@ -170,9 +170,9 @@ def test_below_ampere_the_default_is_exactly_the_v0_budget(gpu, version, length,
     assert vllm_regime(tuple(int(p) for p in version.split(".")), None, find_gpu(gpu).compute_capability) == "v0"
 
 
-def test_readme_documents_the_engine_flag():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "--vllm-engine v0" in readme
+def test_the_budget_page_documents_the_engine_flag():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "budget.md").read_text()
+    assert "--vllm-engine v0" in page and "`--vllm-engine v0\\|v1`" in page
 
 
 def test_v1_batch_defaults_by_version_and_card():

@@ -19,7 +19,11 @@ from runbooks.alerts import promql as q
 from runbooks.alerts.engines import ENGINES, SERIES
 from runbooks.alerts.rules import ALERTS, RESERVED_LABELS, build_rules
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+#: the alerts' page and the JSON reference the README points at
+ALERTS_DOC = ROOT / "docs" / "alerts.md"
+JSON_DOC = ROOT / "docs" / "json.md"
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -106,11 +110,20 @@ def test_the_runbook_link_base_is_configurable(capsys):
         assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
 
 
-def test_every_runbook_anchor_is_a_heading_in_the_readme():
-    slugs = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
-             for h in re.findall(r"^#+ (.+)$", README.read_text(), re.M)}
-    assert "alert-rules-gpumem-rules" in slugs
-    assert {name.lower() for name in ALERTS.values()} <= slugs
+def _slugs(path: Path) -> set[str]:
+    return {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", path.read_text(), re.M)}
+
+
+def test_every_runbook_anchor_is_a_heading_of_the_page_it_links(capsys):
+    links = {rule["annotations"]["runbook_url"] for rule in _rules_of(_doc(capsys, "-o", "rules"))}
+    anchors = {name.lower() for name in ALERTS.values()}
+    assert {link.partition("#")[2] for link in links} == anchors
+    (page,) = {link.partition("#")[0] for link in links}  # the default base, a path in the repository
+    assert anchors <= _slugs(ROOT / page)
+    assert "alert-rules-gpumem-rules" in _slugs(README)
+    # and the alerts' page holds each one's whole entry under the same heading
+    assert {name.lower() for name in ALERTS.values()} <= _slugs(ALERTS_DOC)
 
 
 def test_object_name_and_labels_go_on_the_prometheusrule(capsys):
@@ -164,7 +177,7 @@ def test_json_has_the_documented_keys(capsys):
     assert {"id", "alert", "group", "engine", "severity", "for_s"} == set(data["rules"][0])
     assert {"engine", "alert", "reason", "text"} == set(data["not_written"][0])
     assert {r["reason"] for r in data["not_written"]} == {"preallocates", "tgi_no_preemption", "tgi_no_ttft"}
-    section = README.read_text().split("## Alert rules: `gpumem rules`", 1)[1].split("\n## ", 1)[0]
+    section = JSON_DOC.read_text().split("\n## rules\n", 1)[1].split("\n## ", 1)[0]
     for key in JSON_KEYS:
         assert f"`{key}`" in section, key
 

@@ -1,7 +1,7 @@
 """The bot as a service a platform team applies (deploy/base, rendered through each overlay),
 checked property by property: the store on a PVC, secrets by name only, probes, the Lease RBAC
 (and every Lease call the scheduler makes is granted by it), a locked-down pod; the config
-loads with the schedules it shows, and the bot starts with only the secrets the README creates."""
+loads with the schedules it shows, and the bot starts with only the secrets docs/install.md creates."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from tests.support.deploy import (
     DEPLOY,
     OVERLAYS,
     bot_deployment,
+    install_doc_commands,
+    install_doc_secrets,
     one,
-    readme_install_commands,
-    readme_secrets,
     render,
 )
 from tests.support.fake_kube_rules import rule_allows
 from tests.support.kube_fixtures import running_scenario
 
 DOCS = render("read-only")
-#: the Secrets and keys README.md's "Install in a cluster" creates before the first apply
-README_SECRETS = readme_secrets()
+#: the Secrets and keys docs/install.md ("Install in a cluster") creates before the first apply
+INSTALL_SECRETS = install_doc_secrets()
 
 
 def _container(docs: list[dict]) -> dict:
@@ -122,7 +122,7 @@ def _pod_environ(docs: list[dict], secrets: dict[str, dict[str, str]], root: Pat
 
 
 def test_the_bot_starts_with_only_the_secrets_the_readme_creates(tmp_path):
-    assert {"gpumem-slack": {"bot-token", "signing-secret"}, "gpumem-webhook": {"token"}} == README_SECRETS
+    assert {"gpumem-slack": {"bot-token", "signing-secret"}, "gpumem-webhook": {"token"}} == INSTALL_SECRETS
     values = {"gpumem-slack": {"bot-token": "xoxb-1-2-abc", "signing-secret": "s1gn"},
               "gpumem-webhook": {"token": "w3bh00k-0123456789abcdef"}}
     config = tmp_path / "gpumem.yaml"
@@ -212,8 +212,8 @@ def test_the_service_and_servicemonitor_reach_the_http_port_and_the_config_loads
     assert set(settings.slack.channels) == {schedule.channel}
 
 
-def test_the_readme_install_steps_name_what_the_manifests_have():
-    commands = readme_install_commands()
+def test_the_install_steps_name_what_the_manifests_have():
+    commands = install_doc_commands()
     applied = [w[3] for w in commands if w[:3] == ["kubectl", "apply", "-k"]]
     assert applied == ["deploy/overlays/read-only"]
     assert all((DEPLOY.parent / path / "kustomization.yaml").is_file() for path in applied)
@@ -227,10 +227,10 @@ def test_the_readme_install_steps_name_what_the_manifests_have():
     assert curl[-1] == f"http://127.0.0.1:{local}/health"
     (rollout,) = [w for w in commands if w[3:5] == ["rollout", "status"]]
     assert rollout[5] == f"deploy/{bot_deployment(DOCS)['metadata']['name']}"
-    # every secret the README creates is one the bot reads
+    # every secret the install page creates is one the bot reads
     env = _container(DOCS)["env"]
     referenced = {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
                   for e in env if "secretKeyRef" in e.get("valueFrom", {})}
     volumes = bot_deployment(DOCS)["spec"]["template"]["spec"]["volumes"]
     referenced |= {(v["secret"]["secretName"], i["key"]) for v in volumes if "secret" in v for i in v["secret"]["items"]}
-    assert {(name, key) for name, keys in README_SECRETS.items() for key in keys} <= referenced
+    assert {(name, key) for name, keys in INSTALL_SECRETS.items() for key in keys} <= referenced

@@ -1,7 +1,7 @@
 """The capacity budget against real start-up logs (tests/data/calibration/startup_cases.json).
 
-`python -m tests.support.calibration_report` prints the per-case table (markdown) that the README
-quotes; `tests/test_budget_calibration.py` holds the budget to its targets.
+`python -m tests.support.calibration_report` prints the per-case table (markdown) that
+docs/accuracy.md quotes; `tests/test_budget_calibration.py` holds the budget to its targets.
 
 Every input the budget uses comes from the case record. Where the record leaves a value null
 (or states one that cannot be), `INPUT_NOTES` supplies it from the case's notes or source,

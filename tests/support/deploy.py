@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY = ROOT / "deploy"
 OVERLAYS = tuple(sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir()))
 COMPONENTS = tuple(sorted(p.name for p in (DEPLOY / "components").iterdir() if p.is_dir()))
-#: every install the README describes: each overlay as shipped, and with all the components
+#: every install docs/install.md describes: each overlay as shipped, and with all the components
 VARIANTS = tuple([(o, ()) for o in OVERLAYS] + [(o, COMPONENTS) for o in OVERLAYS])
 
 
@@ -63,20 +63,23 @@ def bot_deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return one(objects, "Deployment", "gpumem-bot")
 
 
-def readme_install_section() -> str:
-    """README.md's "Install in a cluster" section, up to the next section."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Install in a cluster\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+#: the install walk-through ("Install in a cluster"), the page the README points at
+INSTALL_DOC = ROOT / "docs" / "install.md"
 
 
-def readme_install_commands() -> list[list[str]]:
-    """The shell commands of that section's code blocks, split into words (comments dropped)."""
+def install_doc() -> str:
+    """docs/install.md, the whole page."""
+    text = INSTALL_DOC.read_text(encoding="utf-8")
+    assert text.startswith("# Install in a cluster\n"), INSTALL_DOC
+    return text
+
+
+def install_doc_commands() -> list[list[str]]:
+    """The shell commands of that page's code blocks, split into words (comments dropped)."""
     import shlex
 
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", readme_install_section(), flags=re.DOTALL):
+    for block in re.findall(r"```sh\n(.*?)```", install_doc(), flags=re.DOTALL):
         for line in block.splitlines():
             words = shlex.split(line, comments=True)
             if words:
@@ -84,11 +87,11 @@ def readme_install_commands() -> list[list[str]]:
     return commands
 
 
-def readme_secrets(namespace: str = "gpumem") -> dict[str, set[str]]:
+def install_doc_secrets(namespace: str = "gpumem") -> dict[str, set[str]]:
     """Secret name -> keys, of every `kubectl -n NAMESPACE create secret generic` the section's
     code blocks run."""
     secrets: dict[str, set[str]] = {}
-    for words in readme_install_commands():
+    for words in install_doc_commands():
         if words[:6] == ["kubectl", "-n", namespace, "create", "secret", "generic"]:
             keys = {w.split("=", 2)[1] for w in words[7:] if w.startswith("--from-literal=")}
             secrets.setdefault(words[6], set()).update(keys)

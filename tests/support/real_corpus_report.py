@@ -9,8 +9,8 @@ from the thread before gpumem ran:
     known_wrong: <reason>           (optional: the rules cannot get it right, and why)
     batch: <n>                      (optional: the batch it was collected in; 1 when absent)
 
-`python -m tests.support.real_corpus_report` prints the accuracy table (markdown) that the
-README quotes; `tests/test_real_corpus.py` holds triage to it.
+`python -m tests.support.real_corpus_report` prints the accuracy table (markdown) that
+docs/accuracy.md quotes; `tests/test_real_corpus.py` holds triage to it.
 """
 
 from __future__ import annotations
