@@ -11,7 +11,7 @@ from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, apply_plan, ro
 from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import JSON_PATCH, KubeWriter
 from collectors.parsers.flags import server_config_from_container
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import Conflict, NotPermitted, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import running_scenario
@@ -29,7 +29,7 @@ def cluster(tmp_path):
 def _scale_plan(obj: dict, to: int, plan_id: str = "p-scale") -> Plan:
     meta = obj["metadata"]
     old = obj["spec"]["replicas"]
-    return Plan(plan_id, PlanTarget("prod", NS, "Deployment", NAME), "scale_out", (Change.scale(old, to),),
+    return Plan(plan_id, PlanTarget("prod", NS, "Deployment", NAME), "scale_out", (Scale(old, to),),
                 meta["resourceVersion"], meta.get("generation"),
                 ({"op": "test", "path": "/spec/replicas", "value": old},
                  {"op": "replace", "path": "/spec/replicas", "value": to}),
@@ -141,7 +141,7 @@ def test_a_flag_change_lands_where_the_deployment_keeps_it(cluster):
     edit = edit_flags(obj, None, {"max-num-seqs": 64})
     meta = obj["metadata"]
     plan = Plan("p-seqs", PlanTarget("prod", NS, "Deployment", NAME), "lower_max_num_seqs",
-                (Change.set_arg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
+                (SetArg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
                 tuple(edit.json_patch), JSON_PATCH, "U1", NOW, NOW + timedelta(minutes=15))
     apply_plan(writer, plan, "cause")
     stored = cluster.kube.get("Deployment", NS, NAME)

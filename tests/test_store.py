@@ -18,7 +18,7 @@ import pytest
 
 from bot.store.db import Store, default_path
 from bot.store.migrations import MIGRATIONS
-from runbooks.model.changes import Change
+from runbooks.model.changes import SetArg
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 
@@ -28,7 +28,7 @@ T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
 
 def _plan(plan_id: str = "p1", needed: int = 1, seqs: int = 64, name: str = "vllm-server") -> Plan:
     return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", name), "lower_max_num_seqs",
-                (Change.set_arg("vllm", "max-num-seqs", 128, seqs),), "4711", 3,
+                (SetArg("vllm", "max-num-seqs", 128, seqs),), "4711", 3,
                 ({"op": "test", "path": "/spec/template/spec/containers/0/args/3", "value": "--max-num-seqs=128"},
                  {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": f"--max-num-seqs={seqs}"}),
                 "application/json-patch+json", "U1", T0, T0 + timedelta(minutes=15), needed, "triage llm/vllm-server")
@@ -151,13 +151,13 @@ _WRITER = """
 import sys, itertools
 from datetime import UTC, datetime, timedelta
 from bot.store.db import Store
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale
 from runbooks.remediation.plan import Plan, PlanTarget
 store = Store.open(sys.argv[1])
 t = datetime(2026, 12, 1, tzinfo=UTC)
 print("ready", flush=True)
 for i in itertools.count():
-    p = Plan(f"p{i}", PlanTarget("prod", "llm", "Deployment", f"svc-{i}"), "scale_out", (Change.scale(1, 2),),
+    p = Plan(f"p{i}", PlanTarget("prod", "llm", "Deployment", f"svc-{i}"), "scale_out", (Scale(1, 2),),
              "1", 1, ({"op": "replace", "path": "/spec/replicas", "value": 2},), "application/json-patch+json",
              "U1", t, t + timedelta(days=1))
     store.add_plan(p, now=t)

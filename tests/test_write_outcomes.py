@@ -18,6 +18,7 @@ from bot.main import main
 from bot.service import remediate
 from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
+from runbooks.model.changes import HpaOnQueueDepth
 from runbooks.model.errors import Conflict, OutcomeUnknown, TemporaryError
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support.kube_fixtures import running_scenario
@@ -175,7 +176,7 @@ def _hpa_plan(cluster, store: Store):
         cluster.kube.remove("HorizontalPodAutoscaler", NS, hpa["metadata"]["name"])
     writer = KubeWriter(cluster.api("prod"))
     request = remediate.PlanRequest(NS, NAME, cluster="prod", changes=(
-        remediate.Change("hpa_on_queue_depth", None, None, None, 4),), requested_by="U1")
+        HpaOnQueueDepth(None, None, 4),), requested_by="U1")
     return writer, remediate.make_plan(store, writer, request, ApprovalPolicy())
 
 

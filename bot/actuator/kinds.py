@@ -38,7 +38,15 @@ from fractions import Fraction
 from typing import Any
 
 from bot.actuator.launch_edit import POD_PATH, server_container
-from runbooks.model.changes import Change
+from runbooks.model.changes import (
+    AddShm,
+    AddStartupProbe,
+    Change,
+    HpaOnQueueDepth,
+    LowerMaxSurge,
+    RaiseMemoryLimit,
+    Scale,
+)
 from runbooks.model.errors import UsageError
 from runbooks.remediation.value_ranges import check_memory, check_option, shown
 
@@ -162,7 +170,7 @@ def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any
     if isinstance(old, dict):
         old_budget = int(old.get("periodSeconds") or 10) * int(old.get("failureThreshold") or 3)
     path = f"{POD_PATH}/containers/{index}/startupProbe"
-    return KindEdit((Change("add_startup_probe", spec.get("name"), health, old_budget, period * failures),),
+    return KindEdit((AddStartupProbe(spec.get("name"), health, old_budget, period * failures),),
                     tuple(_set_op(path, "startupProbe" in spec, old, probe)))
 
 
@@ -204,7 +212,7 @@ def max_surge(workload: dict[str, Any], surge: Any) -> KindEdit:
         old = rolling.get(field)
         if old == value:
             continue
-        changes.append(Change("lower_max_surge", None, field, old, value))
+        changes.append(LowerMaxSurge(field, old, value))
         ops += _set_op(f"/spec/strategy/rollingUpdate/{field}", field in rolling, old, value)
     if not changes:
         raise UsageError("nothing_to_change", what=f"maxSurge {new_surge}")
@@ -235,7 +243,7 @@ def shm(workload: dict[str, Any], container: str | None, size: Any) -> KindEdit:
         if empty.get("sizeLimit") == limit:
             raise UsageError("nothing_to_change", what=f"/dev/shm sizeLimit {limit}")
         new = {**empty, "sizeLimit": limit}
-        return KindEdit((Change("add_shm", name, None, empty.get("sizeLimit"), limit),),
+        return KindEdit((AddShm(name, empty.get("sizeLimit"), limit),),
                         tuple(_set_op(f"{POD_PATH}/volumes/{at}/emptyDir", True, empty, new)))
     taken = {v.get("name") for v in volumes or [] if isinstance(v, dict)}
     volume_name = SHM_VOLUME if SHM_VOLUME not in taken else "gpumem-dshm"
@@ -246,7 +254,7 @@ def shm(workload: dict[str, Any], container: str | None, size: Any) -> KindEdit:
                      "spec.template.spec.volumes")
     ops += _append_op(f"{POD_PATH}/containers/{index}/volumeMounts", mounts,
                       {"name": volume_name, "mountPath": SHM_PATH}, f"containers[{name}].volumeMounts")
-    return KindEdit((Change("add_shm", name, None, None, limit),), tuple(ops))
+    return KindEdit((AddShm(name, None, limit),), tuple(ops))
 
 
 # ----------------------------------------------------------------------------- memory limit
@@ -268,11 +276,11 @@ def memory_limit(workload: dict[str, Any], container: str | None, limit: Any) ->
     if quantity_bytes(new, "--memory-limit") <= old_bytes:
         raise invalid("--memory-limit", new, f"is not above the current limit {old}")
     base = f"{POD_PATH}/containers/{index}/resources"
-    changes = [Change("raise_memory_limit", spec.get("name"), "limits.memory", old, new)]
+    changes = [RaiseMemoryLimit(spec.get("name"), "limits.memory", old, new)]
     ops = _set_op(f"{base}/limits/memory", True, old, new)
     request = requests.get("memory")
     if request is not None and quantity_bytes(request, "resources.requests.memory") == old_bytes:
-        changes.append(Change("raise_memory_limit", spec.get("name"), "requests.memory", request, new))
+        changes.append(RaiseMemoryLimit(spec.get("name"), "requests.memory", request, new))
         ops += _set_op(f"{base}/requests/memory", True, request, new)
     return KindEdit(tuple(changes), tuple(ops))
 
@@ -299,10 +307,10 @@ def hpa_scale(hpa: dict[str, Any], replicas: int) -> KindEdit:
     low, high = spec.get("minReplicas"), spec.get("maxReplicas")
     if (low or 1) == replicas:
         raise UsageError("nothing_to_change", what=f"HPA minReplicas {low or 1}")
-    changes = [Change.scale(low, replicas, "minReplicas")]
+    changes = [Scale(low, replicas, "minReplicas")]
     ops = _set_op("/spec/minReplicas", "minReplicas" in spec, low, replicas)
     if isinstance(high, int) and high < replicas:
-        changes.append(Change.scale(high, replicas, "maxReplicas"))
+        changes.append(Scale(high, replicas, "maxReplicas"))
         ops += _set_op("/spec/maxReplicas", True, high, replicas)
     return KindEdit(tuple(changes), tuple(ops))
 
@@ -344,7 +352,7 @@ def hpa_queue(workload: dict[str, Any], hpa: dict[str, Any] | None, metric: str,
         old = spec.get("metrics")
         if old == metrics:
             raise UsageError("nothing_to_change", what=f"HPA metrics already {metric} {target}")
-        return KindEdit((Change("hpa_on_queue_depth", None, metric, metrics_summary(old), target),),
+        return KindEdit((HpaOnQueueDepth(metric, metrics_summary(old), target),),
                         tuple(_set_op("/spec/metrics", "metrics" in spec, old, metrics)))
     meta = workload.get("metadata") or {}
     low = max(1, int(_get(workload, "spec", "replicas") or 1))
@@ -357,4 +365,4 @@ def hpa_queue(workload: dict[str, Any], hpa: dict[str, Any] | None, metric: str,
             "spec": {"scaleTargetRef": {"apiVersion": workload.get("apiVersion") or "apps/v1",
                                         "kind": workload.get("kind") or "Deployment", "name": meta.get("name")},
                      "minReplicas": low, "maxReplicas": high, "metrics": metrics}}
-    return KindEdit((Change("hpa_on_queue_depth", None, metric, None, target),), create=body)
+    return KindEdit((HpaOnQueueDepth(metric, None, target),), create=body)

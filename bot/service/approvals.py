@@ -7,10 +7,10 @@ the reason and, where it helps, who may: nothing in the store moves for a refuse
 audit row records it).
 
 >>> from runbooks.model.report import Action
->>> from runbooks.model.changes import Change
->>> applicable(Action("scale_out", tier="now", changes=(Change.scale(2, 3),)))
+>>> from runbooks.model.changes import Scale
+>>> applicable(Action("scale_out", tier="now", changes=(Scale(2, 3),)))
 True
->>> applicable(Action("bigger_gpu", tier="escalate", changes=(Change.scale(2, 3),)))
+>>> applicable(Action("bigger_gpu", tier="escalate", changes=(Scale(2, 3),)))
 False
 """
 

@@ -25,7 +25,17 @@ from bot.actuator.launch_edit import edit_flags, server_container
 from bot.actuator.split_apply import apply_creates
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.store.db import Store, StoredPlan
-from runbooks.model.changes import Change
+from runbooks.model.changes import (
+    AddShm,
+    AddStartupProbe,
+    Change,
+    HpaOnQueueDepth,
+    LowerMaxSurge,
+    RaiseMemoryLimit,
+    Scale,
+    SetArg,
+    change_of,
+)
 from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
 from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.plan import Plan, PlanTarget
@@ -56,7 +66,7 @@ class PlanRequest:
     action_id: str = "manual"
     requested_by: str = ""
     origin: str = "cli"
-    #: changes of the other kinds at their new values (`Change("add_shm", None, None, None, "16Gi")`)
+    #: changes of the other kinds at their new values (`AddShm(None, None, "16Gi")`)
     changes: tuple[Change, ...] = ()
     #: maxReplicas of an HPA gpumem creates (default: twice the current replicas)
     hpa_max: int | None = None
@@ -94,7 +104,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     `bot.actuator.kinds`)."""
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     hpa = kinds.hpa_for(hpas or [], request.kind, request.name)
-    queue = [c for c in request.changes if c.kind == "hpa_on_queue_depth"]
+    queue = [c for c in request.changes if isinstance(c, HpaOnQueueDepth)]
     if queue or (request.replicas is not None and hpa is not None):
         return _hpa_plan(obj, hpa, hpas or [], request, policy, now, queue)
     meta = obj.get("metadata") or {}
@@ -106,7 +116,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
         # the flag as written: the spelling the object or the deployed version uses
-        changes += [Change.set_arg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
+        changes += [SetArg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
                     for flag, value in request.flags]
     if request.replicas is not None:
         check_replicas(request.replicas)
@@ -115,7 +125,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
             raise UsageError("nothing_to_change", what=f"replicas {old}")
         ops += [{"op": "test", "path": "/spec/replicas", "value": old},
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
-        changes.append(Change.scale(old, request.replicas))
+        changes.append(Scale(old, request.replicas))
     for change in request.changes:
         edit = _kind_edit(obj, change, request.container)
         ops += edit.ops
@@ -170,13 +180,13 @@ def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest,
 def _kind_edit(obj: dict[str, Any], change: Change, container: str | None) -> kinds.KindEdit:
     """The patch of one change of the workload's own kinds (not flags, replicas or HPAs)."""
     container = change.container or container
-    if change.kind == "add_startup_probe":
+    if isinstance(change, AddStartupProbe):
         return kinds.startup_probe(obj, container, kinds.DEFAULT_STARTUP_BUDGET_S if change.new is None else change.new)
-    if change.kind == "lower_max_surge":
+    if isinstance(change, LowerMaxSurge):
         return kinds.max_surge(obj, 0 if change.new is None else change.new)
-    if change.kind == "add_shm":
+    if isinstance(change, AddShm):
         return kinds.shm(obj, container, change.new)
-    if change.kind == "raise_memory_limit":
+    if isinstance(change, RaiseMemoryLimit):
         return kinds.memory_limit(obj, container, change.new if change.new is not None
                                   else _raised_limit(obj, container))
     raise UsageError("not_applicable", action=change.kind, kinds=change.kind)
@@ -205,15 +215,15 @@ def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
 
 
 def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[str, Any]], request: PlanRequest,
-              policy: ApprovalPolicy, now: datetime, queue: list[Change]) -> Plan:
+              policy: ApprovalPolicy, now: datetime, queue: list[HpaOnQueueDepth]) -> Plan:
     """A plan that writes the workload's HPA (created when there is none and the queue HPA is asked for)."""
     name = (hpa.get("metadata") or {}).get("name") if hpa else request.name
     if request.flags or len(queue) > 1 or (queue and request.replicas is not None) or any(
-            c.kind != "hpa_on_queue_depth" for c in request.changes):
+            not isinstance(c, HpaOnQueueDepth) for c in request.changes):
         raise UsageError("separate_plans", object=f"{kinds.HPA_KIND} {name}")
     if queue:
         change = queue[0]
-        metric = change.flag or kinds.queue_metric(obj, request.container)
+        metric = change.metric or kinds.queue_metric(obj, request.container)
         if hpa is None and any((h.get("metadata") or {}).get("name") == name for h in hpas):
             raise kinds.invalid(kinds.HPA_KIND, name, "an HPA of that name scales another workload")
         edit = kinds.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
@@ -256,7 +266,7 @@ def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPo
         return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
     obj = writer.read(request.kind, request.namespace, request.name)
     hpas = None
-    if request.replicas is not None or any(c.kind == "hpa_on_queue_depth" for c in request.changes):
+    if request.replicas is not None or any(isinstance(c, HpaOnQueueDepth) for c in request.changes):
         hpas = writer.list(kinds.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas)
     rest = writer.rest if reader is WRITER_READS else reader
@@ -267,10 +277,18 @@ def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPo
 #: the change kinds a plan can be built from (`build_plan`)
 APPLY_KINDS = ("set_arg", "scale", "add_startup_probe", "hpa_on_queue_depth", "lower_max_surge", "add_shm",
                "raise_memory_limit")
-#: per kind, the `flag`s of the change that carries the request (the others follow from it: an
-#: HPA's maxReplicas from its minReplicas, maxUnavailable from maxSurge, the request from the limit)
-_DRIVING = {"scale": (None, "minReplicas"), "lower_max_surge": (None, "maxSurge"),
-            "raise_memory_limit": (None, "limits.memory")}
+
+
+def _drives(change: Change) -> bool:
+    """Whether `change` carries the request; the others follow from it: an HPA's maxReplicas
+    from its minReplicas, maxUnavailable from maxSurge, the memory request from the limit."""
+    if isinstance(change, Scale):
+        return change.hpa_field in (None, "minReplicas")
+    if isinstance(change, LowerMaxSurge):
+        return change.rollout_field in (None, "maxSurge")
+    if isinstance(change, RaiseMemoryLimit):
+        return change.memory_field in (None, "limits.memory")
+    return True
 
 
 def request_from_changes(namespace: str, name: str, cluster: str | None, action_id: str,
@@ -289,13 +307,13 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
         raise UsageError("split_use_option", target=f"{namespace}/{name}")
     if other:
         raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
-    driving = [c for c in changes if c.flag in _DRIVING.get(c.kind, (c.flag,))]
-    flags = tuple((c.flag, c.new) for c in driving if c.kind == "set_arg" and c.flag)
+    driving = [c for c in changes if _drives(c)]
+    flags = tuple((c.flag, c.new) for c in driving if isinstance(c, SetArg) and c.flag)
     for flag, value in flags:
         refuse_credential(flag, value)
-    containers = {c.container for c in driving if c.kind == "set_arg" and c.container}
-    replicas = next((int(c.new) for c in driving if c.kind == "scale"), None)
-    rest = tuple(c for c in driving if c.kind not in ("set_arg", "scale"))
+    containers = {c.container for c in driving if isinstance(c, SetArg) and c.container}
+    replicas = next((int(c.new) for c in driving if isinstance(c, Scale)), None)
+    rest = tuple(c for c in driving if not isinstance(c, (SetArg, Scale)))
     return PlanRequest(namespace, name, kind, cluster, flags, replicas,
                        containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin, rest,
                        engine_version=engine_version)
@@ -461,7 +479,7 @@ def action_changes(store: Store, namespace: str, name: str, action_id: str) -> t
     raw = ((record.summary.get("action_changes") or {}) if record else {}).get(action_id)
     if not raw:
         raise UsageError("no_action", target=f"{namespace}/{name}", action=action_id)
-    return tuple(Change(*item) for item in raw)
+    return tuple(change_of(*item) for item in raw)
 
 
 def triage_engine_version(store: Store, namespace: str, name: str) -> str | None:
@@ -500,22 +518,21 @@ def explicit_changes(args: Any) -> tuple[Change, ...]:
     container = getattr(args, "container", None)
     probe = getattr(args, "startup_probe", None)
     if probe is not None:
-        out.append(Change("add_startup_probe", container, None, None, check_option("--startup-probe", probe)))
+        out.append(AddStartupProbe(container, None, None, check_option("--startup-probe", probe)))
     target = getattr(args, "queue_target", None)
     target = None if target is None else check_option("--queue-target", target)
     metric = getattr(args, "queue_metric", None)
     if target is not None or metric is not None:
-        out.append(Change("hpa_on_queue_depth", None, metric, None, 4 if target is None else target))
+        out.append(HpaOnQueueDepth(metric, None, 4 if target is None else target))
     surge = getattr(args, "max_surge", None)
     if surge is not None:
-        out.append(Change("lower_max_surge", None, "maxSurge", None, kinds.surge_value(surge)))
+        out.append(LowerMaxSurge("maxSurge", None, kinds.surge_value(surge)))
     shm = getattr(args, "shm_size", None)
     if shm is not None:
-        out.append(Change("add_shm", container, None, None, kinds.canonical_quantity(shm, "--shm-size")))
+        out.append(AddShm(container, None, kinds.canonical_quantity(shm, "--shm-size")))
     limit = getattr(args, "memory_limit", None)
     if limit is not None:
-        out.append(Change("raise_memory_limit", container, "limits.memory", None,
-                          kinds.canonical_quantity(limit, "--memory-limit")))
+        out.append(RaiseMemoryLimit(container, "limits.memory", None, kinds.canonical_quantity(limit, "--memory-limit")))
     return tuple(out)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from bot.actuator.split_apply import build_clones, delete_created, existing
 from bot.actuator.writer import KubeWriter
 from bot.store.db import Store, StoredPlan
-from runbooks.model.changes import Change
+from runbooks.model.changes import Change, SplitPools
 from runbooks.model.errors import Conflict, TargetNotFound, UsageError
 from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
@@ -323,8 +323,8 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
                            [split.source_of(original, "Deployment"), split.source_of(service, "Service")],
                            {"replicas": request.long_replicas, "container": container,
                             "flags": [list(f) for f in wanted]})
-    changes = (Change(split.ACTION, container, "Deployment", None, f"create Deployment/{long}"),
-               Change(split.ACTION, None, "Service", None, f"create Service/{long}"))
+    changes = (SplitPools(container, "Deployment", None, f"create Deployment/{long}"),
+               SplitPools(None, "Service", None, f"create Service/{long}"))
     meta = original.get("metadata") or {}
     plan = Plan(new_plan_id(), PlanTarget(request.cluster, ns, "Deployment", name), split.ACTION, changes,
                 str(meta.get("resourceVersion") or ""), meta.get("generation"), ops, split.CREATE_OBJECTS,
@@ -416,8 +416,7 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
                                             request.container, split.ACTION, who,
                                             f"{request.origin}, split_pools phase 2 after {first.plan.id}"),
                       policy, now)
-    routing = Change(split.ACTION, None, "routing", None,
-                     f"confirmed by {who}: prompt tokens > {threshold} -> Service/{long['service']}")
+    routing = SplitPools(None, "routing", None, f"confirmed by {who}: prompt tokens > {threshold} -> Service/{long['service']}")
     changes = (*plan.changes, routing)
     plan = replace(plan, changes=changes, approvals_needed=approvals_needed(policy, changes))
     template.update({

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import Choice, choose_spelling
-from runbooks.model.changes import Change
+from runbooks.model.changes import Change, SetArg
 from runbooks.triage.context import TriageContext
 
 
@@ -38,7 +38,7 @@ def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tup
     kept: list[Change] = []
     refused: dict[str, str] = {}
     for change in changes:
-        if change.kind != "set_arg" or not change.flag:
+        if not isinstance(change, SetArg) or not change.flag:
             kept.append(change)
             continue
         choice = choose(ctx, engine, change.flag)
