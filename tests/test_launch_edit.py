@@ -24,7 +24,7 @@ from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
 from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.catalogs.engine_flags import COVERED, version_label
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -561,7 +561,7 @@ def test_a_restore_applies_only_to_the_object_it_was_made_from():
     result = edit_flags(obj, None, {"context-length": None})
     changed = copy.deepcopy(result.workload)
     changed["spec"]["template"]["spec"]["containers"][0]["args"][0] += "# edited by hand\n"
-    with pytest.raises(Conflict):
+    with pytest.raises(StaleObject):
         edit_flags(changed, None, result.inverse)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
 from bot.store.db import StoredPlan
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
 from runbooks.remediation.split import ACTION as SPLIT_KIND
@@ -96,10 +96,10 @@ def groups_to_resolve(settings: Any, namespace: str) -> tuple[str, ...]:
 def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
     """The writer identity (`remediation.writer`): its kubeconfig, with its own context, else
     the kube context of the plan's cluster. A bot never writes with the reader's identity, so
-    without `remediation.writer.kubeconfig` it refuses (UsageError no_writer)."""
+    without `remediation.writer.kubeconfig` it refuses (WriterNotConfigured)."""
     writer = settings.remediation.writer
     if not writer.kubeconfig:
-        raise UsageError("no_writer")
+        raise WriterNotConfigured()
     configured = settings.cluster(cluster)
     context = writer.context or (configured.context if configured else cluster)
     return remediate.writer_for(writer.kubeconfig, context, observer=reader_api(settings, cluster))
@@ -135,7 +135,7 @@ def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tup
     stored = store.get(plan_id)
     plan = stored.plan
     if stored.state == "proposed" and plan.expired(now):
-        with contextlib.suppress(Conflict):  # moved meanwhile: it is not proposed any more either way
+        with contextlib.suppress(PlanMoved):  # moved meanwhile: it is not proposed any more either way
             store.move(plan_id, "expired", actor="gpumem", expect="proposed", channel=channel, now=now)
         return Refusal("expired", state="expired")
     if stored.state != "proposed":
@@ -148,11 +148,11 @@ def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tup
         return Refusal(decision.reason, decision.approvers)
     try:
         return store.approve(plan_id, user, plan.content_hash, channel=channel, now=now)
-    except Conflict as e:
-        if e.code == "plan_expired":
-            return Refusal("expired", state="expired")
-        if e.code == "already_approved":
-            return Refusal("already_approved", decision.approvers)
+    except PlanExpired:
+        return Refusal("expired", state="expired")
+    except AlreadyApproved:
+        return Refusal("already_approved", decision.approvers)
+    except PlanMoved as e:
         return Refusal("moved", state=str(e.params.get("state") or store.get(plan_id).state))
 
 
@@ -169,7 +169,7 @@ def reject(store: Any, settings: Any, plan_id: str, user: str, user_groups: tupl
             return refusal
     try:
         return store.move(plan_id, "rejected", actor=user, expect=REJECTABLE, channel=channel, now=now)
-    except Conflict as e:
+    except PlanMoved as e:
         return Refusal("moved", state=str(e.params.get("state")))
 
 

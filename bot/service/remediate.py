@@ -36,7 +36,7 @@ from runbooks.model.changes import (
     SetArg,
     change_of,
 )
-from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
+from runbooks.model.errors import GpumemError, OutcomeUnknown, PlanExpired, PlanMoved, UsageError
 from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
@@ -333,7 +333,7 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
     plan = stored.plan
     if plan.expired(now or datetime.now(UTC)) and stored.state == "proposed":
         store.move(plan_id, "expired", actor="gpumem", expect="proposed", now=now)
-        raise Conflict("plan_expired", plan=plan_id)
+        raise PlanExpired(plan=plan_id)
     if stored.state == "proposed":
         store.approve(plan_id, actor, plan.content_hash, channel=channel, now=now)
         stored = store.get(plan_id)
@@ -357,7 +357,7 @@ OUTCOME_UNKNOWN = "outcome_unknown"
 def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                    channel: str | None = None, before_write: Any = None, on_dry_run: Any = None) -> StoredPlan:
     """Apply an approved plan: approved -> applying (one transaction: a second caller gets
-    Conflict plan_moved and writes nothing), the rollback note committed to the audit and handed
+    PlanMoved and writes nothing), the rollback note committed to the audit and handed
     to `before_write(note)` (Slack posts it in the thread), then re-read, dry run (`on_dry_run()`
     once it passed) and the write with its precondition -> applied; a refusal -> failed.
 
@@ -434,11 +434,11 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
 
 def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                  channel: str | None = None) -> StoredPlan:
-    """Restore what the plan changed, refusing (Conflict changed_after_apply, with the three
+    """Restore what the plan changed, refusing (ChangedAfterApply, with the three
     values per field) when someone changed it after gpumem did."""
     stored = store.get(plan_id)
     if stored.state not in ("applied", "watched", "failed"):
-        raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
+        raise PlanMoved(plan=plan_id, state=stored.state, wanted="rolled_back")
     unclear = _undo(store, writer, stored, "rollback", actor=actor, channel=channel, now=now)
     return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now,
                       detail={"unclear": unclear} if unclear else None)

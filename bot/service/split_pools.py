@@ -23,7 +23,7 @@ from bot.actuator.split_apply import build_clones, delete_created, existing
 from bot.actuator.writer import KubeWriter
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change, SplitPools
-from runbooks.model.errors import Conflict, TargetNotFound, UsageError
+from runbooks.model.errors import StaleObject, TargetNotFound, UsageError
 from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
@@ -296,7 +296,7 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
     long = split.long_name(name)
     taken = existing(writer, ns, [{"kind": "Deployment", "name": long}, {"kind": "Service", "name": long}])
     if taken:
-        raise Conflict("split_exists", plan="-", namespace=ns, objects=", ".join(taken))
+        raise StaleObject("split_exists", plan="-", namespace=ns, objects=", ".join(taken))
     service = _original_service(writer, ns, original, request.service, name)
     workload, config, setup = _setup(original, request.gpu)
     length_flag, seqs_flag = split.flags_for(config.engine or "")
@@ -442,5 +442,5 @@ def rollback_phase1(store: Store, writer: KubeWriter, stored: StoredPlan,
         p = other.plan
         if (p.target.name == plan.target.name and is_split(p) and not is_phase1(p) and other.state in WRITTEN
                 and (template_of(store, p.id) or {}).get("phase1") == plan.id):
-            raise Conflict("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
+            raise StaleObject("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
     return delete_created(writer, plan, unclear)
