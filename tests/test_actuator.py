@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, apply_plan, rollback_plan
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import JSON_PATCH, KubeWriter
 from collectors.parsers.flags import server_config_from_container
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import ChangedAfterApply, ChangedSincePlanned, NotPermitted, UsageError
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import running_scenario
 

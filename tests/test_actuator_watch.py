@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.apply import apply_plan
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.watch import look, watch
 from bot.actuator.writer import JSON_PATCH, KubeWriter
 from runbooks.model.changes import SetArg
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import manual_clock, running_scenario
 

@@ -139,3 +139,29 @@ def test_a_change_of_a_kind_gpumem_does_not_know_is_refused_by_name():
 ])
 def test_each_change_words_its_own_undoing(change, restored):
     assert change.restored() == restored
+
+
+def test_every_kind_is_planned_in_exactly_one_place():
+    """A workload kind has its editor in the registry; flags, replicas and the HPA kinds are
+    planned by build_plan itself, a pool split by its own use case: none is left out, none twice."""
+    from runbooks.model.changes import KINDS
+    from runbooks.remediation.edits.registry import EDITORS
+
+    by_build_plan = {SetArg, Scale, HpaOnQueueDepth}
+    by_split_pools = {SplitPools}
+    assert set(KINDS.values()) == set(EDITORS) | by_build_plan | by_split_pools
+    assert not set(EDITORS) & (by_build_plan | by_split_pools)
+
+
+def test_the_registry_hands_each_change_to_its_kinds_editor_with_the_changes_container():
+    from runbooks.remediation.edits.registry import edit_workload
+    from runbooks.remediation.edits.shm import shm
+
+    workload = {"kind": "Deployment", "metadata": {"name": "vllm", "namespace": "llm"},
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "sidecar", "image": "busybox"},
+                    {"name": "vllm", "image": "vllm/vllm-openai:v0.8.5", "args": ["--model", "m"]}]}}}}
+    edit = edit_workload(workload, AddShm("vllm", None, "16Gi"), None)
+    assert edit == shm(workload, "vllm", "16Gi")
+    assert edit.changes == (AddShm("vllm", None, "16Gi"),)
+    assert [op["path"] for op in edit.ops] == ["/spec/template/spec/volumes", "/spec/template/spec/containers/1/volumeMounts"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.actuator.launch_edit import edit_flags
 from runbooks.catalogs.engine_flags import COVERED, FLAGS, choose_spelling, flag_entry
 from runbooks.model.errors import UsageError
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan
 from runbooks.triage import failure_actions
 from tests.support.kube_fixtures import run_cli, running_scenario

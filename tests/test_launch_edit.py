@@ -1,4 +1,4 @@
-"""set_args edits the flag where the Deployment keeps it (bot.actuator.launch_edit).
+"""set_args edits the flag where the Deployment keeps it (runbooks.remediation.edits.launch_edit).
 
 For every example and held-in manifest: each relevant change, one at a time and several at once,
 applied as the JSON patch with the `jsonpatch` library (and as the strategic merge patch with a
@@ -18,7 +18,6 @@ import jsonpatch
 import pytest
 import yaml
 
-from bot.actuator.launch_edit import EditResult, Restore, edit_flags
 from collectors.parsers.flag_tables import FIELD_MAP
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
@@ -26,6 +25,7 @@ from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.catalogs.engine_flags import COVERED, version_label
 from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.remediation.edits.launch_edit import EditResult, Restore, edit_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_FILES = sorted(

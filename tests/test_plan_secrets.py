@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.actuator.apply import inverse_ops
-from bot.actuator.patches import json_patch
 from bot.service.remediate import parse_set
 from bot.store.db import Store
 from runbooks.model.errors import UsageError
 from runbooks.model.secrets import secret_name
+from runbooks.remediation.edits.patches import json_patch
 from runbooks.remediation.value_ranges import RANGES, check_value
 from tests.support.kube_fixtures import run_cli, running_scenario
 

@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actuator.patches import FIELDS, element_shown
 from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from runbooks.model.errors import (
@@ -45,6 +44,7 @@ from runbooks.model.errors import (
     TemporaryError,
     UsageError,
 )
+from runbooks.remediation.edits.patches import FIELDS, element_shown
 from runbooks.remediation.plan import Plan
 
 PLAN_ANNOTATION = "gpumem.io/plan"

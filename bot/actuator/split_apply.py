@@ -45,7 +45,6 @@ from bot.actuator.apply import (
     check_unchanged,
     still_in_flight,
 )
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import KubeWriter
 from runbooks.model.errors import (
     ChangedSincePlanned,
@@ -58,6 +57,7 @@ from runbooks.model.errors import (
     UsageError,
 )
 from runbooks.remediation import split
+from runbooks.remediation.edits.split_clones import build_clones
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS, leaf_differences, masked
 
@@ -90,16 +90,6 @@ def _annotated(body: dict[str, Any], plan: Plan, cause: str) -> dict[str, Any]:
     annotations[PLAN_ANNOTATION] = plan.id
     annotations[CAUSE_ANNOTATION] = cause[:256]
     return out
-
-
-def build_clones(original: dict[str, Any], service: dict[str, Any], *, replicas: int, container: str | None,
-                 flags: list[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The long pool's Deployment and Service cloned from `original` and `service` (credentials
-    and all, as they will be sent), with `flags` set on `container` in the Deployment's own
-    launch form; and the container's name. The plan builds them this way, and apply again."""
-    clone = split.clone_deployment(original, service, replicas=replicas)
-    edit = edit_flags(clone, container, dict(flags))
-    return edit.workload, split.clone_service(service, edit.workload), edit.container
 
 
 def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],

@@ -17,7 +17,7 @@ from typing import Any
 
 import urllib3
 
-from collectors.kube.client import RETRYABLE_STATUSES, Call, transport_error
+from collectors.kube.client import RETRYABLE_STATUSES, Call, api_error, transport_error
 from collectors.kube.rest import KubeRest, error_for, path
 from runbooks.model.errors import GpumemError, OutcomeUnknown
 
@@ -157,6 +157,4 @@ def _typed(error: Exception, call: Call, timeout_s: float = 10.0) -> Exception:
     status = getattr(error, "status", None)
     if status is None or not hasattr(error, "body"):
         return error
-    from collectors.kube.client import api_error
-
     return api_error(error, call)  # type: ignore[arg-type]

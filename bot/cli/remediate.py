@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
                                                  sets=args.set, replicas=args.replicas, container=args.container,
                                                  action=args.action, requested_by=actor, origin="cli",
                                                  other=remediate.explicit_changes(args), hpa_max=args.hpa_max)
-            stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
+            stored = split_pools.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli
 

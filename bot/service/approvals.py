@@ -24,11 +24,14 @@ from typing import Any
 
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
+from bot.service.split_pools import PHASE1_LIVE
 from bot.store.db import StoredPlan
+from collectors.kube.client import make_api_client
 from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
 from runbooks.remediation.split import ACTION as SPLIT_KIND
+from runbooks.remediation.split import is_phase1, is_split
 
 #: plan states a Reject click may end
 REJECTABLE = ("proposed", "approved")
@@ -113,8 +116,6 @@ def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
 
 def reader_api(settings: Any, cluster: str | None) -> Any:
     """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
-    from collectors.kube.client import make_api_client
-
     configured = settings.cluster(cluster)
     in_cluster = bool(configured and configured.context == "in-cluster")
     return make_api_client(None if in_cluster else (configured.kubeconfig if configured else None),
@@ -193,8 +194,6 @@ def may_confirm_routing(store: Any, settings: Any, plan_id: str, user: str, user
     pool (and so ask for phase 2): remediation on, an approver of its namespace (four-eyes is for
     the phase-2 plan's approval, which someone else gives), the plan a pool split's phase 1 whose
     objects are on the cluster (applied or watched)."""
-    from bot.service.split_pools import PHASE1_LIVE, is_phase1, is_split
-
     stored = store.get(plan_id)
     if not (is_split(stored.plan) and is_phase1(stored.plan)):
         return Refusal("not_split", state=stored.state)

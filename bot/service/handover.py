@@ -367,7 +367,7 @@ def _live_value(obj: dict[str, Any], change: SetArg | Scale) -> Any:
     """The live value of what `change` set (None: not readable)."""
     if isinstance(change, Scale):  # the Deployment's replicas, or the HPA's minReplicas
         return (obj.get("spec") or {}).get(change.hpa_field or "replicas")
-    from bot.actuator.launch_edit import edit_flags
+    from runbooks.remediation.edits.launch_edit import edit_flags
 
     try:
         result = edit_flags(obj, change.container, {change.flag: change.new})

@@ -33,9 +33,11 @@ from bot.render import slack_remediation as P
 from bot.render import slack_split as S
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
+from bot.render.slack_plan_notices import RECONCILED_STAGES
 from bot.service import approvals, remediate, split_pools, watch_metrics
 from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
+from bot.service.plan_preview import reader_for
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
@@ -149,8 +151,6 @@ class RemediationDesk:
     def _preview_reader(self, cluster: str | None) -> Any:
         """The reader's connection to `cluster`, made once (None, and tried again next time, when
         no config loads)."""
-        from bot.service.plan_preview import reader_for
-
         if self._readers.get(cluster) is None:
             self._readers[cluster] = reader_for(self.settings, cluster)
         return self._readers[cluster]
@@ -352,8 +352,8 @@ class RemediationDesk:
         whose own thread it then is). Returns the plan id, None when refused (the asker is told)."""
         try:
             writer = self.writer_for(request.cluster)
-            stored = remediate.make_plan(self.store, writer, request, self.settings.remediation.policy,
-                                         channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
+            stored = split_pools.make_plan(self.store, writer, request, self.settings.remediation.policy,
+                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
         except WriterNotConfigured:
             self._refuse(respond, lang, "no_writer")
             return None
@@ -560,8 +560,6 @@ class RemediationDesk:
     def _settled_meanwhile(self, plan_id: str, channel: str, ts: str, lang: str) -> None:
         """A reconcile pass may have settled the plan between the unknown outcome being recorded
         and the message saying so: then the message says what the pass found, not "unknown"."""
-        from bot.render.slack_plan_notices import RECONCILED_STAGES
-
         stored = self.store.get(plan_id)
         if stored.state in ("applied", "failed"):
             last = next((r for r in reversed(self.store.plan_audit(plan_id)) if r.to_state), None)

@@ -5,7 +5,7 @@ already uses wins (it runs, so that version takes it). A change whose flag the v
 (TGI 1.4.0 has no --max-batch-size; TGI 1.x spells --max-input-tokens --max-input-length) is
 respelled or left out with the reason (`runbooks.catalogs.engine_flags.choose_spelling`).
 Where neither the evidence nor the object says the version, the change keeps its name: the
-plan made from it is checked again against the object's image (`bot.actuator.launch_edit`),
+plan made from it is checked again against the object's image (`runbooks.remediation.edits.launch_edit`),
 and refused there when the version still is not known and the flag is not in every version.
 """
 

@@ -53,8 +53,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.actuator.launch_map import LIST_FIELDS, ArgWord, LaunchMap, Loc, Occurrence, map_launch, refuse
-from bot.actuator.patches import FIELDS, changed_fields, json_patch, strategic_merge_patch
 from collectors.errors import ParseError
 from collectors.parsers.flag_tables import (
     BOOLEAN_FLAGS,
@@ -70,6 +68,16 @@ from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import choose_spelling
 from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.remediation.edits.launch_map import (
+    LIST_FIELDS,
+    ArgWord,
+    LaunchMap,
+    Loc,
+    Occurrence,
+    map_launch,
+    refuse,
+)
+from runbooks.remediation.edits.patches import FIELDS, changed_fields, json_patch, strategic_merge_patch
 
 POD_PATH = "/spec/template/spec"
 JSON_PATCH = "application/json-patch+json"
