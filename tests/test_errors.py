@@ -33,6 +33,7 @@ from runbooks.model.errors import (
     ChangedSincePlanned,
     EvidenceUnavailable,
     GpumemError,
+    InvalidChange,
     NotPermitted,
     PartlyApplied,
     PlanExpired,
@@ -95,6 +96,7 @@ def test_the_base_carries_a_stable_code_and_its_params_and_says_only_those():
     (AlreadyApproved(approver="U1"), "already_approved", {"approver": "U1"}),
     (PlanNotFound(plan="p"), "plan_not_found", {"plan": "p"}),
     (WriterNotConfigured(), "no_writer", {}),
+    (InvalidChange(detail="x"), "invalid_change", {"detail": "x"}),
     (TargetNotFound.no_source("llm/x"), "no_source", {"kind": "workload", "namespace": "llm", "name": "x",
                                                       "context": None}),
     (TemporaryError(), "temporary", {"delay_s": 1.0}),
@@ -399,6 +401,7 @@ def test_the_class_says_what_to_do_so_no_surface_reads_the_code():
     assert issubclass(PlanExpired, PlanMoved) and issubclass(AlreadyApproved, PlanMoved)
     assert not issubclass(PlanMoved, StaleObject) and not issubclass(PartlyApplied, StaleObject)
     assert issubclass(PlanNotFound, UsageError) and issubclass(WriterNotConfigured, UsageError)
+    assert issubclass(InvalidChange, UsageError)
 
 
 @pytest.mark.parametrize("error", [StaleObject(), ChangedSincePlanned(plan="p"), PlanMoved(state="applied"),

@@ -38,6 +38,7 @@ from runbooks.model.errors import (
     ChangedAfterApply,
     ChangedSincePlanned,
     GpumemError,
+    InvalidChange,
     OutcomeUnknown,
     StaleObject,
     TargetNotFound,
@@ -242,9 +243,7 @@ def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, An
     t = plan.target
     try:
         return writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH)
-    except UsageError as e:
-        if e.code != "invalid_change":
-            raise
+    except InvalidChange as e:
         raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e
     except StaleObject as e:
         raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e

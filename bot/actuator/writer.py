@@ -4,7 +4,7 @@ each able to run as a server-side dry run (`dryRun=All`).
 Reads for a write (the object as it is right before changing it) go through the same client, so
 the precondition is checked with the writer's own view. Failures come back typed
 (`runbooks.model.errors`): 409 StaleObject, 403 NotPermitted naming the verb and resource the
-writer lacks, 404 TargetNotFound, 422 UsageError invalid_change, 429 TemporaryError. A write
+writer lacks, 404 TargetNotFound, 422 InvalidChange, 429 TemporaryError. A write
 whose outcome the answer does not settle (a 5xx once it was sent, no answer in time, the
 connection dropped mid-request) is OutcomeUnknown: the caller reads the object again
 (`bot.actuator.apply`). A read (or a dry run) that gets no answer is TemporaryError.

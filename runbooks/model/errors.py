@@ -99,6 +99,19 @@ class WriterNotConfigured(UsageError):
         super().__init__(code, **params)
 
 
+class InvalidChange(UsageError):
+    """The API server refused the object as sent as invalid (HTTP 422): `detail` is its message.
+    After a dry run of the same body passed, it means a `test` of an old value failed: the
+    object moved in between (`bot.actuator.apply` says so as ChangedSincePlanned).
+
+    >>> InvalidChange(detail="spec.replicas: Invalid value").code
+    'invalid_change'
+    """
+
+    def __init__(self, code: str = "invalid_change", /, **params: Any):
+        super().__init__(code, **params)
+
+
 class EvidenceUnavailable(GpumemError):
     """Nothing could be gathered to decide on: no source answered, or none held what was needed.
 
