@@ -165,3 +165,19 @@ def test_the_registry_hands_each_change_to_its_kinds_editor_with_the_changes_con
     assert edit == shm(workload, "vllm", "16Gi")
     assert edit.changes == (AddShm("vllm", None, "16Gi"),)
     assert [op["path"] for op in edit.ops] == ["/spec/template/spec/volumes", "/spec/template/spec/containers/1/volumeMounts"]
+
+
+def test_a_recorded_action_of_a_kind_this_gpumem_does_not_know_is_not_applicable_not_a_crash():
+    from bot.service.remediate import action_changes
+    from bot.store.notes import Journal
+    from runbooks.model.errors import UsageError
+
+    store = Store.memory()
+    Journal(store).add_triage("cli:test", {"verdict": "kv_cache_pressure", "action_changes": {
+        "resize": [["resize_disk", "vllm", None, None, "1Ti"], ["set_arg", "vllm", "max-num-seqs", 256, 64]],
+        "lower_max_num_seqs": [["set_arg", "vllm", "max-num-seqs", 256, 64]]}},
+        namespace="llm", name="vllm", now=T0)
+    with pytest.raises(UsageError) as e:
+        action_changes(store, "llm", "vllm", "resize")
+    assert (e.value.code, e.value.params) == ("not_applicable", {"action": "resize", "kinds": "resize_disk"})
+    assert action_changes(store, "llm", "vllm", "lower_max_num_seqs") == (SetArg("vllm", "max-num-seqs", 256, 64),)

@@ -32,6 +32,7 @@ from collectors.parsers.flag_tables import BOOLEAN_FLAGS
 from collectors.parsers.flags import canonical_flag
 from runbooks.catalogs.models import find_model
 from runbooks.model.changes import (
+    KINDS,
     AddShm,
     AddStartupProbe,
     Change,
@@ -463,11 +464,15 @@ def template_of(store: Store, plan_id: str) -> dict[str, Any] | None:
 def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:
     """The typed changes of `action_id` as the newest recorded triage of NAMESPACE/NAME gave them
     (`gpumem plan --action ID`, `/gpumem plan ... --action ID`). Raises UsageError no_action
-    when no triage was recorded or it did not recommend that action with changes."""
+    when no triage was recorded or it did not recommend that action with changes, not_applicable
+    when a recorded change is of a kind this gpumem does not know."""
     record = Journal(store).last_triage(namespace, name)
     raw = ((record.summary.get("action_changes") or {}) if record else {}).get(action_id)
     if not raw:
         raise UsageError("no_action", target=f"{namespace}/{name}", action=action_id)
+    unknown = sorted({str(item[0]) for item in raw if item and item[0] not in KINDS})
+    if unknown:
+        raise UsageError("not_applicable", action=action_id, kinds=", ".join(unknown))
     return tuple(change_of(*item) for item in raw)
 
 
