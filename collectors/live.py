@@ -72,7 +72,7 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
                  clock: Callable[[], float] = time.monotonic) -> LiveCollection:
     """Everything gpumem can read about `namespace/name`, within the deadlines.
 
-    Raises `collectors.kube.client.TargetNotFound` when the workload does not exist and
+    Raises `runbooks.model.errors.TargetNotFound` when the workload does not exist and
     `KubeConfigError` when no cluster is configured; every other failure is a ReadIssue.
     """
     start = clock()

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, apply_plan, rollback_plan
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import JSON_PATCH, KubeWriter
 from collectors.parsers.flags import server_config_from_container
-from runbooks.model.changes import Change
-from runbooks.model.errors import Conflict, NotPermitted, UsageError
+from runbooks.model.changes import Scale, SetArg
+from runbooks.model.errors import ChangedAfterApply, ChangedSincePlanned, NotPermitted, UsageError
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import running_scenario
 
@@ -29,7 +29,7 @@ def cluster(tmp_path):
 def _scale_plan(obj: dict, to: int, plan_id: str = "p-scale") -> Plan:
     meta = obj["metadata"]
     old = obj["spec"]["replicas"]
-    return Plan(plan_id, PlanTarget("prod", NS, "Deployment", NAME), "scale_out", (Change.scale(old, to),),
+    return Plan(plan_id, PlanTarget("prod", NS, "Deployment", NAME), "scale_out", (Scale(old, to),),
                 meta["resourceVersion"], meta.get("generation"),
                 ({"op": "test", "path": "/spec/replicas", "value": old},
                  {"op": "replace", "path": "/spec/replicas", "value": to}),
@@ -57,7 +57,7 @@ def test_an_object_changed_since_planned_is_refused_before_any_write(cluster):
     plan = _scale_plan(writer.read("Deployment", NS, NAME), 3)
     writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 4}], JSON_PATCH)
     before = len(_patches(cluster))
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(ChangedSincePlanned) as e:
         apply_plan(writer, plan, "cause")
     assert e.value.code == "changed_since_planned"
     assert len(_patches(cluster)) == before and cluster.kube.get("Deployment", NS, NAME)["spec"]["replicas"] == 4
@@ -85,7 +85,7 @@ def test_a_change_racing_the_write_is_refused_not_a_lost_update(cluster, their_c
     api = cluster.api("prod")
     writer = _Racing(api, KubeWriter(api), their_change)
     plan = _scale_plan(writer.read("Deployment", NS, NAME), 3)
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(ChangedSincePlanned) as e:
         apply_plan(writer, plan, "cause")
     assert e.value.code == "changed_since_planned"
     ours = [r for r in _patches(cluster) if "gpumem.io~1plan" in r.body]
@@ -118,7 +118,7 @@ def test_rollback_refuses_to_clobber_a_later_change_and_shows_three_values(clust
     plan = _scale_plan(writer.read("Deployment", NS, NAME), 3)
     apply_plan(writer, plan, "cause")
     writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 6}], JSON_PATCH)
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(ChangedAfterApply) as e:
         rollback_plan(writer, plan, "rollback")
     assert e.value.code == "changed_after_apply"
     assert e.value.params["differences"] == [{"path": "/spec/replicas", "before": 2, "gpumem": 3, "now": 6}]
@@ -141,7 +141,7 @@ def test_a_flag_change_lands_where_the_deployment_keeps_it(cluster):
     edit = edit_flags(obj, None, {"max-num-seqs": 64})
     meta = obj["metadata"]
     plan = Plan("p-seqs", PlanTarget("prod", NS, "Deployment", NAME), "lower_max_num_seqs",
-                (Change.set_arg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
+                (SetArg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
                 tuple(edit.json_patch), JSON_PATCH, "U1", NOW, NOW + timedelta(minutes=15))
     apply_plan(writer, plan, "cause")
     stored = cluster.kube.get("Deployment", NS, NAME)

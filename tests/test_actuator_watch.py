@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.apply import apply_plan
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.watch import look, watch
 from bot.actuator.writer import JSON_PATCH, KubeWriter
-from runbooks.model.changes import Change
+from runbooks.model.changes import SetArg
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import manual_clock, running_scenario
 
@@ -30,7 +30,7 @@ def _apply(writer: KubeWriter) -> int:
     edit = edit_flags(obj, None, {"max-num-seqs": 64})
     meta = obj["metadata"]
     plan = Plan("p-w", PlanTarget("prod", NS, "Deployment", NAME), "lower_max_num_seqs",
-                (Change.set_arg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
+                (SetArg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),
                 tuple(edit.json_patch), JSON_PATCH, "U1", NOW, NOW + timedelta(minutes=15))
     return apply_plan(writer, plan, "watch test").generation
 

@@ -26,7 +26,7 @@ from bot.store.chain import GENESIS, row_hash
 from bot.store.db import Store
 from bot.store.migrations import MIGRATIONS
 from bot.store.notes import Journal
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.fake_slack import FakeSlack
 from tests.support.slack_kit import ExampleRunner, make_settings
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _plan(plan_id: str) -> Plan:
-    return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", "vllm-server"), "scale_out", (Change.scale(2, 3),),
+    return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", "vllm-server"), "scale_out", (Scale(2, 3),),
                 "7", 2, ({"op": "replace", "path": "/spec/replicas", "value": 3},), "application/json-patch+json",
                 "U1", T0, T0 + timedelta(minutes=15))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.actuator.launch_edit import edit_flags
 from runbooks.catalogs.engine_flags import COVERED, FLAGS, choose_spelling, flag_entry
 from runbooks.model.errors import UsageError
+from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan
 from runbooks.triage import failure_actions
 from tests.support.kube_fixtures import run_cli, running_scenario
@@ -37,10 +37,10 @@ def _v(text: str) -> tuple[int, int, int]:
 
 
 def _literal_set_arg_flags() -> set[str]:
-    """Flags named as string literals in a `Change.set_arg(..., "flag", ...)` anywhere in runbooks/."""
+    """Flags named as string literals in a `SetArg(..., "flag", ...)` anywhere in runbooks/."""
     found: set[str] = set()
     for path in (ROOT / "runbooks").rglob("*.py"):
-        found |= set(re.findall(r'Change\.set_arg\(\s*\w+,\s*"([a-z0-9-]+)"', path.read_text(encoding="utf-8")))
+        found |= set(re.findall(r'(?<![\w.])SetArg\(\s*\w+,\s*"([a-z0-9-]+)"', path.read_text(encoding="utf-8")))
     return found
 
 
@@ -249,7 +249,7 @@ def test_a_plan_from_a_triage_uses_the_version_its_log_said(tmp_path, capsys):
     spells it."""
     from bot.service.notes import record_triage
     from bot.store.db import Store
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import SetArg
     from runbooks.model.report import Action, Report
 
     with running_scenario(None, tmp_path) as sc:
@@ -258,8 +258,8 @@ def test_a_plan_from_a_triage_uses_the_version_its_log_said(tmp_path, capsys):
         store = tmp_path / "gpumem.db"
         db = Store.open(store)
         record_triage(db, Report(target="llm/tgi", engine="tgi", engine_version="1.4.0", actions=(
-            Action("lower_max_num_seqs", changes=(Change.set_arg("tgi", "max-batch-size", None, 8),)),
-            Action("set_safe_flags", changes=(Change.set_arg("tgi", "max-input-tokens", None, 2048),)))),
+            Action("lower_max_num_seqs", changes=(SetArg("tgi", "max-batch-size", None, 8),)),
+            Action("set_safe_flags", changes=(SetArg("tgi", "max-input-tokens", None, 2048),)))),
             actor="cli:test")
         db.close()
         rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", "lower_max_num_seqs")

@@ -24,18 +24,27 @@ from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_USAGE, exit_code
 from bot.service.grammar import CommandError
 from bot.service.live_errors import error_line
 from bot.slack.work import error_reply
-from collectors.errors import CollectorError
 from collectors.kube import client as kube
 from collectors.kube.client import Call, KubeConfigError, KubeError, api_error
 from runbooks.model import errors
 from runbooks.model.errors import (
-    Conflict,
+    AlreadyApproved,
+    ChangedAfterApply,
+    ChangedSincePlanned,
     EvidenceUnavailable,
     GpumemError,
+    InvalidChange,
     NotPermitted,
+    PartlyApplied,
+    PlanExpired,
+    PlanMoved,
+    PlanNotFound,
+    SplitChangedAfterApply,
+    StaleObject,
     TargetNotFound,
     TemporaryError,
     UsageError,
+    WriterNotConfigured,
 )
 from runbooks.sizing.whatif import PlanError, parse_what_if
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
@@ -76,8 +85,20 @@ def test_the_base_carries_a_stable_code_and_its_params_and_says_only_those():
     (TargetNotFound("Deployment", "llm", "x", "prod"), "not_found",
      {"kind": "Deployment", "namespace": "llm", "name": "x", "context": "prod"}),
     (NotPermitted("list", "pods", "llm"), "forbidden", {"verb": "list", "resource": "pods", "namespace": "llm"}),
-    (Conflict(), "conflict", {}),
-    (Conflict(name="x"), "conflict", {"name": "x"}),
+    (StaleObject(), "conflict", {}),
+    (StaleObject(name="x"), "conflict", {"name": "x"}),
+    (ChangedSincePlanned(plan="p"), "changed_since_planned", {"plan": "p"}),
+    (ChangedAfterApply(differences=[]), "changed_after_apply", {"differences": []}),
+    (SplitChangedAfterApply(), "split_changed_after_apply", {}),
+    (PartlyApplied(), "split_partly_applied", {}),
+    (PlanMoved(state="applied"), "plan_moved", {"state": "applied"}),
+    (PlanExpired(plan="p"), "plan_expired", {"plan": "p"}),
+    (AlreadyApproved(approver="U1"), "already_approved", {"approver": "U1"}),
+    (PlanNotFound(plan="p"), "plan_not_found", {"plan": "p"}),
+    (WriterNotConfigured(), "no_writer", {}),
+    (InvalidChange(detail="x"), "invalid_change", {"detail": "x"}),
+    (TargetNotFound.no_source("llm/x"), "no_source", {"kind": "workload", "namespace": "llm", "name": "x",
+                                                      "context": None}),
     (TemporaryError(), "temporary", {"delay_s": 1.0}),
     (TemporaryError(3.0, status=503), "temporary", {"delay_s": 3.0, "status": 503}),
 ])
@@ -120,13 +141,15 @@ def test_the_surfaces_usage_errors_are_the_one_usage_error():
 
 
 def test_there_is_one_target_not_found():
-    from_cluster = kube.TargetNotFound("Deployment", "llm", "x", "prod")
-    assert isinstance(from_cluster, errors.TargetNotFound)
-    assert isinstance(from_cluster, KubeError) and isinstance(from_cluster, CollectorError)
-    assert str(from_cluster) == "Deployment llm/x not found in context prod"
-    no_source = slack_runner.TargetNotFound("llm/x")
-    assert isinstance(no_source, errors.TargetNotFound)
+    """A cluster's 404 and a target no evidence source knows are the same class, told apart by
+    what it says (`source_unknown`), not by a subclass per room."""
+    from_cluster = api_error(_api_exception(404), Call("get", "deployments", "llm", "x"))
+    assert type(from_cluster) is errors.TargetNotFound and not isinstance(from_cluster, KubeError)
+    assert str(errors.TargetNotFound("Deployment", "llm", "x", "prod")) == "Deployment llm/x not found in context prod"
+    no_source = errors.TargetNotFound.no_source("llm/x")
+    assert type(no_source) is errors.TargetNotFound and no_source.source_unknown and not from_cluster.source_unknown
     assert (str(no_source), no_source.target, no_source.code) == ("llm/x", "llm/x", "no_source")
+    assert not hasattr(kube, "TargetNotFound") and not hasattr(slack_runner, "TargetNotFound")
     assert not issubclass(KubeConfigError, GpumemError)  # still a collector error, not a person's answer
 
 
@@ -165,9 +188,9 @@ def test_403_names_the_missing_permission_of_the_call():
     assert api_error(_api_exception(403), Call("list", "nodes")).permission == "list nodes cluster-wide"
 
 
-def test_409_is_conflict():
+def test_409_is_a_stale_object():
     e = api_error(_api_exception(409, b"the object has been modified"), Call("get", "deployments", "llm", "x"))
-    assert isinstance(e, Conflict)
+    assert type(e) is StaleObject
     assert e.params == {"resource": "deployments", "namespace": "llm", "name": "x",
                         "detail": "the object has been modified"}
 
@@ -236,7 +259,11 @@ def test_api_errors_of_the_real_client_against_a_stand_in_api_server(cluster):
     (PlanError("what_if_empty"), EXIT_USAGE),
     (TargetNotFound("Deployment", "llm", "x"), EXIT_USAGE),
     (NotPermitted("list", "pods", "llm"), EXIT_USAGE),
-    (Conflict(), EXIT_USAGE),
+    (StaleObject(), EXIT_USAGE),
+    (ChangedSincePlanned(), EXIT_USAGE),
+    (PartlyApplied(), EXIT_USAGE),
+    (PlanMoved(), EXIT_USAGE),
+    (PlanExpired(), EXIT_USAGE),
     (EvidenceUnavailable(), EXIT_NO_EVIDENCE),
     (TemporaryError(), EXIT_NO_EVIDENCE),
 ])
@@ -285,10 +312,10 @@ def test_a_live_error_raised_inside_triage_is_mapped_by_main(monkeypatch, capsys
 
 
 def test_cli_and_slack_word_a_missing_workload_alike():
-    error = kube.TargetNotFound("Deployment", "llm", "nope", "prod")
+    error = TargetNotFound("Deployment", "llm", "nope", "prod")
     assert error_line(EN, error) == NOT_FOUND_LINE
     assert error_reply(EN, error, "llm/nope") == NOT_FOUND_LINE
-    assert error_reply(EN, slack_runner.TargetNotFound("llm/nope"), "llm/nope") == "no evidence source knows llm/nope"
+    assert error_reply(EN, errors.TargetNotFound.no_source("llm/nope"), "llm/nope") == "no evidence source knows llm/nope"
 
 
 # ----------------------------------------------------------------------------- Slack
@@ -311,7 +338,7 @@ def _ended(fake) -> str:
 
 def test_slack_answers_a_missing_workload_with_the_clis_words_and_logs_no_error(tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    runner = _Raising(kube.TargetNotFound("Deployment", "llm", "nope", "prod"))
+    runner = _Raising(TargetNotFound("Deployment", "llm", "nope", "prod"))
     with running_bot(tmp_path, runner=runner) as (fake, bot):
         assert dispatch_command(bot, fake, "triage llm/nope").status == 200
         text = _ended(fake)
@@ -361,3 +388,24 @@ def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, ca
     errors_logged = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not errors_logged, [r.getMessage() for r in errors_logged]
     assert sc.kube.calls(resource="deployments", name="nope")
+
+
+# ----------------------------------------------------------------------------- what each class says to do
+
+
+def test_the_class_says_what_to_do_so_no_surface_reads_the_code():
+    """A stale object is re-planned, a plan that moved is told and left, a rollback refused
+    over changed values lists them: each its own class, children of the one they refine."""
+    assert issubclass(ChangedSincePlanned, StaleObject) and issubclass(ChangedAfterApply, StaleObject)
+    assert not issubclass(SplitChangedAfterApply, ChangedAfterApply)  # its rows are masked paths
+    assert issubclass(PlanExpired, PlanMoved) and issubclass(AlreadyApproved, PlanMoved)
+    assert not issubclass(PlanMoved, StaleObject) and not issubclass(PartlyApplied, StaleObject)
+    assert issubclass(PlanNotFound, UsageError) and issubclass(WriterNotConfigured, UsageError)
+    assert issubclass(InvalidChange, UsageError)
+
+
+@pytest.mark.parametrize("error", [StaleObject(), ChangedSincePlanned(plan="p"), PlanMoved(state="applied"),
+                                   PartlyApplied(proof="-"), SplitChangedAfterApply(differences=[])])
+def test_what_changed_under_us_is_worded_as_the_conflict_it_was(error):
+    assert error_line(Catalog.load("en"), error) == Catalog.load("en").t("live.conflict")
+

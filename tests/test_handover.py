@@ -23,7 +23,7 @@ from bot.service.handover import (
 from bot.service.notes import add_note, record_triage
 from bot.store.db import Store
 from bot.store.notes import Journal
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale, SetArg
 from runbooks.model.report import Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support import prom_harness as h
@@ -49,13 +49,13 @@ def _applied(store: Store, plan: Plan, at: datetime, approver: str = "U2") -> No
 @pytest.fixture
 def shift() -> Store:
     store = Store.memory()
-    _applied(store, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),)), T0)
-    _applied(store, _plan("p-scale", (Change.scale(1, 2),), action="scale_out", at=T0 + timedelta(minutes=5)),
+    _applied(store, _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),)), T0)
+    _applied(store, _plan("p-scale", (Scale(1, 2),), action="scale_out", at=T0 + timedelta(minutes=5)),
              T0 + timedelta(minutes=5))
-    _applied(store, _plan("p-back", (Change.set_arg("vllm", "max-model-len", 32768, 16384),), name="other",
+    _applied(store, _plan("p-back", (SetArg("vllm", "max-model-len", 32768, 16384),), name="other",
                           at=T0 + timedelta(minutes=10)), T0 + timedelta(minutes=10))
     store.move("p-back", "rolled_back", actor="U2", now=T0 + timedelta(hours=1))
-    store.add_plan(_plan("p-wait", (Change.set_arg("vllm", "gpu-memory-utilization", 0.9, 0.85),), name="third",
+    store.add_plan(_plan("p-wait", (SetArg("vllm", "gpu-memory-utilization", 0.9, 0.85),), name="third",
                          at=NOW - timedelta(minutes=5)), now=NOW - timedelta(minutes=5))
     record_triage(store, Report(target="llm/vllm-server", model="Qwen2.5-72B", engine="vllm", gpu="H100 80GB",
                                 verdict=Verdict("kv_cache", priority="highest")), actor="cli:ana", now=T0 - timedelta(minutes=2))
@@ -131,7 +131,7 @@ def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
     db = tmp_path / "s.db"
     store = Store.open(db)
     now = datetime.now(UTC)
-    _applied(store, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),), at=now), now)
+    _applied(store, _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),), at=now), now)
     store.close()
     assert main(["handover", "--since", "1h", "--store", str(db), "--offline", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

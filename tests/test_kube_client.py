@@ -14,11 +14,11 @@ from collectors.kube.client import (
     Call,
     HttpStatusError,
     KubeConfigError,
-    TargetNotFound,
     classify_transport_error,
     issue_for,
     make_api_client,
 )
+from runbooks.model.errors import TargetNotFound
 from tests.support.kube_fixtures import TEST_TOKEN, write_kubeconfig
 
 SERVER = "https://10.0.0.1:6443"

@@ -1,4 +1,4 @@
-"""set_args edits the flag where the Deployment keeps it (bot.actuator.launch_edit).
+"""set_args edits the flag where the Deployment keeps it (runbooks.remediation.edits.launch_edit).
 
 For every example and held-in manifest: each relevant change, one at a time and several at once,
 applied as the JSON patch with the `jsonpatch` library (and as the strategic merge patch with a
@@ -18,14 +18,14 @@ import jsonpatch
 import pytest
 import yaml
 
-from bot.actuator.launch_edit import EditResult, Restore, edit_flags
 from collectors.parsers.flag_tables import FIELD_MAP
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
 from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.catalogs.engine_flags import COVERED, version_label
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.remediation.edits.launch_edit import EditResult, Restore, edit_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_FILES = sorted(
@@ -561,7 +561,7 @@ def test_a_restore_applies_only_to_the_object_it_was_made_from():
     result = edit_flags(obj, None, {"context-length": None})
     changed = copy.deepcopy(result.workload)
     changed["spec"]["template"]["spec"]["containers"][0]["args"][0] += "# edited by hand\n"
-    with pytest.raises(Conflict):
+    with pytest.raises(StaleObject):
         edit_flags(changed, None, result.inverse)
 
 

@@ -1,4 +1,4 @@
-"""Property tests of set_args (bot.actuator.launch_edit): random valid values for random flags,
+"""Property tests of set_args (runbooks.remediation.edits.launch_edit): random valid values for random flags,
 on every example and held-in manifest and on generated launch forms, keep the round trip:
 the JSON patch gives the edited object, the parser reads the new values and nothing else
 changed, the inverse gives the original byte for byte, only command/args/env are patched."""

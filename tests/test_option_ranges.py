@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 import tests.test_slack_remediation as R
-from bot.actuator import kinds
 from bot.store.db import Store
 from runbooks.model.errors import UsageError
+from runbooks.remediation.edits.hpa import hpa_queue
 from runbooks.remediation.value_ranges import OPTIONS, check_option
 from tests.support.kube_fixtures import run_cli, running_scenario
 
@@ -69,13 +69,13 @@ def test_a_recorded_queue_target_out_of_range_is_refused_by_the_same_table():
     workload = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
                 "spec": {"replicas": 2}}
     with pytest.raises(UsageError) as e:
-        kinds.hpa_queue(workload, None, "vllm:num_requests_waiting", 0)
+        hpa_queue(workload, None, "vllm:num_requests_waiting", 0)
     assert (e.value.code, e.value.params) == ("flag_value_out_of_range",
                                               {"flag": "--queue-target", "value": "0", "range": "1..10000"})
     with pytest.raises(UsageError) as e:
-        kinds.hpa_queue(workload, None, "vllm:num_requests_waiting", 4, 10_001)
+        hpa_queue(workload, None, "vllm:num_requests_waiting", 4, 10_001)
     assert e.value.params == {"flag": "--hpa-max", "value": "10001", "range": "1..1000"}
-    assert kinds.hpa_queue(workload, None, "vllm:num_requests_waiting", "4", "1000").create["spec"]["maxReplicas"] == 1000
+    assert hpa_queue(workload, None, "vllm:num_requests_waiting", "4", "1000").create["spec"]["maxReplicas"] == 1000
 
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))

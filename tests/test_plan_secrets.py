@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.actuator.apply import inverse_ops
-from bot.actuator.patches import json_patch
 from bot.service.remediate import parse_set
 from bot.store.db import Store
 from runbooks.model.errors import UsageError
 from runbooks.model.secrets import secret_name
+from runbooks.remediation.edits.patches import json_patch
 from runbooks.remediation.value_ranges import RANGES, check_value
 from tests.support.kube_fixtures import run_cli, running_scenario
 
@@ -155,13 +155,13 @@ def test_a_credential_flag_or_value_is_refused_by_name_before_the_cluster_is_rea
 
 def test_a_triage_action_that_would_set_a_credential_is_refused(cluster, tmp_path, capsys):
     from bot.service.notes import record_triage
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import SetArg
     from runbooks.model.report import Action, Report
 
     store = tmp_path / "gpumem.db"
     db = Store.open(store)
     record_triage(db, Report(target=TARGET, actions=(
-        Action("odd", changes=(Change.set_arg("vllm", "api-key", None, "abcdef123"),)),)), actor="cli:test")
+        Action("odd", changes=(SetArg("vllm", "api-key", None, "abcdef123"),)),)), actor="cli:test")
     db.close()
     rc, text = run_cli(capsys, cluster, store, "plan", TARGET, "--action", "odd")
     assert rc == 2 and "--api-key carries a credential" in text and "abcdef123" not in text

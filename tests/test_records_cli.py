@@ -9,14 +9,14 @@ import pytest
 
 from bot.main import main
 from bot.store.db import Store
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale
 from runbooks.remediation.plan import Plan, PlanTarget
 
 NOW = datetime.now(UTC)
 
 
 def _plan(plan_id: str, name: str, at: datetime) -> Plan:
-    return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", name), "scale_out", (Change.scale(2, 3),), "7", 2,
+    return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", name), "scale_out", (Scale(2, 3),), "7", 2,
                 ({"op": "replace", "path": "/spec/replicas", "value": 3},), "application/json-patch+json", "U1", at,
                 at + timedelta(minutes=15))
 

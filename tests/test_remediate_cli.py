@@ -91,7 +91,7 @@ def test_a_plan_that_asks_for_nothing_usable_is_exit_2(cluster, tmp_path, capsys
 
 def test_plan_from_the_action_of_the_last_recorded_triage(cluster, tmp_path, capsys):
     from bot.service.notes import record_triage
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import Scale, SetArg
     from runbooks.model.report import Action, Report
 
     store = tmp_path / "gpumem.db"
@@ -99,8 +99,8 @@ def test_plan_from_the_action_of_the_last_recorded_triage(cluster, tmp_path, cap
     assert rc == 2 and "no recorded triage of llm/vllm-server recommended lower_max_num_seqs" in text
     db = Store.open(store)
     record_triage(db, Report(target=TARGET, actions=(
-        Action("lower_max_num_seqs", changes=(Change.set_arg("vllm", "max-num-seqs", 128, 96),)),
-        Action("bigger_gpu", tier="escalate", changes=(Change.scale(2, 3),)))), actor="cli:test")
+        Action("lower_max_num_seqs", changes=(SetArg("vllm", "max-num-seqs", 128, 96),)),
+        Action("bigger_gpu", tier="escalate", changes=(Scale(2, 3),)))), actor="cli:test")
     db.close()
     rc, plan = _run(capsys, cluster, store, "plan", TARGET, "--action", "lower_max_num_seqs", "--json")
     assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-num-seqs 128 -> 96"]

@@ -384,24 +384,24 @@ def _plan_of(changes: tuple, patch_type: str = "application/json-patch+json", ki
 ])
 def test_each_kind_of_change_is_restored_in_its_own_words(change, diff, to):
     from bot.render.remediation_outcome import restored_json
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import change_of
 
-    c = Change(*change)
-    assert restored_json(_plan_of((c,))) == [{"kind": c.kind, "container": c.container, "flag": c.flag,
+    c = change_of(*change)
+    assert restored_json(_plan_of((c,))) == [{"kind": change[0], "container": change[1], "flag": change[2],
                                               "from": c.new, "to": to, "diff": diff}]
 
 
 def test_what_a_plan_created_is_restored_as_deleted():
     from bot.render.remediation_outcome import restored_lines
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import HpaOnQueueDepth, SplitPools
     from runbooks.remediation.split import CREATE_OBJECTS
 
-    hpa = _plan_of((Change("hpa_on_queue_depth", None, "vllm:num_requests_waiting", None, 4),), "create",
+    hpa = _plan_of((HpaOnQueueDepth("vllm:num_requests_waiting", None, 4),), "create",
                    "HorizontalPodAutoscaler")
     assert restored_lines(hpa, "en")[1:] == [
         "    - HorizontalPodAutoscaler llm/vllm-server: deleted (the plan had created it)"]
-    split = _plan_of((Change("split_pools", "vllm", "Deployment", None, "create Deployment/vllm-server-long"),
-                      Change("split_pools", None, "Service", None, "create Service/vllm-server-long")), CREATE_OBJECTS)
+    split = _plan_of((SplitPools("vllm", "Deployment", None, "create Deployment/vllm-server-long"),
+                      SplitPools(None, "Service", None, "create Service/vllm-server-long")), CREATE_OBJECTS)
     assert restored_lines(split, "zh")[1:] == ["    - Deployment llm/vllm-server-long：已删除（由该计划创建）",
                                                "    - Service llm/vllm-server-long：已删除（由该计划创建）"]
 

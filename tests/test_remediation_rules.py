@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale, SplitPools
 from runbooks.remediation.plan import FINAL, STATES, TRANSITIONS, WRITTEN, Plan, PlanTarget, can_move
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed, decide, in_scope
 
@@ -57,18 +57,18 @@ def test_four_eyes_can_be_turned_off_and_an_approver_counts_once():
 
 
 def test_high_risk_kinds_need_two_approvals():
-    assert approvals_needed(POLICY, (Change("split_pools"),)) == 2
-    assert approvals_needed(POLICY, (Change.scale(2, 3),)) == 1
+    assert approvals_needed(POLICY, (SplitPools(None, None, None, None),)) == 2
+    assert approvals_needed(POLICY, (Scale(2, 3),)) == 1
 
 
 def test_the_hash_covers_what_is_applied_and_not_who_asked():
     t = datetime(2026, 12, 1, tzinfo=UTC)
-    base = Plan("p1", PlanTarget("prod", "llm", "Deployment", "vllm"), "scale_out", (Change.scale(2, 3),), "41", 7,
+    base = Plan("p1", PlanTarget("prod", "llm", "Deployment", "vllm"), "scale_out", (Scale(2, 3),), "41", 7,
                 ({"op": "replace", "path": "/spec/replicas", "value": 3},), "application/json-patch+json", "U1", t,
                 t + timedelta(minutes=15))
     same = Plan(**{**base.__dict__, "id": "p2", "requested_by": "U9", "created_at": t + timedelta(minutes=1)})
     assert same.content_hash == base.content_hash
-    for field, value in (("resource_version", "42"), ("generation", 8), ("changes", (Change.scale(2, 4),)),
+    for field, value in (("resource_version", "42"), ("generation", 8), ("changes", (Scale(2, 4),)),
                          ("patch", ({"op": "replace", "path": "/spec/replicas", "value": 4},))):
         assert Plan(**{**base.__dict__, field: value}).content_hash != base.content_hash, field
     assert base.expired(t + timedelta(minutes=15)) and not base.expired(t + timedelta(minutes=14))

@@ -15,7 +15,7 @@ from bot.service.lease import LeaseClient
 from bot.service.settings_schedules import Schedule
 from bot.store.db import Store
 from bot.store.notes import Journal
-from runbooks.model.errors import Conflict
+from runbooks.model.errors import StaleObject
 from tests.support.kube_fixtures import running_scenario
 
 SHANGHAI = Schedule("C123", "0 9,21 * * *", "Asia/Shanghai", grace_s=3600)
@@ -139,7 +139,7 @@ def test_a_stale_lease_write_is_a_conflict_and_loses(lease_api):
     LeaderElector(api, "gpumem-scheduler", "pod-a", 30).step(SLOT)
     stale = api.get("gpumem-scheduler")
     api.update("gpumem-scheduler", {**stale, "spec": {**stale["spec"], "renewTime": "2026-12-01T01:00:05.000000Z"}})
-    with pytest.raises(Conflict):
+    with pytest.raises(StaleObject):
         api.update("gpumem-scheduler", stale)
 
 

@@ -18,7 +18,7 @@ from bot.service.handover import build_handover
 from bot.service.reviews import confirm, due_reviews, review_key
 from bot.store.db import Store
 from bot.store.notes import Journal
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale, SetArg
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.fake_slack import block_errors
 from tests.support.kube_fixtures import running_scenario
@@ -44,12 +44,12 @@ def _applied(store: Store, plan: Plan, at: datetime = T0, channel: str | None = 
 @pytest.fixture
 def store() -> Store:
     s = Store.memory()
-    _applied(s, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),)))
-    _applied(s, _plan("p-scale", (Change.scale(1, 2),), action="scale_out", at=T0 + timedelta(hours=1)),
+    _applied(s, _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),)))
+    _applied(s, _plan("p-scale", (Scale(1, 2),), action="scale_out", at=T0 + timedelta(hours=1)),
              T0 + timedelta(hours=1), channel=None)
     # not stop-gaps: a raised max-num-seqs, and a stop-gap rolled back
-    _applied(s, _plan("p-up", (Change.set_arg("vllm", "max-num-seqs", 64, 128),), name="other"))
-    _applied(s, _plan("p-back", (Change.set_arg("vllm", "max-model-len", 32768, 16384),), name="third"))
+    _applied(s, _plan("p-up", (SetArg("vllm", "max-num-seqs", 64, 128),), name="other"))
+    _applied(s, _plan("p-back", (SetArg("vllm", "max-model-len", 32768, 16384),), name="third"))
     s.move("p-back", "rolled_back", actor="U2", now=T0 + timedelta(minutes=30))
     return s
 
@@ -96,7 +96,7 @@ def test_a_stopgap_is_due_at_its_review_time_in_the_plans_channel_or_the_default
 def test_each_reminder_is_posted_once_across_ticks_replicas_and_restarts(tmp_path):
     path = tmp_path / "gpumem.db"
     s = Store.open(path)
-    _applied(s, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),)))
+    _applied(s, _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),)))
     remind = Reminders()
     a = _scheduler(s, remind, "pod-a")
     assert [o for o in a.tick(T0 + timedelta(hours=11)) if o.kind == "review"] == []
@@ -179,7 +179,7 @@ def test_the_slack_handover_marks_unconfirmed_stopgaps_and_only_read_ones_as_con
 def test_the_bot_posts_a_reminder_into_the_channel_in_its_language(tmp_path):
     db = tmp_path / "gpumem.db"
     s = Store.open(db)
-    _applied(s, _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),)), channel=ZH_CHANNEL)
+    _applied(s, _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),)), channel=ZH_CHANNEL)
     s.close()
     with running_bot(tmp_path, extra=f"store:\n  path: {db}\n") as (fake, bot):
         s = Store.open(db)

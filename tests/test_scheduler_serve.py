@@ -22,7 +22,7 @@ from bot.scheduler.setup import make_elector, scheduler_from_settings
 from bot.service.settings import SettingsError, load_settings
 from bot.store.db import Store
 from bot.store.notes import Journal
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.fake_slack import FakeSlack
 from tests.support.kube_fixtures import running_scenario
@@ -135,7 +135,7 @@ T_APPLIED = datetime.now(UTC) - timedelta(hours=13)
 def _stopgap_store(path: Path) -> None:
     """A replica stop-gap applied 13 h ago from the channel: its review (12 h) is due."""
     store = Store.open(path)
-    plan = Plan("p-scale", PlanTarget(None, "llm", "Deployment", "vllm-server"), "scale_out", (Change.scale(1, 2),),
+    plan = Plan("p-scale", PlanTarget(None, "llm", "Deployment", "vllm-server"), "scale_out", (Scale(1, 2),),
                 "41", 3, (), "application/json-patch+json", "U1", T_APPLIED, T_APPLIED + timedelta(minutes=15), 1,
                 "triage")
     store.add_plan(plan, channel=CHANNEL, now=T_APPLIED)

@@ -15,7 +15,7 @@ from bot.service.handover import build_handover
 from bot.service.notes import add_note, record_triage
 from bot.store.db import Store
 from bot.store.notes import Journal
-from runbooks.model.changes import Change
+from runbooks.model.changes import SetArg
 from runbooks.model.report import Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support import prom_harness as h
@@ -34,7 +34,7 @@ def _plan(plan_id: str, changes: tuple, name: str = "vllm-server", action: str =
 
 def _shift(store: Store, channel: str = CHANNEL, notes: int = 1, t0: datetime = T0, plan: bool = True) -> Store:
     if plan:
-        p = _plan("p-seqs", (Change.set_arg("vllm", "max-num-seqs", 128, 64),), at=t0)
+        p = _plan("p-seqs", (SetArg("vllm", "max-num-seqs", 128, 64),), at=t0)
         store.add_plan(p, now=t0)
         store.approve(p.id, "U2", p.content_hash, now=t0)
         store.move(p.id, "applying", actor="U2", now=t0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.service.runners import ProcessRunner, WorkerCrashed
-from bot.service.runners import TargetNotFound as NoSource
+from runbooks.model.errors import TargetNotFound
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ class PidRunner:
 
     def __call__(self, target: str, context: str | None, on_step):
         if target == "llm/unknown":
-            raise NoSource(target)
+            raise TargetNotFound.no_source(target)
         if target == "llm/bug":
             raise ValueError("a bug")
         on_step(1, 2, "evidence")
@@ -51,9 +51,9 @@ def test_triage_runs_in_a_warmed_worker_process_and_relays_its_progress(runner):
 
 def test_a_worker_error_comes_back_as_itself_and_a_bug_as_a_crash(runner):
     run, _ = runner
-    with pytest.raises(NoSource) as e:
+    with pytest.raises(TargetNotFound) as e:
         run("llm/unknown", None, lambda *_: None)
-    assert e.value.code == NoSource.NO_SOURCE and str(e.value) == "llm/unknown"
+    assert e.value.code == TargetNotFound.NO_SOURCE and e.value.source_unknown and str(e.value) == "llm/unknown"
     with pytest.raises(ValueError, match="a bug"):
         run("llm/bug", None, lambda *_: None)
     assert not issubclass(WorkerCrashed, ValueError)

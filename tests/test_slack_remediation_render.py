@@ -13,7 +13,7 @@ from bot.render import slack_remediation as P
 from bot.render.i18n import Catalog
 from bot.render.slack_triage import diagnosis_message
 from bot.store.db import StoredPlan
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale, SetArg, SplitPools
 from runbooks.model.report import Action, Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.preview import (
@@ -58,7 +58,7 @@ NO_MODEL = PlanPreview(BudgetPreview(replicas_before=2, replicas_after=2, missin
 def _stored(state: str = "proposed", approvals: tuple[str, ...] = (), needed: int = 1,
             preview: PlanPreview | None = FITS) -> StoredPlan:
     plan = Plan("p-0a1b2c3d", PlanTarget("prod", "llm", "Deployment", "vllm-server"), "cap_max_model_len",
-                (Change.set_arg("vllm", "max-model-len", 8192, 4096),), "41", 7, PATCH,
+                (SetArg("vllm", "max-model-len", 8192, 4096),), "41", 7, PATCH,
                 "application/json-patch+json", "U0ONCALL", T0, T0 + timedelta(minutes=15), needed,
                 "triage of llm/vllm-server", preview=preview)
     return StoredPlan(plan, state, "C0INCIDENT", "1700000000.000100", approvals, T0)
@@ -203,8 +203,8 @@ def test_an_unknown_stage_is_a_programming_error():
 def _report() -> Report:
     return Report(target="llm/vllm-server", verdict=Verdict("kv_cache_pressure", priority="high"), actions=(
         Action("cap_max_model_len", {"flag": "max-model-len", "current": 8192, "target": 4096},
-               changes=(Change.set_arg("vllm", "max-model-len", 8192, 4096),)),
-        Action("scale_out", {"current": 2, "target": 3}, changes=(Change.scale(2, 3),)),
+               changes=(SetArg("vllm", "max-model-len", 8192, 4096),)),
+        Action("scale_out", {"current": 2, "target": 3}, changes=(Scale(2, 3),)),
     ))
 
 
@@ -218,7 +218,7 @@ def test_plan_buttons_carry_the_target_action_and_changes_and_sit_above_run_agai
     (button,) = plans[0]["elements"]
     assert button["action_id"] == f"{P.PLAN_ACTION}:2" and button["text"]["text"].startswith("Plan: ")
     assert P.parse_plan_value(button["value"]) == ("llm/vllm-server", "prod", "scale_out",
-                                                   (Change("scale", None, None, None, 3),))
+                                                   (Scale(None, 3),))
     assert P.plan_buttons(report, "en", "llm/vllm-server", None, ()) == []
     assert diagnosis_message(report, "en") == diagnosis_message(report, "en", plan_blocks=[])
 
@@ -304,16 +304,15 @@ SPLIT2 = {**SPLIT1, "phase": 2, "plan": "p-5p11a002", "routing_confirmed_by": "U
 def _split_stored(phase: int, state: str = "proposed", approvals: tuple[str, ...] = ()) -> StoredPlan:
     target = PlanTarget("prod", "llm", "Deployment", "vllm-server")
     if phase == 1:
-        changes = (Change("split_pools", "vllm", "Deployment", None, "create Deployment/vllm-server-long"),
-                   Change("split_pools", None, "Service", None, "create Service/vllm-server-long"))
+        changes = (SplitPools("vllm", "Deployment", None, "create Deployment/vllm-server-long"),
+                   SplitPools(None, "Service", None, "create Service/vllm-server-long"))
         patch = ({"op": "create", "kind": "Deployment", "name": "vllm-server-long", "value": _LONG},
                  {"op": "create", "kind": "Service", "name": "vllm-server-long", "value": _LONG_SERVICE})
         plan = Plan("p-5p11a001", target, "split_pools", changes, "41", 7, patch, CREATE_OBJECTS, "U0ONCALL", T0,
                     T0 + timedelta(minutes=15), 1, "triage of llm/vllm-server, split_pools phase 1")
     else:
-        changes = (Change.set_arg("vllm", "max-model-len", 8192, 4096),
-                   Change("split_pools", None, "routing", None,
-                          "confirmed by U0SECOND: prompt tokens > 2048 -> Service/vllm-server-long"))
+        changes = (SetArg("vllm", "max-model-len", 8192, 4096),
+                   SplitPools(None, "routing", None, "confirmed by U0SECOND: prompt tokens > 2048 -> Service/vllm-server-long"))
         plan = Plan("p-5p11a002", target, "split_pools", changes, "44", 7, PATCH, "application/json-patch+json",
                     "U0SECOND", T0, T0 + timedelta(minutes=15), 1, "routing confirmed, split_pools phase 2")
     return StoredPlan(plan, state, "C0INCIDENT", "1700000000.000100", approvals, T0)
@@ -409,8 +408,8 @@ def test_a_phase1_rollback_refusal_withholds_the_pod_templates_values():
 
 def test_the_mixed_pool_diagnosis_offers_a_plan_button_for_the_split():
     report = Report(target="llm/vllm-server", verdict=Verdict("mixed_pool", priority="high"), actions=(
-        Action("split_pools", {"long_pct": 27.4}, changes=(Change("split_pools", "vllm", "threshold", None, 2048),)),
-        Action("split_pools_escalated", {}, "escalate", (Change("split_pools", "vllm", "threshold", None, 2048),)),
+        Action("split_pools", {"long_pct": 27.4}, changes=(SplitPools("vllm", "threshold", None, 2048),)),
+        Action("split_pools_escalated", {}, "escalate", (SplitPools("vllm", "threshold", None, 2048),)),
     ))
     from bot.service.approvals import applicable
 
@@ -418,4 +417,4 @@ def test_the_mixed_pool_diagnosis_offers_a_plan_button_for_the_split():
     (block,) = P.plan_buttons(report, "en", "llm/vllm-server", "prod", ("split_pools",))
     (button,) = block["elements"]
     assert P.parse_plan_value(button["value"]) == ("llm/vllm-server", "prod", "split_pools",
-                                                   (Change("split_pools", "vllm", "threshold", None, 2048),))
+                                                   (SplitPools("vllm", "threshold", None, 2048),))

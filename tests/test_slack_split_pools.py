@@ -241,11 +241,11 @@ def test_the_cli_points_a_recorded_split_action_at_split_pools():
     import pytest
 
     from bot.service.remediate import request_from_changes
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import SplitPools
     from runbooks.model.errors import UsageError
 
     with pytest.raises(UsageError) as e:
         request_from_changes("llm", "vllm-server", None, "split_pools",
-                             (Change("split_pools", "vllm", "threshold", None, 2048),), requested_by="cli:x",
+                             (SplitPools("vllm", "threshold", None, 2048),), requested_by="cli:x",
                              origin="cli")
     assert (e.value.code, e.value.params) == ("split_use_option", {"target": "llm/vllm-server"})

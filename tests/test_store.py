@@ -18,8 +18,8 @@ import pytest
 
 from bot.store.db import Store, default_path
 from bot.store.migrations import MIGRATIONS
-from runbooks.model.changes import Change
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.changes import SetArg
+from runbooks.model.errors import PlanExpired, PlanMoved, UsageError
 from runbooks.remediation.plan import Plan, PlanTarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ T0 = datetime(2026, 12, 1, 2, 14, tzinfo=UTC)
 
 def _plan(plan_id: str = "p1", needed: int = 1, seqs: int = 64, name: str = "vllm-server") -> Plan:
     return Plan(plan_id, PlanTarget("prod", "llm", "Deployment", name), "lower_max_num_seqs",
-                (Change.set_arg("vllm", "max-num-seqs", 128, seqs),), "4711", 3,
+                (SetArg("vllm", "max-num-seqs", 128, seqs),), "4711", 3,
                 ({"op": "test", "path": "/spec/template/spec/containers/0/args/3", "value": "--max-num-seqs=128"},
                  {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": f"--max-num-seqs={seqs}"}),
                 "application/json-patch+json", "U1", T0, T0 + timedelta(minutes=15), needed, "triage llm/vllm-server")
@@ -77,10 +77,10 @@ def test_a_plan_moves_once_and_a_second_move_from_the_same_state_is_a_conflict()
     store.add_plan(_plan(), now=T0)
     store.approve("p1", "U2", _plan().content_hash, now=T0)
     store.move("p1", "applying", actor="U2", expect="approved", now=T0)
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(PlanMoved) as e:
         store.move("p1", "applying", actor="U3", expect="approved", now=T0)
     assert e.value.code == "plan_moved" and e.value.params["state"] == "applying"
-    with pytest.raises(Conflict):
+    with pytest.raises(PlanMoved):
         store.move("p1", "approved", actor="U3", now=T0)  # not a step a plan may take
     assert [r.event for r in store.audit()] == ["proposed", "approval", "approved", "applying"]
 
@@ -89,11 +89,11 @@ def test_approval_binds_to_the_content_hash_and_counts_distinct_people():
     store = Store.memory()
     plan = _plan(needed=2)
     store.add_plan(plan, now=T0)
-    with pytest.raises(Conflict) as changed:
+    with pytest.raises(PlanMoved) as changed:
         store.approve("p1", "U2", _plan(seqs=32).content_hash, now=T0)
     assert changed.value.code == "plan_changed"
     assert store.approve("p1", "U2", plan.content_hash, now=T0).state == "proposed"
-    with pytest.raises(Conflict) as twice:
+    with pytest.raises(PlanMoved) as twice:
         store.approve("p1", "U2", plan.content_hash, now=T0)
     assert twice.value.code == "already_approved"
     stored = store.approve("p1", "U3", plan.content_hash, now=T0)
@@ -103,7 +103,7 @@ def test_approval_binds_to_the_content_hash_and_counts_distinct_people():
 def test_an_expired_plan_cannot_be_approved():
     store = Store.memory()
     store.add_plan(_plan(), now=T0)
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(PlanExpired) as e:
         store.approve("p1", "U2", _plan().content_hash, now=T0 + timedelta(minutes=16))
     assert e.value.code == "plan_expired"
     assert store.get("p1").state == "expired"
@@ -128,7 +128,7 @@ def test_two_approvers_at_once_on_two_connections_give_one_approval(tmp_path):
         try:
             store.approve("p1", user, _plan().content_hash, now=T0)
             results.append("ok")
-        except Conflict as e:
+        except PlanMoved as e:
             results.append(e.code)
 
     threads = [threading.Thread(target=approve, args=(f"U{i}",)) for i in range(2, 10)]
@@ -151,13 +151,13 @@ _WRITER = """
 import sys, itertools
 from datetime import UTC, datetime, timedelta
 from bot.store.db import Store
-from runbooks.model.changes import Change
+from runbooks.model.changes import Scale
 from runbooks.remediation.plan import Plan, PlanTarget
 store = Store.open(sys.argv[1])
 t = datetime(2026, 12, 1, tzinfo=UTC)
 print("ready", flush=True)
 for i in itertools.count():
-    p = Plan(f"p{i}", PlanTarget("prod", "llm", "Deployment", f"svc-{i}"), "scale_out", (Change.scale(1, 2),),
+    p = Plan(f"p{i}", PlanTarget("prod", "llm", "Deployment", f"svc-{i}"), "scale_out", (Scale(1, 2),),
              "1", 1, ({"op": "replace", "path": "/spec/replicas", "value": 2},), "application/json-patch+json",
              "U1", t, t + timedelta(days=1))
     store.add_plan(p, now=t)

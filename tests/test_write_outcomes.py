@@ -18,7 +18,8 @@ from bot.main import main
 from bot.service import remediate
 from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
-from runbooks.model.errors import Conflict, OutcomeUnknown, TemporaryError
+from runbooks.model.changes import HpaOnQueueDepth
+from runbooks.model.errors import ChangedAfterApply, OutcomeUnknown, TemporaryError
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support.kube_fixtures import running_scenario
 from tests.test_actuator import NAME, NS, _scale_plan
@@ -160,7 +161,7 @@ def test_a_rollback_re_read_that_finds_someone_elses_values_is_a_conflict(cluste
                 writer.patch(kind, namespace, name, [{"op": "replace", "path": "/spec/replicas", "value": 7}],
                              content_type)
 
-    with pytest.raises(Conflict) as e:
+    with pytest.raises(ChangedAfterApply) as e:
         rollback_plan(_Meanwhile(cluster.api("prod")), plan, "gpumem rollback p-scale")
     assert e.value.code == "changed_after_apply"
     assert e.value.params["differences"] == [{"path": "/spec/replicas", "before": 2, "gpumem": 3, "now": 7}]
@@ -175,7 +176,7 @@ def _hpa_plan(cluster, store: Store):
         cluster.kube.remove("HorizontalPodAutoscaler", NS, hpa["metadata"]["name"])
     writer = KubeWriter(cluster.api("prod"))
     request = remediate.PlanRequest(NS, NAME, cluster="prod", changes=(
-        remediate.Change("hpa_on_queue_depth", None, None, None, 4),), requested_by="U1")
+        HpaOnQueueDepth(None, None, 4),), requested_by="U1")
     return writer, remediate.make_plan(store, writer, request, ApprovalPolicy())
 
 

@@ -1,7 +1,7 @@
 """Apply a plan and roll it back, with every guard the write needs, in this order:
 
 1. read the object again: a resourceVersion or generation other than the plan's means it
-   changed since it was planned (Conflict `changed_since_planned`, never an overwrite);
+   changed since it was planned (ChangedSincePlanned, never an overwrite);
 2. a server-side dry run of the exact request must pass;
 3. the write itself carries the precondition (`metadata.resourceVersion` in the patch), so a
    change that lands between the read and the write is a 409 and a refusal, not a lost update.
@@ -31,18 +31,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actuator.patches import FIELDS, element_shown
 from bot.actuator.watch import Baseline, baseline
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from runbooks.model.errors import (
     IN_FLIGHT_S,
-    Conflict,
+    ChangedAfterApply,
+    ChangedSincePlanned,
     GpumemError,
+    InvalidChange,
     OutcomeUnknown,
+    StaleObject,
     TargetNotFound,
     TemporaryError,
     UsageError,
 )
+from runbooks.remediation.edits.patches import FIELDS, element_shown
 from runbooks.remediation.plan import Plan
 
 PLAN_ANNOTATION = "gpumem.io/plan"
@@ -71,10 +74,10 @@ def _version(obj: dict[str, Any]) -> tuple[str, int | None]:
 
 
 def check_unchanged(plan: Plan, current: dict[str, Any]) -> None:
-    """Raise Conflict changed_since_planned unless `current` is the version the plan was made against."""
+    """Raise ChangedSincePlanned unless `current` is the version the plan was made against."""
     rv, generation = _version(current)
     if rv != plan.resource_version or (plan.generation is not None and generation != plan.generation):
-        raise Conflict("changed_since_planned", plan=plan.id, planned=plan.resource_version, now=rv,
+        raise ChangedSincePlanned(plan=plan.id, planned=plan.resource_version, now=rv,
                        planned_generation=plan.generation, generation=generation)
 
 
@@ -198,7 +201,7 @@ def _create(writer: KubeWriter, plan: Plan, cause: str, on_dry_run: Callable[[],
     except TargetNotFound:
         current = None
     if current is not None:  # planned as absent: someone made one since
-        raise Conflict("changed_since_planned", plan=plan.id, planned="(absent)", now=_version(current)[0],
+        raise ChangedSincePlanned(plan=plan.id, planned="(absent)", now=_version(current)[0],
                        planned_generation=None, generation=None)
     body = created_body(plan, cause)
     writer.create(t.kind, t.namespace, body, dry_run=True)
@@ -207,8 +210,8 @@ def _create(writer: KubeWriter, plan: Plan, cause: str, on_dry_run: Callable[[],
     unclear = None
     try:
         after = writer.create(t.kind, t.namespace, body)
-    except Conflict as e:  # AlreadyExists between the dry run and the write
-        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+    except StaleObject as e:  # AlreadyExists between the dry run and the write
+        raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e
     except OutcomeUnknown as e:  # there with this plan's annotation: created; absent: not
         after, unclear = _settle(writer, plan, e, created_by, "not_applied"), str(e.params.get("reason") or "")
     rv, generation = _version(after)
@@ -240,12 +243,10 @@ def _write_after_dry_run(writer: KubeWriter, plan: Plan, body: list[dict[str, An
     t = plan.target
     try:
         return writer.patch(t.kind, t.namespace, t.name, body, JSON_PATCH)
-    except UsageError as e:
-        if e.code != "invalid_change":
-            raise
-        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
-    except Conflict as e:
-        raise Conflict("changed_since_planned", plan=plan.id, detail=e.params.get("detail", "")) from e
+    except InvalidChange as e:
+        raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e
+    except StaleObject as e:
+        raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e
 
 
 def _paired(ops: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], Any, bool]]:
@@ -360,14 +361,14 @@ def three_way(plan: Plan, current: dict[str, Any]) -> list[dict[str, Any]]:
 
 def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     """Restore the values the plan replaced, on the object as it is now, only if the values gpumem
-    wrote are still there. Raises Conflict changed_after_apply with the three-way difference."""
+    wrote are still there. Raises ChangedAfterApply with the three-way difference."""
     if plan.patch_type == CREATE:
         return _delete_created(writer, plan)
     t = plan.target
     current = writer.read(t.kind, t.namespace, t.name)
     differences = [row for row, same in _compared(plan, current) if not same]
     if differences:
-        raise Conflict("changed_after_apply", plan=plan.id, differences=differences)
+        raise ChangedAfterApply(plan=plan.id, differences=differences)
     rv, _ = _version(current)
     body = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv}, *inverse_ops(plan.patch),
             {"op": "add", "path": f"/metadata/annotations/{_escape(CAUSE_ANNOTATION)}", "value": cause[:256]}]
@@ -384,13 +385,13 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
 def restored_on(plan: Plan, current: dict[str, Any]) -> str | None:
     """None when a rollback of `plan` is on `current` (every value the plan changed is back to
     what it was before, an added one gone); else why not. Values that are neither gpumem's nor
-    the old ones are a Conflict changed_after_apply: someone else changed them."""
+    the old ones are ChangedAfterApply: someone else changed them."""
     rows = three_way(plan, current)
     if all(row["now"] == row["before"] for row in rows):
         return None
     if all(row["now"] == row["gpumem"] for row in rows):
         return "the values the plan wrote are still on the object: " + ", ".join(row["path"] for row in rows)
-    raise Conflict("changed_after_apply", plan=plan.id, differences=[r for r in rows if r["now"] != r["before"]])
+    raise ChangedAfterApply(plan=plan.id, differences=[r for r in rows if r["now"] != r["before"]])
 
 
 def landed(plan: Plan, current: dict[str, Any]) -> str | None:
@@ -413,13 +414,13 @@ def _delete_created(writer: KubeWriter, plan: Plan) -> Written:
     try:
         current = writer.read(t.kind, t.namespace, t.name)
     except TargetNotFound as e:
-        raise Conflict("changed_after_apply", plan=plan.id,
+        raise ChangedAfterApply(plan=plan.id,
                        differences=[{"path": "", "before": None, "gpumem": "created", "now": None}]) from e
     spec = current.get("spec") or {}
     differences = [{"path": f"/spec/{key}", "before": None, "gpumem": value, "now": spec.get(key)}
                    for key, value in created.items() if spec.get(key) != value]
     if differences:
-        raise Conflict("changed_after_apply", plan=plan.id, differences=differences)
+        raise ChangedAfterApply(plan=plan.id, differences=differences)
     meta = current.get("metadata") or {}
     preconditions = {"uid": str(meta.get("uid") or ""), "resourceVersion": str(meta.get("resourceVersion") or "")}
     writer.delete(t.kind, t.namespace, t.name, preconditions, dry_run=True)
@@ -430,13 +431,13 @@ def _delete_created(writer: KubeWriter, plan: Plan) -> Written:
             uid = str((now.get("metadata") or {}).get("uid") or "")
             if uid == preconditions["uid"]:
                 return f"{t.kind} {t.namespace}/{t.name} is still there (uid {uid})"
-            raise Conflict("changed_after_apply", plan=plan.id, differences=[
+            raise ChangedAfterApply(plan=plan.id, differences=[
                 {"path": "/metadata/uid", "before": None, "gpumem": preconditions["uid"], "now": uid}])
 
         _settle(writer, plan, e, deleted, "rollback_not_applied", gone_is_done=True)
         return Written({}, "", None, unclear=str(e.params.get("reason") or ""))
-    except Conflict as e:
-        raise Conflict("changed_after_apply", plan=plan.id, differences=[
+    except StaleObject as e:
+        raise ChangedAfterApply(plan=plan.id, differences=[
             {"path": "/metadata/resourceVersion", "before": None, "gpumem": preconditions["resourceVersion"],
              "now": e.params.get("detail", "")}]) from e
     return Written({}, "", None)

@@ -2,18 +2,18 @@
 delete them again on rollback, with the same guards as a patch (`bot.actuator.apply`):
 
 1. the original Deployment and Service are read again and must be the versions the plan was
-   made against (same uid and resourceVersion; Conflict `changed_since_planned`);
+   made against (same uid and resourceVersion; ChangedSincePlanned);
 2. the plan stores the clones with every credential masked, never their values
    (`runbooks.remediation.split.stored_ops`): the clones are rebuilt from the originals just
    read, the original's credentials included, and sent only when they mask to exactly what the
-   plan stores (Conflict `split_clone_mismatch`, naming the paths, never their values);
-3. neither object may exist yet (Conflict `split_exists`, nothing written): gpumem never
+   plan stores (StaleObject `split_clone_mismatch`, naming the paths, never their values);
+3. neither object may exist yet (StaleObject `split_exists`, nothing written): gpumem never
    adopts, overwrites or renames something someone else made;
 4. a server-side dry run of both creates must pass before the first real one.
 
 A rollback deletes only what this plan created (its `gpumem.io/plan` annotation) and only if
 every value gpumem sent still reads the same and the Deployment's spec was not changed since
-(generation 1); otherwise it refuses with the differences (Conflict `split_changed_after_apply`).
+(generation 1); otherwise it refuses with the differences (SplitChangedAfterApply).
 Both sides are compared masked, so a difference never quotes a credential.
 Each DELETE carries the uid and resourceVersion just read as preconditions, so an object
 replaced or changed in between is a 409 and a refusal, not a deletion.
@@ -23,7 +23,7 @@ object again (`read_created`: by name, carrying this plan's `gpumem.io/plan` ann
 compared masked): the one just sent there -> the next create goes on, and all there is
 applied (`Written.unclear` says why they were read); none -> TemporaryError `not_applied`
 (nothing was written, the re-read shows it); some ->
-Conflict `split_partly_applied` naming which (the plan fails, and its rollback deletes what
+PartlyApplied (`split_partly_applied`) naming which (the plan fails, and its rollback deletes what
 exists); an object that cannot be read -> OutcomeUnknown with `reread`, for a later pass
 (`bot.service.reconcile`, which settles with the same function). A delete likewise: gone ->
 deleted, the next one goes on; still there -> TemporaryError `rollback_not_applied` (or
@@ -45,10 +45,19 @@ from bot.actuator.apply import (
     check_unchanged,
     still_in_flight,
 )
-from bot.actuator.launch_edit import edit_flags
 from bot.actuator.writer import KubeWriter
-from runbooks.model.errors import Conflict, OutcomeUnknown, TargetNotFound, TemporaryError, UsageError
+from runbooks.model.errors import (
+    ChangedSincePlanned,
+    OutcomeUnknown,
+    PartlyApplied,
+    SplitChangedAfterApply,
+    StaleObject,
+    TargetNotFound,
+    TemporaryError,
+    UsageError,
+)
 from runbooks.remediation import split
+from runbooks.remediation.edits.split_clones import build_clones
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS, leaf_differences, masked
 
@@ -83,16 +92,6 @@ def _annotated(body: dict[str, Any], plan: Plan, cause: str) -> dict[str, Any]:
     return out
 
 
-def build_clones(original: dict[str, Any], service: dict[str, Any], *, replicas: int, container: str | None,
-                 flags: list[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The long pool's Deployment and Service cloned from `original` and `service` (credentials
-    and all, as they will be sent), with `flags` set on `container` in the Deployment's own
-    launch form; and the container's name. The plan builds them this way, and apply again."""
-    clone = split.clone_deployment(original, service, replicas=replicas)
-    edit = edit_flags(clone, container, dict(flags))
-    return edit.workload, split.clone_service(service, edit.workload), edit.container
-
-
 def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
              original: dict[str, Any]) -> list[dict[str, Any]]:
     """The objects to create, rebuilt from the sources read now (credentials included), each
@@ -108,12 +107,12 @@ def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
             want["kind"], t.namespace, want["name"])
         got = split.source_of(now, want["kind"])
         if (got["uid"], got["resourceVersion"]) != (want.get("uid"), want.get("resourceVersion")):
-            raise Conflict("changed_since_planned", plan=plan.id, planned=want.get("resourceVersion"),
+            raise ChangedSincePlanned(plan=plan.id, planned=want.get("resourceVersion"),
                            now=got["resourceVersion"], planned_generation=None, generation=None,
                            object=f"{want['kind']}/{want['name']}")
         sources[want["kind"]] = now
     if set(sources) != {"Deployment", "Service"}:
-        raise Conflict("split_clone_mismatch", plan=plan.id, object="-", paths="the plan names no Deployment and "
+        raise StaleObject("split_clone_mismatch", plan=plan.id, object="-", paths="the plan names no Deployment and "
                        "Service to clone")
     build = ops[0]["build"]
     deployment, service, _ = build_clones(sources["Deployment"], sources["Service"],
@@ -127,7 +126,7 @@ def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
         if shown != op["value"]:
             rows = leaf_differences(op["value"], shown) if isinstance(shown, dict) else [{"path": ""}]
             paths = ", ".join(r["path"] or "/" for r in rows[:8]) + (f" (+{len(rows) - 8})" if len(rows) > 8 else "")
-            raise Conflict("split_clone_mismatch", plan=plan.id, object=f"{op['kind']}/{op['name']}",
+            raise StaleObject("split_clone_mismatch", plan=plan.id, object=f"{op['kind']}/{op['name']}",
                            paths=paths or "/")
         out.append(body)
     return out
@@ -145,7 +144,7 @@ def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
     values = _rebuilt(writer, plan, ops, original)
     taken = existing(writer, t.namespace, ops)
     if taken:
-        raise Conflict("split_exists", plan=plan.id, namespace=t.namespace, objects=", ".join(taken))
+        raise StaleObject("split_exists", plan=plan.id, namespace=t.namespace, objects=", ".join(taken))
     bodies = [(op["kind"], _annotated(value, plan, cause)) for op, value in zip(ops, values, strict=True)]
     for kind, body in bodies:
         writer.create(kind, t.namespace, body, dry_run=True)
@@ -156,8 +155,8 @@ def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
     for kind, body in bodies:
         try:
             made.append(writer.create(kind, t.namespace, body))
-        except Conflict as e:  # created by someone else between the dry run and now
-            raise Conflict("split_exists", plan=plan.id, namespace=t.namespace,
+        except StaleObject as e:  # created by someone else between the dry run and now
+            raise StaleObject("split_exists", plan=plan.id, namespace=t.namespace,
                            objects=f"{kind}/{body['metadata']['name']}", detail=e.params.get("detail", "")) from e
         except OutcomeUnknown as e:  # the answer was lost: read them all again; created -> the next one goes on
             found = settle_creates(writer, plan, e)
@@ -232,15 +231,15 @@ def settle_creates(reader: Any, plan: Plan, unknown: OutcomeUnknown) -> SplitRea
 
 def raise_unsettled(plan: Plan, found: SplitRead, unknown: OutcomeUnknown) -> None:
     """The create whose answer was lost did not land: none of the objects there -> TemporaryError
-    not_applied (nothing was written, the re-read shows it); some -> Conflict
-    split_partly_applied naming which (the plan fails; its rollback deletes what exists)."""
+    not_applied (nothing was written, the re-read shows it); some -> PartlyApplied
+    naming which (the plan fails; its rollback deletes what exists)."""
     reason = str(unknown.params.get("reason") or "")
     if unknown.params.get("in_flight") == "yes":  # what is missing may still land
         raise still_in_flight(plan, unknown, found.proof()) from unknown
     if not found.there:
         raise TemporaryError(unknown.delay_s, code="not_applied", plan=plan.id, reason=reason,
                              proof=found.proof()) from unknown
-    raise Conflict("split_partly_applied", plan=plan.id, reason=reason, created=", ".join(found.there),
+    raise PartlyApplied(plan=plan.id, reason=reason, created=", ".join(found.there),
                    missing="; ".join(found.absent)[:300], proof=found.proof()) from unknown
 
 
@@ -260,7 +259,7 @@ def differences(plan: Plan, op: dict[str, Any], now: dict[str, Any]) -> list[dic
 
 
 def _read_unchanged(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(op, object now) for each created object still there; Conflict split_changed_after_apply
+    """(op, object now) for each created object still there; SplitChangedAfterApply
     with every difference when one was changed since."""
     t = plan.target
     found, rows = [], []
@@ -272,7 +271,7 @@ def _read_unchanged(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]]) -
         rows += differences(plan, op, now)
         found.append((op, now))
     if rows:
-        raise Conflict("split_changed_after_apply", plan=plan.id, differences=rows)
+        raise SplitChangedAfterApply(plan=plan.id, differences=rows)
     return found
 
 
@@ -299,9 +298,9 @@ def delete_created(writer: KubeWriter, plan: Plan, unclear: list[str] | None = N
                 if unclear is not None:
                     unclear.append(str(e.params.get("reason") or ""))
                 break
-            except Conflict:
+            except StaleObject:
                 if attempt == _DELETE_TRIES - 1:
-                    raise Conflict("split_changed_after_apply", plan=plan.id, differences=[
+                    raise SplitChangedAfterApply(plan=plan.id, differences=[
                         {"object": f"{op['kind']}/{op['name']}", "path": "/metadata/resourceVersion",
                          "gpumem": "unchanged", "now": "still changing"}]) from None
                 # the resourceVersion moved (a controller's status write, or a change): check again

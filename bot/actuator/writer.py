@@ -3,8 +3,8 @@ each able to run as a server-side dry run (`dryRun=All`).
 
 Reads for a write (the object as it is right before changing it) go through the same client, so
 the precondition is checked with the writer's own view. Failures come back typed
-(`runbooks.model.errors`): 409 Conflict, 403 NotPermitted naming the verb and resource the
-writer lacks, 404 TargetNotFound, 422 UsageError invalid_change, 429 TemporaryError. A write
+(`runbooks.model.errors`): 409 StaleObject, 403 NotPermitted naming the verb and resource the
+writer lacks, 404 TargetNotFound, 422 InvalidChange, 429 TemporaryError. A write
 whose outcome the answer does not settle (a 5xx once it was sent, no answer in time, the
 connection dropped mid-request) is OutcomeUnknown: the caller reads the object again
 (`bot.actuator.apply`). A read (or a dry run) that gets no answer is TemporaryError.
@@ -17,7 +17,7 @@ from typing import Any
 
 import urllib3
 
-from collectors.kube.client import RETRYABLE_STATUSES, Call, transport_error
+from collectors.kube.client import RETRYABLE_STATUSES, Call, api_error, transport_error
 from collectors.kube.rest import KubeRest, error_for, path
 from runbooks.model.errors import GpumemError, OutcomeUnknown
 
@@ -157,6 +157,4 @@ def _typed(error: Exception, call: Call, timeout_s: float = 10.0) -> Exception:
     status = getattr(error, "status", None)
     if status is None or not hasattr(error, "body"):
         return error
-    from collectors.kube.client import api_error
-
     return api_error(error, call)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
-from runbooks.model.errors import GpumemError
+from runbooks.model.errors import ChangedAfterApply
 
 ERROR_KEYS = "remediate_cli.error"
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
                                                  sets=args.set, replicas=args.replicas, container=args.container,
                                                  action=args.action, requested_by=actor, origin="cli",
                                                  other=remediate.explicit_changes(args), hpa_max=args.hpa_max)
-            stored = remediate.make_plan(store, writer, request, settings.remediation.policy)
+            stored = split_pools.make_plan(store, writer, request, settings.remediation.policy)
         elif args.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli
 
@@ -94,10 +94,9 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
         else:
             try:
                 stored = remediate.rollback_now(store, writer, args.plan, actor)
-            except GpumemError as e:
-                if e.code == "changed_after_apply":  # one line per changed field, not a Python list
-                    rows = render.differences_lines(e.params.get("differences") or ())
-                    e.params["differences"] = "".join(f"\n  {line}" for line in rows)
+            except ChangedAfterApply as e:  # one line per changed field, not a Python list
+                rows = render.differences_lines(e.params.get("differences") or ())
+                e.params["differences"] = "".join(f"\n  {line}" for line in rows)
                 raise
         template = split_pools.template_of(store, stored.plan.id) if split_pools.is_split(stored.plan) else None
     finally:

@@ -13,7 +13,7 @@ from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan, current_fraction
 from runbooks.sizing.capacity import BucketCapacity
-from runbooks.sizing.conflicts import Conflict
+from runbooks.sizing.conflicts import FlagClash
 from runbooks.sizing.whatif import before_value
 
 #: Budget fields every budget JSON carries, in this order (the README documents them)
@@ -34,7 +34,7 @@ class Side:
 
     inputs: BudgetInputs
     budget: Budget
-    conflicts: tuple[Conflict, ...]
+    conflicts: tuple[FlagClash, ...]
     buckets: BucketCapacity
 
 
@@ -148,7 +148,7 @@ def warning_text(cat: Catalog, key: str) -> str:
     return cat.t_or(f"budget_cli.warning.{key}", key)
 
 
-def conflict_text(cat: Catalog, c: Conflict) -> str:
+def conflict_text(cat: Catalog, c: FlagClash) -> str:
     return cat.t(f"budget_cli.conflict.{c.id}", c.params)
 
 

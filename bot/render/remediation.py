@@ -22,7 +22,7 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
             "workload": ({"namespace": p.workload.namespace, "kind": p.workload.kind, "name": p.workload.name}
                          if p.workload else None),
             "resource_version": p.resource_version, "generation": p.generation,
-            "changes": [{"kind": c.kind, "container": c.container, "flag": c.flag, "old": c.old, "new": c.new,
+            "changes": [{"kind": c.kind, "container": c.container, "flag": c.slot, "old": c.old, "new": c.new,
                          "diff": c.describe()} for c in p.changes],
             "patch_type": p.patch_type, "patch": [masked_op(op) for op in p.patch], "requested_by": p.requested_by,
             "approvals": list(stored.approvals), "approvals_needed": p.approvals_needed,

@@ -10,9 +10,6 @@ write restored the ones from before).
 
 >>> clock_text(65), clock_text(600), clock_text(3725)
 ('1:05', '10:00', '1:02:05')
->>> from runbooks.model.changes import Change
->>> restored_change(Change.set_arg("vllm", "max-model-len", 8192, 4096))
-'--max-model-len 4096 -> 8192'
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ from typing import Any
 from bot.render.i18n import Catalog
 from bot.render.remediation import look_text
 from bot.store.db import StoredPlan
-from runbooks.model.changes import Change
+from runbooks.model.changes import Change, SplitPools
 from runbooks.remediation.plan import Plan
-from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import CREATE_OBJECTS
 
 #: the patch type of a plan that creates its object (an HPA on queue depth): `bot.actuator.writer.CREATE`
@@ -106,9 +102,9 @@ def restored_json(plan: Plan, lang: str = "en") -> list[dict[str, Any]]:
     cat = Catalog.load(lang)
     rows = []
     for c in plan.changes:
-        diff = _deleted(plan, c, cat) or restored_change(c) or cat.t("remediate_cli.restored_routing")
+        diff = _deleted(plan, c, cat) or c.restored() or cat.t("remediate_cli.restored_routing")
         created = plan.patch_type in (CREATE_OBJECTS, _CREATE)
-        rows.append({"kind": c.kind, "container": c.container, "flag": c.flag, "from": c.new,
+        rows.append({"kind": c.kind, "container": c.container, "flag": c.slot, "from": c.new,
                      "to": None if created else c.old, "diff": diff})
     return rows
 
@@ -118,46 +114,10 @@ def _deleted(plan: Plan, change: Change, cat: Catalog) -> str | None:
     t = plan.target
     if plan.patch_type == _CREATE:
         return cat.t("remediate_cli.restored_deleted", kind=t.kind, namespace=t.namespace, name=t.name)
-    if plan.patch_type == CREATE_OBJECTS and change.kind == SPLIT_KIND and change.flag in ("Deployment", "Service"):
+    if plan.patch_type == CREATE_OBJECTS and isinstance(change, SplitPools) and change.part in ("Deployment", "Service"):
         name = str(change.new or "").rpartition("/")[2]
-        return cat.t("remediate_cli.restored_deleted", kind=change.flag, namespace=t.namespace, name=name)
+        return cat.t("remediate_cli.restored_deleted", kind=change.part, namespace=t.namespace, name=name)
     return None
-
-
-def restored_change(c: Change) -> str | None:
-    """One change undone, in the plan's own notation, the arrow pointing at the value restored
-    (None for a change gpumem does not write: a pool split's confirmed routing).
-
-    >>> restored_change(Change.scale(2, 3, "minReplicas"))
-    'HPA minReplicas 3 -> 2'
-    >>> restored_change(Change("add_shm", "vllm", None, None, "16Gi"))
-    '/dev/shm emptyDir Memory 16Gi -> (none)'
-    >>> restored_change(Change.set_arg("vllm", "enforce-eager", None, True))
-    '--enforce-eager True -> (default)'
-    """
-    gpumem = _value(c.new, "(default)")
-    before = _value(c.old, "(default)")
-    if c.kind == "set_arg":
-        return f"--{c.flag} {gpumem} -> {before}"
-    if c.kind == "scale":
-        return f"HPA {c.flag} {gpumem} -> {before}" if c.flag else f"replicas {gpumem} -> {before}"
-    if c.kind == "add_startup_probe":
-        where = f"GET {c.flag}, " if c.flag else ""
-        was = "(none)" if c.old is None else f"{_value(c.old, '')} s to start"
-        return f"startupProbe {where}{_value(c.new, '')} s to start -> {was}"
-    if c.kind == "hpa_on_queue_depth":
-        return f"HPA metrics Pods {c.flag or 'queue depth'} average {_value(c.new, '')} -> {_value(c.old, '(none)')}"
-    if c.kind == "lower_max_surge":
-        return f"{c.flag or 'maxSurge'} {_value(c.new, '(none)')} -> {_value(c.old, '(none)')}"
-    if c.kind == "add_shm":
-        was = "(none)" if c.old is None else f"emptyDir Memory {_value(c.old, '')}"
-        return f"/dev/shm emptyDir Memory {_value(c.new, '')} -> {was}"
-    if c.kind == "raise_memory_limit":
-        what = "memory request" if c.flag == "requests.memory" else "memory limit"
-        return f"{what} {_value(c.new, '(none)')} -> {_value(c.old, '(none)')}"
-    if c.kind == SPLIT_KIND and c.flag == "routing":
-        return None
-    return f"{c.kind} {_value(c.new, '(none)')} -> {_value(c.old, '(none)')}"
 
 
 def _value(value: Any, none: str) -> str:

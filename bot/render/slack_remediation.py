@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +34,7 @@ from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text
 from bot.store.db import StoredPlan
-from runbooks.model.changes import Change
+from runbooks.model.changes import Change, change_of
 from runbooks.model.report import Report
 
 #: action ids; the "Plan" buttons under a diagnosis are `PLAN_ACTION:<n>`
@@ -73,7 +74,7 @@ def plan_value(target: str, context: str | None, action_id: str, changes: Sequen
     """What a "Plan" button carries: the target, the cluster, the action and its typed changes
     (kind, container, flag, new value); the plan itself is read against the live object."""
     doc = {"t": target, "c": context, "a": action_id,
-           "ch": [[c.kind, c.container, c.flag, c.new] for c in changes]}
+           "ch": [[c.kind, c.container, c.slot, c.new] for c in changes]}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -94,7 +95,7 @@ def parse_plan_value(text: str) -> tuple[str, str | None, str, tuple[Change, ...
                 and all(x is None or isinstance(x, str) for x in item[1:3])
                 and (item[3] is None or isinstance(item[3], (int, float, str)))):
             raise ValueError("bad change")
-        changes.append(Change(item[0], item[1], item[2], None, item[3]))
+        changes.append(change_of(item[0], item[1], item[2], None, item[3]))
     return target, context, action, tuple(changes)
 
 
@@ -138,7 +139,7 @@ def slack_date(at: datetime) -> str:
 
 def restored(changes: Sequence[Change]) -> str:
     """What a rollback puts back: `--max-model-len 4096 -> 8192; replicas 3 -> 2`."""
-    return "; ".join(Change(c.kind, c.container, c.flag, c.new, c.old).describe() for c in changes)
+    return "; ".join(replace(c, old=c.new, new=c.old).describe() for c in changes)
 
 
 def _changes(changes: Sequence[Change]) -> str:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from runbooks.model.errors import Conflict, GpumemError
+from runbooks.model.errors import GpumemError, StaleObject
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class LeaderElector:
         now = now or datetime.now(UTC)
         try:
             self.leader = self._step(now)
-        except Conflict:
+        except StaleObject:
             self.leader = False  # another instance wrote first
         except (GpumemError, OSError, ValueError) as e:
             # the API server cannot be reached: a leader that cannot renew stops leading, as a

@@ -7,10 +7,10 @@ the reason and, where it helps, who may: nothing in the store moves for a refuse
 audit row records it).
 
 >>> from runbooks.model.report import Action
->>> from runbooks.model.changes import Change
->>> applicable(Action("scale_out", tier="now", changes=(Change.scale(2, 3),)))
+>>> from runbooks.model.changes import Scale
+>>> applicable(Action("scale_out", tier="now", changes=(Scale(2, 3),)))
 True
->>> applicable(Action("bigger_gpu", tier="escalate", changes=(Change.scale(2, 3),)))
+>>> applicable(Action("bigger_gpu", tier="escalate", changes=(Scale(2, 3),)))
 False
 """
 
@@ -24,11 +24,14 @@ from typing import Any
 
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
+from bot.service.split_pools import PHASE1_LIVE
 from bot.store.db import StoredPlan
-from runbooks.model.errors import Conflict, UsageError
+from collectors.kube.client import make_api_client
+from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
 from runbooks.remediation.split import ACTION as SPLIT_KIND
+from runbooks.remediation.split import is_phase1, is_split
 
 #: plan states a Reject click may end
 REJECTABLE = ("proposed", "approved")
@@ -96,10 +99,10 @@ def groups_to_resolve(settings: Any, namespace: str) -> tuple[str, ...]:
 def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
     """The writer identity (`remediation.writer`): its kubeconfig, with its own context, else
     the kube context of the plan's cluster. A bot never writes with the reader's identity, so
-    without `remediation.writer.kubeconfig` it refuses (UsageError no_writer)."""
+    without `remediation.writer.kubeconfig` it refuses (WriterNotConfigured)."""
     writer = settings.remediation.writer
     if not writer.kubeconfig:
-        raise UsageError("no_writer")
+        raise WriterNotConfigured()
     configured = settings.cluster(cluster)
     context = writer.context or (configured.context if configured else cluster)
     return remediate.writer_for(writer.kubeconfig, context, observer=reader_api(settings, cluster))
@@ -113,8 +116,6 @@ def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
 
 def reader_api(settings: Any, cluster: str | None) -> Any:
     """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
-    from collectors.kube.client import make_api_client
-
     configured = settings.cluster(cluster)
     in_cluster = bool(configured and configured.context == "in-cluster")
     return make_api_client(None if in_cluster else (configured.kubeconfig if configured else None),
@@ -135,7 +136,7 @@ def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tup
     stored = store.get(plan_id)
     plan = stored.plan
     if stored.state == "proposed" and plan.expired(now):
-        with contextlib.suppress(Conflict):  # moved meanwhile: it is not proposed any more either way
+        with contextlib.suppress(PlanMoved):  # moved meanwhile: it is not proposed any more either way
             store.move(plan_id, "expired", actor="gpumem", expect="proposed", channel=channel, now=now)
         return Refusal("expired", state="expired")
     if stored.state != "proposed":
@@ -148,11 +149,11 @@ def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tup
         return Refusal(decision.reason, decision.approvers)
     try:
         return store.approve(plan_id, user, plan.content_hash, channel=channel, now=now)
-    except Conflict as e:
-        if e.code == "plan_expired":
-            return Refusal("expired", state="expired")
-        if e.code == "already_approved":
-            return Refusal("already_approved", decision.approvers)
+    except PlanExpired:
+        return Refusal("expired", state="expired")
+    except AlreadyApproved:
+        return Refusal("already_approved", decision.approvers)
+    except PlanMoved as e:
         return Refusal("moved", state=str(e.params.get("state") or store.get(plan_id).state))
 
 
@@ -169,7 +170,7 @@ def reject(store: Any, settings: Any, plan_id: str, user: str, user_groups: tupl
             return refusal
     try:
         return store.move(plan_id, "rejected", actor=user, expect=REJECTABLE, channel=channel, now=now)
-    except Conflict as e:
+    except PlanMoved as e:
         return Refusal("moved", state=str(e.params.get("state")))
 
 
@@ -193,8 +194,6 @@ def may_confirm_routing(store: Any, settings: Any, plan_id: str, user: str, user
     pool (and so ask for phase 2): remediation on, an approver of its namespace (four-eyes is for
     the phase-2 plan's approval, which someone else gives), the plan a pool split's phase 1 whose
     objects are on the cluster (applied or watched)."""
-    from bot.service.split_pools import PHASE1_LIVE, is_phase1, is_split
-
     stored = store.get(plan_id)
     if not (is_split(stored.plan) and is_phase1(stored.plan)):
         return Refusal("not_split", state=stored.state)

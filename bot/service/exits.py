@@ -15,7 +15,8 @@ def exit_code(error: GpumemError) -> int:
     """The exit code an error calls for: 3 when nothing could be read (EvidenceUnavailable), the
     server could not answer now (TemporaryError) or a write's outcome is not known yet
     (OutcomeUnknown: reading again settles it), since running it again may help; else 2
-    (UsageError, PlanError, TargetNotFound, NotPermitted, Conflict: something must change first).
+    (UsageError, PlanError, TargetNotFound, NotPermitted; StaleObject: plan again; PlanMoved:
+    someone else moved the plan first; PartlyApplied: roll it back; something must change first).
 
     >>> exit_code(TemporaryError(delay_s=2.0)), exit_code(GpumemError("bad_flag"))
     (3, 2)

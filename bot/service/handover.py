@@ -26,6 +26,7 @@ from typing import Any
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
+from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import UsageError
 
 #: the default window when a channel has no earlier handover and no --since is given
@@ -334,12 +335,12 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
     obj: dict[str, Any] | None = None
     read_failed = read_object is None
     for c in p.plan.changes:
-        if c.kind == "set_arg" and _norm(c.flag) in {_norm(f) for f in STOPGAP_FLAGS}:
+        if isinstance(c, SetArg) and _norm(c.flag) in {_norm(f) for f in STOPGAP_FLAGS}:
             old, new = _num(c.old), _num(c.new)
             if new is None or (old is not None and new >= old):
                 continue
             what = _norm(c.flag)
-        elif c.kind == "scale" and c.flag in (None, "minReplicas") and c.new is not None and (
+        elif isinstance(c, Scale) and c.hpa_field in (None, "minReplicas") and c.new is not None and (
                 c.old is None or c.new > c.old):
             what = "replicas"
         else:
@@ -362,11 +363,11 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
     return found
 
 
-def _live_value(obj: dict[str, Any], change: Any) -> Any:
+def _live_value(obj: dict[str, Any], change: SetArg | Scale) -> Any:
     """The live value of what `change` set (None: not readable)."""
-    if change.kind == "scale":  # the Deployment's replicas, or the HPA's minReplicas
-        return (obj.get("spec") or {}).get(change.flag or "replicas")
-    from bot.actuator.launch_edit import edit_flags
+    if isinstance(change, Scale):  # the Deployment's replicas, or the HPA's minReplicas
+        return (obj.get("spec") or {}).get(change.hpa_field or "replicas")
+    from runbooks.remediation.edits.launch_edit import edit_flags
 
     try:
         result = edit_flags(obj, change.container, {change.flag: change.new})

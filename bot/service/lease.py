@@ -2,7 +2,7 @@
 
 Like `bot.actuator.writer`, requests go through the connection pool and credentials of
 `collectors.kube.client.make_api_client` (no generated API classes). `get` answers None for a
-Lease that does not exist; `create` and `update` raise the typed errors (`Conflict` when
+Lease that does not exist; `create` and `update` raise the typed errors (`StaleObject` when
 someone else wrote first: a create that finds it exists, an update with a stale
 resourceVersion).
 """
@@ -41,7 +41,7 @@ class LeaseClient:
         return self._send("POST", self._path(), body, Call("create", RESOURCE, self.namespace, group=GROUP))
 
     def update(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """PUT the whole Lease; its metadata.resourceVersion makes it fail (Conflict) when another
+        """PUT the whole Lease; its metadata.resourceVersion makes it fail (StaleObject) when another
         holder wrote since it was read."""
         return self._send("PUT", self._path(name), body, Call("update", RESOURCE, self.namespace, name, group=GROUP))
 

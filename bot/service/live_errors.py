@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 from bot.render.i18n import Catalog
 from runbooks.model.errors import (
-    Conflict,
     EvidenceUnavailable,
     GpumemError,
     NotPermitted,
+    PartlyApplied,
+    PlanMoved,
+    StaleObject,
     TargetNotFound,
     TemporaryError,
 )
@@ -45,7 +47,7 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
         return cat.t("live.not_found", detail=str(error).rstrip("."))
     if isinstance(error, NotPermitted):
         return cat.t("live.forbidden", permission=error.permission)
-    if isinstance(error, Conflict):
+    if isinstance(error, (StaleObject, PlanMoved, PartlyApplied)):  # what changed under us: plan again
         return cat.t("live.conflict")
     if isinstance(error, TemporaryError):
         return cat.t("live.temporary", seconds=error.delay_s)

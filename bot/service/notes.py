@@ -133,7 +133,7 @@ def summarize_report(report: Report) -> dict[str, Any]:
         "flags_at_edge": [{"flag": f.flag, "value": f.value, "safe_value": f.safe_value} for f in report.flags_at_edge],
         "actions": [a.id for a in report.actions],
         #: each action's typed changes (kind, container, flag, old, new): `gpumem plan --action ID`
-        "action_changes": {a.id: [[c.kind, c.container, c.flag, c.old, c.new] for c in a.changes]
+        "action_changes": {a.id: [[c.kind, c.container, c.slot, c.old, c.new] for c in a.changes]
                            for a in report.actions if a.changes and a.tier != "escalate"},
         "profile": profile,
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 
 from bot.store.db import Store, StoredPlan
-from runbooks.model.errors import UsageError
+from runbooks.model.errors import PlanNotFound
 
 #: how much of an unknown id the refusal repeats (a pasted line can be long)
 SHOWN_CHARS = 40
@@ -24,26 +24,24 @@ NEAREST = 3
 
 
 def known_plan(store: Store, plan_id: str) -> StoredPlan:
-    """The stored plan `plan_id`. Raises UsageError `plan_not_found` (with `plan`), or
+    """The stored plan `plan_id`. Raises PlanNotFound `plan_not_found` (with `plan`), or
     `plan_not_found_near` (with `plan` and `nearest`, the close stored ids) when the store holds
     no such plan.
 
     >>> known_plan(Store.memory(), "p-1a2b3c4d")
     Traceback (most recent call last):
     ...
-    runbooks.model.errors.UsageError: plan_not_found: {'plan': 'p-1a2b3c4d'}
+    runbooks.model.errors.PlanNotFound: plan_not_found: {'plan': 'p-1a2b3c4d'}
     """
     try:
         return store.get(plan_id)
-    except UsageError as e:
-        if e.code != "plan_not_found":
-            raise
+    except PlanNotFound:
         shown = plan_id if len(plan_id) <= SHOWN_CHARS else plan_id[:SHOWN_CHARS] + "..."
         ids = [row[0] for row in store.db.execute("SELECT id FROM plans ORDER BY created_at DESC").fetchall()]
         near = nearest_ids(plan_id, ids)
         if near:
-            raise UsageError("plan_not_found_near", plan=shown, nearest=", ".join(near)) from None
-        raise UsageError("plan_not_found", plan=shown) from None
+            raise PlanNotFound("plan_not_found_near", plan=shown, nearest=", ".join(near)) from None
+        raise PlanNotFound(plan=shown) from None
 
 
 def nearest_ids(given: str, ids: list[str]) -> list[str]:

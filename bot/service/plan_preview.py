@@ -33,6 +33,7 @@ from collectors.parsers.kube_placement import (
     shares_gpu_memory,
     template_gpus,
 )
+from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import GpumemError, UsageError
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.preview import (
@@ -166,10 +167,10 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
     from runbooks.sizing.budget import compute_budget
 
     before_n, after_n = _replicas(obj), _replicas(after_obj) if after_obj is not None else None
-    scale = next((c for c in plan.changes if c.kind == "scale" and isinstance(c.new, int)), None)
+    scale = next((c for c in plan.changes if isinstance(c, Scale) and isinstance(c.new, int)), None)
     if scale is not None:
         after_n = scale.new
-    unmodelled = tuple(f"--{c.flag}" for c in plan.changes if c.kind == "set_arg" and c.flag
+    unmodelled = tuple(f"--{c.flag}" for c in plan.changes if isinstance(c, SetArg) and c.flag
                        and canonical_key(c.flag) is None)
     base = BudgetPreview(replicas_before=before_n, replicas_after=after_n, unmodelled=unmodelled)
     notes: list[Note] = []
@@ -253,12 +254,12 @@ def scaled_by_hpa(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
     """The workload `obj` once the HPA a plan writes has acted: its replicas raised to the new
     minReplicas (or lowered to the new maxReplicas); nothing else changes.
 
-    >>> from runbooks.model.changes import Change
+    >>> from runbooks.model.changes import Scale
     >>> from runbooks.remediation.plan import Plan, PlanTarget
     >>> from datetime import UTC, datetime
     >>> t = datetime(2026, 12, 1, tzinfo=UTC)
     >>> p = Plan("p-1", PlanTarget(None, "llm", "HorizontalPodAutoscaler", "a"), "scale_out",
-    ...          (Change("scale", None, "minReplicas", 2, 3),), "1", 1, (), "application/json-patch+json", "U1", t, t,
+    ...          (Scale(2, 3, "minReplicas"),), "1", 1, (), "application/json-patch+json", "U1", t, t,
     ...          workload=PlanTarget(None, "llm", "Deployment", "a"))
     >>> scaled_by_hpa({"kind": "Deployment", "spec": {"replicas": 2}}, p)["spec"]["replicas"]
     3
@@ -269,9 +270,9 @@ def scaled_by_hpa(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
     spec = after.setdefault("spec", {})
     replicas = int(spec.get("replicas") or 1)
     for change in plan.changes:
-        if change.kind == "scale" and change.flag == "minReplicas" and change.new is not None:
+        if isinstance(change, Scale) and change.hpa_field == "minReplicas" and change.new is not None:
             replicas = max(replicas, int(change.new))
-        elif change.kind == "scale" and change.flag == "maxReplicas" and change.new is not None:
+        elif isinstance(change, Scale) and change.hpa_field == "maxReplicas" and change.new is not None:
             replicas = min(replicas, int(change.new))
     spec["replicas"] = replicas
     return after

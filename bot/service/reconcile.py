@@ -18,7 +18,7 @@ from bot.actuator.apply import created_by, landed, restored_on
 from bot.actuator.split_apply import read_created
 from bot.actuator.writer import CREATE
 from bot.store.db import Store, StoredPlan
-from runbooks.model.errors import IN_FLIGHT_S, Conflict, TargetNotFound
+from runbooks.model.errors import IN_FLIGHT_S, PlanMoved, StaleObject, TargetNotFound
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
 
@@ -134,7 +134,7 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
                 store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
                            detail={"reconciled": True, "error": "not_applied", "reason": reason[:300]})
                 out.append(Reconciled(plan.id, str(t), "failed", reason))
-        except Conflict:  # the apply it was waiting for moved it meanwhile
+        except PlanMoved:  # the apply it was waiting for moved it meanwhile
             continue
     return out
 
@@ -168,7 +168,7 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
                        detail={"reconciled": True, "error": "split_partly_applied", "created": ", ".join(found.there),
                                "missing": "; ".join(found.absent)[:300], "reason": found.proof()})
             out.append(Reconciled(plan.id, str(t), "partly_applied", found.proof()))
-    except Conflict:  # the apply it was waiting for moved it meanwhile
+    except PlanMoved:  # the apply it was waiting for moved it meanwhile
         return
 
 
@@ -221,7 +221,7 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
                 why = None if obj is None else "the object gpumem created is still there"
             else:
                 why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
-        except Conflict as e:  # neither the old values nor gpumem's: someone else changed them
+        except StaleObject as e:  # neither the old values nor gpumem's: someone else changed them
             why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
     if why is not None and _may_still_land(store, plan.id, now):
         return None
@@ -229,7 +229,7 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
         try:
             store.move(plan.id, "rolled_back", actor=RECONCILE_ACTOR, expect=stored.state, now=now,
                        detail={"reconciled": True})
-        except Conflict:
+        except PlanMoved:
             return None
         return Reconciled(plan.id, str(t), "rolled_back", rollback=True)
     store.record(ROLLBACK_SETTLED, actor=RECONCILE_ACTOR, now=now,

@@ -15,23 +15,53 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
+import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.actuator import kinds
 from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
-from bot.actuator.launch_edit import edit_flags, server_container
-from bot.actuator.split_apply import apply_creates
+from bot.actuator.split_apply import apply_creates, delete_created
+from bot.actuator.watch import Baseline, watch
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
+from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
-from runbooks.model.changes import Change
-from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
+from bot.store.notes import Journal
+from collectors.kube.client import make_api_client
+from collectors.parsers.flag_tables import BOOLEAN_FLAGS
+from collectors.parsers.flags import canonical_flag
+from runbooks.catalogs.models import find_model
+from runbooks.model.changes import (
+    KINDS,
+    AddShm,
+    AddStartupProbe,
+    Change,
+    HpaOnQueueDepth,
+    LowerMaxSurge,
+    RaiseMemoryLimit,
+    Scale,
+    SetArg,
+    change_of,
+)
+from runbooks.model.errors import GpumemError, OutcomeUnknown, PlanExpired, PlanMoved, StaleObject, UsageError
 from runbooks.model.secrets import redact_text, secret_name
-from runbooks.remediation.plan import Plan, PlanTarget
+from runbooks.remediation.edits import hpa as hpa_edits
+from runbooks.remediation.edits.common import invalid
+from runbooks.remediation.edits.launch_edit import edit_flags, server_container
+from runbooks.remediation.edits.max_surge import surge_value
+from runbooks.remediation.edits.quantities import canonical_quantity
+from runbooks.remediation.edits.registry import edit_workload
+from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.split import ACTION as SPLIT_KIND
-from runbooks.remediation.split import CREATE_OBJECTS, inverse_of_creates, watched_name
+from runbooks.remediation.split import (
+    CREATE_OBJECTS,
+    TEMPLATE_EVENT,
+    inverse_of_creates,
+    is_phase1,
+    is_split,
+    watched_name,
+)
 from runbooks.remediation.value_ranges import (
     check_option,
     check_plannable,
@@ -56,12 +86,12 @@ class PlanRequest:
     action_id: str = "manual"
     requested_by: str = ""
     origin: str = "cli"
-    #: changes of the other kinds at their new values (`Change("add_shm", None, None, None, "16Gi")`)
+    #: changes of the other kinds at their new values (`AddShm(None, None, "16Gi")`)
     changes: tuple[Change, ...] = ()
     #: maxReplicas of an HPA gpumem creates (default: twice the current replicas)
     hpa_max: int | None = None
     #: the engine version a triage read (the log's version line), for flags whose spelling
-    #: depends on it when the image tag does not say (`bot.actuator.launch_edit.edit_flags`)
+    #: depends on it when the image tag does not say (`runbooks.remediation.edits.launch_edit.edit_flags`)
     engine_version: str | None = None
 
 
@@ -69,8 +99,6 @@ def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None
     """A writer for the cluster this kubeconfig and context name (the operator's own identity on
     the CLI; the config's `remediation.writer` for the bot, with the reader's client as
     `observer` for the watch's reads of pods and logs)."""
-    from collectors.kube.client import make_api_client
-
     return KubeWriter(make_api_client(kubeconfig, context), observer_api=observer)
 
 
@@ -90,11 +118,10 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
                hpas: list[dict[str, Any]] | None = None) -> Plan:
     """The plan for `request` against `obj` (the object as read now) and the namespace's HPAs
     (`hpas`, read when the request scales or asks for a queue HPA). Raises UsageError when it
-    asks for nothing or for what cannot be edited safely (`bot.actuator.launch_edit`,
-    `bot.actuator.kinds`)."""
+    asks for nothing or for what cannot be edited safely (`runbooks.remediation.edits`)."""
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
-    hpa = kinds.hpa_for(hpas or [], request.kind, request.name)
-    queue = [c for c in request.changes if c.kind == "hpa_on_queue_depth"]
+    hpa = hpa_edits.hpa_for(hpas or [], request.kind, request.name)
+    queue = [c for c in request.changes if isinstance(c, HpaOnQueueDepth)]
     if queue or (request.replicas is not None and hpa is not None):
         return _hpa_plan(obj, hpa, hpas or [], request, policy, now, queue)
     meta = obj.get("metadata") or {}
@@ -106,7 +133,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
         # the flag as written: the spelling the object or the deployed version uses
-        changes += [Change.set_arg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
+        changes += [SetArg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
                     for flag, value in request.flags]
     if request.replicas is not None:
         check_replicas(request.replicas)
@@ -115,9 +142,9 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
             raise UsageError("nothing_to_change", what=f"replicas {old}")
         ops += [{"op": "test", "path": "/spec/replicas", "value": old},
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
-        changes.append(Change.scale(old, request.replicas))
+        changes.append(Scale(old, request.replicas))
     for change in request.changes:
-        edit = _kind_edit(obj, change, request.container)
+        edit = edit_workload(obj, change, request.container)
         ops += edit.ops
         changes += edit.changes
     if not changes:
@@ -132,10 +159,6 @@ def checked_flags(obj: dict[str, Any], container: str | None,
     container runs (a credential flag refused by name, each value in its flag's range, token
     lengths within the model's max_position_embeddings when the catalog knows the model), as
     the values to plan. Raises UsageError before any plan exists."""
-    from collectors.parsers.flag_tables import BOOLEAN_FLAGS
-    from collectors.parsers.flags import canonical_flag
-    from runbooks.catalogs.models import find_model
-
     for flag, value in flags:
         refuse_credential(flag, value)
     _index, _spec, config = server_container(obj, container)
@@ -167,36 +190,6 @@ def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest,
                 workload)
 
 
-def _kind_edit(obj: dict[str, Any], change: Change, container: str | None) -> kinds.KindEdit:
-    """The patch of one change of the workload's own kinds (not flags, replicas or HPAs)."""
-    container = change.container or container
-    if change.kind == "add_startup_probe":
-        return kinds.startup_probe(obj, container, kinds.DEFAULT_STARTUP_BUDGET_S if change.new is None else change.new)
-    if change.kind == "lower_max_surge":
-        return kinds.max_surge(obj, 0 if change.new is None else change.new)
-    if change.kind == "add_shm":
-        return kinds.shm(obj, container, change.new)
-    if change.kind == "raise_memory_limit":
-        return kinds.memory_limit(obj, container, change.new if change.new is not None
-                                  else _raised_limit(obj, container))
-    raise UsageError("not_applicable", action=change.kind, kinds=change.kind)
-
-
-#: without a value, a memory limit is raised by half, rounded up to a whole GiB
-MEMORY_RAISE = 1.5
-
-
-def _raised_limit(obj: dict[str, Any], container: str | None) -> str:
-    """The current memory limit times MEMORY_RAISE, rounded up to a whole Gi."""
-    _index, spec, _config = kinds.server_container(obj, container)
-    old = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
-    if old is None:
-        raise kinds.invalid(f"containers[{spec.get('name')}].resources.limits.memory", "(none)",
-                            "has no memory limit to raise: the container is not limited by one")
-    raised = kinds.quantity_bytes(old, "resources.limits.memory") * MEMORY_RAISE
-    return f"{-(-int(raised) // 2**30)}Gi"
-
-
 def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
     written = [op["path"] for op in ops if op["op"] != "test"]
     twice = sorted({p for p in written if written.count(p) > 1})
@@ -205,24 +198,24 @@ def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
 
 
 def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[str, Any]], request: PlanRequest,
-              policy: ApprovalPolicy, now: datetime, queue: list[Change]) -> Plan:
+              policy: ApprovalPolicy, now: datetime, queue: list[HpaOnQueueDepth]) -> Plan:
     """A plan that writes the workload's HPA (created when there is none and the queue HPA is asked for)."""
     name = (hpa.get("metadata") or {}).get("name") if hpa else request.name
     if request.flags or len(queue) > 1 or (queue and request.replicas is not None) or any(
-            c.kind != "hpa_on_queue_depth" for c in request.changes):
-        raise UsageError("separate_plans", object=f"{kinds.HPA_KIND} {name}")
+            not isinstance(c, HpaOnQueueDepth) for c in request.changes):
+        raise UsageError("separate_plans", object=f"{hpa_edits.HPA_KIND} {name}")
     if queue:
         change = queue[0]
-        metric = change.flag or kinds.queue_metric(obj, request.container)
+        metric = change.metric or hpa_edits.queue_metric(obj, request.container)
         if hpa is None and any((h.get("metadata") or {}).get("name") == name for h in hpas):
-            raise kinds.invalid(kinds.HPA_KIND, name, "an HPA of that name scales another workload")
-        edit = kinds.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
+            raise invalid(hpa_edits.HPA_KIND, name, "an HPA of that name scales another workload")
+        edit = hpa_edits.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
     else:
         assert hpa is not None and request.replicas is not None
-        edit = kinds.hpa_scale(hpa, request.replicas)  # its own words for what an HPA cannot take
+        edit = hpa_edits.hpa_scale(hpa, request.replicas)  # its own words for what an HPA cannot take
         check_replicas(request.replicas)
     workload = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
-    target = PlanTarget(request.cluster, request.namespace, kinds.HPA_KIND, str(name))
+    target = PlanTarget(request.cluster, request.namespace, hpa_edits.HPA_KIND, str(name))
     if edit.create is not None:
         return _plan(target, workload, request, edit.changes, {}, (edit.create,), CREATE, policy, now)
     return _plan(target, workload, request, edit.changes, (hpa or {}).get("metadata") or {}, edit.ops, JSON_PATCH,
@@ -238,26 +231,19 @@ def _server_container(obj: dict[str, Any]) -> str | None:
 WRITER_READS = object()
 
 
-def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPolicy,
+def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
               now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
               reader: Any = WRITER_READS) -> StoredPlan:
     """Read the object, build the plan with its preview (`bot.service.plan_preview`: nodes and
     pods read through `reader`, a KubeRest; by default the writer's own connection, as on the
     CLI where the operator's kubeconfig does both; None: not read), store it as proposed (with
-    the Slack channel and the incident thread it belongs to, when it came from Slack).
-    `request` is a PlanRequest, or a `bot.service.split_pools.SplitRequest` for a pool split's
-    phase."""
-    from bot.service.plan_preview import preview
-
+    the Slack channel and the incident thread it belongs to, when it came from Slack). A pool
+    split's phases are planned by `bot.service.split_pools.make_plan`, which builds on this."""
     now = now or datetime.now(UTC)
-    from bot.service.split_pools import SplitRequest, make_split_plan
-
-    if isinstance(request, SplitRequest):
-        return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
     obj = writer.read(request.kind, request.namespace, request.name)
     hpas = None
-    if request.replicas is not None or any(c.kind == "hpa_on_queue_depth" for c in request.changes):
-        hpas = writer.list(kinds.HPA_KIND, request.namespace)  # an HPA would undo a replica change
+    if request.replicas is not None or any(isinstance(c, HpaOnQueueDepth) for c in request.changes):
+        hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas)
     rest = writer.rest if reader is WRITER_READS else reader
     plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s))
@@ -267,10 +253,18 @@ def make_plan(store: Store, writer: KubeWriter, request: Any, policy: ApprovalPo
 #: the change kinds a plan can be built from (`build_plan`)
 APPLY_KINDS = ("set_arg", "scale", "add_startup_probe", "hpa_on_queue_depth", "lower_max_surge", "add_shm",
                "raise_memory_limit")
-#: per kind, the `flag`s of the change that carries the request (the others follow from it: an
-#: HPA's maxReplicas from its minReplicas, maxUnavailable from maxSurge, the request from the limit)
-_DRIVING = {"scale": (None, "minReplicas"), "lower_max_surge": (None, "maxSurge"),
-            "raise_memory_limit": (None, "limits.memory")}
+
+
+def _drives(change: Change) -> bool:
+    """Whether `change` carries the request; the others follow from it: an HPA's maxReplicas
+    from its minReplicas, maxUnavailable from maxSurge, the memory request from the limit."""
+    if isinstance(change, Scale):
+        return change.hpa_field in (None, "minReplicas")
+    if isinstance(change, LowerMaxSurge):
+        return change.rollout_field in (None, "maxSurge")
+    if isinstance(change, RaiseMemoryLimit):
+        return change.memory_field in (None, "limits.memory")
+    return True
 
 
 def request_from_changes(namespace: str, name: str, cluster: str | None, action_id: str,
@@ -289,13 +283,13 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
         raise UsageError("split_use_option", target=f"{namespace}/{name}")
     if other:
         raise UsageError("not_applicable", action=action_id, kinds=", ".join(other))
-    driving = [c for c in changes if c.flag in _DRIVING.get(c.kind, (c.flag,))]
-    flags = tuple((c.flag, c.new) for c in driving if c.kind == "set_arg" and c.flag)
+    driving = [c for c in changes if _drives(c)]
+    flags = tuple((c.flag, c.new) for c in driving if isinstance(c, SetArg) and c.flag)
     for flag, value in flags:
         refuse_credential(flag, value)
-    containers = {c.container for c in driving if c.kind == "set_arg" and c.container}
-    replicas = next((int(c.new) for c in driving if c.kind == "scale"), None)
-    rest = tuple(c for c in driving if c.kind not in ("set_arg", "scale"))
+    containers = {c.container for c in driving if isinstance(c, SetArg) and c.container}
+    replicas = next((int(c.new) for c in driving if isinstance(c, Scale)), None)
+    rest = tuple(c for c in driving if not isinstance(c, (SetArg, Scale)))
     return PlanRequest(namespace, name, kind, cluster, flags, replicas,
                        containers.pop() if len(containers) == 1 else None, action_id, requested_by, origin, rest,
                        engine_version=engine_version)
@@ -315,7 +309,7 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
     plan = stored.plan
     if plan.expired(now or datetime.now(UTC)) and stored.state == "proposed":
         store.move(plan_id, "expired", actor="gpumem", expect="proposed", now=now)
-        raise Conflict("plan_expired", plan=plan_id)
+        raise PlanExpired(plan=plan_id)
     if stored.state == "proposed":
         store.approve(plan_id, actor, plan.content_hash, channel=channel, now=now)
         stored = store.get(plan_id)
@@ -339,7 +333,7 @@ OUTCOME_UNKNOWN = "outcome_unknown"
 def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                    channel: str | None = None, before_write: Any = None, on_dry_run: Any = None) -> StoredPlan:
     """Apply an approved plan: approved -> applying (one transaction: a second caller gets
-    Conflict plan_moved and writes nothing), the rollback note committed to the audit and handed
+    PlanMoved and writes nothing), the rollback note committed to the audit and handed
     to `before_write(note)` (Slack posts it in the thread), then re-read, dry run (`on_dry_run()`
     once it passed) and the write with its precondition -> applied; a refusal -> failed.
 
@@ -382,10 +376,6 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     -> failed (rolled back at once when `auto_rollback`, and the audit says so). The watch judges
     only what the change produced, against the pods recorded right before the write; with
     `symptoms` (`bot.service.watch_metrics.symptoms_reader`) each look reads Prometheus too."""
-    import time
-
-    from bot.actuator.watch import Baseline, watch
-
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
@@ -416,11 +406,11 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
 
 def rollback_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
                  channel: str | None = None) -> StoredPlan:
-    """Restore what the plan changed, refusing (Conflict changed_after_apply, with the three
+    """Restore what the plan changed, refusing (ChangedAfterApply, with the three
     values per field) when someone changed it after gpumem did."""
     stored = store.get(plan_id)
     if stored.state not in ("applied", "watched", "failed"):
-        raise Conflict("plan_moved", plan=plan_id, state=stored.state, wanted="rolled_back")
+        raise PlanMoved(plan=plan_id, state=stored.state, wanted="rolled_back")
     unclear = _undo(store, writer, stored, "rollback", actor=actor, channel=channel, now=now)
     return store.move(plan_id, "rolled_back", actor=actor, channel=channel, now=now,
                       detail={"unclear": unclear} if unclear else None)
@@ -438,10 +428,8 @@ def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, ac
     after an audit row the reconcile pass settles it from (the plan keeps its state)."""
     try:
         if stored.plan.patch_type == CREATE_OBJECTS:  # a pool split's phase 1: the deletes
-            from bot.service.split_pools import rollback_phase1
-
             unclear: list[str] = []
-            rollback_phase1(store, writer, stored, unclear)
+            rollback_created(store, writer, stored, unclear)
             return "; ".join(unclear) or None
         return rollback_plan(writer, stored.plan, _cause(stored.plan, verb)).unclear
     except OutcomeUnknown as e:
@@ -451,23 +439,45 @@ def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, ac
         raise OutcomeUnknown(e.delay_s, code=ROLLBACK_OUTCOME_UNKNOWN, **{**params, "plan": stored.plan.id}) from e
 
 
+def rollback_created(store: Store, writer: KubeWriter, stored: StoredPlan,
+                     unclear: list[str] | None = None) -> list[str]:
+    """Delete what a plan of patch type `create_objects` (a pool split's phase 1) created,
+    refused (StaleObject split_phase2_active) while a phase-2 plan made after it is on the
+    cluster: the tightened short pool would then refuse long requests. `unclear` gets why a
+    delete was read again (its answer was lost; the re-read shows it gone)."""
+    plan = stored.plan
+    for other in store.plans(namespace=plan.target.namespace, limit=200):
+        p = other.plan
+        if (p.target.name == plan.target.name and is_split(p) and not is_phase1(p) and other.state in WRITTEN
+                and (template_of(store, p.id) or {}).get("phase1") == plan.id):
+            raise StaleObject("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
+    return delete_created(writer, plan, unclear)
+
+
+def template_of(store: Store, plan_id: str) -> dict[str, Any] | None:
+    """The template values recorded with a split plan (None for another plan): the audit row
+    `bot.service.split_pools.make_plan` writes beside it."""
+    rows = [r for r in store.plan_audit(plan_id) if r.event == TEMPLATE_EVENT]
+    return rows[-1].detail.get("template") if rows else None
+
+
 def action_changes(store: Store, namespace: str, name: str, action_id: str) -> tuple[Change, ...]:
     """The typed changes of `action_id` as the newest recorded triage of NAMESPACE/NAME gave them
     (`gpumem plan --action ID`, `/gpumem plan ... --action ID`). Raises UsageError no_action
-    when no triage was recorded or it did not recommend that action with changes."""
-    from bot.store.notes import Journal
-
+    when no triage was recorded or it did not recommend that action with changes, not_applicable
+    when a recorded change is of a kind this gpumem does not know."""
     record = Journal(store).last_triage(namespace, name)
     raw = ((record.summary.get("action_changes") or {}) if record else {}).get(action_id)
     if not raw:
         raise UsageError("no_action", target=f"{namespace}/{name}", action=action_id)
-    return tuple(Change(*item) for item in raw)
+    unknown = sorted({str(item[0]) for item in raw if item and item[0] not in KINDS})
+    if unknown:
+        raise UsageError("not_applicable", action=action_id, kinds=", ".join(unknown))
+    return tuple(change_of(*item) for item in raw)
 
 
 def triage_engine_version(store: Store, namespace: str, name: str) -> str | None:
     """The engine version the last recorded triage of the workload read (None: none said)."""
-    from bot.store.notes import Journal
-
     record = Journal(store).last_triage(namespace, name)
     version = record.summary.get("engine_version") if record else None
     return version if isinstance(version, str) else None
@@ -500,22 +510,21 @@ def explicit_changes(args: Any) -> tuple[Change, ...]:
     container = getattr(args, "container", None)
     probe = getattr(args, "startup_probe", None)
     if probe is not None:
-        out.append(Change("add_startup_probe", container, None, None, check_option("--startup-probe", probe)))
+        out.append(AddStartupProbe(container, None, None, check_option("--startup-probe", probe)))
     target = getattr(args, "queue_target", None)
     target = None if target is None else check_option("--queue-target", target)
     metric = getattr(args, "queue_metric", None)
     if target is not None or metric is not None:
-        out.append(Change("hpa_on_queue_depth", None, metric, None, 4 if target is None else target))
+        out.append(HpaOnQueueDepth(metric, None, 4 if target is None else target))
     surge = getattr(args, "max_surge", None)
     if surge is not None:
-        out.append(Change("lower_max_surge", None, "maxSurge", None, kinds.surge_value(surge)))
+        out.append(LowerMaxSurge("maxSurge", None, surge_value(surge)))
     shm = getattr(args, "shm_size", None)
     if shm is not None:
-        out.append(Change("add_shm", container, None, None, kinds.canonical_quantity(shm, "--shm-size")))
+        out.append(AddShm(container, None, canonical_quantity(shm, "--shm-size")))
     limit = getattr(args, "memory_limit", None)
     if limit is not None:
-        out.append(Change("raise_memory_limit", container, "limits.memory", None,
-                          kinds.canonical_quantity(limit, "--memory-limit")))
+        out.append(RaiseMemoryLimit(container, "limits.memory", None, canonical_quantity(limit, "--memory-limit")))
     return tuple(out)
 
 
@@ -538,8 +547,6 @@ def refuse_credential(flag: str, value: Any) -> None:
     carries a credential, before any cluster is read: by its name as given and as each engine
     spells it (an abbreviation argparse takes, `--max-num-batched-token`, is the engine's
     `--max-num-batched-tokens`, not a token)."""
-    from collectors.parsers.flags import canonical_flag
-
     name = str(flag).strip().lstrip("-")
     spellings = {name, *(canonical_flag(engine, name) for engine in ("vllm", "sglang", "tgi"))}
     if all(secret_name(s) for s in spellings):

@@ -50,27 +50,6 @@ class TriageRunner(Protocol):
         """Gather evidence for `target` ("namespace/name") and triage it; returns a TriageOutcome."""
 
 
-class TargetNotFound(errors.TargetNotFound):
-    """No evidence source of this bot knows the target: no bundle is configured for it and no
-    live triage can ask a cluster.
-
-    The one `runbooks.model.errors.TargetNotFound`, so the Slack work path that catches it
-    also catches the cluster's own "does not exist" (`collectors.kube.client.TargetNotFound`).
-    Its code is `NO_SOURCE`, not "not_found": it says nothing about whether the workload
-    exists, and Slack words it so. `str()` is the target.
-    """
-
-    NO_SOURCE = "no_source"
-
-    def __init__(self, target: str):
-        namespace, _, name = target.rpartition("/")
-        super().__init__("workload", namespace, name, code=self.NO_SOURCE)
-        self.target = target
-
-    def __str__(self) -> str:
-        return self.target
-
-
 class BundleRunner:
     """Triage from evidence bundles on disk: "namespace/name" -> bundle folder.
 
@@ -88,7 +67,7 @@ class BundleRunner:
     >>> run("llm/unknown", None, print)
     Traceback (most recent call last):
     ...
-    bot.service.runners.TargetNotFound: llm/unknown
+    runbooks.model.errors.TargetNotFound: llm/unknown
     """
 
     def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: bool = True,
@@ -118,7 +97,7 @@ class BundleRunner:
 
         folder = self.bundles.get(target)
         if folder is None:
-            raise TargetNotFound(target)
+            raise errors.TargetNotFound.no_source(target)
         evidence = redact_evidence(load_bundle(folder))  # as triage_bundle: a bundle may carry credentials
         report = triage(evidence, now=self.now(), on_step=on_step)
         memory_png = profile_png = None

@@ -19,19 +19,34 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.actuator.split_apply import build_clones, delete_created, existing
+from bot.actuator.split_apply import existing
 from bot.actuator.writer import KubeWriter
+from bot.service import remediate
+from bot.service.budget import read_profile, setup_for
+from bot.service.remediate import (
+    WRITER_READS,
+    PlanRequest,
+    action_changes,
+    build_plan,
+    new_plan_id,
+    operator,
+    template_of,
+)
 from bot.store.db import Store, StoredPlan
-from runbooks.model.changes import Change
-from runbooks.model.errors import Conflict, TargetNotFound, UsageError
+from bot.store.notes import Journal
+from collectors.errors import ParseError
+from collectors.parsers.kube_objects import workload_from_object
+from runbooks.model.changes import Change, SplitPools
+from runbooks.model.errors import StaleObject, TargetNotFound, UsageError
 from runbooks.model.evidence import BucketShare, RequestProfile
 from runbooks.remediation import split
-from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
+from runbooks.remediation.edits.split_clones import build_clones
+from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.solver import request_lengths
+from runbooks.remediation.split import TEMPLATE_EVENT, is_phase1, is_split
 from runbooks.remediation.value_ranges import check_option
 
-#: the audit event that keeps a split plan's template values
-TEMPLATE_EVENT = "split_pools"
 #: the audit event that records who confirmed the routing before phase 2
 ROUTING_EVENT = "routing_confirmed"
 #: states in which a phase-1 plan's objects are on the cluster and serving
@@ -107,8 +122,6 @@ def recorded_profile(store: Store, namespace: str, name: str) -> RequestProfile 
     """The request profile of the last triage of NAMESPACE/NAME recorded in the store (what Slack
     sizes the long pool from, since it cannot read an access log on the bot's host); None when no
     triage was recorded or it had no profile with lengths."""
-    from bot.store.notes import Journal
-
     record = Journal(store).last_triage(namespace, name)
     raw = (record.summary.get("profile") if record is not None else None) or {}
     if raw.get("p99_total_tokens") is None and raw.get("p99_input_tokens") is None:
@@ -147,8 +160,6 @@ def slack_request(store: Store, args: Any, namespace: str, name: str, *, cluster
 
 
 def _recorded_split(store: Store, namespace: str, name: str) -> tuple[Change, ...]:
-    from bot.service.remediate import action_changes
-
     return action_changes(store, namespace, name, split.ACTION)
 
 
@@ -195,20 +206,21 @@ def replan_request(store: Store, stored: StoredPlan, user: str, *, watch_s: floa
                         watch_s=watch_s, profile=recorded_profile(store, plan.target.namespace, plan.target.name))
 
 
-def is_split(plan: Plan) -> bool:
-    return plan.action_id == split.ACTION
-
-
-def is_phase1(plan: Plan) -> bool:
-    return plan.patch_type == split.CREATE_OBJECTS
+def make_plan(store: Store, writer: KubeWriter, request: PlanRequest | SplitRequest, policy: ApprovalPolicy,
+              now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
+              reader: Any = WRITER_READS) -> StoredPlan:
+    """The stored plan for any plan request: a pool split's phase (`make_split_plan`), or any other
+    plan (`bot.service.remediate.make_plan`, with its preview read through `reader`)."""
+    if isinstance(request, SplitRequest):
+        return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
+    return remediate.make_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts,
+                               reader=reader)
 
 
 def make_split_plan(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
                     now: datetime | None = None, channel: str | None = None,
                     thread_ts: str | None = None) -> StoredPlan:
     """Build and store the plan of `request.phase`, with its template row in the audit."""
-    from bot.service.remediate import operator
-
     now = now or datetime.now(UTC)
     request = replace(request, requested_by=request.requested_by or operator())
     if request.phase == 1:
@@ -226,12 +238,6 @@ def make_split_plan(store: Store, writer: KubeWriter, request: SplitRequest, pol
     store.record(TEMPLATE_EVENT, actor=request.requested_by, channel=channel, now=now,
                  detail={"plan": plan.id, "phase": request.phase, "template": template})
     return stored
-
-
-def template_of(store: Store, plan_id: str) -> dict[str, Any] | None:
-    """The template values recorded with a split plan (None for another plan)."""
-    rows = [r for r in store.plan_audit(plan_id) if r.event == TEMPLATE_EVENT]
-    return rows[-1].detail.get("template") if rows else None
 
 
 # ------------------------------------------------------------------------------- phase 1
@@ -253,10 +259,6 @@ def _original_service(writer: KubeWriter, namespace: str, original: dict[str, An
 
 
 def _setup(original: dict[str, Any], gpu: str | None):
-    from bot.service.budget import setup_for
-    from collectors.errors import ParseError
-    from collectors.parsers.kube_objects import workload_from_object
-
     name = (original.get("metadata") or {}).get("name")
     try:
         workload, config = workload_from_object(original, f"deployment {name}")
@@ -274,8 +276,6 @@ def _setup(original: dict[str, Any], gpu: str | None):
 def _profile(path: str | None):
     if not path:
         return None, None
-    from bot.service.budget import read_profile
-
     try:
         return read_profile(path)
     except UsageError as e:
@@ -288,15 +288,12 @@ def _gpus(workload) -> tuple[int, str]:
 
 
 def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, now: datetime) -> tuple[Plan, dict]:
-    from bot.service.remediate import new_plan_id
-    from runbooks.remediation.solver import request_lengths
-
     ns, name = request.namespace, request.name
     original = writer.read("Deployment", ns, name)
     long = split.long_name(name)
     taken = existing(writer, ns, [{"kind": "Deployment", "name": long}, {"kind": "Service", "name": long}])
     if taken:
-        raise Conflict("split_exists", plan="-", namespace=ns, objects=", ".join(taken))
+        raise StaleObject("split_exists", plan="-", namespace=ns, objects=", ".join(taken))
     service = _original_service(writer, ns, original, request.service, name)
     workload, config, setup = _setup(original, request.gpu)
     length_flag, seqs_flag = split.flags_for(config.engine or "")
@@ -323,8 +320,8 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
                            [split.source_of(original, "Deployment"), split.source_of(service, "Service")],
                            {"replicas": request.long_replicas, "container": container,
                             "flags": [list(f) for f in wanted]})
-    changes = (Change(split.ACTION, container, "Deployment", None, f"create Deployment/{long}"),
-               Change(split.ACTION, None, "Service", None, f"create Service/{long}"))
+    changes = (SplitPools(container, "Deployment", None, f"create Deployment/{long}"),
+               SplitPools(None, "Service", None, f"create Service/{long}"))
     meta = original.get("metadata") or {}
     plan = Plan(new_plan_id(), PlanTarget(request.cluster, ns, "Deployment", name), split.ACTION, changes,
                 str(meta.get("resourceVersion") or ""), meta.get("generation"), ops, split.CREATE_OBJECTS,
@@ -376,8 +373,6 @@ def phase1_of(store: Store, namespace: str, name: str) -> StoredPlan | None:
 
 def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
             now: datetime) -> tuple[Plan, dict]:
-    from bot.service.remediate import PlanRequest, build_plan
-
     ns, name = request.namespace, request.name
     first = phase1_of(store, ns, name)
     if first is None or first.state not in PHASE1_LIVE:
@@ -416,8 +411,7 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
                                             request.container, split.ACTION, who,
                                             f"{request.origin}, split_pools phase 2 after {first.plan.id}"),
                       policy, now)
-    routing = Change(split.ACTION, None, "routing", None,
-                     f"confirmed by {who}: prompt tokens > {threshold} -> Service/{long['service']}")
+    routing = SplitPools(None, "routing", None, f"confirmed by {who}: prompt tokens > {threshold} -> Service/{long['service']}")
     changes = (*plan.changes, routing)
     plan = replace(plan, changes=changes, approvals_needed=approvals_needed(policy, changes))
     template.update({
@@ -428,20 +422,3 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
                    "memory_fraction": config.memory_fraction},
     })
     return plan, template
-
-
-# ------------------------------------------------------------------------------- rollback
-
-
-def rollback_phase1(store: Store, writer: KubeWriter, stored: StoredPlan,
-                    unclear: list[str] | None = None) -> list[str]:
-    """Delete what a phase-1 plan created, refused while a phase-2 plan of the same Deployment
-    is on the cluster (the tightened short pool would then refuse long requests). `unclear`
-    gets why a delete was read again (its answer was lost; the re-read shows it gone)."""
-    plan = stored.plan
-    for other in store.plans(namespace=plan.target.namespace, limit=200):
-        p = other.plan
-        if (p.target.name == plan.target.name and is_split(p) and not is_phase1(p) and other.state in WRITTEN
-                and (template_of(store, p.id) or {}).get("phase1") == plan.id):
-            raise Conflict("split_phase2_active", plan=plan.id, phase2=p.id, state=other.state)
-    return delete_created(writer, plan, unclear)

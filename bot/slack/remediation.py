@@ -33,14 +33,27 @@ from bot.render import slack_remediation as P
 from bot.render import slack_split as S
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
+from bot.render.slack_plan_notices import RECONCILED_STAGES
 from bot.service import approvals, remediate, split_pools, watch_metrics
 from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
+from bot.service.plan_preview import reader_for
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
-from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
+from runbooks.model.errors import (
+    ChangedAfterApply,
+    ChangedSincePlanned,
+    GpumemError,
+    OutcomeUnknown,
+    PartlyApplied,
+    PlanMoved,
+    SplitChangedAfterApply,
+    StaleObject,
+    UsageError,
+    WriterNotConfigured,
+)
 
 log = logging.getLogger("gpumem.slack.remediation")
 
@@ -138,8 +151,6 @@ class RemediationDesk:
     def _preview_reader(self, cluster: str | None) -> Any:
         """The reader's connection to `cluster`, made once (None, and tried again next time, when
         no config loads)."""
-        from bot.service.plan_preview import reader_for
-
         if self._readers.get(cluster) is None:
             self._readers[cluster] = reader_for(self.settings, cluster)
         return self._readers[cluster]
@@ -341,12 +352,12 @@ class RemediationDesk:
         whose own thread it then is). Returns the plan id, None when refused (the asker is told)."""
         try:
             writer = self.writer_for(request.cluster)
-            stored = remediate.make_plan(self.store, writer, request, self.settings.remediation.policy,
-                                         channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
+            stored = split_pools.make_plan(self.store, writer, request, self.settings.remediation.policy,
+                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
+        except WriterNotConfigured:
+            self._refuse(respond, lang, "no_writer")
+            return None
         except UsageError as e:
-            if e.code == "no_writer":
-                self._refuse(respond, lang, "no_writer")
-                return None
             self._plan_failed(respond, lang, e)
             return None
         except GpumemError as e:
@@ -520,21 +531,16 @@ class RemediationDesk:
             writer = self.writer_for(plan.target.cluster)
             remediate.apply_approved(store, writer, plan_id, actor, channel=channel, before_write=before_write,
                                      on_dry_run=on_dry_run)
-        except Conflict as e:
-            if e.code == "plan_moved":  # another approval started it: that one reports
-                log.info("plan %s: already %s, not applied again", plan_id, e.params.get("state"))
-                return
-            now = store.get(plan_id)
-            if e.code == "changed_since_planned":
-                self.poster.update(channel, ts, self._message(now, lang, "changed", planned=plan.resource_version,
-                                                               now=e.params.get("now") or "?"))
-                return
-            if e.code == "split_partly_applied":  # some of a split's objects are there: Roll back deletes them
-                self.poster.update(channel, ts, self._message(now, lang, "partly_applied",
-                                                               reason=str(e.params.get("proof") or "-")))
-                return
-            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
-            self.poster.update(channel, ts, self._message(now, lang, "not_applied", reason=reason))
+        except PlanMoved as e:  # another approval started it: that one reports
+            log.info("plan %s: already %s, not applied again", plan_id, e.params.get("state"))
+            return
+        except ChangedSincePlanned as e:
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "changed",
+                                                           planned=plan.resource_version, now=e.params.get("now") or "?"))
+            return
+        except PartlyApplied as e:  # some of a split's objects are there: Roll back deletes them
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "partly_applied",
+                                                           reason=str(e.params.get("proof") or "-")))
             return
         except OutcomeUnknown as e:  # sent, the answer lost, the object unreadable: the reconcile pass reads it
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "unknown",
@@ -554,8 +560,6 @@ class RemediationDesk:
     def _settled_meanwhile(self, plan_id: str, channel: str, ts: str, lang: str) -> None:
         """A reconcile pass may have settled the plan between the unknown outcome being recorded
         and the message saying so: then the message says what the pass found, not "unknown"."""
-        from bot.render.slack_plan_notices import RECONCILED_STAGES
-
         stored = self.store.get(plan_id)
         if stored.state in ("applied", "failed"):
             last = next((r for r in reversed(self.store.plan_audit(plan_id)) if r.to_state), None)
@@ -583,7 +587,7 @@ class RemediationDesk:
                                                  auto_rollback=self.settings.remediation.auto_rollback,
                                                  poll_s=self.poll_s, clock=self.watch_clock, sleep=self.watch_sleep,
                                                  on_look=on_look, symptoms=symptoms)
-        except Conflict as e:  # rolled back while watched: the rollback edited the message
+        except (PlanMoved, StaleObject) as e:  # rolled back while watched: the rollback edited the message
             log.info("plan %s: the watch ended early (%s)", plan_id, e.params.get("state"))
             return
         except OutcomeUnknown as e:  # the automatic rollback's answer was lost: the reconcile pass reads it
@@ -644,17 +648,14 @@ class RemediationDesk:
         try:
             writer = self.writer_for(self.store.get(plan_id).plan.target.cluster)
             stored = remediate.rollback_now(self.store, writer, plan_id, user, channel=channel)
-        except Conflict as e:
-            if e.code == "changed_after_apply":
-                rows = P.differences_text(e.params.get("differences") or ())
-                return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
-            if e.code == "split_changed_after_apply":  # the clone holds the original's env: paths, not values
-                rows = S.differences_text(e.params.get("differences") or (), lang)
-                return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
-            if e.code == "plan_moved":
-                return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
-            reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
-            return self._refuse(respond, lang, "rollback_failed", plan=plan_id, reason=reason)
+        except ChangedAfterApply as e:
+            rows = P.differences_text(e.params.get("differences") or ())
+            return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
+        except SplitChangedAfterApply as e:  # the clone holds the original's env: paths, not values
+            rows = S.differences_text(e.params.get("differences") or (), lang)
+            return self._refuse(respond, lang, "rollback_changed", plan=plan_id, differences=rows)
+        except PlanMoved as e:
+            return self._refuse(respond, lang, "moved", plan=plan_id, state=str(e.params.get("state")))
         except OutcomeUnknown as e:  # the plan keeps its state; the reconcile pass reads the object
             if message is not None:
                 self.poster.update(message[0], message[1], self._message(

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.service.exits import EXIT_OK, EXIT_USAGE
+from runbooks.model.errors import TargetNotFound
 
 log = logging.getLogger("gpumem.serve")
 
@@ -198,13 +199,11 @@ class ConfiguredRunner:
             warm_charts(self.settings.slack.default_lang)
 
     def __call__(self, target: str, context: str | None, on_step: Any) -> Any:
-        from bot.service.runners import TargetNotFound
-
         live, bundles = self._built()
         if bundles is not None and target in bundles.bundles:
             return bundles(target, context, on_step)
         if live is None:
-            raise TargetNotFound(target)
+            raise TargetNotFound.no_source(target)
         return live(target, context, on_step)
 
 

@@ -30,14 +30,13 @@ from bot.service.handover import post_handover
 from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
 from bot.service.redact import redact
-from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
-from runbooks.model.errors import GpumemError
+from runbooks.model.errors import GpumemError, TargetNotFound
 
 log = logging.getLogger("gpumem.work")
 
@@ -91,7 +90,7 @@ def error_reply(cat: Catalog, error: GpumemError, target: str | None) -> str:
     target that no evidence source of this bot knows keeps its own words, since it says
     nothing about whether the workload exists.
     """
-    if isinstance(error, NoEvidenceSource):
+    if isinstance(error, TargetNotFound) and error.source_unknown:
         return cat.t("slack.status.not_found", target=target or "")
     return error_line(cat, error)
 

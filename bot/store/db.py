@@ -2,8 +2,8 @@
 
 `Store.open(path)` creates the file and applies the migrations. A plan's state moves only with
 `move(plan_id, to_state, ...)`, which names the state it leaves in its UPDATE: of two clicks at
-once, two approvers or a retried delivery, exactly one moves the plan and the others get a
-`Conflict`. Every move writes its audit row in the same transaction.
+once, two approvers or a retried delivery, exactly one moves the plan and the others get
+`PlanMoved`. Every move writes its audit row in the same transaction.
 
 >>> store = Store.memory()
 >>> store.claim("rerun:C1:1700000000.1", "U1", ttl_s=30, now=_t(0))
@@ -29,7 +29,7 @@ from sqlite_utils import Database
 from bot.store.chain import ChainReport, ensure_triggers, verify
 from bot.store.chain import append as append_audit
 from bot.store.migrations import MIGRATIONS
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, PlanNotFound, UsageError
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.remediation.plan import FINAL, Plan, can_move
 
@@ -151,11 +151,11 @@ class Store:
         return self.get(plan.id)
 
     def get(self, plan_id: str) -> StoredPlan:
-        """The stored plan. Raises UsageError plan_not_found."""
+        """The stored plan. Raises PlanNotFound."""
         row = self.db.execute("SELECT body, state, channel, thread_ts, updated_at FROM plans WHERE id = ?",
                               [plan_id]).fetchone()
         if row is None:
-            raise UsageError("plan_not_found", plan=plan_id)
+            raise PlanNotFound(plan=plan_id)
         approvals = tuple(r[0] for r in self.db.execute(
             "SELECT approver FROM approvals WHERE plan_id = ? ORDER BY at", [plan_id]).fetchall())
         plan = from_jsonable(Plan, json.loads(row[0]))
@@ -179,7 +179,7 @@ class Store:
              now: datetime | None = None) -> StoredPlan:
         """Move a plan to `to_state` in one transaction with its audit row.
 
-        Raises Conflict plan_moved when the plan is no longer in `expect` (or may not move to
+        Raises PlanMoved when the plan is no longer in `expect` (or may not move to
         `to_state` from where it is): someone else moved it first."""
         now = now or datetime.now(UTC)
         at = _iso(now)
@@ -187,14 +187,14 @@ class Store:
         with self._tx() as conn:
             row = conn.execute("SELECT state, content_hash, body FROM plans WHERE id = ?", (plan_id,)).fetchone()
             if row is None:
-                raise UsageError("plan_not_found", plan=plan_id)
+                raise PlanNotFound(plan=plan_id)
             state, content_hash, body = row
             if (expected is not None and state not in expected) or not can_move(state, to_state):
-                raise Conflict("plan_moved", plan=plan_id, state=state, wanted=to_state)
+                raise PlanMoved(plan=plan_id, state=state, wanted=to_state)
             done = conn.execute("UPDATE plans SET state = ?, updated_at = ? WHERE id = ? AND state = ?",
                                 (to_state, at, plan_id, state)).rowcount
             if done != 1:  # cannot happen inside an IMMEDIATE transaction; kept as the guard it is
-                raise Conflict("plan_moved", plan=plan_id, state=state, wanted=to_state)
+                raise PlanMoved(plan=plan_id, state=state, wanted=to_state)
             plan = from_jsonable(Plan, json.loads(body))
             self._audit(conn, at, actor, to_state, plan_id, content_hash, channel, plan, state, to_state,
                         dict(detail or {}))
@@ -205,21 +205,21 @@ class Store:
         """Record `approver`'s approval of exactly `content_hash`; the plan becomes `approved` when
         it has as many as it needs. All in one transaction.
 
-        Raises Conflict plan_changed (the hash is not the plan's), plan_moved (not proposed any
-        more: approved already, expired, ...) or already_approved."""
+        Raises PlanMoved plan_changed (the hash is not the plan's), PlanMoved (not proposed any
+        more: approved already, ...), PlanExpired or AlreadyApproved."""
         now = now or datetime.now(UTC)
         at = _iso(now)
         with self._tx() as conn:
             row = conn.execute("SELECT state, content_hash, approvals_needed, body FROM plans WHERE id = ?",
                                (plan_id,)).fetchone()
             if row is None:
-                raise UsageError("plan_not_found", plan=plan_id)
+                raise PlanNotFound(plan=plan_id)
             state, stored_hash, needed, body = row
             plan = from_jsonable(Plan, json.loads(body))
             if content_hash != stored_hash:
-                raise Conflict("plan_changed", plan=plan_id)
+                raise PlanMoved("plan_changed", plan=plan_id)
             if state != "proposed":
-                raise Conflict("plan_moved", plan=plan_id, state=state, wanted="approved")
+                raise PlanMoved(plan=plan_id, state=state, wanted="approved")
             if plan.expired(now):
                 conn.execute("UPDATE plans SET state = 'expired', updated_at = ? WHERE id = ? AND state = ?",
                              (at, plan_id, state))
@@ -231,7 +231,7 @@ class Store:
                     conn.execute("INSERT INTO approvals (plan_id, approver, content_hash, at) VALUES (?, ?, ?, ?)",
                                  (plan_id, approver, content_hash, at))
                 except sqlite3.IntegrityError:
-                    raise Conflict("already_approved", plan=plan_id, approver=approver) from None
+                    raise AlreadyApproved(plan=plan_id, approver=approver) from None
                 count = conn.execute("SELECT COUNT(*) FROM approvals WHERE plan_id = ?", (plan_id,)).fetchone()[0]
                 self._audit(conn, at, approver, "approval", plan_id, stored_hash, channel, plan, state, state,
                             {"approvals": count, "needed": needed})
@@ -241,7 +241,7 @@ class Store:
                     self._audit(conn, at, approver, "approved", plan_id, stored_hash, channel, plan, state,
                                 "approved", {})
         if return_expired:
-            raise Conflict("plan_expired", plan=plan_id)
+            raise PlanExpired(plan=plan_id)
         return self.get(plan_id)
 
     def expire_due(self, now: datetime | None = None, *, actor: str = "gpumem",
@@ -250,7 +250,7 @@ class Store:
         audit row (by `actor`) each; the ids it moved.
 
         Each move expects the state the plan was found in: a plan another caller moved meanwhile
-        (an approval between the look and the move, a rejection, a second sweep) gets a Conflict
+        (an approval between the look and the move, a rejection, a second sweep) gets PlanMoved
         inside `move` and is left as that caller left it. An approved plan whose approval is less
         than `approved_grace_s` old is left to the apply that starts right after an approval."""
         now = now or datetime.now(UTC)
@@ -264,7 +264,7 @@ class Store:
             try:
                 self.move(plan_id, "expired", actor=actor, expect=state, now=now)
                 moved.append(plan_id)
-            except Conflict:
+            except PlanMoved:
                 continue
         return moved
 

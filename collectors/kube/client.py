@@ -13,7 +13,7 @@ subresource, namespace); `issue_for` turns what went wrong with it into a ReadIs
 
 A call whose failure ends the work rather than leaving a gap in the evidence is instead mapped
 by `api_error` to a `runbooks.model.errors.GpumemError` that says what to do: TargetNotFound
-(404), NotPermitted (403), Conflict (409), TemporaryError (429, 5xx: retry after Retry-After).
+(404), NotPermitted (403), StaleObject (409), TemporaryError (429, 5xx: retry after Retry-After).
 
 >>> Call("list", "pods", "llm").permission
 'list pods in namespace llm'
@@ -50,21 +50,6 @@ class KubeError(CollectorError):
 
 class KubeConfigError(KubeError):
     """No usable kubeconfig, context or in-cluster service account."""
-
-
-class TargetNotFound(KubeError, errors.TargetNotFound):
-    """The Deployment/StatefulSet to triage (or any object a call names) does not exist.
-
-    The one `runbooks.model.errors.TargetNotFound`, so every surface that catches that one
-    catches this (the CLI exits 2, Slack answers "not found"), and still a KubeError for code
-    that catches the collector's errors.
-
-    >>> e = TargetNotFound("Deployment", "llm", "x", "prod")
-    >>> str(e), (e.kind, e.namespace, e.name, e.context), e.code
-    ('Deployment llm/x not found in context prod', ('Deployment', 'llm', 'x', 'prod'), 'not_found')
-    >>> isinstance(e, errors.TargetNotFound)
-    True
-    """
 
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None,
@@ -185,7 +170,7 @@ def api_error(error: ApiException, call: Call) -> errors.GpumemError:
     """What a failed API call means, as the GpumemError a surface can word and act on.
 
     404 -> TargetNotFound (the object `call` names); 403 -> NotPermitted naming the verb and
-    resource the call needs; 409 -> Conflict; 429 and 500/502/503/504 -> TemporaryError with the
+    resource the call needs; 409 -> StaleObject; 429 and 500/502/503/504 -> TemporaryError with the
     Retry-After header as `delay_s` (1 s when there is none); 401 -> EvidenceUnavailable
     "unauthorized"; anything else -> EvidenceUnavailable "api_error". The ApiException is kept
     as `__cause__`; body text is cut to 256 characters, and the headers (which may echo
@@ -200,13 +185,13 @@ def api_error(error: ApiException, call: Call) -> errors.GpumemError:
     mapped: errors.GpumemError
     if status == 404:
         kind = _KINDS.get(call.resource, call.resource_path)
-        mapped = TargetNotFound(kind, call.namespace or "", call.name or "")
+        mapped = errors.TargetNotFound(kind, call.namespace or "", call.name or "")
     elif status == 403:
         group = f".{call.group}" if call.group else ""
         sub = f"/{call.subresource}" if call.subresource else ""
         mapped = errors.NotPermitted(call.verb, f"{call.resource}{group}{sub}", call.namespace, detail=detail)
     elif status == 409:
-        mapped = errors.Conflict(resource=call.resource_path, namespace=call.namespace, name=call.name,
+        mapped = errors.StaleObject(resource=call.resource_path, namespace=call.namespace, name=call.name,
                                  detail=detail)
     elif status in RETRYABLE_STATUSES:
         mapped = errors.TemporaryError(retry_after_s(error), status=status, source=call.source, detail=detail)

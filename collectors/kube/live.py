@@ -36,7 +36,6 @@ from collectors.kube import pick as pick
 from collectors.kube.client import (
     Call,
     HttpStatusError,
-    TargetNotFound,
     cluster_url,
     issue_for,
 )
@@ -54,6 +53,7 @@ from collectors.kube.runner import CallRunner
 from collectors.kube.selectors import selector_query
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
 from collectors.parsers.kube_related import colocated_from_object
+from runbooks.model.errors import TargetNotFound
 from runbooks.model.evidence import ReadIssue, ServerConfig
 from runbooks.model.units import MIB
 

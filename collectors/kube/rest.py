@@ -75,13 +75,13 @@ def _query_value(value: Any) -> str:
 def error_for(response: Any, call: Any) -> Exception:
     """The typed error (`runbooks.model.errors`) of a non-2xx urllib3 response to `call`, as
     `collectors.kube.client.api_error` words it for a read; a 422 (the server refused the
-    object as invalid) is a UsageError `invalid_change` with the server's message."""
+    object as invalid) is InvalidChange (a UsageError) with the server's message."""
     from collectors.kube.client import api_error, status_message
-    from runbooks.model.errors import UsageError
+    from runbooks.model.errors import InvalidChange
 
     error = ApiException(http_resp=response)
     if error.status == 422:
-        mapped = UsageError("invalid_change", detail=status_message(error))
+        mapped = InvalidChange(detail=status_message(error))
         mapped.__cause__ = error
         return mapped
     return api_error(error, call)

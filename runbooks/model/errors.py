@@ -9,7 +9,12 @@ Its class says what the caller should do about it, so each surface maps the clas
 - `EvidenceUnavailable`: nothing could be gathered; retrying may help (exit 3)
 - `TargetNotFound`: the workload does not exist (exit 2)
 - `NotPermitted`: RBAC forbids a read; the wording names the missing permission (exit 2)
-- `Conflict`: the object changed while we worked on it; plan again
+- `StaleObject`: the object is not what the plan was made against (changed since it was read,
+  changed since gpumem wrote it, or there already); nothing was overwritten: read it again and
+  plan again (children: `ChangedSincePlanned`, `ChangedAfterApply`, `SplitChangedAfterApply`)
+- `PartlyApplied`: some of the objects a plan creates are there and some not; roll it back
+- `PlanMoved`: the plan's state changed under the caller (approved, applied or rolled back by
+  someone else, expired): tell, do nothing (children: `PlanExpired`, `AlreadyApproved`)
 - `TemporaryError`: the server cannot answer now; retry after `delay_s`
 - `OutcomeUnknown`: a write was sent and no answer says whether it took effect; read the
   object again before saying what happened (never "nothing was written")
@@ -71,6 +76,42 @@ class UsageError(GpumemError):
         super().__init__(code, **params)
 
 
+class PlanNotFound(UsageError):
+    """No plan has that id in the store: the id is to be corrected (`plan` names it).
+
+    >>> PlanNotFound(plan="p-1").code
+    'plan_not_found'
+    """
+
+    def __init__(self, code: str = "plan_not_found", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class WriterNotConfigured(UsageError):
+    """Remediation has no writer identity for that cluster: nothing can be planned or applied
+    until the config names one (`remediation.writer`).
+
+    >>> WriterNotConfigured().code
+    'no_writer'
+    """
+
+    def __init__(self, code: str = "no_writer", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class InvalidChange(UsageError):
+    """The API server refused the object as sent as invalid (HTTP 422): `detail` is its message.
+    After a dry run of the same body passed, it means a `test` of an old value failed: the
+    object moved in between (`bot.actuator.apply` says so as ChangedSincePlanned).
+
+    >>> InvalidChange(detail="spec.replicas: Invalid value").code
+    'invalid_change'
+    """
+
+    def __init__(self, code: str = "invalid_change", /, **params: Any):
+        super().__init__(code, **params)
+
+
 class EvidenceUnavailable(GpumemError):
     """Nothing could be gathered to decide on: no source answered, or none held what was needed.
 
@@ -90,11 +131,40 @@ class TargetNotFound(GpumemError):
 
     Carries `kind`, `namespace`, `name` and `context` (None: the default one), so the wording
     can say which workload was looked for where. The CLI exits 2: the name is to be corrected.
+    The one class for it: a cluster's 404 (`collectors.kube.client.api_error`) and a bot that
+    has no evidence source for the target (`no_source`) alike, so a surface that catches it
+    catches both.
 
     >>> e = TargetNotFound("StatefulSet", "a", "b")
     >>> str(e), e.code, e.params
     ('StatefulSet a/b not found', 'not_found', {'kind': 'StatefulSet', 'namespace': 'a', 'name': 'b', 'context': None})
     """
+
+    #: the code of `no_source`: nothing says whether the workload exists
+    NO_SOURCE = "no_source"
+
+    @classmethod
+    def no_source(cls, target: str) -> TargetNotFound:
+        """No evidence source of this bot knows `target` ("namespace/name"): no bundle is
+        configured for it and no live triage can ask a cluster. It says nothing about whether
+        the workload exists (`source_unknown`), and Slack words it so; `str()` is the target.
+
+        >>> e = TargetNotFound.no_source("llm/unknown")
+        >>> str(e), e.code, e.source_unknown, e.target
+        ('llm/unknown', 'no_source', True, 'llm/unknown')
+        """
+        namespace, _, name = target.rpartition("/")
+        return cls("workload", namespace, name, code=cls.NO_SOURCE)
+
+    @property
+    def source_unknown(self) -> bool:
+        """Whether no source was asked at all (not "the cluster says it does not exist")."""
+        return self.code == self.NO_SOURCE
+
+    @property
+    def target(self) -> str:
+        """"namespace/name" (the name alone without a namespace)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     def __init__(self, kind: str, namespace: str, name: str, context: str | None = None, *,
                  code: str = "not_found"):
@@ -105,9 +175,10 @@ class TargetNotFound(GpumemError):
         self.context = context
 
     def __str__(self) -> str:
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        if self.source_unknown:
+            return self.target
         context = f" in context {self.context}" if self.context else ""
-        return f"{self.kind} {where} not found{context}"
+        return f"{self.kind} {self.target} not found{context}"
 
 
 class NotPermitted(GpumemError):
@@ -141,15 +212,102 @@ class NotPermitted(GpumemError):
         return f"{self.code}: {self.permission}"
 
 
-class Conflict(GpumemError):
-    """The object changed between reading it and acting on it (HTTP 409): read it again and plan
-    again, since whatever was decided from the old copy may no longer hold.
+class StaleObject(GpumemError):
+    """The object is not the one the plan was made against: it changed between reading it and
+    acting on it (HTTP 409, a `test` of an old value that failed, another resourceVersion), or
+    what the plan would create is there already. Nothing was overwritten; read it again and
+    plan again, since whatever was decided from the old copy may no longer hold. Exit 2.
 
-    >>> Conflict(resource="deployments", name="x").code
+    >>> StaleObject(resource="deployments", name="x").code
     'conflict'
     """
 
     def __init__(self, code: str = "conflict", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class ChangedSincePlanned(StaleObject):
+    """The object moved on since the plan was made (`planned`: its resourceVersion then, `now`:
+    the one read): the plan is not applied; plan again from what is there now.
+
+    >>> ChangedSincePlanned(plan="p-1", planned="41", now="42").code
+    'changed_since_planned'
+    """
+
+    def __init__(self, code: str = "changed_since_planned", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class ChangedAfterApply(StaleObject):
+    """Someone changed what gpumem wrote since it wrote it: a rollback refuses to overwrite them.
+    `differences` holds the three values per field (before gpumem, gpumem's, now).
+
+    >>> ChangedAfterApply(plan="p-1", differences=[]).code
+    'changed_after_apply'
+    """
+
+    def __init__(self, code: str = "changed_after_apply", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class SplitChangedAfterApply(StaleObject):
+    """An object a pool split created was changed since: its rollback refuses to delete it.
+    `differences` names paths, compared masked (a clone carries the original's credentials), so a
+    surface shows the paths and never the values.
+
+    >>> SplitChangedAfterApply(plan="p-1", differences=[]).code
+    'split_changed_after_apply'
+    """
+
+    def __init__(self, code: str = "split_changed_after_apply", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class PartlyApplied(GpumemError):
+    """Some of the objects a plan creates are on the cluster and some are not (a create whose
+    answer was lost): the plan failed, and its rollback deletes what exists. Exit 2.
+
+    >>> PartlyApplied(plan="p-1", created="Deployment/x-long").code
+    'split_partly_applied'
+    """
+
+    def __init__(self, code: str = "split_partly_applied", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class PlanMoved(GpumemError):
+    """The plan's state changed under the caller: someone else approved, applied, rejected or
+    rolled it back first, or it expired. Tell the person; do nothing (the one who moved it
+    reports). `state` is where it is now, when known. Exit 2.
+
+    >>> e = PlanMoved(plan="p-1", state="applied", wanted="applying")
+    >>> e.code, e.params["state"]
+    ('plan_moved', 'applied')
+    """
+
+    def __init__(self, code: str = "plan_moved", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class PlanExpired(PlanMoved):
+    """The plan waited past its expiry for an approval: it is expired now; plan again.
+
+    >>> PlanExpired(plan="p-1").code
+    'plan_expired'
+    """
+
+    def __init__(self, code: str = "plan_expired", /, **params: Any):
+        super().__init__(code, **params)
+
+
+class AlreadyApproved(PlanMoved):
+    """This approver approved the plan already; a second approval must come from someone else.
+
+    >>> AlreadyApproved(plan="p-1", approver="U1").code
+    'already_approved'
+    """
+
+    def __init__(self, code: str = "already_approved", /, **params: Any):
         super().__init__(code, **params)
 
 

@@ -1,5 +1,9 @@
 """JSON round-trip for the frozen dataclasses of runbooks (evidence, report).
 
+A dataclass that keeps a shape of its own defines `to_stored()` and a classmethod
+`from_stored(doc)` (a typed change keeps the shape plans were stored in before it was typed).
+A union of dataclasses tagged by a `kind` default is read by the document's `kind`.
+
 >>> from runbooks.model.evidence import ReadIssue
 >>> from_jsonable(ReadIssue, to_jsonable(ReadIssue("a.txt", "bad", 3)))
 ReadIssue(source='a.txt', message='bad', line=3, kind='unreadable')
@@ -26,6 +30,8 @@ def to_jsonable(obj: Any) -> Any:
     Infinite floats become the strings "+Inf"/"-Inf" (JSON has no infinity); NaN becomes None.
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_stored"):
+            return to_jsonable(obj.to_stored())
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, datetime):
         return obj.isoformat()
@@ -47,6 +53,17 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _tagged(args: tuple[Any, ...]) -> dict[Any, Any]:
+    """The dataclasses of a union by their `kind` default (a string), when they have one."""
+    out = {}
+    for arg in args:
+        if dataclasses.is_dataclass(arg):
+            kind = getattr(arg, "kind", None)
+            if isinstance(kind, str):
+                out[kind] = arg
+    return out
+
+
 def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
     """Rebuild a value of type `tp` from `to_jsonable` output. Raises SerdeError naming the path."""
     origin = typing.get_origin(tp)
@@ -56,6 +73,9 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
         args = typing.get_args(tp)
         if data is None and type(None) in args:
             return None
+        tagged = _tagged(args)
+        if isinstance(data, dict) and data.get("kind") in tagged:
+            return from_jsonable(tagged[data["kind"]], data, path)
         errors = []
         for arg in args:
             if arg is type(None):
@@ -68,6 +88,11 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise SerdeError(f"{path}: expected an object for {tp.__name__}")
+        if hasattr(tp, "from_stored"):
+            try:
+                return tp.from_stored(data)
+            except (TypeError, ValueError) as e:
+                raise SerdeError(f"{path}: {e}") from e
         hints = _hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):

@@ -109,9 +109,10 @@ class Plan:
         """sha256 of what gets applied: target, version, changes and the exact patch.
 
         >>> from datetime import UTC, datetime
+        >>> from runbooks.model.changes import Scale
         >>> t = datetime(2026, 12, 1, tzinfo=UTC)
         >>> p = Plan("p1", PlanTarget("prod", "llm", "Deployment", "vllm"), "scale_out",
-        ...          (Change.scale(2, 3),), "41", 7, ({"op": "replace", "path": "/spec/replicas", "value": 3},),
+        ...          (Scale(2, 3),), "41", 7, ({"op": "replace", "path": "/spec/replicas", "value": 3},),
         ...          "application/json-patch+json", "U1", t, t)
         >>> p.content_hash[:12] == Plan(**{**p.__dict__, "id": "p2", "requested_by": "U9"}).content_hash[:12]
         True

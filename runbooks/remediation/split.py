@@ -22,7 +22,7 @@ covers the threshold plus the output a short request asks for, and its concurren
 by the same what-if.
 
 Everything here is pure: the objects are dicts as the API server returns them; the flag edit
-itself (in whatever launch form the Deployment uses) is `bot.actuator.launch_edit`'s.
+itself (in whatever launch form the Deployment uses) is `runbooks.remediation.edits.launch_edit`'s.
 
 >>> relabel({"app": "vllm", "track": "stable"}, {"app"})
 {'app': 'vllm-long', 'track': 'stable', 'gpumem.io/pool': 'long'}
@@ -44,6 +44,7 @@ from runbooks.model.errors import UsageError
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
 from runbooks.profile.requests import BUCKET_LIMITS
+from runbooks.remediation.plan import Plan
 from runbooks.remediation.solver import ENGINE_FLAGS, round_context
 from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import blocks_tokens
@@ -51,6 +52,8 @@ from runbooks.sizing.capacity import blocks_tokens
 ACTION = "split_pools"
 #: the patch type of a phase-1 plan: its "patch" is the objects to create, not a PATCH body
 CREATE_OBJECTS = "application/vnd.gpumem.create-objects+json"
+#: the audit event that keeps a split plan's template values beside it
+TEMPLATE_EVENT = "split_pools"
 POOL_LABEL = "gpumem.io/pool"
 SPLIT_FROM = "gpumem.io/split-from"
 LONG_SUFFIX = "-long"
@@ -66,6 +69,16 @@ _ORIGINAL_ONLY = ("deployment.kubernetes.io/revision", "kubectl.kubernetes.io/la
                   "kubernetes.io/change-cause", "gpumem.io/plan")
 #: a DNS-1035 label: what a Service name must be
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def is_split(plan: Plan) -> bool:
+    """Whether `plan` is one of a pool split's two phases."""
+    return plan.action_id == ACTION
+
+
+def is_phase1(plan: Plan) -> bool:
+    """Whether `plan` creates the long pool's objects (phase 1)."""
+    return plan.patch_type == CREATE_OBJECTS
 
 
 def default_threshold() -> int:

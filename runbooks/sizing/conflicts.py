@@ -52,8 +52,9 @@ _BF16 = ("bfloat16", "bf16")
 
 
 @dataclass(frozen=True)
-class Conflict:
-    """One contradiction: a stable id, whether the engine cannot run it, and its values."""
+class FlagClash:
+    """One contradiction between engine flags (or a flag and the GPU): a stable id, whether the
+    engine cannot run it, and its values. A finding the budget reports, not an error raised."""
 
     id: str
     fatal: bool
@@ -74,32 +75,32 @@ def _method(name: str | None) -> str | None:
 
 
 def find_conflicts(model: ModelSpec, inputs: BudgetInputs, gpu: GpuSpec | None,
-                   gpus_requested: int | None = None) -> tuple[Conflict, ...]:
+                   gpus_requested: int | None = None) -> tuple[FlagClash, ...]:
     """Every conflict between the launch, the GPU (None: unknown) and the GPUs the Deployment asks for."""
-    out: list[Conflict] = []
+    out: list[FlagClash] = []
     ranks = max(1, inputs.tp) * max(1, inputs.pp)
     if gpus_requested is not None and ranks > gpus_requested:
-        out.append(Conflict("tp_exceeds_gpus_requested", True,
+        out.append(FlagClash("tp_exceeds_gpus_requested", True,
                             {"tp": inputs.tp, "pp": inputs.pp, "ranks": ranks, "gpus": gpus_requested}))
     if gpu is not None and gpu.mig_profile and ranks > 1:
         # CUDA shows a process one MIG device: ranks cannot reach each other's slices
-        out.append(Conflict("parallel_on_mig", True, {"ranks": ranks, "profile": gpu.mig_profile}))
+        out.append(FlagClash("parallel_on_mig", True, {"ranks": ranks, "profile": gpu.mig_profile}))
     asked, stored = _method(inputs.quantization), _method(model.quantization)
     if asked and stored and asked != stored:
-        out.append(Conflict("quantization_mismatch", True,
+        out.append(FlagClash("quantization_mismatch", True,
                             {"asked": inputs.quantization, "checkpoint": model.quantization}))
     method = asked or stored
     have = gpu.compute_capability if gpu is not None else None
     if method and have is not None:
         need = QUANT_MIN_CAPABILITY.get(method)
         if need is not None and have < need:
-            out.append(Conflict("quantization_needs_newer_gpu", True,
+            out.append(FlagClash("quantization_needs_newer_gpu", True,
                                 {"quantization": method, "gpu": gpu.name if gpu else None, "need": _cc(need),
                                  "have": _cc(have)}))
     if gpu is not None and not gpu.supports_bf16 and (inputs.dtype or "").lower() in _BF16:
-        out.append(Conflict("bf16_needs_newer_gpu", True, {"gpu": gpu.name, "have": _cc(have) if have else None}))
+        out.append(FlagClash("bf16_needs_newer_gpu", True, {"gpu": gpu.name, "have": _cc(have) if have else None}))
     if inputs.kv_cache_memory_gib is not None and inputs.gpu_memory_utilization is not None:
-        out.append(Conflict("kv_cache_memory_overrides_utilization", False,
+        out.append(FlagClash("kv_cache_memory_overrides_utilization", False,
                             {"utilization": inputs.gpu_memory_utilization}))
     engine = (inputs.engine or "").lower()
     if engine == "vllm":
@@ -109,41 +110,41 @@ def find_conflicts(model: ModelSpec, inputs: BudgetInputs, gpu: GpuSpec | None,
     return tuple(out)
 
 
-def _vllm_conflicts(inputs: BudgetInputs, gpu: GpuSpec | None, have: tuple[int, int] | None) -> list[Conflict]:
-    out: list[Conflict] = []
+def _vllm_conflicts(inputs: BudgetInputs, gpu: GpuSpec | None, have: tuple[int, int] | None) -> list[FlagClash]:
+    out: list[FlagClash] = []
     version = parse_version(inputs.engine_version) or LATEST["vllm"]
     if inputs.use_v1 and have is not None and have < VLLM_V1_MIN_CAPABILITY and vllm_v1_needs_ampere(version):
         # "VLLM_USE_V1=1 is not supported with Compute Capability < 8.0."
-        out.append(Conflict("vllm_v1_needs_compute_capability_8", True,
+        out.append(FlagClash("vllm_v1_needs_compute_capability_8", True,
                             {"gpu": gpu.name if gpu else None, "have": _cc(have)}))
     if inputs.enable_lora or inputs.max_lora_rank:
         rank = inputs.max_lora_rank
         if rank is not None and rank not in LORA_RANKS:
-            out.append(Conflict("lora_rank_unsupported", True,
+            out.append(FlagClash("lora_rank_unsupported", True,
                                 {"rank": rank, "ranks": ", ".join(str(r) for r in LORA_RANKS)}))
         if inputs.max_cpu_loras is not None and inputs.max_cpu_loras < max(1, inputs.max_loras):
-            out.append(Conflict("max_cpu_loras_below_max_loras", True,
+            out.append(FlagClash("max_cpu_loras_below_max_loras", True,
                                 {"max_cpu_loras": inputs.max_cpu_loras, "max_loras": inputs.max_loras}))
     return out
 
 
-def _tgi_conflicts(inputs: BudgetInputs) -> list[Conflict]:
+def _tgi_conflicts(inputs: BudgetInputs) -> list[FlagClash]:
     """The TGI launcher's own argument checks."""
-    out: list[Conflict] = []
+    out: list[FlagClash] = []
     version = parse_version(inputs.engine_version) or LATEST["tgi"]
     total = inputs.max_total_tokens or inputs.max_model_len
     given = inputs.max_input_tokens
     if given is not None and total is not None and given >= total:
-        out.append(Conflict("tgi_input_not_below_total", True, {"max_input_tokens": given, "max_total_tokens": total}))
+        out.append(FlagClash("tgi_input_not_below_total", True, {"max_input_tokens": given, "max_total_tokens": total}))
     prefill = inputs.max_batch_prefill_tokens
     if prefill is not None and given is not None and prefill < given and version < (3, 0, 0):
-        out.append(Conflict("tgi_prefill_below_input", True,
+        out.append(FlagClash("tgi_prefill_below_input", True,
                             {"max_batch_prefill_tokens": prefill, "max_input_tokens": given}))
     batch_total = inputs.max_batch_total_tokens
     if batch_total is not None and tgi_regime(version) == "tgi-0":
         for name, value in (("max_total_tokens", total), ("max_batch_prefill_tokens", prefill)):
             if value is not None and value > batch_total:
-                out.append(Conflict("tgi_batch_total_below", True,
+                out.append(FlagClash("tgi_batch_total_below", True,
                                     {"flag": name.replace("_", "-"), "value": value,
                                      "max_batch_total_tokens": batch_total}))
     return out

@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runbooks.catalogs import thresholds as T
-from runbooks.model.changes import Change
+from runbooks.model.changes import (
+    AddStartupProbe,
+    Change,
+    HpaOnQueueDepth,
+    LowerMaxSurge,
+    RaiseMemoryLimit,
+    Scale,
+    SetArg,
+    SplitPools,
+)
 from runbooks.model.report import Action, Finding
 from runbooks.remediation.solver import (
     ENGINE_FLAGS,
@@ -21,7 +30,6 @@ from runbooks.remediation.solver import (
     solve_from_capacity,
     solve_safe_flags,
 )
-from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import default_threshold
 from runbooks.triage.context import TriageContext
 from runbooks.triage.failure_actions import (
@@ -125,14 +133,14 @@ def _plan_changes(ctx: TriageContext, plan: SafePlan, container: str | None) -> 
     length_flag, seqs_flag, fraction_flag = plan.flags
     out = []
     if plan.max_input_tokens is not None and plan.max_input_tokens != cfg.max_input_tokens:
-        out.append(Change.set_arg(container, "max-input-tokens", cfg.max_input_tokens, plan.max_input_tokens))
+        out.append(SetArg(container, "max-input-tokens", cfg.max_input_tokens, plan.max_input_tokens))
     if plan.max_model_len != cfg.max_model_len:
-        out.append(Change.set_arg(container, length_flag, cfg.max_model_len, plan.max_model_len))
+        out.append(SetArg(container, length_flag, cfg.max_model_len, plan.max_model_len))
     if plan.max_num_seqs != cfg.max_num_seqs:
-        out.append(Change.set_arg(container, seqs_flag, cfg.max_num_seqs, plan.max_num_seqs))
+        out.append(SetArg(container, seqs_flag, cfg.max_num_seqs, plan.max_num_seqs))
     current = _current_fraction(ctx, plan)
     if plan.memory_fraction is not None and plan.memory_fraction != current:
-        out.append(Change.set_arg(container, fraction_flag, current, plan.memory_fraction))
+        out.append(SetArg(container, fraction_flag, current, plan.memory_fraction))
     return tuple(out)
 
 
@@ -159,19 +167,19 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
     if cause_id == "kv_cache_pressure":
         if plan is not None and cfg.max_num_seqs and plan.max_num_seqs < cfg.max_num_seqs:
             add("lower_max_num_seqs", current=cfg.max_num_seqs, target=plan.max_num_seqs, flag=plan.flags[1],
-                changes=(Change.set_arg(container, plan.flags[1], cfg.max_num_seqs, plan.max_num_seqs),))
+                changes=(SetArg(container, plan.flags[1], cfg.max_num_seqs, plan.max_num_seqs),))
         if plan is not None and cfg.max_model_len and plan.max_model_len < cfg.max_model_len:
             add("cap_max_model_len", current=cfg.max_model_len, target=plan.max_model_len, flag=plan.flags[0],
-                changes=(Change.set_arg(container, plan.flags[0], cfg.max_model_len, plan.max_model_len),))
+                changes=(SetArg(container, plan.flags[0], cfg.max_model_len, plan.max_model_len),))
         replicas = wl.replicas if wl else None
         if replicas:
             target = replicas + max(1, replicas // 2)
-            add("scale_out", current=replicas, target=target, changes=(Change.scale(replicas, target),))
+            add("scale_out", current=replicas, target=target, changes=(Scale(replicas, target),))
         long_share = ctx.evidence.requests.share("L", "XL") if ctx.evidence.requests else None
         if long_share and long_share >= T.MIXED_LONG_SHARE:
             # the same split, and the same tier, as under a mixed pool
             add("split_pools", "now", long_pct=round(long_share * 100, 1),
-                changes=(Change(SPLIT_KIND, container, "threshold", None, default_threshold()),))
+                changes=(SplitPools(container, "threshold", None, default_threshold()),))
         if not acts:
             _concurrency_from_log(ctx, add, container)
         if not acts:
@@ -196,7 +204,7 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
                 target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
                 add("lower_memory_fraction", flag="gpu-memory-utilization", current=current, target=target,
-                    changes=(Change.set_arg(container, "gpu-memory-utilization", current, target),))
+                    changes=(SetArg(container, "gpu-memory-utilization", current, target),))
             if not startup_fix and not acts.keys() & {"set_safe_flags", "lower_memory_fraction"}:
                 margin_action(ctx, add, container)
     elif cause_id == "weights_too_large":
@@ -206,7 +214,7 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         # the split is planned in two phases (`runbooks.remediation.split`); its typed change names
         # the server container and the routing threshold, the runbook's long-request boundary
         add("split_pools", "now", long_pct=round(prof.share("L", "XL") * 100, 1) if prof else None,
-            changes=(Change(SPLIT_KIND, container, "threshold", None, default_threshold()),))
+            changes=(SplitPools(container, "threshold", None, default_threshold()),))
     elif cause_id == "parallelism_misconfig":
         parallel_actions(ctx, add, container)
         if ("parallelism_exceeds_gpus" in ids or "gpus_idle" in ids) and "fit_layout_to_gpus" not in acts:
@@ -215,10 +223,10 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
     elif cause_id == "platform_amplifier":
         platform_actions(ctx, ids, add, container)
         if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
-            add("add_startup_probe", budget_s=600, changes=(Change("add_startup_probe", container=container, new=600),))
+            add("add_startup_probe", budget_s=600, changes=(AddStartupProbe(container, None, None, 600),))
         if "container_oomkilled" in ids:
             # the new limit is read at plan time: the current one raised by half (a whole GiB)
-            add("raise_memory_limit", changes=(Change("raise_memory_limit", container, "limits.memory", None, None),))
+            add("raise_memory_limit", changes=(RaiseMemoryLimit(container, "limits.memory", None, None),))
         if "gpu_shared" in ids:
             if in_kubernetes(ctx):
                 add("isolate_gpu")
@@ -234,13 +242,13 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         if "host_memory_killed" in ids:
             add("raise_host_memory")
         if "hpa_cpu_only" in ids:
-            add("hpa_on_queue_depth", target=6, changes=(Change("hpa_on_queue_depth", new=6),))
+            add("hpa_on_queue_depth", target=6, changes=(HpaOnQueueDepth(None, None, 6),))
         if "mig_slice_small" in ids:
             add("bigger_mig_profile", "escalate",
                 profile=wl.gpu.mig_profile if wl and wl.gpu else None)
         if "rollout_step_large" in ids:
             add("lower_max_surge", current=wl.max_surge if wl else None,
-                changes=(Change("lower_max_surge", None, "maxSurge", wl.max_surge if wl else None, 0),))
+                changes=(LowerMaxSurge("maxSurge", wl.max_surge if wl else None, 0),))
         if "launch_problem" in ids:
             add("fix_launch")
         if not acts:
@@ -285,7 +293,7 @@ def _concurrency_from_log(ctx: TriageContext, add, container: str | None) -> Non
     if current is None:
         add("set_max_running", flag=flag, target=target, running=int(peak.running),
             usage_pct=round(peak.kv_cache_usage_ratio * 100, 1),
-            changes=(Change.set_arg(container, flag, None, target),))
+            changes=(SetArg(container, flag, None, target),))
     else:
         add("lower_max_num_seqs", current=current, target=target, flag=flag,
-            changes=(Change.set_arg(container, flag, cfg.max_num_seqs if cfg else None, target),))
+            changes=(SetArg(container, flag, cfg.max_num_seqs if cfg else None, target),))

@@ -13,7 +13,7 @@ import math
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import parse_version, vllm_regime, vllm_v1_limits
-from runbooks.model.changes import Change
+from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
 from runbooks.triage.checks.concurrency import oom_phase
 from runbooks.triage.checks.static import refusal_capacity
@@ -87,7 +87,7 @@ def refusal_actions(ctx: TriageContext, add, container: str | None) -> None:
     if fitted:
         target = fit_length(capacity)
         add("fit_max_model_len", flag=length_flag, current=length, target=target, capacity=capacity,
-            changes=(Change.set_arg(container, length_flag, cfg.max_model_len if cfg else None, target),))
+            changes=(SetArg(container, length_flag, cfg.max_model_len if cfg else None, target),))
     if engine == "tgi" and logs is not None:
         _tgi_budget(ctx, add, container)
     if fitted and _fraction(ctx, engine) is None:
@@ -104,12 +104,12 @@ def _tgi_budget(ctx: TriageContext, add, container: str | None) -> None:
     total_tokens = cfg.max_batch_total_tokens if cfg else None
     if (logs.count("tgi_total_tokens_oom") or logs.count("tgi_max_total_tokens_oom")) and total_tokens:
         add("unset_batch_total_tokens", current=total_tokens,
-            changes=(Change.set_arg(container, "max-batch-total-tokens", total_tokens, None),))
+            changes=(SetArg(container, "max-batch-total-tokens", total_tokens, None),))
     prefill = cfg.max_batch_prefill_tokens if cfg else None
     if logs.count("tgi_prefill_oom") and prefill:
         target = max(256, prefill // 2)
         add("lower_batch_prefill_tokens", current=prefill, target=target,
-            changes=(Change.set_arg(container, "max-batch-prefill-tokens", prefill, target),))
+            changes=(SetArg(container, "max-batch-prefill-tokens", prefill, target),))
 
 
 def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str, flag: str,
@@ -138,10 +138,10 @@ def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str,
         target = MAX_RAISED_FRACTION[engine]
     if current is not None:
         add("raise_memory_fraction", flag=flag, current=current, target=target,
-            changes=(Change.set_arg(container, flag, current, target),))
+            changes=(SetArg(container, flag, current, target),))
     else:
         add("raise_memory_fraction_to", flag=flag, target=target,
-            changes=(Change.set_arg(container, flag, None, target),))
+            changes=(SetArg(container, flag, None, target),))
     return True
 
 
@@ -153,7 +153,7 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
     cfg = ctx.config
     if phase == "cudagraph":
         flag, value = _NO_GRAPHS[engine]
-        add("limit_cuda_graphs", flag=flag, changes=(Change.set_arg(container, flag, None, value),))
+        add("limit_cuda_graphs", flag=flag, changes=(SetArg(container, flag, None, value),))
     if phase == "sampler_warmup":
         startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
         seqs_flag = ENGINE_FLAGS[engine][1]
@@ -162,7 +162,7 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
         target = max(T.SAFE_MAX_NUM_SEQS, current // 4)
         if target < current:
             add("lower_max_num_seqs", current=current, target=target, flag=seqs_flag,
-                changes=(Change.set_arg(container, seqs_flag, cfg.max_num_seqs if cfg else None, target),))
+                changes=(SetArg(container, seqs_flag, cfg.max_num_seqs if cfg else None, target),))
     oom = ctx.evidence.logs.oom if ctx.evidence.logs else None
     if oom is not None and oom.reserved_unallocated_bytes and oom.reserved_unallocated_bytes >= 2**29:
         add("set_expandable_segments", reserved_gib=round(oom.reserved_unallocated_bytes / 2**30, 2))
@@ -183,7 +183,7 @@ def margin_action(ctx: TriageContext, add, container: str | None) -> None:
             add("add_memory_margin_any", margin_gib=round((1 - T.SAFE_VLLM_UTIL) * total, 1),
                 total_gib=round(total, 1))
         return
-    change = (Change.set_arg(container, flag, current, target),)
+    change = (SetArg(container, flag, current, target),)
     if total:
         add("add_memory_margin", flag=flag, target=target, margin_gib=round((1 - target) * total, 1),
             total_gib=round(total, 1), changes=change)
@@ -214,19 +214,19 @@ def parallel_actions(ctx: TriageContext, add, container: str | None) -> None:
         target = _power_of_two_divisor(err.heads, err.size)
         flag = _TP_FLAG[engine]
         add("fit_tp_to_heads", flag=flag, current=err.size, target=target, heads=err.heads,
-            changes=(Change.set_arg(container, flag, err.size, target),))
+            changes=(SetArg(container, flag, err.size, target),))
     elif err.kind == "layers_indivisible" and err.heads and err.size:
         target = _power_of_two_divisor(err.heads, err.size)
         flag = _PP_FLAG.get(engine, "pipeline-parallel-size")
         add("fit_pp_to_layers", flag=flag, current=err.size, target=target, layers=err.heads,
-            changes=(Change.set_arg(container, flag, err.size, target),))
+            changes=(SetArg(container, flag, err.size, target),))
     elif err.kind == "gpus_insufficient":
         size = err.size or (cfg.tensor_parallel_size if cfg else None)
         gpus = err.gpus or ctx.gpus_requested or (len(ctx.evidence.gpus.devices) if ctx.evidence.gpus else None)
         flag = _TP_FLAG[engine]
         if size and gpus:
             add("fit_layout_to_gpus", flag=flag, current=size, gpus=gpus,
-                changes=(Change.set_arg(container, flag, size, gpus),))
+                changes=(SetArg(container, flag, size, gpus),))
         elif size:
             add("check_visible_gpus", size=size)
 
@@ -253,7 +253,7 @@ def platform_actions(ctx: TriageContext, ids: set[str], add, container: str | No
         gpus = ((cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1) if cfg else None) or \
             ctx.gpus_requested or 1
         size = min(64, max(2, 2 * gpus))
-        add("add_shm", size_gib=size, changes=(Change("add_shm", container, None, None, f"{size}Gi"),))
+        add("add_shm", size_gib=size, changes=(AddShm(container, None, f"{size}Gi"),))
     if "gpu_runtime_error" in ids:
         sig = next((s for s in ctx.evidence.logs.signals if s.key == "cuda_driver_error"), None)
         add("fix_gpu_runtime", error=(sig.example or "")[:160] if sig else "")

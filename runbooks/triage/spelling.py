@@ -5,7 +5,7 @@ already uses wins (it runs, so that version takes it). A change whose flag the v
 (TGI 1.4.0 has no --max-batch-size; TGI 1.x spells --max-input-tokens --max-input-length) is
 respelled or left out with the reason (`runbooks.catalogs.engine_flags.choose_spelling`).
 Where neither the evidence nor the object says the version, the change keeps its name: the
-plan made from it is checked again against the object's image (`bot.actuator.launch_edit`),
+plan made from it is checked again against the object's image (`runbooks.remediation.edits.launch_edit`),
 and refused there when the version still is not known and the flag is not in every version.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import Choice, choose_spelling
-from runbooks.model.changes import Change
+from runbooks.model.changes import Change, SetArg
 from runbooks.triage.context import TriageContext
 
 
@@ -38,7 +38,7 @@ def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tup
     kept: list[Change] = []
     refused: dict[str, str] = {}
     for change in changes:
-        if change.kind != "set_arg" or not change.flag:
+        if not isinstance(change, SetArg) or not change.flag:
             kept.append(change)
             continue
         choice = choose(ctx, engine, change.flag)

@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.actuator.script_words import CONTINUATION, ScriptCommand, ScriptNotReadable, line_of, scan_commands
 from collectors.parsers.flag_tables import BOOLEAN_FLAGS, MULTI_VALUE_FLAGS
 from collectors.parsers.flags import canonical_flag, parse_engine_args
 from collectors.parsers.launch_forms import (
@@ -35,6 +34,13 @@ from collectors.parsers.launch_forms import (
     strip_wrappers,
 )
 from runbooks.model.errors import UsageError
+from runbooks.remediation.edits.script_words import (
+    CONTINUATION,
+    ScriptCommand,
+    ScriptNotReadable,
+    line_of,
+    scan_commands,
+)
 
 LIST_FIELDS = ("command", "args")
 _NUMBER_WORD = re.compile(r"-\d+(\.\d+)?")

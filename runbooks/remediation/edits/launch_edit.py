@@ -53,8 +53,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.actuator.launch_map import LIST_FIELDS, ArgWord, LaunchMap, Loc, Occurrence, map_launch, refuse
-from bot.actuator.patches import FIELDS, changed_fields, json_patch, strategic_merge_patch
 from collectors.errors import ParseError
 from collectors.parsers.flag_tables import (
     BOOLEAN_FLAGS,
@@ -68,8 +66,18 @@ from collectors.parsers.flags import canonical_flag, server_config_from_containe
 from collectors.parsers.kube_pod_spec import pick_server_container
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import choose_spelling
-from runbooks.model.errors import Conflict, UsageError
+from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.remediation.edits.launch_map import (
+    LIST_FIELDS,
+    ArgWord,
+    LaunchMap,
+    Loc,
+    Occurrence,
+    map_launch,
+    refuse,
+)
+from runbooks.remediation.edits.patches import FIELDS, changed_fields, json_patch, strategic_merge_patch
 
 POD_PATH = "/spec/template/spec"
 JSON_PATCH = "application/json-patch+json"
@@ -214,7 +222,7 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
     version line), else only the spelling the object already uses (or one every version read
     accepts). Raises UsageError (`flag_not_editable`, `flag_unknown`, `flag_not_in_version`,
     `flag_value_invalid`, `flag_value_not_safe`, `container_not_found`, `workload_shape`) or
-    Conflict (a `Restore` applied to another object than the one it undoes).
+    StaleObject (a `Restore` applied to another object than the one it undoes).
     """
     containers = _containers(workload)
     index = _container_index(workload, containers, container)
@@ -765,7 +773,7 @@ class _Planner:
 
     def _restore(self, target: _Target, restore: Restore) -> None:
         if restore.fingerprint != _fingerprint(self.spec):
-            raise Conflict("launch_changed_since_edit", flag=target.name)
+            raise StaleObject("launch_changed_since_edit", flag=target.name)
         for splice in restore.splices:
             self._check_bounds(splice)
         current = self.before.flags.get(target.name)
@@ -788,7 +796,7 @@ class _Planner:
             ok = isinstance(items, list) and 0 <= splice.index < len(items) and isinstance(items[splice.index], str) \
                 and 0 <= splice.start <= splice.end <= len(items[splice.index])
         if not ok:
-            raise Conflict("launch_changed_since_edit", field=splice.field)
+            raise StaleObject("launch_changed_since_edit", field=splice.field)
 
     # -------------------------------------------------------------- placing removals and additions
 
