@@ -66,9 +66,10 @@ def test_the_corpus_lives_beside_the_other_test_data():
 
 #: computed once: every case through the real bundle loader and the real triage
 RESULTS = {r.case.id: r for r in run_all()}
-#: batch 1 was collected with the rules in view; batch 2 (issue 20) was not: its floor is the
-#: score it reached after the rule changes (22 of 29), so a regression is caught
-ACCURACY_FLOOR = {1: 0.90, 2: 22 / 29}
+#: batch 1 was collected with the rules in view; batches 2 and 3 (issue 20) were not: each
+#: floor is the score its batch reached after the rule changes, so a regression is caught.
+#: First runs, before any rule saw them: batch 2 11/29; batch 3 17/26 (13 exact, 1 false healthy)
+ACCURACY_FLOOR = {1: 0.90, 2: 22 / 29, 3: 17 / 26}
 
 
 @pytest.mark.parametrize("batch", sorted(ACCURACY_FLOOR))
