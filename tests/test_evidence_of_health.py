@@ -138,6 +138,26 @@ def test_kv_usage_or_queue_over_its_line_is_not_health():
         assert report.verdict.primary != "healthy", (kv, queue)
 
 
+def test_requests_waiting_for_a_cache_that_cannot_hold_one_more_are_kv_pressure_not_health():
+    # 2 running at 82%: each holds ~41%, so a third cannot be admitted and 3 wait
+    blocked = ServerMetrics("metrics.txt", engine="vllm", queue_depth=3, running_requests=2,
+                            kv_cache_usage_ratio=0.821)
+    report = triage(Evidence(server_metrics=blocked))
+    assert report.verdict.primary == "kv_cache_pressure"
+    f = _finding(report, "kv_admission_blocked")
+    assert (f.facts[0].params["waiting"], f.facts[0].params["running"], f.facts[0].params["per_request_pct"]) == (
+        3, 2, 41.0)
+    assert _finding(report, "kv_usage_ok") is None
+    # the same usage with room for one more of the running size (20 running at ~4% each) is not blocked
+    roomy = ServerMetrics("metrics.txt", engine="vllm", queue_depth=3, running_requests=20, kv_cache_usage_ratio=0.821)
+    report = triage(Evidence(server_metrics=roomy))
+    assert _finding(report, "kv_admission_blocked") is None
+    assert report.verdict.primary == "healthy"
+    # nothing waiting: no admission problem to speak of
+    idle = ServerMetrics("metrics.txt", engine="vllm", queue_depth=0, running_requests=2, kv_cache_usage_ratio=0.821)
+    assert _finding(triage(Evidence(server_metrics=idle)), "kv_admission_blocked") is None
+
+
 def test_ready_pods_without_restarts_are_evidence_and_one_restart_is_not():
     ready = (PodState("p-1", containers=(ContainerState("vllm", restart_count=0, ready=True, state="running"),)),)
     assert triage(Evidence(pods=ready)).verdict.primary == "healthy"

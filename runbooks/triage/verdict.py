@@ -38,7 +38,7 @@ ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startu
                          "memory_held_elsewhere", "pods_restarting", "container_oomkilled",
                          "unexplained_failure_down"})
 #: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
-NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure"}
+NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
