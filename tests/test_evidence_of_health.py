@@ -226,3 +226,16 @@ def test_a_traceback_cut_before_its_exception_asks_for_the_whole_log():
     assert "capture_logs" in [f.key for f in report.verdict.capture_next]
     f = _finding(report, "unexplained_failure")
     assert f.facts[0].params["error_kind"] == "traceback"
+
+
+def test_flags_alone_name_no_cause_and_the_same_flags_beside_a_symptom_do():
+    launch = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192 --gpu-memory-utilization 0.97"
+    alone = triage(_log(launch))
+    assert alone.verdict.primary == "insufficient_evidence" and alone.verdict.causes == ()
+    assert _finding(alone, "memory_fraction_at_edge") is not None  # still shown, as a flag reading
+    oom = (launch + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.27 GiB. GPU 0 has a total "
+           "capacity of 79.33 GiB of which 109.81 MiB is free. Process 1 has 79.19 GiB memory in use.")
+    assert "params_near_edge" in {c.id for c in triage(_log(oom)).verdict.causes}
+    visible = triage(_log("CUDA_VISIBLE_DEVICES=1,2 vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"))
+    assert visible.verdict.primary == "insufficient_evidence"
+    assert _finding(visible, "gpus_visible_unused") is not None

@@ -39,6 +39,11 @@ ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startu
                          "unexplained_failure_down"})
 #: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
 NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
+#: findings that read a launch's flags, not a symptom: a fraction at its edge, GPUs visible
+#: beyond the layout. They say where memory would run short, not that it did, so alone (no
+#: symptom anywhere in the evidence) they name no cause: the flags are shown, the verdict
+#: asks for the evidence that would decide
+FLAG_ONLY = frozenset({"memory_fraction_at_edge", "gpus_visible_unused"})
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -68,9 +73,10 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
     findings = [f for c in checks for f in c.findings]
     cover = coverage(checks, ctx)
     causes: list[Cause] = []
+    symptom = any(f.id not in FLAG_ONLY and _SEVERITY_FACTOR[f.severity] > 0 for f in findings)
     for cause_id in CAUSE_IDS:
         support = [f for f in findings if cause_id in f.supports and _SEVERITY_FACTOR[f.severity] > 0]
-        if not support:
+        if not support or (not symptom and all(f.id in FLAG_ONLY for f in support)):
             continue
         miss = 1.0
         for f in support:
