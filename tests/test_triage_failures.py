@@ -202,3 +202,12 @@ def test_a_fraction_set_low_on_purpose_is_stepped_up_not_taken_to_the_default():
     report = _real("vllm-14376-two-tinyllama-l40s-v1")
     raise_ = _action(report, "raise_memory_fraction")
     assert (raise_.params["current"], raise_.params["target"]) == (0.2, 0.4)
+
+
+def test_an_oom_while_serving_is_the_margin_beside_the_preallocated_cache_not_kv_pressure():
+    # 0.9 of the card, below the edge: the KV cache was preallocated, the long prompt's
+    # activations ran out in what was left beside it
+    report = _real("vllm-13067-dsr1-awq-a800-long-prompt-oom")
+    oom = next(f for c in report.checks for f in c.findings if f.id == "runtime_cuda_oom")
+    assert oom.supports == ("params_near_edge",)
+    assert [c.id for c in report.verdict.causes] == ["params_near_edge"]
