@@ -62,8 +62,11 @@ def test_the_runbook_incident_gets_the_numbers_both_surfaces_print(capsys):
     report = triage(load_bundle(EXAMPLES / "runbook-incident"))
     by_id = {a.id: a for a in report.actions}
     assert by_id["lower_max_num_seqs"].params == {"current": 128, "target": 115, "flag": "max-num-seqs"}
-    assert [(c.flag, c.old, c.new) for c in by_id["set_safe_flags"].changes] == [
-        ("max-num-seqs", 128, 115), ("gpu-memory-utilization", 0.95, 0.88)]
+    # the safe-flag template would set max-num-seqs 128 -> 115 and the fraction 0.95 -> 0.88:
+    # two single-flag actions say each, so the template, the two combined, is not offered
+    assert "set_safe_flags" not in by_id
+    assert [(c.flag, c.old, c.new) for c in by_id["lower_memory_fraction"].changes] == [
+        ("gpu-memory-utilization", 0.95, 0.88)]
     assert [(c.kind, c.old, c.new) for c in by_id["scale_out"].changes] == [("scale", 2, 3)]
 
 

@@ -157,3 +157,14 @@ def test_flags_at_the_edge_is_never_named_beside_none():
             text = render_text(r.report, "en")
             section = text.split("== Flags at the edge", 1)[1].split("==", 1)[0]
             assert section.strip() != "none", r.case.id
+
+
+def test_each_flag_is_changed_by_one_action_in_a_report():
+    for r in RESULTS.values():
+        setters: dict[str, set[str]] = {}
+        for cause in r.report.verdict.causes:
+            for a in cause.actions:
+                for ch in a.changes:
+                    if ch.kind == "set_arg":
+                        setters.setdefault(ch.flag, set()).add(a.id)
+        assert {f: ids for f, ids in setters.items() if len(ids) > 1} == {}, r.case.id

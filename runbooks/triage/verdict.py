@@ -8,8 +8,20 @@ runbook asks for (memory, logs, request profile, flags, metrics) was not there t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runbooks.catalogs import thresholds as T
-from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
+from runbooks.model.report import (
+    CAUSE_IDS,
+    Action,
+    Cause,
+    CheckResult,
+    Fact,
+    Finding,
+    Misjudgement,
+    Verdict,
+    fact,
+)
 from runbooks.triage.actions import actions_for
 from runbooks.triage.context import TriageContext
 from runbooks.triage.health import capture_next, health_evidence, in_kubernetes
@@ -97,6 +109,7 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
             actions=actions_for(cause_id, support, ctx),
         ))
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
+    causes = one_action_per_flag(causes)
     health: tuple[Fact, ...] = ()
     capture: tuple[Fact, ...] = ()
     level, why = _priority(findings, ctx)
@@ -153,6 +166,59 @@ def _rule_out(cause_id: str, support: list[Finding]) -> tuple[Fact, ...]:
         for k in _RULE_OUT[cause_id]:
             out.setdefault(k, fact(k))
     return tuple(out.values())
+
+
+def _set_flags(action: Action) -> set[str]:
+    return {c.flag for c in action.changes if c.kind == "set_arg" and c.flag}
+
+
+def one_action_per_flag(causes: list[Cause]) -> list[Cause]:
+    """Each flag is changed by one action in the report: where a combined action (the safe-flag
+    template) and a single-flag one both set a flag, the single-flag action keeps it (its risk
+    and rollback are about that flag) and the combined one keeps the flags no other action
+    sets; one left with none is dropped, unless it is its cause's only action.
+
+    The owner of a flag is the action setting the fewest flags, the earlier one (by cause rank,
+    then action order) on a tie; actions of the same id are one action shown under two causes.
+    """
+    owner: dict[str, tuple[int, int, str]] = {}
+    for ci, cause in enumerate(causes):
+        for ai, action in enumerate(cause.actions):
+            flags = _set_flags(action)
+            for flag in flags:
+                rank = (len(flags), ci * 1000 + ai, action.id)
+                if flag not in owner or rank[:2] < owner[flag][:2]:
+                    owner[flag] = rank
+    out: list[Cause] = []
+    for cause in causes:
+        kept: list[Action] = []
+        for action in cause.actions:
+            lost = {f for f in _set_flags(action) if owner[f][2] != action.id}
+            if not lost:
+                kept.append(action)
+                continue
+            changes = tuple(c for c in action.changes if not (c.kind == "set_arg" and c.flag in lost))
+            if changes:
+                kept.append(_with_changes(action, changes))
+        if not kept and cause.actions:
+            kept = list(cause.actions)  # every cause keeps an action: the overlap is the lesser harm
+        out.append(replace(cause, actions=tuple(kept)))
+    return out
+
+
+def _with_changes(action: Action, changes: tuple) -> Action:
+    """The action with fewer changes; a pasted `args` line is rewritten to the flags it keeps."""
+    params = dict(action.params)
+    if isinstance(params.get("args"), str):
+        params["args"] = " ".join(_arg(c) for c in changes if c.kind == "set_arg" and c.flag)
+    return replace(action, params=params, changes=changes)
+
+
+def _arg(change) -> str:
+    value = change.new
+    if value is True:
+        return f"--{change.flag}"
+    return f"--{change.flag}={value:g}" if isinstance(value, float) else f"--{change.flag}={value}"
 
 
 def _facts(findings: list[Finding]) -> tuple[Fact, ...]:
