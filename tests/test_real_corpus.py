@@ -168,3 +168,28 @@ def test_each_flag_is_changed_by_one_action_in_a_report():
                     if ch.kind == "set_arg":
                         setters.setdefault(ch.flag, set()).add(a.id)
         assert {f: ids for f, ids in setters.items() if len(ids) > 1} == {}, r.case.id
+
+
+def test_no_action_sets_an_unset_flag_to_the_engines_default_or_pastes_a_flag_it_leaves_alone():
+    from collectors.parsers.bundle import load_bundle
+    from runbooks.triage.actions import engine_default
+    from runbooks.triage.context import build_context
+
+    for r in RESULTS.values():
+        ctx = build_context(load_bundle(r.case.path))
+        for a in r.report.actions:
+            set_args = [ch for ch in a.changes if ch.kind == "set_arg"]
+            for ch in set_args:
+                assert ch.old is not None or ch.new is None or ch.new != engine_default(ctx, ch.flag), (r.case.id, a.id)
+            if isinstance(a.params.get("args"), str):
+                pasted = {arg[2:].split("=")[0] for arg in a.params["args"].split()}
+                assert pasted == {ch.flag for ch in set_args}, (r.case.id, a.id)
+
+
+def test_every_action_has_the_tier_of_its_table():
+    from runbooks.triage.actions import ESCALATE_ONLY
+
+    for r in RESULTS.values():
+        for cause in r.report.verdict.causes:
+            for a in cause.actions:
+                assert a.tier == ("escalate" if a.id in ESCALATE_ONLY else "now"), (r.case.id, a.id)

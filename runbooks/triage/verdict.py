@@ -176,7 +176,8 @@ def one_action_per_flag(causes: list[Cause]) -> list[Cause]:
     """Each flag is changed by one action in the report: where a combined action (the safe-flag
     template) and a single-flag one both set a flag, the single-flag action keeps it (its risk
     and rollback are about that flag) and the combined one keeps the flags no other action
-    sets; one left with none is dropped, unless it is its cause's only action.
+    sets; one left with none is dropped, unless it is its cause's only action. A template's
+    pasted `args` line names only the flags it changes.
 
     The owner of a flag is the action setting the fewest flags, the earlier one (by cause rank,
     then action order) on a tie; actions of the same id are one action shown under two causes.
@@ -195,7 +196,7 @@ def one_action_per_flag(causes: list[Cause]) -> list[Cause]:
         for action in cause.actions:
             lost = {f for f in _set_flags(action) if owner[f][2] != action.id}
             if not lost:
-                kept.append(action)
+                kept.append(_with_changes(action, action.changes))
                 continue
             changes = tuple(c for c in action.changes if not (c.kind == "set_arg" and c.flag in lost))
             if changes:
@@ -207,7 +208,8 @@ def one_action_per_flag(causes: list[Cause]) -> list[Cause]:
 
 
 def _with_changes(action: Action, changes: tuple) -> Action:
-    """The action with fewer changes; a pasted `args` line is rewritten to the flags it keeps."""
+    """The action with these changes; its pasted `args` line names exactly the flags they set,
+    so no flag is shown "set" to the value it already has."""
     params = dict(action.params)
     if isinstance(params.get("args"), str):
         params["args"] = " ".join(_arg(c) for c in changes if c.kind == "set_arg" and c.flag)
