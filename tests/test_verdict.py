@@ -222,3 +222,18 @@ def test_each_flag_is_changed_by_one_action_and_the_template_keeps_only_the_rest
     assert [a.id for a in out[1].actions] == ["lower_memory_fraction"]
     alone = Cause("params_near_edge", 0.6, "medium", actions=(replace(template, changes=template.changes[1:2]),))
     assert one_action_per_flag([kv, alone])[1].actions == alone.actions
+
+
+def test_a_rule_out_quotes_the_values_its_findings_read():
+    from pathlib import Path
+
+    from collectors.parsers.bundle import load_bundle
+    from runbooks.triage.runbook import triage
+
+    report = triage(load_bundle(Path(__file__).resolve().parent.parent / "examples" / "runbook-incident"))
+    kv = next(c for c in report.verdict.causes if c.id == "kv_cache_pressure")
+    by_key = {f.key: f.params for f in kv.rule_out}
+    assert by_key["rule_out_kv_usage"] == {"usage_pct": 98.3}
+    assert by_key["rule_out_preemptions"] == {"count": 57}
+    assert by_key["rule_out_long_share"] == {"before_pct": 8.3, "after_pct": 36.5}
+    assert "rule_out_kv" not in by_key  # every finding quoted its own values: no general test needed

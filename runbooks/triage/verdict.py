@@ -138,33 +138,68 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
 
 
 #: what would rule out the finding's reading, quoting its own values: finding id -> (fact
-#: key, the params it copies from the finding's first fact)
+#: key, the params it copies from the first of the finding's facts that has them all)
 _RULE_OUT_BY_FINDING = {
     "engines_share_gpu": ("rule_out_shared_launches", ("gpus",)),
     "gpu_shared": ("rule_out_one_process", ("gpu", "processes")),
     "host_memory_killed": ("rule_out_host_memory", ()),
+    "container_oomkilled": ("rule_out_host_memory", ()),
     "gpu_sharing_layer_error": ("rule_out_sharing_layer", ()),
     "memory_held_elsewhere": ("rule_out_held_elsewhere", ("held_gib", "total_gib")),
     "weights_beyond_card_gpus_idle": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
     "weights_estimate_exceed_gpu": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
     "gpus_visible_unused": ("rule_out_gpus_visible", ("visible", "split")),
+    "kv_usage_high": ("rule_out_kv_usage", ("usage_pct",)),
+    "kv_admission_blocked": ("rule_out_kv_admission", ("waiting", "running", "usage_pct")),
+    "preemptions_seen": ("rule_out_preemptions", ("count",)),
+    "kv_rejects_logged": ("rule_out_kv_rejects", ("count",)),
+    "kv_demand_exceeds_capacity": ("rule_out_kv_demand", ("demand_tokens", "capacity_tokens")),
+    "long_share_jumped": ("rule_out_long_share", ("before_pct", "after_pct")),
+    "queue_and_rejects_rising": ("rule_out_queue_rejects", ("queue", "rejected")),
+    "memory_fraction_at_edge": ("rule_out_fraction", ("flag", "value", "edge")),
+    "kv_below_one_sequence": ("rule_out_one_sequence", ("max_model_len", "capacity_tokens")),
+    "aggressive_combination": ("rule_out_combination", ("max_num_seqs", "max_model_len", "capacity_tokens")),
+    "cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "runtime_cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "startup_cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "startup_capacity_error": ("rule_out_refusal", ("max_model_len", "capacity_tokens")),
+    "pods_restarting": ("rule_out_restarts", ("count",)),
+    "probe_kills": ("rule_out_probe_kills", ("count",)),
+    "liveness_kills_slow_start": ("rule_out_probe_budget", ("budget_s", "need_s")),
+    "static_high": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "static_critical": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "weights_exceed_gpu": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "gpus_idle": ("rule_out_layout", ("tp", "pp", "dp", "gpus")),
+    "parallelism_exceeds_gpus": ("rule_out_layout", ("tp", "pp", "dp", "gpus")),
+    "mixed_pool": ("rule_out_mix", ("s_pct", "l_pct", "xl_pct")),
+    "mig_slice_small": ("rule_out_mig", ("profile",)),
 }
+
+
+#: a rule-out the engine's own figure states, beside one computed for the same question: the
+#: measured one is kept (one value per fact)
+_MEASURED_OVER_COMPUTED = {"rule_out_one_sequence": "rule_out_refusal"}
 
 
 def _rule_out(cause_id: str, support: list[Finding]) -> tuple[Fact, ...]:
     """What would rule the cause out: the readings of its own findings with their values where
-    a finding has one, else the runbook's general test for the cause."""
-    out: dict[str, Fact] = {}
+    a finding has them, else the runbook's general test for the cause."""
+    out: dict[tuple, Fact] = {}
+    general = False
     for f in support:
         spec = _RULE_OUT_BY_FINDING.get(f.id)
-        if spec is None or not f.facts:
+        source = next((x for x in f.facts if spec and all(x.params.get(n) is not None for n in spec[1])), None)
+        if spec is None or source is None:
+            general = True
             continue
         key, names = spec
-        params = {n: f.facts[0].params.get(n) for n in names}
-        out.setdefault(key, fact(key, f.facts[0].source, **params))
-    if not out or any(f.id not in _RULE_OUT_BY_FINDING for f in support):
+        params = {n: source.params[n] for n in names}
+        out.setdefault((key, *params.values()), fact(key, source.source, **params))
+    keys = {f.key for f in out.values()}
+    out = {k: f for k, f in out.items() if _MEASURED_OVER_COMPUTED.get(f.key) not in keys}
+    if not out or general:
         for k in _RULE_OUT[cause_id]:
-            out.setdefault(k, fact(k))
+            out.setdefault((k,), fact(k))
     return tuple(out.values())
 
 
