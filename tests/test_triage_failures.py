@@ -225,3 +225,12 @@ def test_a_flag_set_to_its_value_or_its_unset_default_is_no_change():
     assert not is_no_op(ctx, Change.set_arg("vllm", "max-batch-total-tokens", 16000, None))  # an unset is a change
     assert (tier_of("quantize_weights"), tier_of("split_pools"), tier_of("lower_max_num_seqs")) == (
         "escalate", "now", "now")
+
+
+def test_a_probe_answered_not_found_is_a_wrong_path_not_a_slow_start():
+    report = _real("llm-d-inference-sim-45-liveness-404-restarts")
+    assert report.verdict.primary == "platform_amplifier"
+    assert "probe_path_not_found" in _findings(report)
+    ids = [a.id for a in report.actions]
+    assert "fix_probe_path" in ids and "add_startup_probe" not in ids
+    assert _action(report, "fix_probe_path").params["answer"] == "statuscode: 404"

@@ -43,7 +43,7 @@ _ORDER = (
     "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
     "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to", "set_expandable_segments",
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
-    "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "add_startup_probe",
+    "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "fix_probe_path", "add_startup_probe",
     "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",
     "fix_launch", "read_previous_log", "set_max_running", "lower_concurrency_unsized", "one_engine_per_gpu",
     "check_sharing_layer", "raise_host_memory", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
@@ -223,7 +223,10 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         add("review_tp", "escalate")
     elif cause_id == "platform_amplifier":
         platform_actions(ctx, ids, add, container)
-        if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
+        if "probe_path_not_found" in ids:
+            add("fix_probe_path", answer=next(f for f in findings if f.id == "probe_path_not_found")
+                .facts[0].params["answer"])
+        elif "liveness_kills_slow_start" in ids or "probe_kills" in ids:
             add("add_startup_probe", budget_s=600, changes=(Change("add_startup_probe", container=container, new=600),))
         if "container_oomkilled" in ids:
             # the new limit is read at plan time: the current one raised by half (a whole GiB)

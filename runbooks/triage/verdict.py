@@ -165,6 +165,7 @@ _RULE_OUT_BY_FINDING = {
     "startup_capacity_error": ("rule_out_refusal", ("max_model_len", "capacity_tokens")),
     "pods_restarting": ("rule_out_restarts", ("count",)),
     "probe_kills": ("rule_out_probe_kills", ("count",)),
+    "probe_path_not_found": ("rule_out_probe_path", ("answer",)),
     "liveness_kills_slow_start": ("rule_out_probe_budget", ("budget_s", "need_s")),
     "static_high": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
     "static_critical": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
