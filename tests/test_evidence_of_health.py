@@ -239,3 +239,13 @@ def test_flags_alone_name_no_cause_and_the_same_flags_beside_a_symptom_do():
     visible = triage(_log("CUDA_VISIBLE_DEVICES=1,2 vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"))
     assert visible.verdict.primary == "insufficient_evidence"
     assert _finding(visible, "gpus_visible_unused") is not None
+    # an amplifier in the configuration (an HPA on CPU only) beside an engine serving below its
+    # lines: a risk shown, not a cause; the same HPA beside restarts amplifies them
+    from runbooks.model.evidence import Autoscaler
+
+    hpa = Autoscaler("qwen", 1, 4, ("Resource:cpu",))
+    calm = triage(Evidence(server_metrics=_metrics(0.31, 0), hpa=hpa))
+    assert calm.verdict.primary == "healthy" and _finding(calm, "hpa_cpu_only") is not None
+    restarting = (PodState("qwen-0", containers=(ContainerState("vllm", restart_count=4, ready=False),)),)
+    assert triage(Evidence(server_metrics=_metrics(0.31, 0), hpa=hpa, pods=restarting)).verdict.primary == (
+        "platform_amplifier")

@@ -51,11 +51,13 @@ ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startu
                          "unexplained_failure_down"})
 #: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
 NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
-#: findings that read a launch's flags, not a symptom: a fraction at its edge, GPUs visible
-#: beyond the layout. They say where memory would run short, not that it did, so alone (no
-#: symptom anywhere in the evidence) they name no cause: the flags are shown, the verdict
-#: asks for the evidence that would decide
-FLAG_ONLY = frozenset({"memory_fraction_at_edge", "gpus_visible_unused"})
+#: findings that read the configuration, not a symptom: a fraction at its edge, GPUs visible
+#: or requested beyond the layout, TP past the KV heads, a liveness budget short of a load, an
+#: HPA on CPU only, a large rollout step. They say where trouble would come from, not that it
+#: came, so alone (no symptom anywhere in the evidence) they name no cause: they are shown,
+#: and the verdict rests on what the engine shows (health, or what to capture)
+FLAG_ONLY = frozenset({"memory_fraction_at_edge", "gpus_visible_unused", "liveness_kills_slow_start", "hpa_cpu_only",
+                       "rollout_step_large", "tp_exceeds_kv_heads", "gpus_idle"})
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
