@@ -138,6 +138,26 @@ def test_kv_usage_or_queue_over_its_line_is_not_health():
         assert report.verdict.primary != "healthy", (kv, queue)
 
 
+def test_requests_waiting_for_a_cache_that_cannot_hold_one_more_are_kv_pressure_not_health():
+    # 2 running at 82%: each holds ~41%, so a third cannot be admitted and 3 wait
+    blocked = ServerMetrics("metrics.txt", engine="vllm", queue_depth=3, running_requests=2,
+                            kv_cache_usage_ratio=0.821)
+    report = triage(Evidence(server_metrics=blocked))
+    assert report.verdict.primary == "kv_cache_pressure"
+    f = _finding(report, "kv_admission_blocked")
+    assert (f.facts[0].params["waiting"], f.facts[0].params["running"], f.facts[0].params["per_request_pct"]) == (
+        3, 2, 41.0)
+    assert _finding(report, "kv_usage_ok") is None
+    # the same usage with room for one more of the running size (20 running at ~4% each) is not blocked
+    roomy = ServerMetrics("metrics.txt", engine="vllm", queue_depth=3, running_requests=20, kv_cache_usage_ratio=0.821)
+    report = triage(Evidence(server_metrics=roomy))
+    assert _finding(report, "kv_admission_blocked") is None
+    assert report.verdict.primary == "healthy"
+    # nothing waiting: no admission problem to speak of
+    idle = ServerMetrics("metrics.txt", engine="vllm", queue_depth=0, running_requests=2, kv_cache_usage_ratio=0.821)
+    assert _finding(triage(Evidence(server_metrics=idle)), "kv_admission_blocked") is None
+
+
 def test_ready_pods_without_restarts_are_evidence_and_one_restart_is_not():
     ready = (PodState("p-1", containers=(ContainerState("vllm", restart_count=0, ready=True, state="running"),)),)
     assert triage(Evidence(pods=ready)).verdict.primary == "healthy"
@@ -206,3 +226,26 @@ def test_a_traceback_cut_before_its_exception_asks_for_the_whole_log():
     assert "capture_logs" in [f.key for f in report.verdict.capture_next]
     f = _finding(report, "unexplained_failure")
     assert f.facts[0].params["error_kind"] == "traceback"
+
+
+def test_flags_alone_name_no_cause_and_the_same_flags_beside_a_symptom_do():
+    launch = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192 --gpu-memory-utilization 0.97"
+    alone = triage(_log(launch))
+    assert alone.verdict.primary == "insufficient_evidence" and alone.verdict.causes == ()
+    assert _finding(alone, "memory_fraction_at_edge") is not None  # still shown, as a flag reading
+    oom = (launch + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.27 GiB. GPU 0 has a total "
+           "capacity of 79.33 GiB of which 109.81 MiB is free. Process 1 has 79.19 GiB memory in use.")
+    assert "params_near_edge" in {c.id for c in triage(_log(oom)).verdict.causes}
+    visible = triage(_log("CUDA_VISIBLE_DEVICES=1,2 vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"))
+    assert visible.verdict.primary == "insufficient_evidence"
+    assert _finding(visible, "gpus_visible_unused") is not None
+    # an amplifier in the configuration (an HPA on CPU only) beside an engine serving below its
+    # lines: a risk shown, not a cause; the same HPA beside restarts amplifies them
+    from runbooks.model.evidence import Autoscaler
+
+    hpa = Autoscaler("qwen", 1, 4, ("Resource:cpu",))
+    calm = triage(Evidence(server_metrics=_metrics(0.31, 0), hpa=hpa))
+    assert calm.verdict.primary == "healthy" and _finding(calm, "hpa_cpu_only") is not None
+    restarting = (PodState("qwen-0", containers=(ContainerState("vllm", restart_count=4, ready=False),)),)
+    assert triage(Evidence(server_metrics=_metrics(0.31, 0), hpa=hpa, pods=restarting)).verdict.primary == (
+        "platform_amplifier")

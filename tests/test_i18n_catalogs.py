@@ -71,3 +71,41 @@ def test_missing_key_raises_a_named_error():
 
 def test_none_values_render_as_not_available():
     assert Catalog.load("en").t("fact.queue_and_rejects", queue=None, rejected=12) == "queue depth n/a, rejected 12"
+
+
+def _placeholders(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_rule_out_message_gets_exactly_the_values_it_quotes(lang):
+    from runbooks.triage.verdict import _RULE_OUT, _RULE_OUT_BY_FINDING
+
+    cat = Catalog.load(lang)
+    for finding, (key, names) in _RULE_OUT_BY_FINDING.items():
+        assert _placeholders(cat.messages[f"fact.{key}"]) == set(names), (finding, key)
+    for keys in _RULE_OUT.values():
+        for key in keys:  # the general tests are emitted without values: none may be asked for
+            assert _placeholders(cat.messages[f"fact.{key}"]) == set(), key
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_fact_the_runbooks_build_supplies_the_placeholders_of_its_message(lang):
+    """fact("key", source, name=...) with a literal key: its message asks only for names passed
+    (a name not passed renders as "n/a")."""
+    import ast
+
+    cat = Catalog.load(lang)
+    checked = 0
+    for path in RUNBOOKS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fact" and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                continue
+            passed = {k.arg for k in node.keywords}
+            if None in passed:  # **params: checked by the rule-out test above
+                continue
+            wanted = _placeholders(cat.messages[f"fact.{node.args[0].value}"])
+            assert wanted <= passed, (path.name, node.lineno, node.args[0].value, sorted(wanted - passed))
+            checked += 1
+    assert checked > 60

@@ -142,3 +142,18 @@ def test_text_that_is_neither_a_table_nor_yaml_is_a_parse_error_with_line():
     with pytest.raises(ParseError) as caught:
         parse_events("Back-off restarting failed container\n", source="events.txt")
     assert caught.value.line == 1
+
+
+def test_describe_event_rows_pasted_without_their_header_are_read_and_other_lines_reported():
+    text = "\n".join([
+        "luding waiting). Image size: 119461385 bytes.",
+        "  Warning  Unhealthy  25m (x3 over 25m)  kubelet  Liveness probe failed: HTTP probe failed with statuscode: 404",
+        "  Normal   Killing    25m                kubelet  Container vllm failed liveness probe, will be restarted",
+        "  Warning  BackOff    2m (x7 over 9m)    kubelet, gke-node-1  Back-off restarting failed container",
+    ])
+    events, issues = parse_events_with_issues(text)
+    assert [(e.type, e.reason, e.count) for e in events] == [
+        ("Warning", "Unhealthy", 3), ("Normal", "Killing", 1), ("Warning", "BackOff", 7)]
+    assert events[0].message == "Liveness probe failed: HTTP probe failed with statuscode: 404"
+    assert events[2].message == "Back-off restarting failed container"
+    assert [i.line for i in issues] == [1]

@@ -76,3 +76,11 @@ def test_events_tables_inside_a_log_and_describes_events_reach_the_bundle(tmp_pa
     ev = load_bundle(described)
     assert {e.reason for e in ev.events} == {"Scheduled", "Pulled", "Unhealthy", "BackOff"}
     assert ev.pods[0].containers[0].last_termination_reason == "OOMKilled"
+
+
+def test_the_pods_of_kubectl_get_all_keep_their_name_without_the_pod_prefix():
+    (pod,) = parse_pod_text(
+        "NAME                                                               READY   STATUS    RESTARTS       AGE\n"
+        "pod/vllm-standalone-3b-vllm-llama-3-3b-instruct-57c8d4996c-qtr8b   0/1     Running   6 (118s ago)   20m\n")
+    assert (pod.name, pod.restarts, pod.containers[0].ready) == (
+        "vllm-standalone-3b-vllm-llama-3-3b-instruct-57c8d4996c-qtr8b", 6, False)

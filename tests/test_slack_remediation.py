@@ -138,7 +138,7 @@ def test_triage_plan_second_approver_dry_run_apply_watch_held_then_rollback(tmp_
         ts, diagnosis = _diagnosis(bot, fake)
         labels = [e["text"]["text"] for b in diagnosis["blocks"] if b.get("block_id") == P.PLAN_BLOCK
                   for e in b["elements"]]
-        assert len(labels) == 5 and all(label.startswith("Plan: ") for label in labels)
+        assert len(labels) == 4 and all(label.startswith("Plan: ") for label in labels)
         assert labels[-1].startswith("Plan: Raise the container memory limit")
         plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
         posted = fake.messages[(CHANNEL, plan_ts)]

@@ -202,3 +202,35 @@ def test_a_fraction_set_low_on_purpose_is_stepped_up_not_taken_to_the_default():
     report = _real("vllm-14376-two-tinyllama-l40s-v1")
     raise_ = _action(report, "raise_memory_fraction")
     assert (raise_.params["current"], raise_.params["target"]) == (0.2, 0.4)
+
+
+def test_an_oom_while_serving_is_the_margin_beside_the_preallocated_cache_not_kv_pressure():
+    # 0.9 of the card, below the edge: the KV cache was preallocated, the long prompt's
+    # activations ran out in what was left beside it
+    report = _real("vllm-13067-dsr1-awq-a800-long-prompt-oom")
+    oom = next(f for c in report.checks for f in c.findings if f.id == "runtime_cuda_oom")
+    assert oom.supports == ("params_near_edge",)
+    assert [c.id for c in report.verdict.causes] == ["params_near_edge"]
+
+
+def test_a_flag_set_to_its_value_or_its_unset_default_is_no_change():
+    from runbooks.model.changes import Change
+    from runbooks.triage.actions import is_no_op, tier_of
+    from runbooks.triage.context import build_context
+
+    ctx = build_context(Evidence(logs=parse_server_log("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192")))
+    assert is_no_op(ctx, Change.set_arg("vllm", "max-model-len", 8192, 8192))
+    assert is_no_op(ctx, Change.set_arg("vllm", "gpu-memory-utilization", None, 0.9))  # vLLM's default
+    assert not is_no_op(ctx, Change.set_arg("vllm", "gpu-memory-utilization", None, 0.88))
+    assert not is_no_op(ctx, Change.set_arg("vllm", "max-batch-total-tokens", 16000, None))  # an unset is a change
+    assert (tier_of("quantize_weights"), tier_of("split_pools"), tier_of("lower_max_num_seqs")) == (
+        "escalate", "now", "now")
+
+
+def test_a_probe_answered_not_found_is_a_wrong_path_not_a_slow_start():
+    report = _real("llm-d-inference-sim-45-liveness-404-restarts")
+    assert report.verdict.primary == "platform_amplifier"
+    assert "probe_path_not_found" in _findings(report)
+    ids = [a.id for a in report.actions]
+    assert "fix_probe_path" in ids and "add_startup_probe" not in ids
+    assert _action(report, "fix_probe_path").params["answer"] == "statuscode: 404"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from runbooks.model.evidence import (
     BucketShare,
@@ -191,3 +192,48 @@ def test_oom_kills_remembered_by_prometheus_count_when_pods_forgot_them():
     report = triage(Evidence(pods=pods, memory_history=hist, gpus=_gpus(60), logs=LogSignals("logs.txt")))
     finding = next(f for f in report.findings if f.id == "container_oomkilled")
     assert finding.facts[0].params == {"count": 2, "last": "2026-03-09T19:55"}
+
+
+def test_each_flag_is_changed_by_one_action_and_the_template_keeps_only_the_rest():
+    from runbooks.model.changes import Change
+    from runbooks.model.report import Action, Cause
+    from runbooks.triage.verdict import one_action_per_flag
+
+    template = Action("set_safe_flags", {"args": "--max-model-len=4096 --max-num-seqs=32 --gpu-memory-utilization=0.88"},
+                      changes=(Change.set_arg("vllm", "max-model-len", 8192, 4096),
+                               Change.set_arg("vllm", "max-num-seqs", 128, 32),
+                               Change.set_arg("vllm", "gpu-memory-utilization", 0.95, 0.88)))
+    seqs = Action("lower_max_num_seqs", {"flag": "max-num-seqs", "current": 128, "target": 32},
+                  changes=(Change.set_arg("vllm", "max-num-seqs", 128, 32),))
+    fraction = Action("lower_memory_fraction", {"flag": "gpu-memory-utilization", "current": 0.95, "target": 0.88},
+                      changes=(Change.set_arg("vllm", "gpu-memory-utilization", 0.95, 0.88),))
+    kv = Cause("kv_cache_pressure", 0.8, "high", actions=(seqs,))
+    edge = Cause("params_near_edge", 0.6, "medium", actions=(template, fraction))
+    out = one_action_per_flag([kv, edge])
+    (kept_seqs,) = out[0].actions
+    assert kept_seqs == seqs
+    left, kept_fraction = out[1].actions
+    assert [c.flag for c in left.changes] == ["max-model-len"]
+    assert left.params["args"] == "--max-model-len=4096"
+    assert kept_fraction == fraction
+    # the template covering nothing else is dropped; a cause whose only action it was keeps it
+    out = one_action_per_flag([kv, Cause("params_near_edge", 0.6, "medium",
+                                         actions=(replace(template, changes=template.changes[1:2]), fraction))])
+    assert [a.id for a in out[1].actions] == ["lower_memory_fraction"]
+    alone = Cause("params_near_edge", 0.6, "medium", actions=(replace(template, changes=template.changes[1:2]),))
+    assert one_action_per_flag([kv, alone])[1].actions == alone.actions
+
+
+def test_a_rule_out_quotes_the_values_its_findings_read():
+    from pathlib import Path
+
+    from collectors.parsers.bundle import load_bundle
+    from runbooks.triage.runbook import triage
+
+    report = triage(load_bundle(Path(__file__).resolve().parent.parent / "examples" / "runbook-incident"))
+    kv = next(c for c in report.verdict.causes if c.id == "kv_cache_pressure")
+    by_key = {f.key: f.params for f in kv.rule_out}
+    assert by_key["rule_out_kv_usage"] == {"usage_pct": 98.3}
+    assert by_key["rule_out_preemptions"] == {"count": 57}
+    assert by_key["rule_out_long_share"] == {"before_pct": 8.3, "after_pct": 36.5}
+    assert "rule_out_kv" not in by_key  # every finding quoted its own values: no general test needed

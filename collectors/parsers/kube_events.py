@@ -39,6 +39,12 @@ _REPEATS = re.compile(r"\(x(\d+) over")
 _NAME_LINE = re.compile(r"Name:\s+(\S+)")
 _EVENT_TYPES = frozenset({"Normal", "Warning"})
 _NOTHING = ("No resources found", "No events found")
+#: a row of describe's Events section pasted without its header (`Type Reason Age From Message`):
+#: the source may be "kubelet, node-1" in older clusters
+_HEADERLESS_ROW = re.compile(
+    r"^\s*(?P<type>Normal|Warning)\s+(?P<reason>[A-Z][A-Za-z]+)\s+(?P<age>\S+(?: \(x\d+ over [^)]*\))?)\s+"
+    r"(?P<source>[a-z][\w.\-]*(?:, [\w.\-]+)?)\s+(?P<message>\S.*?)\s*$"
+)
 _OBJECT_KINDS = {
     k.lower(): k
     for k in (
@@ -64,6 +70,8 @@ def parse_events_with_issues(text: str, source: str = "events.txt") -> tuple[tup
     lines = text.splitlines()
     if any(_header(line) for line in lines):
         return _parse_table(lines, source)
+    if any(_HEADERLESS_ROW.match(line) for line in lines):
+        return _parse_headerless(lines, source)
     if not text.strip() or text.strip().startswith(_NOTHING):
         return (), ()
     return events_from_objects(load_yaml_documents(text, source), source), ()
@@ -177,6 +185,28 @@ def _parse_table(lines: list[str], source: str) -> tuple[tuple[K8sEvent, ...], t
             events[-1] = dataclasses.replace(last, message=f"{last.message} {line.strip()}")
         else:
             issues.append(ReadIssue(source=source, message="unreadable event row", line=number))
+    return tuple(events), tuple(issues)
+
+
+def _parse_headerless(lines: list[str], source: str) -> tuple[tuple[K8sEvent, ...], tuple[ReadIssue, ...]]:
+    """Rows of describe's Events section pasted without the header (a paste cut above it):
+    each row is `Type Reason Age From Message`; other lines are reported, not guessed at.
+
+    >>> [(e.reason, e.count) for e in _parse_headerless(
+    ...     ["  Warning  Unhealthy  25m (x3 over 25m)  kubelet  Liveness probe failed: HTTP probe failed"], "e")[0]]
+    [('Unhealthy', 3)]
+    """
+    events: list[K8sEvent] = []
+    issues: list[ReadIssue] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        m = _HEADERLESS_ROW.match(line)
+        if m is None:
+            issues.append(ReadIssue(source=source, message="unreadable event row", line=number))
+            continue
+        events.append(_event({"TYPE": m.group("type"), "REASON": m.group("reason"), "AGE": m.group("age"),
+                              "MESSAGE": m.group("message")}, None))
     return tuple(events), tuple(issues)
 
 

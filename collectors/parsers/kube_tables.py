@@ -23,7 +23,7 @@ from runbooks.model.evidence import ContainerState, K8sEvent, PodState
 
 _TABLE_HEADER = re.compile(r"^\s*(NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\b")
 _ROW = re.compile(
-    r"^\s*(?:(?P<ns>\S+)\s+)?(?P<name>[a-z0-9][a-z0-9.\-]{0,252})\s+(?P<ready>\d+)/(?P<total>\d+)\s+"
+    r"^\s*(?:(?P<ns>\S+)\s+)?(?:pods?/)?(?P<name>[a-z0-9][a-z0-9.\-]{0,252})\s+(?P<ready>\d+)/(?P<total>\d+)\s+"
     r"(?P<status>[A-Za-z:]+(?:\(\S+\))?)\s+(?P<restarts>\d+)(?:\s+\([^)]*\))?(?:\s+\S+)*\s*$"
 )
 #: STATUS words: container state, and whether the reason is the last termination's

@@ -33,6 +33,7 @@ from runbooks.remediation.solver import (
 from runbooks.remediation.split import default_threshold
 from runbooks.triage.context import TriageContext
 from runbooks.triage.failure_actions import (
+    DEFAULT_FRACTION,
     default_max_num_seqs,
     engine_of,
     margin_action,
@@ -50,7 +51,7 @@ _ORDER = (
     "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
     "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to", "set_expandable_segments",
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
-    "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "add_startup_probe",
+    "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "fix_probe_path", "add_startup_probe",
     "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",
     "fix_launch", "read_previous_log", "set_max_running", "lower_concurrency_unsized", "one_engine_per_gpu",
     "check_sharing_layer", "raise_host_memory", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
@@ -153,6 +154,14 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
     acts: dict[str, Action] = {}
 
     def add(action_id: str, tier: str = "now", changes: tuple[Change, ...] = (), **params) -> None:
+        # one tier per action, whatever verdict recommends it (ESCALATE_ONLY is the table)
+        tier = tier_of(action_id)
+        # a flag set to what it already is (its value, or the engine's default when unset)
+        # changes nothing: left out, and an action left with no flag to set is not offered
+        moved = tuple(c for c in changes if not is_no_op(ctx, c))
+        if changes and any(c.kind == "set_arg" for c in changes) and not any(c.kind == "set_arg" for c in moved):
+            return
+        changes = moved
         # flags spelled for the deployed version; a flag it rejects is left out, and an
         # action whose every flag it rejects is not recommended (`runbooks.triage.spelling`)
         spelled, refused = respell(ctx, engine_of(ctx), changes)
@@ -222,7 +231,10 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         add("review_tp", "escalate")
     elif cause_id == "platform_amplifier":
         platform_actions(ctx, ids, add, container)
-        if "liveness_kills_slow_start" in ids or "probe_kills" in ids:
+        if "probe_path_not_found" in ids:
+            add("fix_probe_path", answer=next(f for f in findings if f.id == "probe_path_not_found")
+                .facts[0].params["answer"])
+        elif "liveness_kills_slow_start" in ids or "probe_kills" in ids:
             add("add_startup_probe", budget_s=600, changes=(AddStartupProbe(container, None, None, 600),))
         if "container_oomkilled" in ids:
             # the new limit is read at plan time: the current one raised by half (a whole GiB)
@@ -254,6 +266,40 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
         if not acts:
             restart_action(ctx, add)
     return tuple(sorted(acts.values(), key=lambda a: _ORDER.index(a.id)))
+
+
+def tier_of(action_id: str) -> str:
+    """The tier of an action, the same in every verdict: "escalate" for what needs owners and a
+    load test (ESCALATE_ONLY), "now" for everything on-call may do."""
+    return "escalate" if action_id in ESCALATE_ONLY else "now"
+
+
+def engine_default(ctx: TriageContext, flag: str) -> float | int | None:
+    """The value the engine runs with when `flag` is not set: what its start-up printout says,
+    else the default the catalogs know for its version; None when neither is known."""
+    engine = engine_of(ctx)
+    startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    if engine == "vllm" and flag == "gpu-memory-utilization":
+        printed = startup.gpu_memory_utilization if startup else None
+        return printed if printed is not None else DEFAULT_FRACTION["vllm"]
+    if engine == "vllm" and flag == "max-num-seqs":
+        if startup is not None and startup.max_num_seqs:
+            return startup.max_num_seqs
+        return default_max_num_seqs(ctx) if engine_version(ctx) else None  # the default moved in V1
+    if engine == "tgi" and flag == "cuda-memory-fraction":
+        return 1.0
+    return None
+
+
+def is_no_op(ctx: TriageContext, change: Change) -> bool:
+    """A set_arg change to the value the flag already has: its current value, or, unset, the
+    engine's default."""
+    if change.kind != "set_arg" or change.new is None:
+        return False
+    if change.old is not None:
+        return change.old == change.new
+    default = engine_default(ctx, change.flag) if change.flag else None
+    return default is not None and default == change.new
 
 
 def _weights_actions(ctx: TriageContext, add) -> None:

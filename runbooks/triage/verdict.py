@@ -8,8 +8,20 @@ runbook asks for (memory, logs, request profile, flags, metrics) was not there t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runbooks.catalogs import thresholds as T
-from runbooks.model.report import CAUSE_IDS, Cause, CheckResult, Fact, Finding, Misjudgement, Verdict, fact
+from runbooks.model.report import (
+    CAUSE_IDS,
+    Action,
+    Cause,
+    CheckResult,
+    Fact,
+    Finding,
+    Misjudgement,
+    Verdict,
+    fact,
+)
 from runbooks.triage.actions import actions_for
 from runbooks.triage.context import TriageContext
 from runbooks.triage.health import capture_next, health_evidence, in_kubernetes
@@ -38,7 +50,14 @@ ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startu
                          "memory_held_elsewhere", "pods_restarting", "container_oomkilled",
                          "unexplained_failure_down"})
 #: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
-NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure"}
+NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
+#: findings that read the configuration, not a symptom: a fraction at its edge, GPUs visible
+#: or requested beyond the layout, TP past the KV heads, a liveness budget short of a load, an
+#: HPA on CPU only, a large rollout step. They say where trouble would come from, not that it
+#: came, so alone (no symptom anywhere in the evidence) they name no cause: they are shown,
+#: and the verdict rests on what the engine shows (health, or what to capture)
+FLAG_ONLY = frozenset({"memory_fraction_at_edge", "gpus_visible_unused", "liveness_kills_slow_start", "hpa_cpu_only",
+                       "rollout_step_large", "tp_exceeds_kv_heads", "gpus_idle"})
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -68,9 +87,10 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
     findings = [f for c in checks for f in c.findings]
     cover = coverage(checks, ctx)
     causes: list[Cause] = []
+    symptom = any(f.id not in FLAG_ONLY and _SEVERITY_FACTOR[f.severity] > 0 for f in findings)
     for cause_id in CAUSE_IDS:
         support = [f for f in findings if cause_id in f.supports and _SEVERITY_FACTOR[f.severity] > 0]
-        if not support:
+        if not support or (not symptom and all(f.id in FLAG_ONLY for f in support)):
             continue
         miss = 1.0
         for f in support:
@@ -91,6 +111,7 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
             actions=actions_for(cause_id, support, ctx),
         ))
     causes.sort(key=lambda c: (-c.confidence, CAUSE_IDS.index(c.id)))
+    causes = one_action_per_flag(causes)
     health: tuple[Fact, ...] = ()
     capture: tuple[Fact, ...] = ()
     level, why = _priority(findings, ctx)
@@ -119,34 +140,125 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
 
 
 #: what would rule out the finding's reading, quoting its own values: finding id -> (fact
-#: key, the params it copies from the finding's first fact)
+#: key, the params it copies from the first of the finding's facts that has them all)
 _RULE_OUT_BY_FINDING = {
     "engines_share_gpu": ("rule_out_shared_launches", ("gpus",)),
     "gpu_shared": ("rule_out_one_process", ("gpu", "processes")),
     "host_memory_killed": ("rule_out_host_memory", ()),
+    "container_oomkilled": ("rule_out_host_memory", ()),
     "gpu_sharing_layer_error": ("rule_out_sharing_layer", ()),
     "memory_held_elsewhere": ("rule_out_held_elsewhere", ("held_gib", "total_gib")),
     "weights_beyond_card_gpus_idle": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
     "weights_estimate_exceed_gpu": ("rule_out_weights_estimate", ("weights_gib", "total_gib", "model")),
     "gpus_visible_unused": ("rule_out_gpus_visible", ("visible", "split")),
+    "kv_usage_high": ("rule_out_kv_usage", ("usage_pct",)),
+    "kv_admission_blocked": ("rule_out_kv_admission", ("waiting", "running", "usage_pct")),
+    "preemptions_seen": ("rule_out_preemptions", ("count",)),
+    "kv_rejects_logged": ("rule_out_kv_rejects", ("count",)),
+    "kv_demand_exceeds_capacity": ("rule_out_kv_demand", ("demand_tokens", "capacity_tokens")),
+    "long_share_jumped": ("rule_out_long_share", ("before_pct", "after_pct")),
+    "queue_and_rejects_rising": ("rule_out_queue_rejects", ("queue", "rejected")),
+    "memory_fraction_at_edge": ("rule_out_fraction", ("flag", "value", "edge")),
+    "kv_below_one_sequence": ("rule_out_one_sequence", ("max_model_len", "capacity_tokens")),
+    "aggressive_combination": ("rule_out_combination", ("max_num_seqs", "max_model_len", "capacity_tokens")),
+    "cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "runtime_cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "startup_cuda_oom": ("rule_out_oom_margin", ("held_gib", "total_gib")),
+    "startup_capacity_error": ("rule_out_refusal", ("max_model_len", "capacity_tokens")),
+    "pods_restarting": ("rule_out_restarts", ("count",)),
+    "probe_kills": ("rule_out_probe_kills", ("count",)),
+    "probe_path_not_found": ("rule_out_probe_path", ("answer",)),
+    "liveness_kills_slow_start": ("rule_out_probe_budget", ("budget_s", "need_s")),
+    "static_high": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "static_critical": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "weights_exceed_gpu": ("rule_out_static", ("static_gib", "total_gib", "share_pct")),
+    "gpus_idle": ("rule_out_layout", ("tp", "pp", "dp", "gpus")),
+    "parallelism_exceeds_gpus": ("rule_out_layout", ("tp", "pp", "dp", "gpus")),
+    "mixed_pool": ("rule_out_mix", ("s_pct", "l_pct", "xl_pct")),
+    "mig_slice_small": ("rule_out_mig", ("profile",)),
 }
+
+
+#: a rule-out the engine's own figure states, beside one computed for the same question: the
+#: measured one is kept (one value per fact)
+_MEASURED_OVER_COMPUTED = {"rule_out_one_sequence": "rule_out_refusal"}
 
 
 def _rule_out(cause_id: str, support: list[Finding]) -> tuple[Fact, ...]:
     """What would rule the cause out: the readings of its own findings with their values where
-    a finding has one, else the runbook's general test for the cause."""
-    out: dict[str, Fact] = {}
+    a finding has them, else the runbook's general test for the cause."""
+    out: dict[tuple, Fact] = {}
+    general = False
     for f in support:
         spec = _RULE_OUT_BY_FINDING.get(f.id)
-        if spec is None or not f.facts:
+        source = next((x for x in f.facts if spec and all(x.params.get(n) is not None for n in spec[1])), None)
+        if spec is None or source is None:
+            general = True
             continue
         key, names = spec
-        params = {n: f.facts[0].params.get(n) for n in names}
-        out.setdefault(key, fact(key, f.facts[0].source, **params))
-    if not out or any(f.id not in _RULE_OUT_BY_FINDING for f in support):
+        params = {n: source.params[n] for n in names}
+        out.setdefault((key, *params.values()), fact(key, source.source, **params))
+    keys = {f.key for f in out.values()}
+    out = {k: f for k, f in out.items() if _MEASURED_OVER_COMPUTED.get(f.key) not in keys}
+    if not out or general:
         for k in _RULE_OUT[cause_id]:
-            out.setdefault(k, fact(k))
+            out.setdefault((k,), fact(k))
     return tuple(out.values())
+
+
+def _set_flags(action: Action) -> set[str]:
+    return {c.flag for c in action.changes if c.kind == "set_arg" and c.flag}
+
+
+def one_action_per_flag(causes: list[Cause]) -> list[Cause]:
+    """Each flag is changed by one action in the report: where a combined action (the safe-flag
+    template) and a single-flag one both set a flag, the single-flag action keeps it (its risk
+    and rollback are about that flag) and the combined one keeps the flags no other action
+    sets; one left with none is dropped, unless it is its cause's only action. A template's
+    pasted `args` line names only the flags it changes.
+
+    The owner of a flag is the action setting the fewest flags, the earlier one (by cause rank,
+    then action order) on a tie; actions of the same id are one action shown under two causes.
+    """
+    owner: dict[str, tuple[int, int, str]] = {}
+    for ci, cause in enumerate(causes):
+        for ai, action in enumerate(cause.actions):
+            flags = _set_flags(action)
+            for flag in flags:
+                rank = (len(flags), ci * 1000 + ai, action.id)
+                if flag not in owner or rank[:2] < owner[flag][:2]:
+                    owner[flag] = rank
+    out: list[Cause] = []
+    for cause in causes:
+        kept: list[Action] = []
+        for action in cause.actions:
+            lost = {f for f in _set_flags(action) if owner[f][2] != action.id}
+            if not lost:
+                kept.append(_with_changes(action, action.changes))
+                continue
+            changes = tuple(c for c in action.changes if not (c.kind == "set_arg" and c.flag in lost))
+            if changes:
+                kept.append(_with_changes(action, changes))
+        if not kept and cause.actions:
+            kept = list(cause.actions)  # every cause keeps an action: the overlap is the lesser harm
+        out.append(replace(cause, actions=tuple(kept)))
+    return out
+
+
+def _with_changes(action: Action, changes: tuple) -> Action:
+    """The action with these changes; its pasted `args` line names exactly the flags they set,
+    so no flag is shown "set" to the value it already has."""
+    params = dict(action.params)
+    if isinstance(params.get("args"), str):
+        params["args"] = " ".join(_arg(c) for c in changes if c.kind == "set_arg" and c.flag)
+    return replace(action, params=params, changes=changes)
+
+
+def _arg(change) -> str:
+    value = change.new
+    if value is True:
+        return f"--{change.flag}"
+    return f"--{change.flag}={value:g}" if isinstance(value, float) else f"--{change.flag}={value}"
 
 
 def _facts(findings: list[Finding]) -> tuple[Fact, ...]:

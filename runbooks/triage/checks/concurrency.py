@@ -221,15 +221,15 @@ def _oom_causes(ctx: TriageContext, phase: str | None) -> tuple[str, ...]:
     Weights that fill the card (its size and their share both known): the card is too small.
     Memory held by another process at start-up: placement. An OOM in a start-up phase after
     the weights loaded (profiling, CUDA-graph capture, sampler warm-up, TGI warm-up): the
-    memory settings left no room for it. While serving, a memory fraction below the edge
-    means the engine kept a margin and the batch outgrew it; otherwise the fraction left no
-    room for activations and fragmentation.
+    memory settings left no room for it. While serving too: the engines preallocate the KV
+    cache, so a request that runs out of memory ran out in the margin left beside it (its
+    activations, a long prefill): the margin or the batch the flags allow is at the edge,
+    whatever the fraction (KV-cache pressure is named by its own evidence: usage, preemption).
     """
     if _beyond_card(ctx.evidence.logs.oom if ctx.evidence.logs else None):
         # one allocation larger than the whole card: no memory setting makes it fit, so no
         # cause in the set is named (an attention kernel or a request shape is at fault)
         return ()
-    cfg = ctx.config
     b = ctx.budget
     startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
     weights = (startup.weights_gib if startup else None) or (b.weights_gib if b else None)
@@ -241,10 +241,4 @@ def _oom_causes(ctx: TriageContext, phase: str | None) -> tuple[str, ...]:
     if phase == "loading" and _load_filled_card(ctx.evidence.logs.oom):
         # the card's size and the weights' share both come from the OOM: loading alone filled it
         return ("weights_too_large",)
-    if phase is not None and phase != "serving":
-        return ("params_near_edge",)
-    if phase == "serving" and cfg and cfg.memory_fraction_kind == "total" and (
-        cfg.memory_fraction or 0.9
-    ) < T.VLLM_UTIL_EDGE:
-        return ("kv_cache_pressure", "params_near_edge")
     return ("params_near_edge",)

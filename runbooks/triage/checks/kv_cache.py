@@ -19,6 +19,7 @@ def check(ctx: TriageContext) -> CheckResult:
     lacking = []
     prof = ev.requests
 
+    blocked = admission_blocked(ctx)
     if ctx.kv_usage_ratio is not None:
         used.append("server_metrics")
         ratio = ctx.kv_usage_ratio.value
@@ -26,6 +27,9 @@ def check(ctx: TriageContext) -> CheckResult:
         if ratio >= T.KV_USAGE_HIGH_RATIO:
             findings.append(Finding("kv_usage_high", ROUND, "critical" if ratio >= 0.97 else "warning",
                                     (f,), ("kv_cache_pressure",), 0.8))
+        elif blocked is not None:
+            # below the line, but the waiting requests show the cache has no room for them
+            findings.append(blocked)
         else:
             findings.append(Finding("kv_usage_ok", ROUND, "info", (f,)))
     else:
@@ -122,3 +126,22 @@ def _demand_finding(ctx: TriageContext) -> Finding | None:
     if ratio >= T.SAFE_KV_TARGET_RATIO:
         return Finding("kv_demand_near_capacity", ROUND, "warning", (f,), ("kv_cache_pressure",), 0.5)
     return Finding("kv_demand_ok", ROUND, "info", (f,))
+
+
+def admission_blocked(ctx: TriageContext) -> Finding | None:
+    """Requests waiting while the cache cannot hold one more sequence of the size the running
+    ones hold on average (usage x (running + 1) / running >= 1): the engine queues them for
+    lack of KV blocks, whatever the usage line says. None when the readings are missing, when
+    nothing waits, or when usage is already past its line (kv_usage_high says it)."""
+    kv, queue, running = ctx.kv_usage_ratio, ctx.queue_depth, ctx.running
+    if kv is None or queue is None or running is None or queue.value <= 0 or running.value <= 0:
+        return None
+    ratio = kv.value
+    if ratio >= T.KV_USAGE_HIGH_RATIO:
+        return None
+    per_request = ratio / running.value
+    if ratio + per_request < 1.0:
+        return None
+    f = fact("kv_admission", kv.source, usage_pct=pct(ratio), running=round(running.value),
+             waiting=round(queue.value), per_request_pct=pct(per_request))
+    return Finding("kv_admission_blocked", ROUND, "warning", (f,), ("kv_cache_pressure",), 0.5)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.triage.checks._util import missing
@@ -18,6 +20,8 @@ _KUBE_ONLY_BREAKERS = frozenset({"sglang_host_loopback", "vllm_port_service_coll
 #: findings that say the engine failed; beside one, two engines on a card are the likely reason
 _FAILURE_IDS = ("startup_capacity_error", "startup_cuda_oom", "cuda_oom", "runtime_cuda_oom", "engine_not_started")
 #: only liveness and startup failures kill a container; readiness failures just take it out of rotation
+#: a probe the server answered "not found": the path is wrong, the server is up
+_NOT_FOUND = re.compile(r"statuscode: 404")
 _PROBE_EVENT_WORDS = ("liveness probe failed", "startup probe failed", "failed startup probe",
                       "failed liveness probe", "will be restarted")
 
@@ -53,6 +57,13 @@ def check(ctx: TriageContext) -> CheckResult:
             findings.append(Finding("probe_kills", ROUND, "warning",
                                     (fact("probe_kills", "events", count=n, example=example),),
                                     ("platform_amplifier",), 0.6))
+            missing_path = next((m.group(0) for e in probe_kills if (m := _NOT_FOUND.search(e.message))), None)
+            if missing_path is not None:
+                # the server answered, with "not found": the probe asks for a path it does not
+                # serve, and no startup budget fixes that
+                findings.append(Finding("probe_path_not_found", ROUND, "warning",
+                                        (fact("probe_not_found", "events", answer=missing_path),),
+                                        ("platform_amplifier",), 0.5))
         unschedulable = [e for e in ev.events if e.reason == "FailedScheduling" and "nvidia.com" in e.message]
         if unschedulable:
             findings.append(Finding("gpu_unschedulable", ROUND, "warning",
