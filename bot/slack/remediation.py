@@ -38,8 +38,8 @@ from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
-from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
+from bot.telemetry.errorid import log_crash
 from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
 
 log = logging.getLogger("gpumem.slack.remediation")
