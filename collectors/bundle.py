@@ -25,6 +25,7 @@ from collectors.parsers.kube_objects import parse_deployment, parse_events, pars
 from collectors.parsers.kube_tables import parse_kube_text, parse_pod_text
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
 from collectors.parsers.model_config import parse_model_config
 from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import Evidence, ReadIssue
@@ -200,8 +201,6 @@ def _deployment(path: Path) -> dict[str, Any]:
 
 def _said_what_was_left_out(acc: _Acc) -> None:
     """A metrics file read only in part says so, with the line where reading stopped."""
-    from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
-
     m = acc.fields.get("server_metrics")
     if m is None:
         return
