@@ -1,7 +1,8 @@
 """Slack's events in: POST /slack/events as a WSGI app (`events_app`), or Socket Mode (`socket_mode`).
 
-`events_app` is Bolt's WSGI adapter with the answers Bolt leaves to its host. The HTTP face (`bot.http.app`) mounts it at its events path. A body Bolt cannot parse (it parses
-a `payload` field as JSON before it checks the signature) is the sender's error: 400, counted as
+`events_app` is Bolt's WSGI adapter with the answers Bolt leaves to its host; the HTTP face
+(`bot.http.app`) mounts it at its events path. A body Bolt cannot parse (it parses a `payload`
+field as JSON before it checks the signature) is the sender's error: 400, counted as
 `bad_body`. Anything else that fails is a 500 with an error id, the traceback in the log.
 `answering` (`bot.slack.jobs.Answering`) counts the Slack requests in flight.
 """
