@@ -24,7 +24,7 @@ COPY collectors ./collectors
 COPY runbooks ./runbooks
 RUN /opt/gpumem/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/gpumem/bin/pip install --only-binary=:all: "$(echo /wheels/gpumem-*.whl)[charts]" \
-    && /opt/gpumem/bin/python -c 'import collectors.parsers._access_native'
+    && /opt/gpumem/bin/python -c 'import collectors.access_logs._access_native'
 
 FROM python:3.11.7-slim-bookworm
 RUN apt-get update \

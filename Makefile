@@ -31,11 +31,11 @@ bench: $(STAMP) system-deps
 ## The compiled access-log scanner under AddressSanitizer and UBSan, on its differential fuzz
 ## tests and the shape tests (gcc; the normal build is put back afterwards, pass or fail).
 sanitize: $(STAMP)
-	@so=$$($(BIN)/python -c 'import collectors.parsers._access_native as m; print(m.__file__)'); \
+	@so=$$($(BIN)/python -c 'import collectors.access_logs._access_native as m; print(m.__file__)'); \
 	inc=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	cp "$$so" "$$so.release" && \
 	gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -I"$$inc" \
-	  collectors/parsers/_access_native.c -o "$$so" && \
+	  collectors/access_logs/_access_native.c -o "$$so" && \
 	PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  $(BIN)/pytest -q -p no:cacheprovider tests/test_access_log_native.py tests/test_access_log_shapes.py; \

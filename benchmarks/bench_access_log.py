@@ -52,7 +52,7 @@ def write_access_log(path: Path, size_mb: float, stamps: str = "minute", seed: i
 
 def _child(path: str) -> None:
     """Measure one file in this (fresh) process; print one JSON line."""
-    from collectors.parsers.access_log import read_access_log
+    from collectors.access_logs.reference import read_access_log
 
     rss_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()

@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [s for s in names if s not in SHAPES]
     if unknown:
         raise SystemExit(f"unknown shapes: {', '.join(unknown)} (known: {', '.join(SHAPES)})")
-    from collectors.parsers.access_log_fast import available_cpus
+    from collectors.access_logs.fast import available_cpus
 
     # gpumem as installed: `pip install` writes the packages' bytecode; an editable install
     # where PYTHONDONTWRITEBYTECODE is set would otherwise compile every module on every run

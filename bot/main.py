@@ -1,8 +1,8 @@
 """`gpumem`: parse one command line and hand it to the surface that runs the verb.
 
 The grammar is `bot.service.commands` (shared with Slack). Terminal verbs run in `bot.cli`,
-`serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
-here: `serve_background`), `agent` in `bot.agent`; each module has `run(args, lang) -> int`.
+`serve` in `bot.serve` (the Slack app, the HTTP face and the scheduler composed), `agent` in
+`bot.agent`; each module has `run(args, lang) -> int`.
 `COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
 stays fast.
 
@@ -19,8 +19,6 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import datetime
-from typing import Any
 
 from bot.service.commands import build_parser
 from bot.service.exits import exit_code
@@ -44,7 +42,7 @@ COMMANDS: dict[str, str] = {
     "rules": "bot.cli.rules",
     "fleet": "bot.cli.fleet",
     "agent": "bot.agent.command",
-    "serve": "bot.slack.serve",
+    "serve": "bot.serve",
 }
 
 
@@ -56,37 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb = importlib.import_module(COMMANDS[args.verb])
     with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
         try:
-            if args.verb == "serve":
-                return verb.run(args, lang, background=serve_background)
             return verb.run(args, lang)
         except GpumemError as e:
             return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
-
-
-def serve_background(bot: Any) -> list[Any]:
-    """What `gpumem serve` runs beside the Slack listeners: the scheduler (with its leader
-    election) when the config has schedules, review reminders or remediation with a store. The
-    two surfaces meet here, above both: the scheduler's jobs post through the Slack bot's
-    `post_handover` and `post_review`, and its leader runs the bot's plan expiry sweep and, every
-    minute, the reconcile pass of plans left applying (`bot.slack.plan_notices`). Raises SettingsError (naming the field) when it cannot be built."""
-    from bot.scheduler.setup import scheduler_from_settings, sweeps_expiry, wanted
-
-    settings = bot.settings
-    notices = getattr(bot, "notices", None)
-    sweep = notices.sweep if notices is not None and sweeps_expiry(settings) else None
-    settle = notices.settle if sweep is not None else None  # plans left applying, read again every minute
-    if not wanted(settings) and sweep is None:
-        return []
-    work = bot.work
-
-    def job(channel: str, slot: datetime, late: bool) -> int | None:
-        return work.post_handover(channel, settings.lang_for(channel), actor="gpumem", slot=slot, late=late).id
-
-    def remind(reminder: Any) -> None:
-        work.post_review(reminder.channel, settings.lang_for(reminder.channel), reminder)
-
-    scheduler = scheduler_from_settings(settings, job, remind, sweep=sweep, settle=settle)
-    return [scheduler] if scheduler is not None else []
 
 
 @contextlib.contextmanager

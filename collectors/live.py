@@ -143,6 +143,8 @@ class _PrometheusInParallel:
     def start(self, pods: list[str]) -> None:
         if self.opts is None or self.future is not None or not pods:
             return
+        # imported here, not at the top: a bundle triage imports this module too (through
+        # bot.service.triage) and would pay 8-10 ms (python -X importtime) for a client it never uses
         from collectors.prometheus.client import PrometheusClient
         from collectors.prometheus.history import gather_history
 
@@ -164,7 +166,7 @@ class _PrometheusInParallel:
                                      kind="timeout")
                 self.start(pods)
             if self.future is None:  # no pods: nothing to look up
-                from collectors.prometheus.history import PrometheusHistory
+                from collectors.prometheus.history import PrometheusHistory  # lazy: see start()
 
                 return PrometheusHistory(issues=(ReadIssue("prometheus", "no pods to look up", kind="skipped"),))
             limit_s = self.per_source_s + 1.0

@@ -9,8 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collectors.access_logs.reference import (
+    NO_LENGTHS,
+    parse_access_line,
+    parse_access_lines,
+    read_access_log,
+)
 from collectors.errors import ParseError
-from collectors.parsers.access_log import NO_LENGTHS, parse_access_line, parse_access_lines, read_access_log
 from runbooks.profile.requests import ProfileBuilder
 
 DATA = Path(__file__).parent / "data" / "access"

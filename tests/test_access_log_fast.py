@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import collectors.parsers.access_log_fast as fast
+import collectors.access_logs.fast as fast
+from collectors.access_logs.fast import read_access_log_fast, scan_access_log
+from collectors.access_logs.reference import read_access_log
 from collectors.errors import ParseError
-from collectors.parsers.access_log import read_access_log
-from collectors.parsers.access_log_fast import read_access_log_fast, scan_access_log
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
 from tests.support.scanners import line_scanner  # noqa: F401 (each test runs with both scanners)

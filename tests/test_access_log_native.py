@@ -1,5 +1,5 @@
-"""The compiled line scanner (`access_log_scan.native_reading`) never reads a line differently
-from the reference (`access_log_scan._reference`, i.e. `parse_access_line`).
+"""The compiled line scanner (`collectors.access_logs.scan.native_reading`) never reads a line differently
+from the reference (`scan._reference`, i.e. `parse_access_line`).
 
 `native_reading(raw)` may decline any line (NOT_TAKEN); every line it takes must give exactly
 what `_reference(raw)` gives: the same (input, output, UTC time or None) tuple, None for a
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_profile_vs_mawk import SHAPES
-from collectors.parsers.access_log_scan import _IGNORED_LINE, NOT_TAKEN, _reference, native_reading
+from collectors.access_logs.scan import _IGNORED_LINE, NOT_TAKEN, _reference, native_reading
 from collectors.parsers.textio import MAX_LINE_BYTES
 
 _SETTINGS = {

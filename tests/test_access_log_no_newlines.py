@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from collectors.parsers.access_log_fast import _next_line_start, _ranges, scan_access_log
+from collectors.access_logs.fast import _next_line_start, _ranges, scan_access_log
 
 
 class _Counting(io.BytesIO):

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import collectors.parsers.access_log_fast as fast
-import collectors.parsers.access_log_scan as scan
+import collectors.access_logs.fast as fast
+import collectors.access_logs.scan as scan
 from benchmarks.bench_profile_vs_mawk import SHAPES, shape_lines
+from collectors.access_logs.fast import scan_access_log
+from collectors.access_logs.reference import parse_access_line, read_access_log
 from collectors.errors import ParseError
-from collectors.parsers.access_log import parse_access_line, read_access_log
-from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
 from tests.support.scanners import line_scanner  # noqa: F401 (each test runs with both scanners)

@@ -20,8 +20,8 @@ import pytest
 from sqlite_utils import Database
 
 from bot.main import main
+from bot.serve import serve_http
 from bot.slack.app import build_bot
-from bot.slack.serve import serve_http
 from bot.store.chain import GENESIS, row_hash
 from bot.store.db import Store
 from bot.store.migrations import MIGRATIONS

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.main import main
-from collectors.parsers.access_log_fast import scan_access_log
+from collectors.access_logs.fast import scan_access_log
 from collectors.parsers.model_config import load_model_config
 from runbooks.catalogs.models import find_model
 from runbooks.model.budget import BudgetInputs

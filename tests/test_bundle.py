@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.service.bundle_out import write_bundle_json
-from collectors.parsers.bundle import BundleError, has_evidence, load_bundle
+from collectors.bundle import BundleError, has_evidence, load_bundle
 from runbooks.model.evidence import Evidence, MemoryHistory, MemoryPoint, MemorySeries
 from runbooks.triage.runbook import triage
 

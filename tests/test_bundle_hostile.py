@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from bot.main import main
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SECRET = "outside-the-bundle-6f1c"

@@ -69,7 +69,7 @@ def test_the_build_stage_installs_every_package_and_the_final_stage_copies_it():
     assert "pip wheel --no-deps --wheel-dir /wheels ." in install
     # by its path: a name would let pip take PyPI's unrelated `gpumem` instead
     assert '--only-binary=:all: "$(echo /wheels/gpumem-*.whl)[charts]"' in install
-    assert install.endswith("python -c 'import collectors.parsers._access_native'")
+    assert install.endswith("python -c 'import collectors.access_logs._access_native'")
     (apt,) = [r for r in build.all("RUN") if "apt-get" in r]
     assert "gcc libc6-dev" in apt and apt.rstrip().endswith("rm -rf /var/lib/apt/lists/*")
     assert final.all("COPY") == ["--from=build /opt/gpumem /opt/gpumem"]

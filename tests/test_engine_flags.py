@@ -212,7 +212,7 @@ def test_a_plan_the_version_rejects_is_refused_before_it_exists_and_writes_nothi
 def _triage_tgi(tag: str):
     from dataclasses import replace
 
-    from collectors.parsers.bundle import load_bundle
+    from collectors.bundle import load_bundle
     from collectors.parsers.flags import server_config_from_container
     from runbooks.triage.runbook import triage
 

@@ -364,8 +364,9 @@ def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, ca
     """The reproduction: `gpumem serve --http`, the real live runner and kubernetes client, a
     stand-in API server without llm/nope. The parent ends with the CLI's "not found" line, and
     nothing is logged as an error."""
+    from bot.serve import serve_http
     from bot.service.settings import load_settings
-    from bot.slack.serve import build_from_settings, serve_http
+    from bot.slack.serve import build_from_settings
 
     caplog.set_level(logging.INFO)
     with running_scenario("vllm-incident", tmp_path) as sc, FakeSlack() as fake:

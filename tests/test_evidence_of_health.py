@@ -208,7 +208,7 @@ def test_kubectl_is_suggested_only_with_kubernetes_evidence(tmp_path: Path):
     (tmp_path / "logs.txt").write_text("python -m vllm.entrypoints.openai.api_server --model m --port 8011\n")
     rc = main(["triage", "--bundle", str(tmp_path), "--json"])
     assert rc == 3
-    from collectors.parsers.bundle import load_bundle
+    from collectors.bundle import load_bundle
     report = triage(load_bundle(tmp_path))
     commands = [f.params["command"] for f in report.verdict.capture_next]
     assert commands[0] == "curl -s localhost:8011/metrics > metrics.txt"

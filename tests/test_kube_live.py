@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bot.service.bundle_out import write_bundle_json
+from collectors.bundle import load_bundle
 from collectors.kube.client import KubeConfigError, make_api_client
 from collectors.kube.evidence import LOG_HEADER, bundle_files, snapshot_evidence
 from collectors.kube.live import KubeSnapshot, gather_workload
-from collectors.parsers.bundle import load_bundle
 from runbooks.model.errors import TargetNotFound
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from collectors.parsers.kube_tables import parse_pod_text
 from collectors.parsers.logs import parse_server_log
 

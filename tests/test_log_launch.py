@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.logs import parse_server_log
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
 

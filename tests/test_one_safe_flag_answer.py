@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.main import main
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from runbooks.triage.actions import safe_plan
 from runbooks.triage.context import build_context
 from runbooks.triage.runbook import triage

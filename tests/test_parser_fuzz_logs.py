@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collectors.access_logs.fast import scan_access_log
+from collectors.access_logs.reference import parse_access_line, parse_access_lines, read_access_log
 from collectors.errors import ParseError
-from collectors.parsers.access_log import parse_access_line, parse_access_lines, read_access_log
-from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_tables import parse_pod_text
 from collectors.parsers.log_failures import FailureReader, oom_numbers
 from collectors.parsers.log_launch import LaunchScanner

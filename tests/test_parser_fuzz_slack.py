@@ -68,10 +68,10 @@ _wsgi_post = wsgi_post
                          st.just('{"type": "block_actions"}'), st.just("[]"), st.just("7")),
        signed=st.booleans())
 def test_any_interaction_payload_gets_a_clean_http_answer(bot_and_fake, payload, signed):
-    from bot.slack.http import wsgi_app
+    from bot.serve import http_app
 
     _, bot = bot_and_fake
-    app = wsgi_app(bot.app, bot.metrics, bot.health)
+    app = http_app(bot)
     body = urlencode({"payload": payload})
     headers = signed_headers(SECRET, body) if signed else {}
     status, out = _wsgi_post(app, body, headers)

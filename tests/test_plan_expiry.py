@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.actuator.writer import KubeWriter
-from bot.main import serve_background
 from bot.render import slack_remediation as P
 from bot.scheduler.leader import FileLockElector
 from bot.scheduler.runner import HandoverScheduler
+from bot.serve import serve_background
 from bot.service import approvals, remediate
 from bot.service.expiry import APPROVED_GRACE_S, EXPIRY_ACTOR, expire_due
 from bot.service.settings import SettingsError, load_settings

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.main import main
-from collectors.errors import ParseError
-from collectors.parsers.request_lengths import (
+from collectors.access_logs.request_lengths import (
     LogLengths,
     MetricsLengths,
     parse_server_log_requests,
     profile_from_metrics,
 )
+from collectors.errors import ParseError
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENT = ROOT / "examples" / "runbook-incident" / "access.log"

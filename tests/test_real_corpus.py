@@ -172,7 +172,7 @@ def test_each_flag_is_changed_by_one_action_in_a_report():
 
 
 def test_no_action_sets_an_unset_flag_to_the_engines_default_or_pastes_a_flag_it_leaves_alone():
-    from collectors.parsers.bundle import load_bundle
+    from collectors.bundle import load_bundle
     from runbooks.triage.actions import engine_default
     from runbooks.triage.context import build_context
 

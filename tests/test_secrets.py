@@ -17,12 +17,12 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from bot.service.bundle_out import write_bundle_json
+from collectors.bundle import load_bundle
 from collectors.kube.client import Call, api_error, issue_for
 from collectors.kube.evidence import bundle_files, parse_logs, redact_snapshot, snapshot_evidence
 from collectors.kube.live import gather_workload
 from collectors.kube.pod_reads import scrub
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
-from collectors.parsers.bundle import load_bundle
 from collectors.parsers.flag_tables import FIELD_MAP, known_flags
 from collectors.parsers.flags import server_config_from_container
 from collectors.prometheus.client import PrometheusClient, PrometheusError

@@ -36,10 +36,11 @@ import pytest
 import requests
 
 from bot.main import main
+from bot.serve import serve_http
 from bot.service.redact import install
 from bot.service.settings import load_settings
 from bot.slack.app import secrets_of
-from bot.slack.serve import build_from_settings, serve_http
+from bot.slack.serve import build_from_settings
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import INCIDENT_POD_A, INCIDENT_POD_B, running_scenario, write_kubeconfig
 from tests.support.loopback import LoopbackServer

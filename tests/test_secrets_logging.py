@@ -13,13 +13,13 @@ from contextlib import contextmanager
 
 import requests
 
+from bot.serve import serve_http
 from bot.service.redact import RedactingFilter, escape_controls, escape_traceback, install, redact
 from bot.slack.app import secrets_of
-from bot.slack.serve import serve_http
 from tests.support.fake_slack import signed_headers, slash_body
 from tests.support.slack_kit import CHANNEL, SECRET, running_bot
 
-#: the format `gpumem serve` logs with (bot.slack.serve.configure_logging)
+#: the format `gpumem serve` logs with (bot.serve.configure_logging)
 SERVE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FORGED = "ERROR fake record written by the request"
 

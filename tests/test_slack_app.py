@@ -28,7 +28,7 @@ from bot.service.runners import live_runner
 from bot.service.verbs import VerbOutput
 from bot.slack.api import ConnectionRetries, SlackPoster
 from bot.slack.app import listeners, register
-from bot.slack.metrics import BotMetrics
+from bot.telemetry.metrics import BotMetrics
 from runbooks.model.evidence import Evidence
 from tests.support.fake_slack import signed_headers, slash_body
 from tests.support.slack_kit import (

@@ -17,9 +17,9 @@ from bot.service.settings import load_settings
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.app import build_bot
-from bot.slack.metrics import BotMetrics
 from bot.slack.serve import choose_runner
 from bot.store.db import Store
+from bot.telemetry.metrics import BotMetrics
 from tests.support.fake_slack import FakeSlack, action_body, signed_headers
 from tests.support.kube_fixtures import manual_clock, running_scenario
 from tests.support.slack_kit import CHANNEL, SECRET, USER, env_for, live_config

@@ -25,9 +25,10 @@ import pytest
 import requests
 
 from bot.main import COMMANDS
+from bot.serve import serve_http
 from bot.service.settings import load_settings
 from bot.slack.app import build_bot
-from bot.slack.serve import build_from_settings, serve_http
+from bot.slack.serve import build_from_settings
 from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body
 from tests.support.slack_kit import (
     CHANNEL,

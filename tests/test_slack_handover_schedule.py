@@ -1,7 +1,7 @@
 """The scheduler's job is the Slack handover: against the stand-in Slack, each slot of a short
 schedule is posted exactly once (retries and a second tick find it taken), a late one marked so.
 
-This composes the two in process with a driven clock, as `bot.main.serve_background` does for
+This composes the two in process with a driven clock, as `bot.serve.serve_background` does for
 `gpumem serve` (tests/test_scheduler_serve.py runs that path as a process)."""
 
 from __future__ import annotations

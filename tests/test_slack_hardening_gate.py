@@ -18,10 +18,9 @@ import requests
 from slack_bolt.middleware.request_verification import RequestVerification
 from slack_sdk.signature import SignatureVerifier
 
+from bot.serve import http_app, serve_http
 from bot.slack.app import build_bot
 from bot.slack.gate import RequestGate, SeenRequests, payload_problem
-from bot.slack.http import wsgi_app
-from bot.slack.serve import serve_http
 from tests.support.fake_slack import FakeSlack, action_body, new_trigger_id, signed_headers, slash_body
 from tests.support.slack_kit import (
     CHANNEL,
@@ -96,7 +95,7 @@ def test_non_ascii_digits_in_the_timestamp_get_401(served, caplog, digits):
     # '١٢٣' is 123 to int(); the current time written in Arabic-Indic digits, correctly signed, too
     if digits == "now":
         digits = str(int(time.time())).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
-    app = wsgi_app(served.bot.app, served.bot.metrics, served.bot.health)
+    app = http_app(served.bot)
     body = slash_body("triage llm/vllm-server", served.fake.response_url(1))
     status, out = _wsgi(app, body, _sign_with(digits, body))
     assert status == 401 and json.loads(out) == {"error": "invalid request"}

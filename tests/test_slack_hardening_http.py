@@ -17,11 +17,12 @@ from types import SimpleNamespace
 import pytest
 import requests
 
+from bot.http.app import EVENTS_PATH, bound_body, wsgi_app
+from bot.serve import serve_http
 from bot.service.settings import SettingsError
 from bot.slack.app import build_bot
-from bot.slack.http import bound_body, wsgi_app
+from bot.slack.events import events_app
 from bot.slack.limits import ServeLimits
-from bot.slack.serve import serve_http
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.slack_kit import SECRET, ExampleRunner, make_settings
 
@@ -164,7 +165,8 @@ def test_the_wsgi_app_answers_413_on_every_path_without_calling_the_handler(tmp_
     with FakeSlack() as fake:
         bot = build_bot(make_settings(tmp_path, fake), ExampleRunner(charts=False))
         health_calls = []
-        app = wsgi_app(bot.app, bot.metrics, lambda: health_calls.append(1) or {"ok": True}, max_body_bytes=LIMIT)
+        app = wsgi_app(bot.metrics, lambda: health_calls.append(1) or {"ok": True}, max_body_bytes=LIMIT,
+                       events=events_app(bot.app, bot.metrics, EVENTS_PATH))
         for path in ("/slack/events", "/health", "/metrics", "/anything"):
             endless = _Endless()
             statuses: list[str] = []

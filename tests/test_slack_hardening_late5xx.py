@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 import requests
 
+from bot.serve import serve_http
 from bot.slack.api import JOB_EVENT, SlackPoster, job_metadata
 from bot.slack.app import build_bot
-from bot.slack.metrics import BotMetrics
-from bot.slack.serve import serve_http
+from bot.telemetry.metrics import BotMetrics
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.slack_kit import CHANNEL, SECRET, ExampleRunner, drain, is_diagnosis, make_settings
 

@@ -85,7 +85,8 @@ import json, os, sys, threading
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.slack_kit import env_for, write_config, example_targets, is_diagnosis, SECRET, CHANNEL
 from bot.service.settings import load_settings
-from bot.slack.serve import build_from_settings, serve_http
+from bot.serve import serve_http
+from bot.slack.serve import build_from_settings
 import requests, pathlib, tempfile
 
 tmp = pathlib.Path(tempfile.mkdtemp())

@@ -12,8 +12,9 @@ import tarfile
 import pytest
 import requests
 
+from bot.serve import serve_http
 from bot.service.settings import load_settings
-from bot.slack.serve import build_from_settings, serve_http
+from bot.slack.serve import build_from_settings
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import running_scenario
 from tests.support.prom_harness import NS, POD_A, POD_B, run_prometheus

@@ -480,7 +480,7 @@ def test_over_http_triage_plan_approval_by_a_second_user_held_and_rollback(tmp_p
     """The same flow through `gpumem serve --http`'s server: signed form posts to /slack/events."""
     import requests
 
-    from bot.slack.serve import serve_http
+    from bot.serve import serve_http
     from tests.support.fake_slack import slash_body
 
     with remediation_bot(tmp_path) as (sc, fake, bot):
@@ -519,7 +519,7 @@ def test_over_http_triage_plan_approval_by_a_second_user_held_and_rollback(tmp_p
 def test_a_triage_an_alert_started_offers_the_same_plan_buttons(tmp_path):
     import requests
 
-    from bot.slack.serve import serve_http
+    from bot.serve import serve_http
     from tests.support.alertmanager import TOKEN, alert, notification
 
     with running_scenario("vllm-incident", tmp_path) as sc, FakeSlack() as fake:

@@ -16,7 +16,7 @@ from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
 from bot.render.slack_blocks import MAX_BLOCKS, violations
 from bot.render.triage_charts import memory_chart, profile_chart
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.model.report import CheckResult, Finding, Report, fact
 from runbooks.triage.runbook import triage

@@ -16,7 +16,7 @@ from bot.render.slack_triage import diagnosis_message
 from bot.service.approvals import plannable_actions
 from bot.service.notes import record_triage
 from bot.store.db import Store
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from collectors.parsers.flags import server_config_from_container
 from runbooks.triage.runbook import triage
 from tests.support.slack_kit import CHANNEL, EXAMPLES, NOW, USER

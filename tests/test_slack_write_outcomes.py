@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from bot.actuator.apply import apply_plan
 from bot.actuator.writer import KubeWriter
-from bot.main import serve_background
 from bot.render import slack_remediation as P
+from bot.serve import serve_background
 from bot.service import approvals, remediate
 from bot.service.reconcile import RECONCILE_ACTOR
 from bot.store.db import Store

@@ -377,8 +377,8 @@ def test_slack_approve_partly_applied_says_which_and_roll_back_deletes_what_exis
 
 def test_slack_unknown_phase1_is_settled_by_the_leaders_pass_and_the_message_edited(tmp_path):
     import tests.test_slack_remediation as R
-    from bot.main import serve_background
     from bot.render import slack_remediation as P
+    from bot.serve import serve_background
     from tests.test_plan_expiry import _buttons
 
     with R.remediation_bot(tmp_path) as (sc, fake, bot):

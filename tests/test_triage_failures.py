@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from collectors.parsers.logs import parse_server_log
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot
 from runbooks.triage.runbook import triage

@@ -227,7 +227,7 @@ def test_each_flag_is_changed_by_one_action_and_the_template_keeps_only_the_rest
 def test_a_rule_out_quotes_the_values_its_findings_read():
     from pathlib import Path
 
-    from collectors.parsers.bundle import load_bundle
+    from collectors.bundle import load_bundle
     from runbooks.triage.runbook import triage
 
     report = triage(load_bundle(Path(__file__).resolve().parent.parent / "examples" / "runbook-incident"))

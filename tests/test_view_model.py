@@ -10,7 +10,7 @@ from bot.render.report_json import report_json
 from bot.render.slack_triage import diagnosis_message
 from bot.render.text import render_text
 from bot.render.view import ActionView, CauseView, ReportView, view
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from runbooks.model.budget import Budget
 from runbooks.model.report import Report
 from runbooks.model.serde import from_jsonable

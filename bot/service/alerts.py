@@ -1,6 +1,6 @@
 """From an Alertmanager alert to what gpumem does: which workload, which cluster, which channel.
 
-The pieces the webhook (`bot.slack.alerts`) puts together, each without Slack:
+The pieces the webhook (`bot.http.alertmanager`, `bot.slack.alerts`) puts together, each without Slack:
 
 - `place(alert, settings, resolve_pod)`: the workload an alert is about, from its labels (the
   names under `alerts.labels`): namespace plus deployment, or namespace plus pod resolved to its

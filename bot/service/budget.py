@@ -100,8 +100,8 @@ def run_budget(args: argparse.Namespace, lang: str) -> BudgetOutcome:
 
 
 def _read_profile(path: str):
+    from collectors.access_logs.fast import scan_access_log
     from collectors.errors import ParseError
-    from collectors.parsers.access_log_fast import scan_access_log
 
     try:
         scan = scan_access_log(path, os.path.basename(path), detail=True)

@@ -26,8 +26,8 @@ def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
     `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
     from bot.service.bundle_dir import check_bundle_dir
     from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
+    from collectors.bundle import has_evidence
     from collectors.live import collect_live
-    from collectors.parsers.bundle import has_evidence
 
     opts, settings = live_options(args)
     namespace, name = split_target(args.target, args.namespace or settings.default_namespace)

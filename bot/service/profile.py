@@ -62,9 +62,9 @@ def _name(path: str) -> str:
 
 
 def _access_log(path: str, workers: int | None):
+    from collectors.access_logs.fast import scan_access_log
+    from collectors.access_logs.reference import NO_LENGTHS
     from collectors.errors import ParseError
-    from collectors.parsers.access_log import NO_LENGTHS
-    from collectors.parsers.access_log_fast import scan_access_log
 
     try:
         return scan_access_log(path, _name(path), workers=workers, detail=True)
@@ -79,7 +79,7 @@ def _access_log(path: str, workers: int | None):
 
 
 def _server_log(path: str):
-    from collectors.parsers.request_lengths import read_server_log_requests
+    from collectors.access_logs.request_lengths import read_server_log_requests
 
     try:
         found = read_server_log_requests(path, _name(path))
@@ -95,8 +95,8 @@ def _server_log(path: str):
 
 def _metrics(args: argparse.Namespace):
     from bot.render.profile import ProfileView
+    from collectors.access_logs.request_lengths import profile_from_metrics, read_metrics_file
     from collectors.errors import ParseError
-    from collectors.parsers.request_lengths import profile_from_metrics, read_metrics_file
     from runbooks.profile.requests import compare
 
     texts = {}

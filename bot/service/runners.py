@@ -80,7 +80,7 @@ class BundleRunner:
     def warm(self) -> None:
         """Pay what the first triage would: the parsers, the runbook, and (with charts) one
         triage of the first bundle, which imports matplotlib and loads its fonts."""
-        from collectors.parsers.bundle import load_bundle  # noqa: F401
+        from collectors.bundle import load_bundle  # noqa: F401
         from runbooks.triage.runbook import triage  # noqa: F401
 
         if self.charts:
@@ -92,7 +92,7 @@ class BundleRunner:
                 log.warning("warm-up triage of %s failed: %s", target, type(e).__name__)
 
     def __call__(self, target: str, context: str | None, on_step: Progress) -> TriageOutcome:
-        from collectors.parsers.bundle import load_bundle
+        from collectors.bundle import load_bundle
         from runbooks.triage.runbook import triage
 
         folder = self.bundles.get(target)

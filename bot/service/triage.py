@@ -172,7 +172,7 @@ def live_options(args: argparse.Namespace):
 def triage_bundle(path: str | os.PathLike[str], now: datetime | None = None) -> TriageOutcome:
     """Offline triage of an evidence bundle folder. Raises UsageError bundle_not_found or
     bundle_unusable (worded from `cli.<code>`)."""
-    from collectors.parsers.bundle import BundleError, has_evidence, load_bundle
+    from collectors.bundle import BundleError, has_evidence, load_bundle
 
     if not os.path.isdir(path):
         raise UsageError("bundle_not_found", path=str(path))

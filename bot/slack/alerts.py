@@ -1,9 +1,7 @@
-"""Alertmanager's webhook on `gpumem serve`: POST /alertmanager -> triages posted into channels.
+"""Alertmanager's alerts as triages posted into channels: the `AlertDesk`.
 
-The request thread only checks and queues: the Authorization header (`Bearer TOKEN`, or Basic
-with TOKEN as the password; constant-time compare; anything else 401), the body (Alertmanager's
-payload version 4; a malformed one 400 naming the field), room in the queue (else 503, and
-Alertmanager retries). Then it answers 200, whatever the number of alerts in the body.
+POST /alertmanager (`bot.http.alertmanager`) checks a notification and hands it to the desk
+(`offer`); the desk is the handler `bot.serve` gives the HTTP face.
 
 One thread (`AlertDesk`) works through the queued notifications in order. For each alert:
 
@@ -28,7 +26,6 @@ its interval.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -41,19 +38,15 @@ from typing import Any
 from bot.render import slack_alerts as A
 from bot.render import slack_triage as R
 from bot.render.slack_alerts import AlertHead
-from bot.service.alert_payload import Alert, Notification, PayloadError, parse_notification
-from bot.service.alerts import Placement, alert_row, last_triaged, place, record_alerts, webhook_token_matches
+from bot.service.alert_payload import Alert, Notification
+from bot.service.alerts import Placement, alert_row, last_triaged, place, record_alerts
 from bot.service.grammar import Command
 from bot.slack.api import job_metadata, new_job_id
-from bot.slack.errorid import log_crash
 from bot.slack.gate import SeenRequests
 from bot.slack.work import Job
+from bot.telemetry.errorid import log_crash
 
 log = logging.getLogger("gpumem.alerts")
-
-ALERTMANAGER_PATH = "/alertmanager"
-_JSON = [("Content-Type", "application/json")]
-
 
 class AlertFrame:
     """The alert head of one triage's parent: every edit of the parent goes through `send`, so
@@ -462,46 +455,3 @@ class AlertDesk:
         self._count(alert, outcome)
         return alert_row(alert, group_key, placement, outcome, names=self.config.labels, thread_ts=thread_ts,
                          detail=detail)
-
-
-# ----------------------------------------------------------------------------- the HTTP endpoint
-
-
-def alert_endpoint(desk: AlertDesk | None, token: str | None, metrics: Any,
-                   stopping: Any = None) -> Callable[[dict[str, Any]], tuple[str, list[tuple[str, str]], bytes]]:
-    """The WSGI-side handler of POST /alertmanager: (status, headers, body). The body has already
-    been bounded by `bot.slack.http.bound_body`. Nothing of the Authorization header is logged."""
-
-    def refuse(status: str, reason: str, doc: dict[str, Any], size: int,
-               headers: tuple[tuple[str, str], ...] = ()) -> tuple[str, list[tuple[str, str]], bytes]:
-        metrics.http_refused.labels(reason=reason).inc()
-        log.warning("refused POST %s: %s (body %d bytes)", ALERTMANAGER_PATH, reason, size)
-        return status, [*_JSON, *headers], json.dumps(doc).encode()
-
-    def handle(environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
-        stream = environ.get("wsgi.input")
-        body = stream.read() if stream is not None else b""
-        if token is None or desk is None:
-            return refuse("403 Forbidden", "webhook_disabled",
-                          {"error": "the Alertmanager webhook is off: GPUMEM_WEBHOOK_TOKEN (or _FILE) is not set"},
-                          len(body))
-        if not webhook_token_matches(environ.get("HTTP_AUTHORIZATION"), token):
-            return refuse("401 Unauthorized", "webhook_unauthorized", {"error": "unauthorized"}, len(body),
-                          (("WWW-Authenticate", 'Bearer realm="gpumem"'),))
-        try:
-            notification = parse_notification(body)
-        except PayloadError as e:
-            return refuse("400 Bad Request", "webhook_bad_body",
-                          {"error": "not an Alertmanager webhook notification (payload version 4)",
-                           "field": e.field, "problem": e.problem}, len(body))
-        if (stopping is not None and stopping.is_set) or desk.closed:
-            return refuse("503 Service Unavailable", "webhook_stopping", {"error": "gpumem is restarting"},
-                          len(body), (("Retry-After", "10"),))
-        if not desk.offer(notification):
-            return refuse("503 Service Unavailable", "webhook_queue_full",
-                          {"error": "too many alert notifications waiting; Alertmanager will retry"}, len(body),
-                          (("Retry-After", "5"),))
-        doc = {"status": "accepted", "alerts": len(notification.alerts)}
-        return "200 OK", list(_JSON), json.dumps(doc).encode()
-
-    return handle

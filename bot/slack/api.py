@@ -42,7 +42,7 @@ from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryInterv
 
 from bot.render.slack_blocks import Message
 from bot.slack.drain import Stopping
-from bot.slack.metrics import BotMetrics
+from bot.telemetry.metrics import BotMetrics
 
 log = logging.getLogger("gpumem.slack")
 _CODE = re.compile(r"[a-z0-9_]{1,60}")

@@ -37,8 +37,8 @@ from bot.slack.gate import install as install_gate
 from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
-from bot.slack.metrics import BotMetrics
 from bot.slack.work import SharedStore, Work
+from bot.telemetry.metrics import BotMetrics
 
 log = logging.getLogger("gpumem.slack")
 
@@ -111,19 +111,12 @@ class Bot:
     #: start() and shutdown();
     #: started after the HTTP face, shut down first in the drain (before the store closes)
     background: list[Any] = field(default_factory=list)
-    #: the Alertmanager webhook's desk (`bot.slack.alerts.AlertDesk`); None: no webhook token set
+    #: the Alertmanager webhook's desk (`bot.slack.alerts.AlertDesk`), the handler `bot.serve` gives
+    #: POST /alertmanager; None: no webhook token set
     alerts: Any = None
     #: plan messages edited with nobody clicking: the expiry sweep, start-up reconciliation
     #: (`bot.slack.plan_notices.PlanNotices`); None without a store
     notices: Any = None
-
-    def alert_endpoint(self) -> Any:
-        """The handler of POST /alertmanager for `bot.slack.http.wsgi_app` (refuses all without a token)."""
-        from bot.slack.alerts import alert_endpoint
-
-        token = self.settings.alerts.token
-        return alert_endpoint(self.alerts, token.reveal() if token is not None else None, self.metrics,
-                              self.stopping)
 
     def start_background(self) -> None:
         for item in self.background:

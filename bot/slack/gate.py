@@ -36,7 +36,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 
 from bot.slack.limits import SIGNATURE_WINDOW_S
-from bot.slack.metrics import BotMetrics
+from bot.telemetry.metrics import BotMetrics
 
 log = logging.getLogger("gpumem.slack.gate")
 

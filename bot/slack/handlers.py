@@ -39,10 +39,10 @@ from bot.service.notes import add_note, list_notes, split_note_args
 from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
-from bot.slack.errorid import log_crash
 from bot.slack.jobs import Answering, Claims, JobPool, StoreClaims
-from bot.slack.metrics import BotMetrics
 from bot.slack.work import Job, SharedStore, Work
+from bot.telemetry.errorid import log_crash
+from bot.telemetry.metrics import BotMetrics
 from runbooks.model.errors import UsageError
 
 log = logging.getLogger("gpumem.slack")

@@ -3,7 +3,7 @@
 - the expiry sweep (`PlanNotices.sweep`): plans nobody approved in time move to `expired`
   (`bot.service.expiry`, one store transition each, by `gpumem-expiry`) and each one's plan
   message, where it was posted, turns to the expired stage with **Plan again**. `gpumem serve`
-  runs it on its scheduler's leader (`bot.main.serve_background`), at its first round and then
+  runs it on its scheduler's leader (`bot.serve.serve_background`), at its first round and then
   every `remediation.expiry_sweep_s`;
 - after reconciliation (`PlanNotices.announce_reconciled`): each plan settled from `applying`
   (or from a rollback whose outcome was unknown) gets its plan message edited to the outcome and

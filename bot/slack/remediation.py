@@ -40,8 +40,8 @@ from bot.service.live_errors import error_line
 from bot.service.plan_preview import reader_for
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
-from bot.slack.errorid import log_crash
 from bot.slack.work import SharedStore
+from bot.telemetry.errorid import log_crash
 from runbooks.model.errors import (
     ChangedAfterApply,
     ChangedSincePlanned,

@@ -1,128 +1,19 @@
-"""`gpumem serve`: the Slack bot, over Socket Mode (default) or HTTP (`--http`).
+"""The Slack side of `gpumem serve` (composed in `bot.serve`): the bot a deployment runs, with
+its triage worker processes started and warmed, and the runner its config names.
 
-    SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-... gpumem serve --config gpumem.yaml
-    SLACK_BOT_TOKEN=xoxb-... SLACK_SIGNING_SECRET=... gpumem serve --http --port 3000
-
-HTTP serves /slack/events, /health, /metrics and /alertmanager (Alertmanager's webhook, see
-`bot.slack.alerts`) on a threaded WSGI server (waitress). Socket Mode needs no public endpoint
-for Slack; /health, /metrics and /alertmanager are still served on --port.
-
-SIGTERM (or Ctrl-C) starts a drain that ends the process within GPUMEM_DRAIN_S +
-GPUMEM_EXIT_GRACE_S seconds (20 + 5 by default, under Kubernetes' 30 s grace period), whether
-or not Slack and the cluster still answer: see `bot.slack.drain` and `Bot.drain`.
+Each triage worker process imports this module to unpickle `ConfiguredRunner`: it stays light
+(Bolt and the runners are imported where they are used).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from bot.service.exits import EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import TargetNotFound
 
 log = logging.getLogger("gpumem.serve")
-
-#: how long a thread of the serving process holds the interpreter before another may take it
-SWITCH_INTERVAL_S = 0.001
-
-
-def run(args: argparse.Namespace, lang: str, background: Callable[[Any], list[Any]] | None = None) -> int:
-    """`gpumem serve`. `background(bot)` gives what runs beside the listeners (the handover
-    scheduler, from the layer above both surfaces): started once the HTTP face is up, shut down
-    first in the drain."""
-    from bot.render.i18n import Catalog
-    from bot.service.settings import SettingsError, load_settings
-    from bot.slack.limits import ServeLimits
-
-    cat = Catalog.load(lang)
-    try:
-        settings = load_settings(args.config, os.environ)
-        settings.require("bot_token", "signing_secret" if args.http else "app_token")
-        limits = ServeLimits.from_environ(os.environ)
-    except SettingsError as e:
-        print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
-        return EXIT_USAGE
-    configure_logging(args.log_level, settings)
-    # An ack waits for the interpreter behind whatever thread holds it (a parent message being
-    # posted, a chart being sent): switching every 1 ms instead of Python's 5 ms cut the p99 ack
-    # of a 50-command burst from 80-96 ms to 56-71 ms (benchmarks/bench_slack_ack.py). Triage
-    # runs in worker processes, so no long computation here pays for the extra switches.
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    bot = build_from_settings(settings, os.environ, limits)
-    if background is not None:
-        try:
-            bot.background += background(bot)
-        except SettingsError as e:
-            bot.close(timeout_s=1.0)
-            print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
-            return EXIT_USAGE
-        except BaseException:
-            bot.close(timeout_s=1.0)
-            raise
-    host = args.host or settings.http.host
-    port = settings.http.port if args.port is None else args.port
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    handler = None
-    if args.http:
-        server = serve_http(bot, host, port)
-        print(cat.t("slack.serve.listening_http", url=server.url), file=sys.stderr, flush=True)
-    else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-        server = serve_http(bot, host, port, events=False)
-        print(cat.t("slack.serve.listening_socket", url=server.url), file=sys.stderr, flush=True)
-        assert settings.slack.app_token is not None
-        handler = SocketModeHandler(bot.app, settings.slack.app_token.reveal())
-        handler.connect()
-    bot.start_background()
-    _wait(stop)
-    return stop_within(bot, server, handler, limits, cat)
-
-
-def stop_within(bot: Any, server: Any, handler: Any, limits: Any, cat: Any) -> int:
-    """The shutdown after SIGTERM, over in `limits.stop_s` at most (drain, then grace).
-
-    The HTTP server keeps answering during the drain (/health with 503, new commands with
-    "restarting"); Socket Mode stops taking envelopes at once. A watchdog ends the process at
-    the hard deadline if a thread blocked on the network would hold the interpreter's exit.
-    """
-    from bot.slack.drain import Watchdog
-
-    def report() -> str:
-        running = bot.work.running()
-        return f"({len(running)} job(s) still running: {', '.join(j.target or j.command.verb for j in running[:5])})"
-
-    Watchdog(limits.stop_s, EXIT_OK, on_fire=report).start()
-    print(cat.t("slack.serve.stopping"), file=sys.stderr, flush=True)
-    if handler is not None:
-        handler.close()
-    bot.drain()
-    server.close()
-    log.info("stopped")
-    return EXIT_OK
-
-
-def _wait(stop: threading.Event) -> None:
-    while not stop.wait(1.0):
-        pass
-
-
-def configure_logging(level: str, settings: Any) -> None:
-    """Plain logs on stderr, every record passed through the token filter."""
-    from bot.service.redact import install
-    from bot.slack.app import secrets_of
-
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install(secrets_of(settings))
 
 
 def build_from_settings(settings: Any, environ: Mapping[str, str], limits: Any = None) -> Any:
@@ -205,21 +96,3 @@ class ConfiguredRunner:
         if live is None:
             raise TargetNotFound.no_source(target)
         return live(target, context, on_step)
-
-
-def serve_http(bot: Any, host: str, port: int, events: bool = True) -> Any:
-    """Start the threaded HTTP server for `bot` on a background thread; returns it (`.url`, `.close()`)."""
-    from bot.slack.http import HttpServer, wsgi_app
-
-    limit = bot.limits.max_body_bytes
-    app = wsgi_app(bot.app, bot.metrics, bot.health, events=events, max_body_bytes=limit,
-                   alertmanager=bot.alert_endpoint(), answering=bot.handlers.answering)
-    server = HttpServer(app, host, port, bot.settings.workers.http_threads, max_body_bytes=limit,
-                        metrics=bot.metrics).start()
-    if bot.settings.alerts.token is None:
-        log.warning("Alertmanager webhook refused (fail closed): neither GPUMEM_WEBHOOK_TOKEN nor "
-                    "GPUMEM_WEBHOOK_TOKEN_FILE is set, so POST %s/alertmanager answers 403", server.url)
-    else:
-        log.info("Alertmanager webhook: POST %s/alertmanager (bearer token or basic auth from %s)", server.url,
-                 bot.settings.alerts.token.source)
-    return server

@@ -33,9 +33,9 @@ from bot.service.redact import redact
 from bot.service.runners import TriageRunner, bundle_archive
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
-from bot.slack.errorid import log_crash
 from bot.slack.jobs import Throttle
-from bot.slack.metrics import BotMetrics, outcome_of
+from bot.telemetry.errorid import log_crash
+from bot.telemetry.metrics import BotMetrics, outcome_of
 from runbooks.model.errors import GpumemError, TargetNotFound
 
 log = logging.getLogger("gpumem.work")

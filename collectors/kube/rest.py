@@ -19,6 +19,9 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from collectors.kube.client import api_error, status_message
+from runbooks.model.errors import InvalidChange
+
 
 def path(*parts: str) -> str:
     """A resource path with each part quoted (names never add path segments).
@@ -76,8 +79,6 @@ def error_for(response: Any, call: Any) -> Exception:
     """The typed error (`runbooks.model.errors`) of a non-2xx urllib3 response to `call`, as
     `collectors.kube.client.api_error` words it for a read; a 422 (the server refused the
     object as invalid) is InvalidChange (a UsageError) with the server's message."""
-    from collectors.kube.client import api_error, status_message
-    from runbooks.model.errors import InvalidChange
 
     error = ApiException(http_resp=response)
     if error.status == 422:

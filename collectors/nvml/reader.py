@@ -267,6 +267,9 @@ class _Reader:
 
 
 def _import_pynvml() -> Any:
+    # imported here, not at the top: pynvml is optional (an install without it reads as
+    # module_missing) and takes 14 ms to import (python -X importtime), which only the NVML
+    # paths (`gpumem agent`, `gpumem snapshot`) pay
     try:
         import pynvml
     except ImportError as e:

@@ -1,2 +1,2 @@
-"""Text to evidence: nvidia-smi, metrics, logs, access logs, launch forms, Kubernetes objects, model
-configs, bundles. Files are read here; nothing here opens a network connection."""
+"""Text to evidence: nvidia-smi, metrics, logs, launch forms, Kubernetes objects, model configs.
+Files are read here; nothing here opens a network connection or starts a process."""

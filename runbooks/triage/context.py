@@ -7,7 +7,7 @@ KV capacity from the engine's own start-up line, its cache_config_info, or our b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
@@ -278,6 +278,4 @@ def build_context(ev: Evidence) -> TriageContext:
 
 
 def _with_engine(cfg, engine: str):
-    from dataclasses import replace
-
     return replace(cfg, engine=engine)

@@ -14,9 +14,9 @@ from typing import Any
 
 import requests
 
+from bot.serve import serve_http
 from bot.service.settings import load_settings
 from bot.slack.app import Bot, build_bot
-from bot.slack.serve import serve_http
 from tests.support.fake_slack import FakeSlack
 from tests.support.slack_kit import CHANNEL, ZH_CHANNEL, ExampleRunner, env_for
 

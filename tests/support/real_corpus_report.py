@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collectors.parsers.bundle import load_bundle
+from collectors.bundle import load_bundle
 from runbooks.model.report import VERDICT_IDS, Report
 from runbooks.triage.runbook import triage
 

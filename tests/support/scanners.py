@@ -1,5 +1,5 @@
 """Both access-log scanners under one set of tests: the compiled line scanner that an install
-builds (`collectors/parsers/_access_native.c`) and the numpy scan that reads the logs where no
+builds (`collectors/access_logs/_access_native.c`) and the numpy scan that reads the logs where no
 C compiler was at hand. Import `line_scanner` into a test module and each of its tests runs
 once with each."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import collectors.parsers.access_log_scan as scan
+import collectors.access_logs.scan as scan
 
 
 @pytest.fixture(scope="module", params=["compiled", "numpy"], autouse=True)

@@ -36,7 +36,7 @@ USER = "U0ONCALL"
 @cache
 def example_targets() -> dict[str, Path]:
     """Every example bundle under the target its deployment names ("llm/vllm-server", ...)."""
-    from collectors.parsers.bundle import load_bundle
+    from collectors.bundle import load_bundle
 
     out = {}
     for folder in sorted(p for p in EXAMPLES.iterdir() if (p / "expected.json").is_file()):

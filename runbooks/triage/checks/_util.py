@@ -1,9 +1,10 @@
-"""Small helpers shared by the checks."""
+"""Small helpers shared by the checks (a check module imports no other: each round stands alone)."""
 
 from __future__ import annotations
 
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Fact, fact
+from runbooks.triage.context import TriageContext
 
 
 def missing(kind: str, issues: tuple[ReadIssue, ...], *sources: str) -> Fact:
@@ -36,3 +37,21 @@ def longest_above(series, threshold: float) -> float:
         else:
             start = None
     return best
+
+
+def visible_gpus(ctx: TriageContext) -> int | None:
+    """How many GPUs the engine could see: CUDA_VISIBLE_DEVICES, a launch's `--gpus`, the
+    pod's request, else the cards nvidia-smi lists."""
+    cfg = ctx.config
+    env = cfg.env if cfg else {}
+    ids = [x for x in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if x.strip()]
+    if ids:
+        return len(ids)
+    logs = ctx.evidence.logs
+    counts = [x.visible_count for x in (logs.launches if logs else ()) if x.visible_count]
+    if counts:
+        return max(counts)
+    if ctx.gpus_requested:
+        return ctx.gpus_requested
+    gpus = ctx.evidence.gpus
+    return len(gpus.devices) if gpus and len(gpus.devices) > 1 else None

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from runbooks.model.report import CheckResult, Finding, fact
-from runbooks.triage.checks._util import missing
-from runbooks.triage.checks.static import visible_gpus
+from runbooks.triage.checks._util import missing, visible_gpus
 from runbooks.triage.context import TriageContext
 
 ROUND = 4

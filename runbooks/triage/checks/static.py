@@ -5,7 +5,7 @@ from __future__ import annotations
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.model.units import pct
-from runbooks.triage.checks._util import gib, missing
+from runbooks.triage.checks._util import gib, missing, visible_gpus
 from runbooks.triage.context import TriageContext
 from runbooks.triage.weights_estimate import estimate_weights_gib
 
@@ -127,24 +127,6 @@ def refusal_capacity(ctx: TriageContext) -> int | None:
 
 #: an estimate from the model's name must pass the card by this much: the name rounds the count
 ESTIMATE_MARGIN = 1.1
-
-
-def visible_gpus(ctx: TriageContext) -> int | None:
-    """How many GPUs the engine could see: CUDA_VISIBLE_DEVICES, a launch's `--gpus`, the
-    pod's request, else the cards nvidia-smi lists."""
-    cfg = ctx.config
-    env = cfg.env if cfg else {}
-    ids = [x for x in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if x.strip()]
-    if ids:
-        return len(ids)
-    logs = ctx.evidence.logs
-    counts = [x.visible_count for x in (logs.launches if logs else ()) if x.visible_count]
-    if counts:
-        return max(counts)
-    if ctx.gpus_requested:
-        return ctx.gpus_requested
-    gpus = ctx.evidence.gpus
-    return len(gpus.devices) if gpus and len(gpus.devices) > 1 else None
 
 
 def _estimated_beyond_card(ctx: TriageContext, total: float) -> Finding | None:

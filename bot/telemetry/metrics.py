@@ -1,4 +1,5 @@
-"""The bot's Prometheus metrics, in a registry of its own (nothing registers at import).
+"""The bot's Prometheus metrics, in a registry of its own (nothing registers at import): the Slack
+surface and the HTTP face count into one `BotMetrics`, which /metrics serves.
 
 | metric | labels | meaning |
 |---|---|---|

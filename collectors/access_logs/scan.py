@@ -1,8 +1,8 @@
-"""Scans of access-log blocks for `access_log_fast`: the compiled line scanner
+"""Scans of access-log blocks for `fast`: the compiled line scanner
 (`_access_native.c`, one pass in C, used when the install built it) or, without it, the
 vectorised numpy scan below. Both keep the same contract and tally the same way.
 
-The scan reads a line the way `collectors.parsers.access_log.parse_access_line` does, and it
+The scan reads a line the way `collectors.access_logs.reference.parse_access_line` does, and it
 takes a line only when it can show that the two readings agree; every other non-empty line
 goes, in arrival order, to `parse_access_line` itself, so the tallies are always the ones the
 line-by-line reader makes. What the scan takes:
@@ -50,13 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from collectors.parsers.access_log import parse_access_line
+from collectors.access_logs.reference import parse_access_line
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.evidence import BUCKETS
 from runbooks.profile.requests import bucket_of
 
 try:  # the compiled line scanner, where the install could build it
-    from collectors.parsers import _access_native as _compiled
+    from collectors.access_logs import _access_native as _compiled
 except ImportError:  # pragma: no cover - an install without a C compiler
     _compiled = None
 

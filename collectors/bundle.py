@@ -1,4 +1,5 @@
-"""BundleSource: an evidence bundle (a folder of the files on-call already captures) as Evidence.
+"""BundleSource: an evidence bundle (a folder of the files on-call already captures) as Evidence:
+each file read by its parser (`collectors.parsers`), `access.log` by `collectors.access_logs`.
 
 Every file is optional. A file that cannot be read becomes a ReadIssue naming the file and
 line; the rest of the bundle is still used. `bundle.json` (what `gpumem collect` writes) gives
@@ -18,12 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from collectors.access_logs.fast import scan_access_log
 from collectors.errors import CollectorError, ParseError
-from collectors.parsers.access_log_fast import scan_access_log
 from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
 from collectors.parsers.kube_tables import parse_kube_text, parse_pod_text
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
+from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
 from collectors.parsers.model_config import parse_model_config
 from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import Evidence, ReadIssue
@@ -199,8 +201,6 @@ def _deployment(path: Path) -> dict[str, Any]:
 
 def _said_what_was_left_out(acc: _Acc) -> None:
     """A metrics file read only in part says so, with the line where reading stopped."""
-    from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
-
     m = acc.fields.get("server_metrics")
     if m is None:
         return

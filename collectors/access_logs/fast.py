@@ -5,7 +5,7 @@ processes at once.
 
 A file over PARALLEL_MIN_BYTES is split at line boundaries into one byte range per worker
 (the CPUs this process may use, at most MAX_WORKERS); each range is scanned in 2 MiB blocks
-by `access_log_scan.scan_block`, and the tallies are merged in file order, so arrival order
+by `scan.scan_block`, and the tallies are merged in file order, so arrival order
 (which the shift of an untimed log depends on) is kept. A line longer than MAX_LINE_BYTES is
 never held whole: it is counted as skipped, as the reference reader counts it.
 
@@ -33,9 +33,9 @@ from typing import BinaryIO
 
 import numpy as np
 
+from collectors.access_logs.reference import NO_LENGTHS
+from collectors.access_logs.scan import FRONT_BYTES, PAD_BYTES, BlockTally, release, scan_block
 from collectors.errors import ParseError
-from collectors.parsers.access_log import NO_LENGTHS
-from collectors.parsers.access_log_scan import FRONT_BYTES, PAD_BYTES, BlockTally, release, scan_block
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.evidence import RequestProfile
 from runbooks.model.units import MIB

@@ -1,5 +1,5 @@
 /* The access-log line scanner, compiled: reads each line of a block the way
- * collectors.parsers.access_log.parse_access_line reads it, and takes a line only when it can
+ * collectors.access_logs.reference.parse_access_line reads it, and takes a line only when it can
  * show that the two readings agree. Every other line is left to parse_access_line (state
  * FALLBACK), so what the scan reports is always what the line-by-line reader reports.
  *

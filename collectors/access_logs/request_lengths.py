@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from os import PathLike
 
-from collectors.parsers.access_log import parse_access_line
+from collectors.access_logs.reference import parse_access_line
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.textio import MAX_LINE_BYTES, iter_lines
 from runbooks.model.evidence import Histogram, RequestProfile, ServerMetrics
