@@ -214,15 +214,15 @@ def test_an_oom_while_serving_is_the_margin_beside_the_preallocated_cache_not_kv
 
 
 def test_a_flag_set_to_its_value_or_its_unset_default_is_no_change():
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import SetArg
     from runbooks.triage.actions import is_no_op, tier_of
     from runbooks.triage.context import build_context
 
     ctx = build_context(Evidence(logs=parse_server_log("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192")))
-    assert is_no_op(ctx, Change.set_arg("vllm", "max-model-len", 8192, 8192))
-    assert is_no_op(ctx, Change.set_arg("vllm", "gpu-memory-utilization", None, 0.9))  # vLLM's default
-    assert not is_no_op(ctx, Change.set_arg("vllm", "gpu-memory-utilization", None, 0.88))
-    assert not is_no_op(ctx, Change.set_arg("vllm", "max-batch-total-tokens", 16000, None))  # an unset is a change
+    assert is_no_op(ctx, SetArg("vllm", "max-model-len", 8192, 8192))
+    assert is_no_op(ctx, SetArg("vllm", "gpu-memory-utilization", None, 0.9))  # vLLM's default
+    assert not is_no_op(ctx, SetArg("vllm", "gpu-memory-utilization", None, 0.88))
+    assert not is_no_op(ctx, SetArg("vllm", "max-batch-total-tokens", 16000, None))  # an unset is a change
     assert (tier_of("quantize_weights"), tier_of("split_pools"), tier_of("lower_max_num_seqs")) == (
         "escalate", "now", "now")
 

@@ -195,18 +195,18 @@ def test_oom_kills_remembered_by_prometheus_count_when_pods_forgot_them():
 
 
 def test_each_flag_is_changed_by_one_action_and_the_template_keeps_only_the_rest():
-    from runbooks.model.changes import Change
+    from runbooks.model.changes import SetArg
     from runbooks.model.report import Action, Cause
     from runbooks.triage.verdict import one_action_per_flag
 
     template = Action("set_safe_flags", {"args": "--max-model-len=4096 --max-num-seqs=32 --gpu-memory-utilization=0.88"},
-                      changes=(Change.set_arg("vllm", "max-model-len", 8192, 4096),
-                               Change.set_arg("vllm", "max-num-seqs", 128, 32),
-                               Change.set_arg("vllm", "gpu-memory-utilization", 0.95, 0.88)))
+                      changes=(SetArg("vllm", "max-model-len", 8192, 4096),
+                               SetArg("vllm", "max-num-seqs", 128, 32),
+                               SetArg("vllm", "gpu-memory-utilization", 0.95, 0.88)))
     seqs = Action("lower_max_num_seqs", {"flag": "max-num-seqs", "current": 128, "target": 32},
-                  changes=(Change.set_arg("vllm", "max-num-seqs", 128, 32),))
+                  changes=(SetArg("vllm", "max-num-seqs", 128, 32),))
     fraction = Action("lower_memory_fraction", {"flag": "gpu-memory-utilization", "current": 0.95, "target": 0.88},
-                      changes=(Change.set_arg("vllm", "gpu-memory-utilization", 0.95, 0.88),))
+                      changes=(SetArg("vllm", "gpu-memory-utilization", 0.95, 0.88),))
     kv = Cause("kv_cache_pressure", 0.8, "high", actions=(seqs,))
     edge = Cause("params_near_edge", 0.6, "medium", actions=(template, fraction))
     out = one_action_per_flag([kv, edge])
