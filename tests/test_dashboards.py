@@ -260,3 +260,9 @@ def test_the_kustomization_regenerates_from_the_command_it_names():
     doc = yaml.safe_load(text)
     assert [g["files"] for g in doc["configMapGenerator"]] == [[f"gpumem-{e}.json"] for e in ENGINES]
     assert all(Path(COMPONENT / f).exists() for g in doc["configMapGenerator"] for f in g["files"])
+
+
+def test_the_listing_in_the_docs_is_what_the_command_prints():
+    page = (DEPLOY.parent / "docs" / "dashboards.md").read_text(encoding="utf-8")
+    shown = page.split("`gpumem dashboards --engine vllm`:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert shown == render.dashboards_text(dashboards("vllm"), "en")
