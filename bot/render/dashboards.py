@@ -70,7 +70,8 @@ def dashboards_text(outcome: DashboardsOutcome, lang: str) -> str:
         engine = cat.t(f"dashboards.engine.{d.engine}")
         lines = [cat.t("dashboards.text.header", title=words("dashboards.title", engine=engine), uid=d.uid),
                  cat.t("dashboards.text.variables",
-                       names=", ".join(cat.t(f"dashboards.variable.{v.label_key}") for v in d.variables))]
+                       names=cat.t("dashboards.text.sep").join(
+                           cat.t(f"dashboards.variable.{v.label_key}") for v in d.variables))]
         for row in d.rows:
             lines.append(cat.t("dashboards.text.row", row=cat.t(f"dashboards.row.{row.id}")))
             for p in row.panels:
