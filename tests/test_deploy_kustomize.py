@@ -44,9 +44,9 @@ def _key(obj: dict) -> tuple:
     return obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
 
 
-def test_the_shipped_layout_is_two_overlays_and_two_components():
+def test_the_shipped_layout_is_two_overlays_and_three_components():
     assert OVERLAYS == ("read-only", "remediation")
-    assert COMPONENTS == ("alerts", "nvml-agent")
+    assert COMPONENTS == ("alerts", "dashboards", "nvml-agent")
     for overlay in OVERLAYS:
         assert kustomize.load_kustomization(DEPLOY / "overlays" / overlay)["resources"][0] == "../../base"
     for component in COMPONENTS:

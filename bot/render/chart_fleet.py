@@ -6,7 +6,8 @@ One horizontal bar per service, in rank order (the closest to trouble on top): i
 GPU memory (`gpu_used`: for vLLM, SGLang and TGI a full card says nothing, they claim it at
 start-up). The alert lines are drawn where they sit in headroom: GpumemKVCacheHigh at
 100% - 90% = 10%, GpumemGPUMemoryHigh at 100% - 95% = 5%; a bar at or under its own line is
-red. Services with neither reading are left out (named in the footnote's count).
+red. Services with neither reading are left out (named in the footnote's count). The legend sits
+below the axes, the names get the room they need, the title is fitted (`bot.render.chart_layout`).
 
 >>> from runbooks.alerts.fleet import Service, rank
 >>> rows = headroom_rows(rank([Service("llm", "a", ("vllm",), {"kv_now": 0.95, "kv_max": 0.97}),
@@ -20,6 +21,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
@@ -76,52 +78,79 @@ def fleet_chart(rows: Sequence[Ranked], title: str, lang: str = "en") -> bytes |
         return _draw(bars, title, lang)
 
 
+def fleet_figure(rows: Sequence[Ranked], title: str, lang: str = "en") -> Any:
+    """The chart's drawn Figure (what `fleet_chart` saves), for looking at its layout; None
+    when no row has a memory reading."""
+    import matplotlib
+
+    from bot.render.chart_memory import _rc, chart_lang
+
+    bars = headroom_rows(rows)[:MAX_BARS]
+    if not bars:
+        return None
+    lang = chart_lang(lang)
+    with _DRAW, matplotlib.rc_context(_rc(lang)):
+        fig = _figure(bars, title, lang)
+        fig.canvas.draw()
+    return fig
+
+
 def _draw(bars: list[Bar], title: str, lang: str) -> bytes:
     import matplotlib
+
+    from bot.render.chart_memory import _rc, chart_lang
+
+    lang = chart_lang(lang)
+    with matplotlib.rc_context(_rc(lang)):
+        fig = _figure(bars, title, lang)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _figure(bars: list[Bar], title: str, lang: str) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from bot.render.chart_memory import _drawable, _rc, chart_lang
+    from bot.render.chart_layout import fit_title, outside_legend
+    from bot.render.chart_memory import _drawable
 
-    lang = chart_lang(lang)
     cat = Catalog.load(lang)
-    with matplotlib.rc_context(_rc(lang)):
-        height = 2.7 + 0.42 * len(bars)  # inches: title 0.6, bars, axis and its label 0.8, legend 1.0
-        fig = Figure(figsize=(11, height), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        ys = list(range(len(bars)))[::-1]  # rank 1 on top
-        ax.barh(ys, [b.headroom * 100 for b in bars], height=0.7,
-                color=[_COLORS["past"] if b.past else _COLORS["ok"] for b in bars], zorder=2)
-        for y, b in zip(ys, bars, strict=True):
-            ax.text(b.headroom * 100 + 0.8, y, f"{b.headroom * 100:.0f}%", va="center", fontsize=10, zorder=4)
-            if b.peak_headroom is not None:
-                ax.plot([b.peak_headroom * 100] * 2, [y - 0.38, y + 0.38], color=_COLORS["peak"], linewidth=2.2,
-                        zorder=3)
-        kv_line, gpu_line = _room(LINES["kv_now"]) * 100, _room(LINES["gpu_used"]) * 100
-        ax.axvline(kv_line, color=_COLORS["kv_line"], linestyle="--", linewidth=1.8, zorder=3)
-        ax.axvline(gpu_line, color=_COLORS["gpu_line"], linestyle=":", linewidth=1.8, zorder=3)
-        ax.set_yticks(ys)
-        ax.set_yticklabels([_drawable(b.target, lang) + (" (GPU)" if b.measure == "gpu" else "") for b in bars])
-        ax.set_xlim(0, 100)
-        ax.set_xlabel(cat.t("slack.chart.fleet_axis"))
-        ax.set_title(_drawable(title, lang), loc="left", fontsize=15)
-        ax.grid(axis="x", alpha=0.3, zorder=0)
-        handles = [
-            Patch(color=_COLORS["ok"], label=cat.t("slack.chart.fleet_bar")),
-            Patch(color=_COLORS["past"], label=cat.t("slack.chart.fleet_past")),
-            Line2D([], [], color=_COLORS["peak"], linewidth=2.2, label=cat.t("slack.chart.fleet_peak")),
-            Line2D([], [], color=_COLORS["kv_line"], linestyle="--",
-                   label=cat.t("slack.chart.fleet_kv_line", pct=round(LINES["kv_now"] * 100))),
-            Line2D([], [], color=_COLORS["gpu_line"], linestyle=":",
-                   label=cat.t("slack.chart.fleet_gpu_line", pct=round(LINES["gpu_used"] * 100))),
-        ]
-        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.1 / height), ncol=2, frameon=False,
-                   fontsize=10)
-        fig.subplots_adjust(left=0.25, right=0.97, top=1 - 0.6 / height, bottom=1.8 / height)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    return buf.getvalue()
-
+    height = 2.7 + 0.42 * len(bars)  # inches: title 0.6, bars, axis and its label 0.8, legend 1.0
+    fig = Figure(figsize=(11, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(bars)))[::-1]  # rank 1 on top
+    ax.barh(ys, [b.headroom * 100 for b in bars], height=0.7,
+            color=[_COLORS["past"] if b.past else _COLORS["ok"] for b in bars], zorder=2)
+    for y, b in zip(ys, bars, strict=True):
+        ax.text(b.headroom * 100 + 0.8, y, f"{b.headroom * 100:.0f}%", va="center", fontsize=10, zorder=4)
+        if b.peak_headroom is not None:
+            ax.plot([b.peak_headroom * 100] * 2, [y - 0.38, y + 0.38], color=_COLORS["peak"], linewidth=2.2,
+                    zorder=3)
+    kv_line, gpu_line = _room(LINES["kv_now"]) * 100, _room(LINES["gpu_used"]) * 100
+    ax.axvline(kv_line, color=_COLORS["kv_line"], linestyle="--", linewidth=1.8, zorder=3)
+    ax.axvline(gpu_line, color=_COLORS["gpu_line"], linestyle=":", linewidth=1.8, zorder=3)
+    ax.set_yticks(ys)
+    # constrained layout gives the names the room they need on the left
+    ax.set_yticklabels([_drawable(b.target, lang) + (" (GPU)" if b.measure == "gpu" else "") for b in bars])
+    ax.set_xlim(0, 108)  # room right of a full bar for its value
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel(cat.t("slack.chart.fleet_axis"))
+    heading = ax.set_title(_drawable(title, lang), loc="left", fontsize=15)
+    ax.grid(axis="x", alpha=0.3, zorder=0)
+    handles = [
+        Patch(color=_COLORS["ok"], label=cat.t("slack.chart.fleet_bar")),
+        Patch(color=_COLORS["past"], label=cat.t("slack.chart.fleet_past")),
+        Line2D([], [], color=_COLORS["peak"], linewidth=2.2, label=cat.t("slack.chart.fleet_peak")),
+        Line2D([], [], color=_COLORS["kv_line"], linestyle="--",
+               label=cat.t("slack.chart.fleet_kv_line", pct=round(LINES["kv_now"] * 100))),
+        Line2D([], [], color=_COLORS["gpu_line"], linestyle=":",
+               label=cat.t("slack.chart.fleet_gpu_line", pct=round(LINES["gpu_used"] * 100))),
+    ]
+    # below the axes, never over a bar
+    outside_legend(fig, handles, "lower center", ncol=2, fontsize=10)
+    fit_title(fig, heading)
+    return fig

@@ -1,8 +1,9 @@
 """A PNG of GPU memory over time, with restarts marked, sized to read on a phone (1000x500 px).
 
-One solid line per device (GiB), the device's total as a dashed line, the runbook's "memory
-above 90% must be explained" line dotted, restarts as grey vertical lines and OOMKilled
-restarts as red ones. matplotlib is imported only when a chart is drawn (Agg, no display).
+One solid line per device (GiB), the card's size as a dashed line labelled with its GiB, the
+runbook's "memory above 90% must be explained" line dotted, restarts as grey vertical lines and
+OOMKilled restarts as red ones; the legend below the axes, the title fitted to the width
+(`bot.render.chart_layout`). matplotlib is imported only when a chart is drawn (Agg, no display).
 Chinese needs a CJK font (Debian: fonts-wqy-microhei or fonts-noto-cjk); without one the
 chart falls back to English rather than drawing empty boxes.
 
@@ -64,30 +65,50 @@ def chart_lang(lang: str) -> str:
 
 def render_memory_chart(history: MemoryHistory, title: str, lang: str) -> bytes:
     """The chart as PNG bytes, WIDTH_PX x HEIGHT_PX; the same input gives the same bytes."""
-    # the Agg canvas directly, not pyplot: no global figure state, no display, thread-safe enough
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     lang = chart_lang(lang)
-    cat = Catalog.load(lang)
-    rc = _rc(lang)
-    with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.90, bottom=0.14)
-        ax.set_title(_drawable(title, lang), fontsize=18, loc="left")
-        drawn = _draw(ax, history, cat)
-        if not drawn:
-            ax.text(0.5, 0.5, cat.t("chart_memory.no_data"), ha="center", va="center", fontsize=16,
-                    transform=ax.transAxes, color="#555555")
-            ax.set_xticks([])
-            ax.set_yticks([])
+    with matplotlib.rc_context(_rc(lang)):
+        fig = _figure(history, title, lang)
         buf = io.BytesIO()
         # no "Software" chunk: the bytes must not change with the matplotlib version or run
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
+
+
+def memory_figure(history: MemoryHistory, title: str, lang: str) -> Any:
+    """The chart's drawn Figure (what `render_memory_chart` saves), for looking at its layout."""
+    import matplotlib
+
+    lang = chart_lang(lang)
+    with matplotlib.rc_context(_rc(lang)):
+        fig = _figure(history, title, lang)
+        fig.canvas.draw()
+    return fig
+
+
+def _figure(history: MemoryHistory, title: str, lang: str) -> Any:
+    # the Agg canvas directly, not pyplot: no global figure state, no display, thread-safe enough
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from bot.render.chart_layout import fit_axis_label, fit_title
+
+    cat = Catalog.load(lang)
+    fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    heading = ax.set_title(_drawable(title, lang), fontsize=18, loc="left")
+    drawn = _draw(fig, ax, history, cat)
+    if not drawn:
+        ax.text(0.5, 0.5, cat.t("chart_memory.no_data"), ha="center", va="center", fontsize=16,
+                transform=ax.transAxes, color="#555555")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        fit_axis_label(fig, ax, "y")
+    fit_title(fig, heading)
+    return fig
 
 
 def _rc(lang: str) -> dict[str, Any]:
@@ -110,9 +131,11 @@ def _drawable(text: str, lang: str) -> str:
     return "".join(ch for ch in text if ord(ch) < 0x2E80).strip() or "GPU memory"
 
 
-def _draw(ax: Any, history: MemoryHistory, cat: Catalog) -> bool:
-    from matplotlib import dates as mdates
+def _draw(fig: Any, ax: Any, history: MemoryHistory, cat: Catalog) -> bool:
     from matplotlib.lines import Line2D
+    from matplotlib.transforms import blended_transform_factory
+
+    from bot.render.chart_layout import outside_legend, thin_date_ticks
 
     series = [s for s in history.series if s.points]
     if not series:
@@ -128,17 +151,22 @@ def _draw(ax: Any, history: MemoryHistory, cat: Catalog) -> bool:
         (line,) = ax.plot(times, [p.used_bytes / GIB for p in s.points], color=colors[s.label], linewidth=2.2,
                           label=s.label)
         handles.append(line)
-    # one total line per card size: grey when several devices share it, else the device's colour
+    # one line per card size, labelled with its GiB: grey when several devices share it, else
+    # the device's colour
     by_total: dict[float, list[str]] = {}
     for label, total in totals.items():
         if total is not None:
             by_total.setdefault(round(total, 1), []).append(label)
+    at_right = blended_transform_factory(ax.transAxes, ax.transData)
     for total, labels in sorted(by_total.items()):
         color = colors[labels[0]] if len(labels) == 1 else "#333333"
-        ax.axhline(total, color=color, linestyle="--", linewidth=1.4, zorder=3)
+        ax.axhline(total, color=color, linestyle="--", linewidth=1.6, zorder=3, gid=f"card:{total:.1f}")
+        # in the right margin at the line's height: never over a device's line
+        ax.text(1.006, total, cat.t("chart_memory.card", gib=f"{total:.1f}"), transform=at_right, ha="left",
+                va="center", fontsize=11, color=color, clip_on=False, gid=f"card-label:{total:.1f}")
         ax.axhline(total * GPU_MEM_PINNED_RATIO, color=color, linestyle=":", linewidth=1.8, zorder=3)
     if any(t is not None for t in totals.values()):
-        handles.append(Line2D([], [], color="#333333", linestyle="--", linewidth=1.4, label=cat.t("chart_memory.total")))
+        handles.append(Line2D([], [], color="#333333", linestyle="--", linewidth=1.6, label=cat.t("chart_memory.total")))
         handles.append(Line2D([], [], color="#333333", linestyle=":", linewidth=1.6,
                               label=cat.t("chart_memory.threshold", pct=round(GPU_MEM_PINNED_RATIO * 100))))
     oom = set(history.oom_killed_at)
@@ -157,11 +185,12 @@ def _draw(ax: Any, history: MemoryHistory, cat: Catalog) -> bool:
     end = history.end or max(p.at for s in shown for p in s.points)
     if end > start:
         ax.set_xlim(start, end)
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=UTC))
+    thin_date_ticks(ax, 7, tz=UTC)
     ax.set_ylabel(cat.t("chart_memory.y_axis"))
     ax.set_xlabel(cat.t("chart_memory.x_axis"))
     ax.grid(True, alpha=0.3)
-    ax.legend(handles=handles, loc="best", ncol=min(3, len(handles)), framealpha=0.9)
+    # below the axes: never over a line
+    outside_legend(fig, handles, "lower center", ncol=min(4, len(handles)))
     return True
 
 

@@ -2,15 +2,16 @@
 time slice (stacked bars per block of arrivals when the log has no times), with the L+XL
 share as a line.
 
-matplotlib is imported only when a chart is drawn (Agg backend, no display). Chinese labels
-need a CJK font (Debian: fonts-wqy-microhei or fonts-noto-cjk); without one the chart is
-labelled in English rather than with empty boxes.
+matplotlib is imported only when a chart is drawn (the Agg canvas, no pyplot, no display).
+Fonts and the Chinese fallback are chart_memory's (without a CJK font the chart is labelled in
+English rather than with empty boxes); the legend sits beside the axes, the title is fitted to
+the width and the time ticks thinned (`bot.render.chart_layout`).
 """
 
 from __future__ import annotations
 
 import io
-from functools import cache
+from datetime import UTC
 from typing import Any
 
 from bot.render.i18n import Catalog
@@ -21,66 +22,69 @@ WIDTH_PX, HEIGHT_PX, DPI = 1200, 600, 100
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: S green, M blue, L orange, XL red: short to long, calm to alarming
 COLORS = {"S": "#59a14f", "M": "#4e79a7", "L": "#f28e2b", "XL": "#e15759"}
-_CJK_FAMILIES = ("Noto Sans CJK SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Source Han Sans SC",
-                 "Droid Sans Fallback", "SimHei", "Microsoft YaHei", "PingFang SC")
 
 
 class ChartUnavailable(Exception):
     """matplotlib is not installed (pip install 'gpumem[charts]')."""
 
 
-@cache
-def _cjk_font() -> str | None:
-    from matplotlib import font_manager
-
-    names = {f.name for f in font_manager.fontManager.ttflist}
-    found = next((n for n in _CJK_FAMILIES if n in names), None)
-    if found is None:
-        for path in font_manager.findSystemFonts():
-            low = path.lower()
-            if "wqy" in low or "cjk" in low or "sourcehan" in low:
-                try:
-                    font_manager.fontManager.addfont(path)
-                except (OSError, RuntimeError, ValueError):
-                    continue
-        names = {f.name for f in font_manager.fontManager.ttflist}
-        found = next((n for n in _CJK_FAMILIES if n in names), None)
-    return found
-
-
-def _pyplot() -> Any:
+def _matplotlib() -> Any:
     try:
         import matplotlib
     except ImportError as e:
         raise ChartUnavailable(str(e)) from e
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib
 
 
 def render_profile_chart(detail: ProfileDetail, source: str, total: int, lang: str = "en") -> bytes:
     """The chart as PNG bytes. Raises ChartUnavailable without matplotlib, ValueError without slices."""
     if not detail.slices:
         raise ValueError("no slices to draw")
-    plt = _pyplot()
-    font = _cjk_font() if lang == "zh" else None
-    cat = Catalog.load(lang if lang != "zh" or font else "en")
-    rc = {"font.family": [font, "DejaVu Sans"]} if font else {}
-    with plt.rc_context(rc):
-        fig, ax = plt.subplots(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
-        try:
-            _draw(ax, detail, cat)
-            ax.set_title(cat.t("profile_cli.chart.title", source=source, total=total), fontsize=12, loc="left")
-            fig.tight_layout()
-            out = io.BytesIO()
-            fig.savefig(out, format="png", dpi=DPI)
-        finally:
-            plt.close(fig)
+    matplotlib = _matplotlib()
+    from bot.render.chart_memory import _rc, chart_lang
+
+    lang = chart_lang(lang)
+    with matplotlib.rc_context(_rc(lang)):
+        fig = _figure(detail, source, total, lang)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
     return out.getvalue()
 
 
-def _draw(ax: Any, detail: ProfileDetail, cat: Catalog) -> None:
+def profile_figure(detail: ProfileDetail, source: str, total: int, lang: str = "en") -> Any:
+    """The chart's drawn Figure (what `render_profile_chart` saves), for looking at its layout."""
+    matplotlib = _matplotlib()
+    from bot.render.chart_memory import _rc, chart_lang
+
+    lang = chart_lang(lang)
+    with matplotlib.rc_context(_rc(lang)):
+        fig = _figure(detail, source, total, lang)
+        fig.canvas.draw()
+    return fig
+
+
+def _figure(detail: ProfileDetail, source: str, total: int, lang: str) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from bot.render.chart_layout import fit_axis_label, fit_title
+    from bot.render.chart_memory import _drawable
+
+    cat = Catalog.load(lang)
+    fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    _draw(fig, ax, detail, cat)
+    heading = ax.set_title(_drawable(cat.t("profile_cli.chart.title", source=source, total=total), lang),
+                           fontsize=14, loc="left")
+    fit_axis_label(fig, ax, "y")
+    fit_title(fig, heading, within=ax)
+    return fig
+
+
+def _draw(fig: Any, ax: Any, detail: ProfileDetail, cat: Catalog) -> None:
+    from bot.render.chart_layout import outside_legend, thin_date_ticks
+
     slices = [s for s in detail.slices if s.total]
     shares = {b: [100.0 * s.share(b) for s in slices] for b in BUCKETS}
     long_share = [shares["L"][i] + shares["XL"][i] for i in range(len(slices))]
@@ -91,7 +95,7 @@ def _draw(ax: Any, detail: ProfileDetail, cat: Catalog) -> None:
         ax.stackplot(xs, *[shares[b] for b in BUCKETS], labels=labels, colors=colors, alpha=0.85)
         ax.plot(xs, long_share, color="black", linewidth=1.6, linestyle="--", label=cat.t("profile_cli.chart.long_line"))
         ax.set_xlabel(cat.t("profile_cli.chart.x_time"))
-        ax.figure.autofmt_xdate()
+        thin_date_ticks(ax, 9, tz=UTC)
     else:
         xs = [(s.first_request or 0) + ((s.last_request or 0) - (s.first_request or 0)) / 2 for s in slices]
         width = max(1.0, min((s.last_request or 0) - (s.first_request or 0) for s in slices) * 0.9)
@@ -105,7 +109,8 @@ def _draw(ax: Any, detail: ProfileDetail, cat: Catalog) -> None:
     ax.set_ylim(0, 100)
     ax.set_ylabel(cat.t("profile_cli.chart.y_share"))
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    # beside the axes, never over the areas
+    outside_legend(fig, ax.get_legend_handles_labels()[0], "right upper", fontsize=11)
 
 
 def write_profile_chart(path: str, detail: ProfileDetail, source: str, total: int, lang: str = "en") -> int:

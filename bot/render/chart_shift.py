@@ -1,7 +1,8 @@
 """The handover's chart: KV cache usage of each watched service over the shift.
 
 One line per service (`bot.service.handover.ShiftSeries`: the most used engine of its pods at
-each step), the GpumemKVCacheHigh line marked, the services closest to it first in the legend.
+each step), the GpumemKVCacheHigh line marked, the services closest to it first in the legend
+(beside the axes, long names wrapped; the axis label and title fitted: `bot.render.chart_layout`).
 At most MAX_LINES services are drawn; the handover's state section lists them all.
 
 >>> from datetime import UTC, datetime, timedelta
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
@@ -32,6 +33,8 @@ from runbooks.catalogs.thresholds import KV_USAGE_HIGH_RATIO
 
 #: services drawn at most (a chart of more lines is unreadable)
 MAX_LINES = 12
+#: a legend entry's line length, in characters (CJK count two)
+LEGEND_CHARS = 30
 _LINE_COLOR = "#e15759"
 
 
@@ -50,34 +53,62 @@ def shift_chart(series: Sequence[Any], since: datetime, until: datetime, lang: s
         return _draw(lines, since, until, lang)
 
 
+def shift_figure(series: Sequence[Any], since: datetime, until: datetime, lang: str = "en") -> Any:
+    """The chart's drawn Figure (what `shift_chart` saves), for looking at its layout; None when
+    no service has a point."""
+    import matplotlib
+
+    from bot.render.chart_memory import _rc, chart_lang
+
+    lines = drawn(*series)
+    if not lines:
+        return None
+    lang = chart_lang(lang)
+    with _DRAW, matplotlib.rc_context(_rc(lang)):
+        fig = _figure(lines, since, until, lang)
+        fig.canvas.draw()
+    return fig
+
+
 def _draw(lines: list[Any], since: datetime, until: datetime, lang: str) -> bytes:
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.dates import DateFormatter
-    from matplotlib.figure import Figure
 
-    from bot.render.chart_memory import _drawable, _rc, chart_lang
+    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
-    cat = Catalog.load(lang)
     with matplotlib.rc_context(_rc(lang)):
-        fig = Figure(figsize=(11, 5.2), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        for s in lines:
-            ax.plot([t for t, _ in s.points], [v * 100 for _, v in s.points], linewidth=1.8,
-                    label=_drawable(s.target, lang))
-        pct = round(KV_USAGE_HIGH_RATIO * 100)
-        ax.axhline(pct, color=_LINE_COLOR, linestyle="--", linewidth=1.6, label=cat.t("slack.chart.shift_line", pct=pct))
-        ax.set_ylim(0, 105)
-        ax.set_xlim(since, until)
-        ax.xaxis.set_major_formatter(DateFormatter("%H:%M"))
-        ax.set_ylabel(cat.t("slack.chart.shift_axis"))
-        title = cat.t("slack.chart.shift_title", since=since.strftime("%m-%d %H:%M"), until=until.strftime("%m-%d %H:%M"))
-        ax.set_title(_drawable(title, lang), loc="left", fontsize=14)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
-        fig.subplots_adjust(left=0.07, right=0.72, top=0.9, bottom=0.1)
+        fig = _figure(lines, since, until, lang)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
+
+
+def _figure(lines: list[Any], since: datetime, until: datetime, lang: str) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks, wrap_label
+    from bot.render.chart_memory import _drawable
+
+    cat = Catalog.load(lang)
+    fig = Figure(figsize=(11, 5.2), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for s in lines:
+        ax.plot([t for t, _ in s.points], [v * 100 for _, v in s.points], linewidth=1.8,
+                label=wrap_label(_drawable(s.target, lang), LEGEND_CHARS))
+    pct = round(KV_USAGE_HIGH_RATIO * 100)
+    ax.axhline(pct, color=_LINE_COLOR, linestyle="--", linewidth=1.6,
+               label=wrap_label(cat.t("slack.chart.shift_line", pct=pct), LEGEND_CHARS))
+    ax.set_ylim(0, 105)
+    ax.set_xlim(since, until)
+    thin_date_ticks(ax, 9, tz=UTC)
+    ax.set_ylabel(cat.t("slack.chart.shift_axis"))
+    title = cat.t("slack.chart.shift_title", since=since.strftime("%m-%d %H:%M"), until=until.strftime("%m-%d %H:%M"))
+    heading = ax.set_title(_drawable(title, lang), loc="left", fontsize=14)
+    ax.grid(alpha=0.3)
+    # beside the axes, never over a service's line; long names on two lines
+    outside_legend(fig, ax.get_legend_handles_labels()[0], "right upper", fontsize=10)
+    fit_axis_label(fig, ax, "y", min_size=11)
+    fit_title(fig, heading, within=ax)
+    return fig

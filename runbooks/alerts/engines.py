@@ -37,6 +37,15 @@ class EngineSeries:
     preemptions_gauge: str | None
     ttft_buckets: str | None
     prompt_buckets: str
+    #: generated (output) tokens per request, a histogram's buckets
+    generation_buckets: str
+    #: the label that names the served model (None: the engine labels no model)
+    model_label: str | None
+    #: a counter of requests the engine refused or ended without an answer, its extra matchers,
+    #: and the label that says why (None: one reason only)
+    rejects: str
+    rejects_matchers: tuple[str, ...]
+    rejects_by: str | None
     #: series that say a pod runs this engine (always exported once it serves)
     presence: str
     #: the engine claims its memory fraction at start-up: GPU memory near full says nothing
@@ -60,6 +69,13 @@ SERIES: dict[str, EngineSeries] = {
         preemptions_gauge=None,
         ttft_buckets="vllm:time_to_first_token_seconds_bucket",
         prompt_buckets="vllm:request_prompt_tokens_bucket",
+        generation_buckets="vllm:request_generation_tokens_bucket",
+        model_label="model_name",
+        # vLLM queues what it cannot hold rather than refusing it: a request ends aborted (the
+        # client or a gateway gave up) or, from 0.13, in an engine error
+        rejects=_counter(names("vllm", "finished_error")[0].partition("{")[0]),
+        rejects_matchers=('finished_reason=~"abort|error"',),
+        rejects_by="finished_reason",
         presence="vllm:num_requests_running|vllm:num_requests_waiting|vllm:cache_config_info",
         preallocates=True,
     ),
@@ -75,6 +91,11 @@ SERIES: dict[str, EngineSeries] = {
         ttft_buckets="sglang:time_to_first_token_seconds_bucket",
         # only with --collect-tokens-histogram
         prompt_buckets="sglang:prompt_tokens_histogram_bucket",
+        generation_buckets="sglang:generation_tokens_histogram_bucket",
+        model_label="model_name",
+        rejects="sglang:num_aborted_requests_total",
+        rejects_matchers=(),
+        rejects_by=None,
         presence="sglang:num_running_reqs|sglang:num_queue_reqs|sglang:token_usage",
         preallocates=True,
         # the counter from 0.5.7, the per-interval gauge from 0.5.2; 0.4.10-0.5.1 only a
@@ -92,6 +113,13 @@ SERIES: dict[str, EngineSeries] = {
         preemptions_gauge=None,
         ttft_buckets=None,
         prompt_buckets="tgi_request_input_length_bucket",
+        generation_buckets="tgi_request_generated_tokens_bucket",
+        model_label=None,
+        # counters without `_total` (metrics-exporter-prometheus); err="overloaded" is the
+        # queue refusing, "validation" a request over the length limits
+        rejects="tgi_request_failure",
+        rejects_matchers=(),
+        rejects_by="err",
         presence="tgi_queue_size|tgi_batch_current_size|tgi_batch_max_total_tokens|tgi_request_count",
         preallocates=True,
         missing={"preemptions_rising": "tgi_no_preemption", "ttft_p99_high": "tgi_no_ttft"},
@@ -99,6 +127,35 @@ SERIES: dict[str, EngineSeries] = {
         version_limits={"kv_cache_high": "tgi_kv_budget_from_2_3_1"},
     ),
 }
+
+
+@dataclass(frozen=True)
+class Exporters:
+    """The series of the exporters beside the engines, whatever the engine: DCGM (MiB, %, degrees
+    C, W; with the 1.x `-o` names), gpumem's NVML agent (bytes, ratios 0..1; its pods are the
+    agent's, matched to the workload's by GPU UUID), kube-state-metrics."""
+
+    fb_used: str = "DCGM_FI_DEV_FB_USED|dcgm_fb_used"
+    fb_free: str = "DCGM_FI_DEV_FB_FREE|dcgm_fb_free"
+    #: in the exporter's default counters only since 4.3.1-4.4.0
+    fb_reserved: str = "DCGM_FI_DEV_FB_RESERVED"
+    gpu_util: str = "DCGM_FI_DEV_GPU_UTIL|dcgm_gpu_utilization"
+    gpu_temp: str = "DCGM_FI_DEV_GPU_TEMP|dcgm_gpu_temp"
+    power: str = "DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage"
+    agent_used: str = "gpumem_gpu_memory_used_bytes"
+    agent_total: str = "gpumem_gpu_memory_total_bytes"
+    agent_util: str = "gpumem_gpu_utilization_ratio"
+    restarts: str = "kube_pod_container_status_restarts_total"
+    terminated_reason: str = "kube_pod_container_status_last_terminated_reason"
+    resource_requests: str = "kube_pod_container_resource_requests"
+    pod_owner: str = "kube_pod_owner"
+    deployment_spec_replicas: str = "kube_deployment_spec_replicas"
+    deployment_available: str = "kube_deployment_status_replicas_available"
+    statefulset_ready: str = "kube_statefulset_status_replicas_ready"
+    hpa_desired: str = "kube_horizontalpodautoscaler_status_desired_replicas"
+
+
+EXPORTERS = Exporters()
 
 
 def presence(engines: tuple[str, ...]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from runbooks.alerts import promql as q
 from runbooks.alerts.engines import ENGINES, SERIES, EngineSeries, preallocating, presence
+from runbooks.alerts.engines import EXPORTERS as X
 from runbooks.catalogs import thresholds as T
 from runbooks.profile.requests import BUCKET_LIMITS, SHIFT_MIN_PART
 
@@ -234,19 +235,19 @@ class _Builder:
         return q.both(lambda m: wrap.format(q.selector(name, *matchers, *m)))
 
     def _serving_gpu_pods(self) -> str:
-        gpu = self._ksm("kube_pod_container_resource_requests", f"resource=~{q.string(GPU_RESOURCE_RE)}")
+        gpu = self._ksm(X.resource_requests, f"resource=~{q.string(GPU_RESOURCE_RE)}")
         return f"and on (namespace, pod) {gpu}\nand on (namespace, pod) {self._owned()}"
 
     def _owned(self) -> str:
-        return self._ksm("kube_pod_owner", f"owner_kind=~{q.string(OWNER_KIND_RE)}")
+        return self._ksm(X.pod_owner, f"owner_kind=~{q.string(OWNER_KIND_RE)}")
 
     def _restarts(self) -> str:
         win = q.duration(RESTART_WINDOW_S)
-        inc = self._ksm("kube_pod_container_status_restarts_total", wrap=f"increase({{}}[{win}])")
+        inc = self._ksm(X.restarts, wrap=f"increase({{}}[{win}])")
         return f"max by (namespace, pod, container) ({inc})"
 
     def oom_killed(self) -> Rule:
-        oom = self._ksm("kube_pod_container_status_last_terminated_reason", 'reason="OOMKilled"')
+        oom = self._ksm(X.terminated_reason, 'reason="OOMKilled"')
         killed = (f"({self._restarts()} > 0\n"
                   f"and on (namespace, pod, container) max by (namespace, pod, container) ({oom}) == 1)\n"
                   f"{self._serving_gpu_pods()}")
@@ -264,10 +265,10 @@ class _Builder:
 
     def gpu_memory_high(self) -> Rule:
         def ratio(m: tuple[str, ...]) -> str:
-            used = q.selector("DCGM_FI_DEV_FB_USED|dcgm_fb_used", *m)
-            free = q.selector("DCGM_FI_DEV_FB_FREE|dcgm_fb_free", *m)
-            reserved = q.selector("DCGM_FI_DEV_FB_RESERVED", *m)
-            # FB_RESERVED is in the exporter's default counters only since 4.3.1-4.4.0
+            used = q.selector(X.fb_used, *m)
+            free = q.selector(X.fb_free, *m)
+            reserved = q.selector(X.fb_reserved, *m)
+            # FB_RESERVED may be missing (older exporters): total falls back to used + free
             return f"{used} / ({used} + {free} + ({reserved} or {used} * 0))"
 
         engines = preallocating()
