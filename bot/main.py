@@ -2,7 +2,8 @@
 
 The grammar is `bot.service.commands` (shared with Slack). Terminal verbs run in `bot.cli`,
 `serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
-here: `serve_background`), `agent` in `bot.agent`; each module has `run(args, lang) -> int`.
+here: `serve_background`), `agent` in `bot.agent`; each module has `run(args, lang, env) -> int`,
+`env` the process environment as `bot.config.environ` read it, once, here.
 `COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
 stays fast.
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.config.environ import read_environment
 from bot.service.commands import build_parser
 from bot.service.exits import exit_code
 from runbooks.model.errors import GpumemError
@@ -50,15 +51,14 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from bot.service.settings import default_lang
-
-    lang = args.lang or default_lang(os.environ)
+    env = read_environment()  # the one read of the process environment, handed down from here
+    lang = args.lang or env.lang
     verb = importlib.import_module(COMMANDS[args.verb])
     with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
         try:
             if args.verb == "serve":
-                return verb.run(args, lang, background=serve_background)
-            return verb.run(args, lang)
+                return verb.run(args, lang, env, background=serve_background)
+            return verb.run(args, lang, env)
         except GpumemError as e:
             return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
 

@@ -337,7 +337,7 @@ def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, ca
     """The reproduction: `gpumem serve --http`, the real live runner and kubernetes client, a
     stand-in API server without llm/nope. The parent ends with the CLI's "not found" line, and
     nothing is logged as an error."""
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
     from bot.slack.serve import build_from_settings, serve_http
 
     caplog.set_level(logging.INFO)

@@ -24,8 +24,8 @@ from types import SimpleNamespace
 import pytest
 import requests
 
+from bot.config.settings import load_settings
 from bot.main import COMMANDS
-from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import build_from_settings, serve_http
 from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body

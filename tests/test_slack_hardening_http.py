@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import requests
 
-from bot.service.settings import SettingsError
+from bot.config.settings import SettingsError
 from bot.slack.app import build_bot
 from bot.slack.http import bound_body, wsgi_app
 from bot.slack.limits import ServeLimits

@@ -12,7 +12,7 @@ import tarfile
 import pytest
 import requests
 
-from bot.service.settings import load_settings
+from bot.config.settings import load_settings
 from bot.slack.serve import build_from_settings, serve_http
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import running_scenario

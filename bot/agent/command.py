@@ -10,7 +10,6 @@ SIGTERM and Ctrl-C stop it: the listener closes, requests in flight finish, exit
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import socket
 import sys
@@ -18,6 +17,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
 
 DEFAULT_PORT = 9500
@@ -29,10 +29,12 @@ class AgentIo:
     err: TextIO | None = None
     #: set it to stop the agent (the signal handlers do); None: a fresh Event
     stop: threading.Event | None = None
+    #: the host name put on every device when --node gives none ($NODE_NAME, read by `bot.config`)
+    node_name: str | None = None
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    return serve(args, lang, AgentIo())
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+    return serve(args, lang, AgentIo(node_name=env.node_name))
 
 
 def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
@@ -43,7 +45,7 @@ def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
 
     cat = Catalog.load(lang)
     err = io.err or sys.stderr
-    node = args.node or os.environ.get("NODE_NAME") or socket.gethostname()
+    node = args.node or io.node_name or socket.gethostname()
 
     def read():
         snap = read_gpus(io.nvml)

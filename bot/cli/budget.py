@@ -10,11 +10,13 @@ import argparse
 import json
 import sys
 
+from bot.config.environ import Environment
+
 #: bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
 ERROR_KEYS = "budget_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.render import budget as render
     from bot.service.budget import run_budget
 

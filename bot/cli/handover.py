@@ -6,20 +6,21 @@ import argparse
 import json
 import sys
 
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_OK
 
 #: the verbs' own error codes are worded from `handover.error.<code>`
 ERROR_KEYS = "handover.error"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.render import handover as render
 
     if args.verb == "note":
         from bot.render.i18n import Catalog
         from bot.service.notes import note_from_args
 
-        note = note_from_args(args)
+        note = note_from_args(args, env)
         if args.json:
             _dump(render.notes_json([note])[0])
         else:
@@ -27,12 +28,12 @@ def run(args: argparse.Namespace, lang: str) -> int:
     elif args.verb == "notes":
         from bot.service.notes import notes_from_args
 
-        notes = notes_from_args(args)
+        notes = notes_from_args(args, env)
         _dump(render.notes_json(notes)) if args.json else sys.stdout.write(render.notes_text(notes, lang))
     else:
         from bot.service.handover import handover_from_args
 
-        handover = handover_from_args(args)
+        handover = handover_from_args(args, env)
         _dump(render.handover_json(handover)) if args.json else sys.stdout.write(render.handover_text(handover, lang))
     return EXIT_OK
 

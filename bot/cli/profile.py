@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
 #: a file that cannot be used raises UsageError (exit 2), one without request lengths
@@ -19,7 +20,7 @@ from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 ERROR_KEYS = "profile_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.render import profile as render
     from bot.render.i18n import Catalog
     from bot.service.profile import build_profile, is_alarming, write_chart

@@ -7,17 +7,18 @@ import argparse
 import json
 import sys
 
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_CAUSE, EXIT_OK
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.render import records as render
     from bot.service.records import audit_rows, plan_rows
 
     if args.verb == "audit" and getattr(args, "verify", False):
         from bot.service.records import verify_audit
 
-        report = verify_audit(args)
+        report = verify_audit(args, env)
         if args.json:
             json.dump(render.chain_json(report), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
             sys.stdout.write(render.chain_text(report, lang))
         return EXIT_OK if report.intact else EXIT_CAUSE
     if args.verb == "audit":
-        rows = audit_rows(args)
+        rows = audit_rows(args, env)
         doc, text = (render.audit_json(rows), None) if args.json else (None, render.audit_text(rows, lang))
     else:
         from bot.render.remediation import reconciled_text
@@ -33,15 +34,15 @@ def run(args: argparse.Namespace, lang: str) -> int:
         from bot.service.reconcile import reconcile_for_cli
         from bot.service.records import open_store
 
-        store = open_store(args)
+        store = open_store(args, env)
         try:
             with live_guard(lang) as guard:  # a kubeconfig that cannot be loaded: one line, never a traceback
-                sys.stderr.write(reconciled_text(reconcile_for_cli(args, store), lang))
+                sys.stderr.write(reconciled_text(reconcile_for_cli(args, store, env), lang))
         finally:
             store.close()
         if guard.exit_code:
             return guard.exit_code
-        plans = plan_rows(args)
+        plans = plan_rows(args, env)
         doc, text = (render.plans_json(plans), None) if args.json else (None, render.plans_text(plans, lang))
     if doc is not None:
         json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)

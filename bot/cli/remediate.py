@@ -5,33 +5,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
 
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import GpumemError
 
 ERROR_KEYS = "remediate_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = time.monotonic,
+def run(args: argparse.Namespace, lang: str, env: Environment, *, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:
     """Run `gpumem plan`, `apply` or `rollback`; the watch after `apply` keeps time with `clock`,
     waits with `sleep` and stamps a pipe's lines with `now()` (UTC)."""
+    from bot.config.settings import load_settings
     from bot.render import remediation as render
     from bot.render import remediation_outcome as outcome
     from bot.render import split_pools as split_render
     from bot.service import remediate, split_pools
     from bot.service.records import open_store
-    from bot.service.settings import load_settings
 
     if args.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
         from bot.service.plan_ids import known_plan
 
-        ids = open_store(args)
+        ids = open_store(args, env)
         try:
             known_plan(ids, args.plan)
         finally:
@@ -44,14 +44,14 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:  # no cluster, a broken config: one line and exit 2, never a traceback
-        settings = load_settings(args.config, os.environ)
+        settings = load_settings(args.config, env)
         cluster = settings.cluster(args.context)
         kubeconfig = args.kubeconfig or (cluster.kubeconfig if cluster else None)
         context = args.context or (cluster.context if cluster else None)
         writer = remediate.writer_for(kubeconfig, context)
     if guard.exit_code:
         return guard.exit_code
-    store = open_store(args)
+    store = open_store(args, env)
     watched, elapsed, window = None, 0.0, 0
     try:
         actor = remediate.operator()
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
         elif args.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli
 
-            sys.stderr.write(render.reconciled_text(reconcile_for_cli(args, store), lang))
+            sys.stderr.write(render.reconciled_text(reconcile_for_cli(args, store, env), lang))
             stored = remediate.apply_now(store, writer, args.plan, actor)
             window = settings.remediation.watch_s if args.watch is None else args.watch
             if not args.no_watch and window > 0:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
                 from bot.service.watch_metrics import symptoms_reader
 
                 t = stored.plan.target
-                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, os.environ),
+                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, env),
                                          clock=clock, sleep=sleep, now=now)
                 try:
                     stored, seen = remediate.watch_after(store, writer, args.plan, window,

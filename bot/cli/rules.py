@@ -9,11 +9,13 @@ import argparse
 import json
 import sys
 
+from bot.config.environ import Environment
+
 #: clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
 ERROR_KEYS = "rules_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.render import rules as render
     from bot.service.rules import run_rules
 

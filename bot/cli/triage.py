@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from bot.cli.output import emit_report
+from bot.config.environ import Environment
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from runbooks.model.errors import UsageError
 
@@ -14,12 +15,12 @@ from runbooks.model.errors import UsageError
 ERROR_KEYS = "cli"
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
     if bool(args.bundle) == bool(args.target):
         raise UsageError("target_and_bundle" if args.bundle else "no_target")
     if args.bundle:
         return _offline(args, lang)
-    return _live(args, lang)
+    return _live(args, lang, env)
 
 
 def _offline(args: argparse.Namespace, lang: str) -> int:
@@ -34,17 +35,17 @@ def _offline(args: argparse.Namespace, lang: str) -> int:
     return verdict_exit_code(outcome.report.verdict.primary)
 
 
-def _live(args: argparse.Namespace, lang: str) -> int:
+def _live(args: argparse.Namespace, lang: str, env: Environment) -> int:
     from bot.service.live_errors import live_guard
     from bot.service.notes import record_cli_triage
     from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
-        opts, settings = live_options(args)
+        opts, settings = live_options(args, env)
         result = run_live_triage(args.target, opts, lang, bundle_dir=args.save_bundle,
                                  default_namespace=args.namespace or settings.default_namespace)
         emit_report(result.report, args.json, lang)
-        record_cli_triage(args, result.report)  # the shift's incidents, for `gpumem handover`
+        record_cli_triage(args, result.report, env)  # the shift's incidents, for `gpumem handover`
         if args.save_bundle:
             print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
         return verdict_exit_code(result.report.verdict.primary)

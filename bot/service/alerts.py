@@ -11,7 +11,7 @@ The pieces the webhook (`bot.slack.alerts`) puts together, each without Slack:
 - `PodResolver`: the pod-to-workload reads, one client per cluster, answers kept a while.
 - `webhook_token_matches`: the bearer token or basic-auth password, compared in constant time.
 
->>> from bot.service.settings import load_settings
+>>> from bot.config.settings import load_settings
 >>> from bot.service.alert_payload import Alert
 >>> from datetime import UTC, datetime
 >>> s = load_settings(None, {})

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.config.environ import Environment
 from runbooks.model.evidence import Evidence
 
 
@@ -21,7 +22,7 @@ class CollectOutcome:
     evidence_found: bool
 
 
-def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
+def collect_bundle(args: argparse.Namespace, lang: str, env: Environment) -> CollectOutcome:
     """Collect `args.target` live with the settings and flags of `args`, write the bundle to
     `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
     from bot.service.bundle_dir import check_bundle_dir
@@ -29,7 +30,7 @@ def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
     from collectors.live import collect_live
     from collectors.parsers.bundle import has_evidence
 
-    opts, settings = live_options(args)
+    opts, settings = live_options(args, env)
     namespace, name = split_target(args.target, args.namespace or settings.default_namespace)
     check_bundle_dir(args.out)  # before the collection, not after
     collection = collect_live(namespace, name, opts, datetime.now(UTC))

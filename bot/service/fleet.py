@@ -11,11 +11,11 @@ its columns, never the view; only when none answers is there nothing to show (ex
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.config.environ import Environment
 from runbooks.model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -63,21 +63,20 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
                         namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
 
 
-def prometheus_client(args: argparse.Namespace) -> PrometheusClient:
+def prometheus_client(args: argparse.Namespace, env: Environment) -> PrometheusClient:
     """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
     Prometheus; UsageError no_prometheus when there is neither."""
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
     from collectors.prometheus.client import PrometheusClient
 
-    settings = load_settings(args.config, os.environ)
+    settings = load_settings(args.config, env)
     cluster = settings.cluster(None)  # the default cluster's Prometheus, as triage reads it
     prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
     timeout = args.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
     if args.prometheus:
         if not args.prometheus.startswith(("http://", "https://")):
             raise UsageError("bad_prometheus_url", url=args.prometheus)
-        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
-        return PrometheusClient(args.prometheus, bearer_token=token, timeout_s=timeout)
+        return PrometheusClient(args.prometheus, bearer_token=env.prometheus_token, timeout_s=timeout)
     if prom is None:
         raise UsageError("no_prometheus")
     basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
@@ -94,10 +93,10 @@ def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
     return now
 
 
-def run_fleet(args: argparse.Namespace, now: datetime | None = None) -> FleetOutcome:
+def run_fleet(args: argparse.Namespace, env: Environment, now: datetime | None = None) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
     now = view_time(args.at, now or datetime.now(UTC))
-    client = prometheus_client(args)
+    client = prometheus_client(args, env)
     return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
 
 

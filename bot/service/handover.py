@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -646,16 +646,14 @@ class ClusterReaders:
 # ----------------------------------------------------------------------------- the CLI's use case
 
 
-def handover_from_args(args: argparse.Namespace, now: datetime | None = None) -> Handover:
+def handover_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> Handover:
     """`gpumem handover`: the handover --channel and --since ask for, with the configured
     Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
     scheduler's posted handovers move a channel's window."""
-    import os
-
+    from bot.config.settings import load_settings
     from bot.service.records import open_store
-    from bot.service.settings import load_settings
 
-    settings = load_settings(getattr(args, "config", None), os.environ)
+    settings = load_settings(getattr(args, "config", None), env)
     offline = getattr(args, "offline", False)
     read_state = None if offline else prometheus_reader(settings)
     read_object = None
@@ -663,7 +661,7 @@ def handover_from_args(args: argparse.Namespace, now: datetime | None = None) ->
         cluster = settings.cluster(getattr(args, "context", None))
         read_object = kube_reader(cluster.kubeconfig if cluster else None,
                                   getattr(args, "context", None) or (cluster.context if cluster else None))
-    store = open_store(args)
+    store = open_store(args, env)
     try:
         watch = settings.watched(args.channel) if args.channel else ()
         return build_handover(store, channel=args.channel, since=args.since, now=now, read_object=read_object,

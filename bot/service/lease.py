@@ -54,7 +54,7 @@ def lease_client(namespace: str, kubeconfig: str | None = None, context: str | N
     """A LeaseClient for the bot's own namespace (in a pod: the in-cluster service account).
     Raises SettingsError when no Kubernetes API can be configured (no kubeconfig, no context,
     no service account)."""
-    from bot.service.settings import SettingsError
+    from bot.config.settings import SettingsError
     from collectors.kube.client import KubeConfigError, make_api_client
 
     try:

@@ -13,6 +13,7 @@ from the last one, without re-running anything.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -65,24 +66,24 @@ def split_note_args(args: argparse.Namespace) -> tuple[str | None, str]:
     return None, " ".join(words)
 
 
-def note_from_args(args: argparse.Namespace, now: datetime | None = None) -> Note:
+def note_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
     from bot.service.records import open_store
     from bot.service.remediate import operator
 
     target, text = split_note_args(args)
-    store = open_store(args)
+    store = open_store(args, env)
     try:
         return add_note(store, operator(), text, target=target, channel=getattr(args, "channel", None), now=now)
     finally:
         store.close()
 
 
-def notes_from_args(args: argparse.Namespace, now: datetime | None = None) -> list[Note]:
+def notes_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> list[Note]:
     """`gpumem notes`: the notes --since, --target and --channel ask for."""
     from bot.service.records import open_store
 
-    store = open_store(args)
+    store = open_store(args, env)
     try:
         return list_notes(store, since=args.since, target=args.target, channel=getattr(args, "channel", None),
                           now=now)
@@ -150,24 +151,22 @@ def record_triage(store: Store, report: Report, *, actor: str, channel: str | No
                                      namespace=namespace, name=name, now=now)
 
 
-def record_cli_triage(args: argparse.Namespace, report: Report) -> TriageRecord | None:
+def record_cli_triage(args: argparse.Namespace, report: Report, env: Mapping[str, str]) -> TriageRecord | None:
     """`gpumem triage` records what it found when there is a store to record in: --store, the
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
     never fails the triage: the report was printed, the record is best effort."""
-    import os
-
+    from bot.config.remediation import store_path
+    from bot.config.settings import load_settings
+    from bot.config.yaml_io import SettingsError
     from bot.service.remediate import operator
-    from bot.service.settings import load_settings
-    from bot.service.settings_remediation import store_path
-    from bot.service.settings_yaml import SettingsError
 
     try:
         if getattr(args, "store", None):
             path = args.store
         else:
-            settings = load_settings(getattr(args, "config", None), os.environ)
-            path = store_path(settings.store, os.environ)
+            settings = load_settings(getattr(args, "config", None), env)
+            path = store_path(settings.store, env)
             if not settings.store.path and not path.exists():
                 return None
         store = Store.open(path)

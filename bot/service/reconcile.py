@@ -9,7 +9,7 @@ the same way (did the old values come back?). Reads only; nothing is written to 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -258,15 +258,13 @@ def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | N
     return reader
 
 
-def reconcile_for_cli(args: argparse.Namespace, store: Store) -> list[Reconciled]:
+def reconcile_for_cli(args: argparse.Namespace, store: Store, env: Mapping[str, str]) -> list[Reconciled]:
     """`gpumem apply` and `gpumem plans` start with this: the plans left `applying` (and the
     rollbacks whose outcome was unknown), settled."""
-    import os
-
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
 
     if not any(p.state == "applying" or _pending(store, p) == ROLLBACK_UNKNOWN
                for p in store.plans(open_only=True, limit=10_000)):
         return []
-    settings = load_settings(getattr(args, "config", None), os.environ)
+    settings = load_settings(getattr(args, "config", None), env)
     return reconcile_applying(store, cli_reader_for(args, settings))

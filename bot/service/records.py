@@ -5,29 +5,29 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.config.remediation import store_path
+from bot.config.settings import load_settings
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, Store, StoredPlan
 from runbooks.model.errors import UsageError
 
 
-def store_file(args: argparse.Namespace) -> Any:
+def store_file(args: argparse.Namespace, env: Mapping[str, str]) -> Any:
     """The path of the store named by --store, else the config's store.path, else the default."""
-    from bot.service.settings import load_settings
-    from bot.service.settings_remediation import store_path
-
     if getattr(args, "store", None):
         return args.store
-    settings = load_settings(getattr(args, "config", None), os.environ)
-    return store_path(settings.store, os.environ)
+    settings = load_settings(getattr(args, "config", None), env)
+    return store_path(settings.store, env)
 
 
-def open_store(args: argparse.Namespace) -> Store:
+def open_store(args: argparse.Namespace, env: Mapping[str, str]) -> Store:
     """The store named by --store, else the config's store.path, else the default path.
     Raises UsageError store_unusable naming the file."""
-    return Store.open(store_file(args))
+    return Store.open(store_file(args, env))
 
 
 def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -38,23 +38,23 @@ def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return split_target(args.target)
 
 
-def audit_rows(args: argparse.Namespace, now: datetime | None = None) -> list[AuditRow]:
+def audit_rows(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> list[AuditRow]:
     """The audit rows `args` asks for (--since, --target), oldest first."""
     since = args.since
     if isinstance(since, timedelta):
         since = (now or datetime.now(UTC)) - since
     namespace, name = _target(args)
-    store = open_store(args)
+    store = open_store(args, env)
     try:
         return store.audit(since=since, namespace=namespace, name=name)
     finally:
         store.close()
 
 
-def verify_audit(args: argparse.Namespace) -> ChainReport:
+def verify_audit(args: argparse.Namespace, env: Mapping[str, str]) -> ChainReport:
     """The audit's hash chain checked (`gpumem audit --verify`). A store file that is not there
     is refused (UsageError store_unusable), not created and called intact."""
-    path = store_file(args)
+    path = store_file(args, env)
     if not os.path.isfile(path):
         raise UsageError("store_unusable", path=str(path), reason="no such file")
     store = Store.open(path)
@@ -64,10 +64,10 @@ def verify_audit(args: argparse.Namespace) -> ChainReport:
         store.close()
 
 
-def plan_rows(args: argparse.Namespace) -> list[StoredPlan]:
+def plan_rows(args: argparse.Namespace, env: Mapping[str, str]) -> list[StoredPlan]:
     """The plans `args` asks for (--target, --all), newest first."""
     namespace, name = _target(args)
-    store = open_store(args)
+    store = open_store(args, env)
     try:
         plans = store.plans(namespace=namespace, open_only=not args.all, limit=200)
     finally:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.config.environ import Environment
 from bot.service.bundle_out import write_bundle_json
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.model.errors import UsageError
@@ -142,13 +143,13 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
 
 
-def live_options(args: argparse.Namespace):
+def live_options(args: argparse.Namespace, env: Environment):
     """LiveOptions from the config file and environment, then the command-line flags."""
     from dataclasses import replace
 
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
 
-    settings = load_settings(args.config, os.environ)
+    settings = load_settings(args.config, env)
     opts = options_from_settings(settings, args.context)
     changes: dict = {}
     if args.context:
@@ -164,8 +165,7 @@ def live_options(args: argparse.Namespace):
     if args.deadline is not None:
         changes["total_deadline_s"] = args.deadline
     if args.prometheus:
-        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
-        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=token)
+        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=env.prometheus_token)
     return replace(opts, **changes), settings
 
 

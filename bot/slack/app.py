@@ -23,12 +23,12 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.config.settings import Settings
 from bot.render import slack_remediation as P
 from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
 from bot.service.grammar import slack_parser
 from bot.service.runners import TriageRunner
-from bot.service.settings import Settings
 from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.drain import Stopping, run_bounded

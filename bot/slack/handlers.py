@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, wait
 from typing import Any
 
+from bot.config.settings import WILDCARD, Settings
 from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
@@ -36,7 +37,6 @@ from bot.service.grammar import (
     usage_of,
 )
 from bot.service.notes import add_note, list_notes, split_note_args
-from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash

@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from bot.service.settings import load_settings
+from bot.config.settings import load_settings
 from bot.slack.app import Bot, build_bot
 from bot.slack.serve import serve_http
 from tests.support.fake_slack import FakeSlack
