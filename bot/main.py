@@ -1,8 +1,9 @@
 """`gpumem`: parse one command line and hand it to the surface that runs the verb.
 
-The grammar is `bot.service.commands` (shared with Slack). Terminal verbs run in `bot.cli`,
+The grammar is `bot.grammar.commands` (shared with Slack); the command line becomes the verb's
+typed request (`bot.grammar.requests`). Terminal verbs run in `bot.cli`,
 `serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
-here: `serve_background`), `agent` in `bot.agent`; each module has `run(args, lang, env) -> int`,
+here: `serve_background`), `agent` in `bot.agent`; each module has `run(request, lang, env) -> int`,
 `env` the process environment as `bot.config.environ` read it, once, here.
 `COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
 stays fast.
@@ -23,11 +24,11 @@ from datetime import datetime
 from typing import Any
 
 from bot.config.environ import read_environment
-from bot.service.commands import build_parser
+from bot.grammar.commands import parse_argv
 from bot.service.exits import exit_code
 from runbooks.model.errors import GpumemError
 
-#: verb -> the module that runs it; the grammar's order (`bot.service.commands.VERBS`)
+#: verb -> the module that runs it; the grammar's order (`bot.grammar.commands.VERBS`)
 COMMANDS: dict[str, str] = {
     "triage": "bot.cli.triage",
     "budget": "bot.cli.budget",
@@ -50,15 +51,15 @@ COMMANDS: dict[str, str] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    request = parse_argv(argv)
     env = read_environment()  # the one read of the process environment, handed down from here
-    lang = args.lang or env.lang
-    verb = importlib.import_module(COMMANDS[args.verb])
-    with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
+    lang = request.lang or env.lang
+    verb = importlib.import_module(COMMANDS[request.verb])
+    with _inert_terminal(COMMANDS[request.verb].startswith("bot.cli.")):
         try:
-            if args.verb == "serve":
-                return verb.run(args, lang, env, background=serve_background)
-            return verb.run(args, lang, env)
+            if request.verb == "serve":
+                return verb.run(request, lang, env, background=serve_background)
+            return verb.run(request, lang, env)
         except GpumemError as e:
             return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
 

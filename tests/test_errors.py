@@ -17,11 +17,11 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 
+from bot.grammar.slack import CommandError
 from bot.main import fail, main
 from bot.render.i18n import Catalog
 from bot.service import runners as slack_runner
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_USAGE, exit_code
-from bot.service.grammar import CommandError
 from bot.service.live_errors import error_line
 from bot.slack.work import error_reply
 from collectors.errors import CollectorError

@@ -6,22 +6,22 @@ profile); 2 bad usage, unknown names, or a flag combination the engine cannot ru
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import BudgetRequest
 
 #: bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
 ERROR_KEYS = "budget_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: BudgetRequest, lang: str, env: Environment) -> int:
     from bot.render import budget as render
     from bot.service.budget import run_budget
 
-    outcome = run_budget(args, lang)
-    if args.json:
+    outcome = run_budget(request, lang)
+    if request.json:
         json.dump(render.page_json(outcome.page, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

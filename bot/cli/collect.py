@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import CollectRequest
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: CollectRequest, lang: str, env: Environment) -> int:
     from bot.service.collect import collect_bundle
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:
-        outcome = collect_bundle(args, lang, env)
-        if args.json:
+        outcome = collect_bundle(request, lang, env)
+        if request.json:
             import json
 
             from runbooks.model.serde import to_jsonable

@@ -6,25 +6,25 @@ Prometheus, a bad URL or config); 3 no query answered.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import FleetRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK
 
 #: UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
 ERROR_KEYS = "fleet_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: FleetRequest, lang: str, env: Environment) -> int:
     from bot.render import fleet as render
     from bot.service.fleet import run_fleet
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:
-        outcome = run_fleet(args, env)
-        if args.json:
+        outcome = run_fleet(request, env)
+        if request.json:
             json.dump(render.fleet_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")
         else:

@@ -2,39 +2,39 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import HandoverRequest, NoteRequest, NotesRequest
 from bot.service.exits import EXIT_OK
 
 #: the verbs' own error codes are worded from `handover.error.<code>`
 ERROR_KEYS = "handover.error"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: NoteRequest | NotesRequest | HandoverRequest, lang: str, env: Environment) -> int:
     from bot.render import handover as render
 
-    if args.verb == "note":
+    if request.verb == "note":
         from bot.render.i18n import Catalog
         from bot.service.notes import note_from_args
 
-        note = note_from_args(args, env)
-        if args.json:
+        note = note_from_args(request, env)
+        if request.json:
             _dump(render.notes_json([note])[0])
         else:
             sys.stdout.write(Catalog.load(lang).t("handover.note_saved", id=note.id, at=note.at.isoformat()) + "\n")
-    elif args.verb == "notes":
+    elif request.verb == "notes":
         from bot.service.notes import notes_from_args
 
-        notes = notes_from_args(args, env)
-        _dump(render.notes_json(notes)) if args.json else sys.stdout.write(render.notes_text(notes, lang))
+        notes = notes_from_args(request, env)
+        _dump(render.notes_json(notes)) if request.json else sys.stdout.write(render.notes_text(notes, lang))
     else:
         from bot.service.handover import handover_from_args
 
-        handover = handover_from_args(args, env)
-        _dump(render.handover_json(handover)) if args.json else sys.stdout.write(render.handover_text(handover, lang))
+        handover = handover_from_args(request, env)
+        _dump(render.handover_json(handover)) if request.json else sys.stdout.write(render.handover_text(handover, lang))
     return EXIT_OK
 
 

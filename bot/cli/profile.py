@@ -8,11 +8,11 @@ lengths in the input.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import ProfileRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
 #: a file that cannot be used raises UsageError (exit 2), one without request lengths
@@ -20,19 +20,19 @@ from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 ERROR_KEYS = "profile_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: ProfileRequest, lang: str, env: Environment) -> int:
     from bot.render import profile as render
     from bot.render.i18n import Catalog
     from bot.service.profile import build_profile, is_alarming, write_chart
 
-    view = build_profile(args)
+    view = build_profile(request)
     chart_error = None
-    if args.chart:
-        view, chart_error = write_chart(view, args.chart, lang)
+    if request.chart:
+        view, chart_error = write_chart(view, request.chart, lang)
         if chart_error is not None:
             key, params = chart_error
             print(Catalog.load(lang).t(key, params), file=sys.stderr)
-    if args.json:
+    if request.json:
         json.dump(render.profile_json(view, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

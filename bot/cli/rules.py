@@ -5,22 +5,22 @@ Exit codes: 0 written; 2 bad usage (an unknown engine, a bad label name, flags t
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from bot.config.environ import Environment
+from bot.grammar.requests import RulesRequest
 
 #: clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
 ERROR_KEYS = "rules_cli.error"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def run(request: RulesRequest, lang: str, env: Environment) -> int:
     from bot.render import rules as render
     from bot.service.rules import run_rules
 
-    outcome = run_rules(args)
-    if args.json:
+    outcome = run_rules(request)
+    if request.json:
         json.dump(render.rules_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

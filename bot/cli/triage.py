@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from bot.cli.output import emit_report
 from bot.config.environ import Environment
+from bot.grammar.requests import TriageRequest
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from runbooks.model.errors import UsageError
 
@@ -15,38 +15,38 @@ from runbooks.model.errors import UsageError
 ERROR_KEYS = "cli"
 
 
-def run(args: argparse.Namespace, lang: str, env: Environment) -> int:
-    if bool(args.bundle) == bool(args.target):
-        raise UsageError("target_and_bundle" if args.bundle else "no_target")
-    if args.bundle:
-        return _offline(args, lang)
-    return _live(args, lang, env)
+def run(request: TriageRequest, lang: str, env: Environment) -> int:
+    if bool(request.bundle) == bool(request.target):
+        raise UsageError("target_and_bundle" if request.bundle else "no_target")
+    if request.bundle:
+        return _offline(request, lang)
+    return _live(request, lang, env)
 
 
-def _offline(args: argparse.Namespace, lang: str) -> int:
+def _offline(request: TriageRequest, lang: str) -> int:
     from bot.render.i18n import Catalog
     from bot.service.triage import triage_bundle
 
-    outcome = triage_bundle(args.bundle)
-    emit_report(outcome.report, args.json, lang)
+    outcome = triage_bundle(request.bundle)
+    emit_report(outcome.report, request.json, lang)
     if not outcome.evidence_found:
-        print(Catalog.load(lang).t("cli.nothing_read", path=args.bundle), file=sys.stderr)
+        print(Catalog.load(lang).t("cli.nothing_read", path=request.bundle), file=sys.stderr)
         return EXIT_NO_EVIDENCE
     return verdict_exit_code(outcome.report.verdict.primary)
 
 
-def _live(args: argparse.Namespace, lang: str, env: Environment) -> int:
+def _live(request: TriageRequest, lang: str, env: Environment) -> int:
     from bot.service.live_errors import live_guard
     from bot.service.notes import record_cli_triage
     from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
-        opts, settings = live_options(args, env)
-        result = run_live_triage(args.target, opts, lang, bundle_dir=args.save_bundle,
-                                 default_namespace=args.namespace or settings.default_namespace)
-        emit_report(result.report, args.json, lang)
-        record_cli_triage(args, result.report, env)  # the shift's incidents, for `gpumem handover`
-        if args.save_bundle:
+        opts, settings = live_options(request, env)
+        result = run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
+                                 default_namespace=request.namespace or settings.default_namespace)
+        emit_report(result.report, request.json, lang)
+        record_cli_triage(request, result.report, env)  # the shift's incidents, for `gpumem handover`
+        if request.save_bundle:
             print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
         return verdict_exit_code(result.report.verdict.primary)
     return guard.exit_code

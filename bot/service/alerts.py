@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.grammar.slack import CommandError, Target, parse_target
 from bot.service.alert_payload import Alert
-from bot.service.grammar import CommandError, Target, parse_target
 from runbooks.model.errors import GpumemError
 
 log = logging.getLogger("gpumem.alerts")

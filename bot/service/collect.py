@@ -3,12 +3,12 @@ a bundle that `gpumem triage --bundle DIR` reads back to the same verdict."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.config.environ import Environment
+from bot.grammar.requests import CollectRequest
 from runbooks.model.evidence import Evidence
 
 
@@ -22,19 +22,19 @@ class CollectOutcome:
     evidence_found: bool
 
 
-def collect_bundle(args: argparse.Namespace, lang: str, env: Environment) -> CollectOutcome:
-    """Collect `args.target` live with the settings and flags of `args`, write the bundle to
-    `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
+def collect_bundle(request: CollectRequest, lang: str, env: Environment) -> CollectOutcome:
+    """Collect `request.target` live with the settings and flags of `request`, write the bundle to
+    `request.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
     from bot.service.bundle_dir import check_bundle_dir
     from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
     from collectors.live import collect_live
     from collectors.parsers.bundle import has_evidence
 
-    opts, settings = live_options(args, env)
-    namespace, name = split_target(args.target, args.namespace or settings.default_namespace)
-    check_bundle_dir(args.out)  # before the collection, not after
+    opts, settings = live_options(request, env)
+    namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
+    check_bundle_dir(request.out)  # before the collection, not after
     collection = collect_live(namespace, name, opts, datetime.now(UTC))
     memory_png, _ = draw_charts(collection.evidence, lang)
-    out = write_bundle(args.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
+    out = write_bundle(request.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
     files = tuple(sorted(p.name for p in out.iterdir()))
     return CollectOutcome(out, files, collection.evidence, has_evidence(collection.evidence))

@@ -2,20 +2,16 @@
 
 A fixed number of PromQL queries (`collectors.prometheus.fleet`), whatever the number of
 services, ranked by the runbook's lines (`runbooks.alerts.fleet`). A query that fails costs
-its columns, never the view; only when none answers is there nothing to show (exit 3).
-
->>> top_count("5")
-5
-"""
+its columns, never the view; only when none answers is there nothing to show (exit 3)."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.environ import Environment
+from bot.grammar.requests import FleetRequest
 from runbooks.model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -23,26 +19,6 @@ if TYPE_CHECKING:
     from collectors.prometheus.client import PrometheusClient
 
 DEFAULT_TIMEOUT_S = 10.0
-
-
-def top_count(text: str) -> int:
-    """`--top N`: a whole number of services, at least 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of services, at least 1")
-    return n
-
-
-def namespace_name(text: str) -> str:
-    """`--namespace NS`: a Kubernetes namespace name (a DNS label)."""
-    import re
-
-    if len(text) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name: lower-case letters, digits and '-'")
-    return text
 
 
 def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str] | None = None,
@@ -63,20 +39,20 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
                         namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
 
 
-def prometheus_client(args: argparse.Namespace, env: Environment) -> PrometheusClient:
+def prometheus_client(request: FleetRequest, env: Environment) -> PrometheusClient:
     """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
     Prometheus; UsageError no_prometheus when there is neither."""
     from bot.config.settings import load_settings
     from collectors.prometheus.client import PrometheusClient
 
-    settings = load_settings(args.config, env)
+    settings = load_settings(request.config, env)
     cluster = settings.cluster(None)  # the default cluster's Prometheus, as triage reads it
     prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
-    timeout = args.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
-    if args.prometheus:
-        if not args.prometheus.startswith(("http://", "https://")):
-            raise UsageError("bad_prometheus_url", url=args.prometheus)
-        return PrometheusClient(args.prometheus, bearer_token=env.prometheus_token, timeout_s=timeout)
+    timeout = request.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
+    if request.prometheus:
+        if not request.prometheus.startswith(("http://", "https://")):
+            raise UsageError("bad_prometheus_url", url=request.prometheus)
+        return PrometheusClient(request.prometheus, bearer_token=env.prometheus_token, timeout_s=timeout)
     if prom is None:
         raise UsageError("no_prometheus")
     basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
@@ -93,11 +69,11 @@ def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
     return now
 
 
-def run_fleet(args: argparse.Namespace, env: Environment, now: datetime | None = None) -> FleetOutcome:
+def run_fleet(request: FleetRequest, env: Environment, now: datetime | None = None) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
-    now = view_time(args.at, now or datetime.now(UTC))
-    client = prometheus_client(args, env)
-    return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
+    now = view_time(request.at, now or datetime.now(UTC))
+    client = prometheus_client(request, env)
+    return fleet_view(client, now=now, engines=request.engine, namespaces=tuple(request.namespace or ()), top=request.top)
 
 
 def fleet_reader(settings: Any) -> Callable[..., FleetOutcome] | None:

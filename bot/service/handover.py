@@ -16,13 +16,13 @@ The template says "unknown" wherever nothing stored tells.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.grammar.requests import HandoverRequest
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
@@ -646,25 +646,25 @@ class ClusterReaders:
 # ----------------------------------------------------------------------------- the CLI's use case
 
 
-def handover_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> Handover:
+def handover_from_args(request: HandoverRequest, env: Mapping[str, str], now: datetime | None = None) -> Handover:
     """`gpumem handover`: the handover --channel and --since ask for, with the configured
     Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
     scheduler's posted handovers move a channel's window."""
     from bot.config.settings import load_settings
     from bot.service.records import open_store
 
-    settings = load_settings(getattr(args, "config", None), env)
-    offline = getattr(args, "offline", False)
+    settings = load_settings(getattr(request, "config", None), env)
+    offline = getattr(request, "offline", False)
     read_state = None if offline else prometheus_reader(settings)
     read_object = None
     if not offline:
-        cluster = settings.cluster(getattr(args, "context", None))
+        cluster = settings.cluster(getattr(request, "context", None))
         read_object = kube_reader(cluster.kubeconfig if cluster else None,
-                                  getattr(args, "context", None) or (cluster.context if cluster else None))
-    store = open_store(args, env)
+                                  getattr(request, "context", None) or (cluster.context if cluster else None))
+    store = open_store(request, env)
     try:
-        watch = settings.watched(args.channel) if args.channel else ()
-        return build_handover(store, channel=args.channel, since=args.since, now=now, read_object=read_object,
+        watch = settings.watched(request.channel) if request.channel else ()
+        return build_handover(store, channel=request.channel, since=request.since, now=now, read_object=read_object,
                               read_state=read_state, watch=watch)
     finally:
         store.close()

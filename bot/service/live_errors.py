@@ -65,7 +65,7 @@ def live_guard(lang: str) -> Iterator[Guard]:
     which maps every verb's errors in one place with the same wording (`error_line`).
     """
     from bot.config.settings import SettingsError
-    from bot.service.grammar import CommandError
+    from bot.grammar.slack import CommandError
     from collectors.kube.client import KubeConfigError
 
     guard = Guard(Catalog.load(lang))

@@ -12,11 +12,11 @@ from the last one, without re-running anything.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.grammar.requests import NoteRequest, NotesRequest, TriageRequest
 from bot.store.db import Store
 from bot.store.notes import Journal, Note, TriageRecord
 from runbooks.model.errors import UsageError
@@ -56,36 +56,36 @@ def list_notes(store: Store, *, since: datetime | timedelta | None = None, targe
     return Journal(store).notes(since=since, namespace=namespace, name=name, channel=channel)
 
 
-def split_note_args(args: argparse.Namespace) -> tuple[str | None, str]:
+def split_note_args(request: NoteRequest) -> tuple[str | None, str]:
     """`gpumem note [NS/DEPLOY] TEXT...`: the first word is a target when it has one slash and no
     spaces (`llm/vllm`), else it is part of the text."""
-    words = list(args.text)
+    words = list(request.text)
     if len(words) > 1 and words[0].count("/") == 1 and not words[0].startswith(("/", "http")) \
             and not words[0].endswith("/"):
         return words[0], " ".join(words[1:])
     return None, " ".join(words)
 
 
-def note_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> Note:
+def note_from_args(request: NoteRequest, env: Mapping[str, str], now: datetime | None = None) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
     from bot.service.records import open_store
     from bot.service.remediate import operator
 
-    target, text = split_note_args(args)
-    store = open_store(args, env)
+    target, text = split_note_args(request)
+    store = open_store(request, env)
     try:
-        return add_note(store, operator(), text, target=target, channel=getattr(args, "channel", None), now=now)
+        return add_note(store, operator(), text, target=target, channel=getattr(request, "channel", None), now=now)
     finally:
         store.close()
 
 
-def notes_from_args(args: argparse.Namespace, env: Mapping[str, str], now: datetime | None = None) -> list[Note]:
+def notes_from_args(request: NotesRequest, env: Mapping[str, str], now: datetime | None = None) -> list[Note]:
     """`gpumem notes`: the notes --since, --target and --channel ask for."""
     from bot.service.records import open_store
 
-    store = open_store(args, env)
+    store = open_store(request, env)
     try:
-        return list_notes(store, since=args.since, target=args.target, channel=getattr(args, "channel", None),
+        return list_notes(store, since=request.since, target=request.target, channel=getattr(request, "channel", None),
                           now=now)
     finally:
         store.close()
@@ -151,7 +151,7 @@ def record_triage(store: Store, report: Report, *, actor: str, channel: str | No
                                      namespace=namespace, name=name, now=now)
 
 
-def record_cli_triage(args: argparse.Namespace, report: Report, env: Mapping[str, str]) -> TriageRecord | None:
+def record_cli_triage(request: TriageRequest, report: Report, env: Mapping[str, str]) -> TriageRecord | None:
     """`gpumem triage` records what it found when there is a store to record in: --store, the
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
@@ -162,10 +162,10 @@ def record_cli_triage(args: argparse.Namespace, report: Report, env: Mapping[str
     from bot.service.remediate import operator
 
     try:
-        if getattr(args, "store", None):
-            path = args.store
+        if getattr(request, "store", None):
+            path = request.store
         else:
-            settings = load_settings(getattr(args, "config", None), env)
+            settings = load_settings(getattr(request, "config", None), env)
             path = store_path(settings.store, env)
             if not settings.store.path and not path.exists():
                 return None
@@ -173,6 +173,6 @@ def record_cli_triage(args: argparse.Namespace, report: Report, env: Mapping[str
     except (UsageError, OSError, SettingsError):
         return None
     try:
-        return record_triage(store, report, actor=operator(), cluster=getattr(args, "context", None))
+        return record_triage(store, report, actor=operator(), cluster=getattr(request, "context", None))
     finally:
         store.close()

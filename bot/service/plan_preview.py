@@ -22,6 +22,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+from bot.grammar.requests import BudgetRequest
 from collectors.errors import ParseError
 from collectors.kube.gpu_room import GpuRoom, read_gpu_room
 from collectors.kube.rest import KubeRest
@@ -127,21 +128,14 @@ def _replicas(obj: dict[str, Any]) -> int:
 # ----------------------------------------------------------------------------- the budget
 
 
-def _budget_args():
-    from bot.service.commands import build_parser
-
-    return build_parser().parse_args(["budget"])
-
-
 def _setup(obj: dict[str, Any], gpu: str | None):
     from bot.service.budget import resolve_workload
 
     workload, config = workload_from_object(obj, "kube:deployments")
     if config is None:
         raise UsageError("no_server_container")
-    args = _budget_args()
-    args.gpu = gpu
-    return workload, resolve_workload(args, workload, config)
+    # `gpumem budget` asked nothing beyond what the object says, and the GPU when it names none
+    return workload, resolve_workload(BudgetRequest(gpu=gpu), workload, config)
 
 
 def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | None) -> str | None:

@@ -6,7 +6,6 @@ evidence of record (attach it to the incident, replay it with `gpumem triage --b
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.config.environ import Environment
+from bot.grammar.requests import CollectRequest, TriageRequest
 from bot.service.bundle_out import write_bundle_json
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.model.errors import UsageError
@@ -47,14 +47,14 @@ class TriageOutcome:
 def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
     """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
 
-    The one target grammar (`bot.service.grammar.parse_target`), so a name the CLI accepts is
+    The one target grammar (`bot.grammar.slack.parse_target`), so a name the CLI accepts is
     one Slack accepts. Raises CommandError (a UsageError) missing_target, missing_namespace or
     bad_target.
 
     >>> split_target("llm/vllm-server")
     ('llm', 'vllm-server')
     """
-    from bot.service.grammar import parse_target
+    from bot.grammar.slack import parse_target
 
     found = parse_target(target, default_namespace)
     return found.namespace, found.name
@@ -143,29 +143,29 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
 
 
-def live_options(args: argparse.Namespace, env: Environment):
+def live_options(request: TriageRequest | CollectRequest, env: Environment):
     """LiveOptions from the config file and environment, then the command-line flags."""
     from dataclasses import replace
 
     from bot.config.settings import load_settings
 
-    settings = load_settings(args.config, env)
-    opts = options_from_settings(settings, args.context)
+    settings = load_settings(request.config, env)
+    opts = options_from_settings(settings, request.context)
     changes: dict = {}
-    if args.context:
-        changes["context"] = args.context
-    if args.kubeconfig:
-        changes["kubeconfig"] = args.kubeconfig
-    if args.in_cluster:
+    if request.context:
+        changes["context"] = request.context
+    if request.kubeconfig:
+        changes["kubeconfig"] = request.kubeconfig
+    if request.in_cluster:
         changes["in_cluster"] = True
-    if args.direct_metrics:
+    if request.direct_metrics:
         changes["direct_metrics"] = True
-    if args.source_deadline is not None:
-        changes["source_deadline_s"] = args.source_deadline
-    if args.deadline is not None:
-        changes["total_deadline_s"] = args.deadline
-    if args.prometheus:
-        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=env.prometheus_token)
+    if request.source_deadline is not None:
+        changes["source_deadline_s"] = request.source_deadline
+    if request.deadline is not None:
+        changes["total_deadline_s"] = request.deadline
+    if request.prometheus:
+        changes["prometheus"] = PrometheusOptions(url=request.prometheus, bearer_token=env.prometheus_token)
     return replace(opts, **changes), settings
 
 

@@ -1,7 +1,7 @@
 """Verbs that Slack runs as they are in a terminal (`/gpumem budget ...`), through the same use
 cases the CLI calls, in a worker process that a deadline can stop.
 
-`run_verb(argv, lang)` parses with the one grammar (`bot.service.commands`), calls the use case
+`run_verb(argv, lang)` parses with the one grammar (`bot.grammar.commands`), calls the use case
 and renders its terminal text; `WorkerVerbRunner` runs that in a fresh process from a fork
 server and kills it at the deadline, so a runaway computation never holds a bot thread.
 
@@ -13,7 +13,6 @@ server and kills it at the deadline, so a runaway computation never holds a bot 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import multiprocessing
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.grammar.requests import BudgetRequest
 from bot.service.exits import EXIT_USAGE, exit_code
 from runbooks.model.errors import GpumemError
 
@@ -45,36 +45,36 @@ class VerbRunner(Protocol):
     def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
 
 
-def _budget(args: argparse.Namespace, lang: str) -> VerbOutput:
+def _budget(request: BudgetRequest, lang: str) -> VerbOutput:
     from bot.render import budget as render
     from bot.service.budget import run_budget
 
-    outcome = run_budget(args, lang)
+    outcome = run_budget(request, lang)
     return VerbOutput(outcome.exit_code, render.page_text(outcome.page, lang))
 
 
 #: verb -> (its use case rendered as text, the catalog section of its own error codes)
-VERBS: dict[str, tuple[Callable[[argparse.Namespace, str], VerbOutput], str]] = {
+VERBS: dict[str, tuple[Callable[[BudgetRequest, str], VerbOutput], str]] = {
     "budget": (_budget, "budget_cli.error"),
 }
 
 
 def run_verb(argv: list[str], lang: str) -> VerbOutput:
     """Run one verb here, in this process. Errors a person can act on come back worded."""
+    from bot.grammar.commands import parse_argv
     from bot.render.i18n import Catalog
-    from bot.service.commands import build_parser
     from bot.service.live_errors import error_line
 
     verb = argv[0] if argv else ""
     if verb not in VERBS:
         return VerbOutput(EXIT_USAGE, "", f"unknown verb {verb!r}")
     try:
-        args = build_parser().parse_args(argv)
+        request = parse_argv(argv)
     except SystemExit:  # argparse has already said why on stderr; Slack parsed it first anyway
         return VerbOutput(EXIT_USAGE, "", f"usage: gpumem {verb} ...")
     use_case, keys = VERBS[verb]
     try:
-        return use_case(args, lang)
+        return use_case(request, lang)
     except GpumemError as e:
         cat = Catalog.load(lang)
         key = f"{keys}.{e.code}"

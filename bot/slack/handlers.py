@@ -12,30 +12,32 @@ polls and behind the parent messages being posted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, wait
+from dataclasses import replace
 from typing import Any
 
 from bot.config.settings import WILDCARD, Settings
-from bot.render import slack_handover as H
-from bot.render import slack_triage as R
-from bot.render import slack_verbs as V
-from bot.render.i18n import Catalog
-from bot.service.grammar import (
+from bot.grammar.requests import FleetRequest
+from bot.grammar.slack import (
     SLACK_VERBS,
     Command,
     CommandError,
+    ParserFactory,
     available_verbs,
     fleet_scope,
     parse_command,
     parse_target,
     usage_of,
 )
+from bot.render import slack_handover as H
+from bot.render import slack_triage as R
+from bot.render import slack_verbs as V
+from bot.render.i18n import Catalog
 from bot.service.notes import add_note, list_notes, split_note_args
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
@@ -54,7 +56,7 @@ _NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found", "is_archived")
 
 class Handlers:
     def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
-                 parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
+                 parser_factory: ParserFactory | None = None,
                  claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
                  stopping: Stopping | None = None, store: SharedStore | None = None,
                  after_ack: Executor | None = None, answering: Answering | None = None):
@@ -133,17 +135,19 @@ class Handlers:
         if cmd.verb == "fleet":
             if self.work.fleet_reader is None:
                 return self._refuse(ack, lang, cmd.verb, "no_prometheus")
-            refusal = self._fleet_scope(cmd, channel)
-            if refusal is not None:
-                return self._refuse(ack, lang, cmd.verb, refusal[0], **refusal[1])
+            scoped = self._fleet_scope(cmd, channel)
+            if isinstance(scoped, tuple):
+                return self._refuse(ack, lang, cmd.verb, scoped[0], **scoped[1])
+            cmd = scoped
         self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
 
     # ------------------------------------------------------------------ /gpumem fleet
 
-    def _fleet_scope(self, cmd: Command, channel: str) -> tuple[str, dict[str, Any]] | None:
-        """Resolve `[NAMESPACE|--all]` to the namespaces this channel may read, into
-        `cmd.args.namespace` (empty: every namespace); a refusal when one named is not allowed."""
-        names = fleet_scope(cmd.args, self.settings.default_namespace)
+    def _fleet_scope(self, cmd: Command, channel: str) -> Command | tuple[str, dict[str, Any]]:
+        """The command with `[NAMESPACE|--all]` resolved to the namespaces this channel may read,
+        as its request's `namespace` (empty: every namespace); a refusal when one named is not allowed."""
+        assert isinstance(cmd.request, FleetRequest)  # the grammar parsed `fleet`
+        names = fleet_scope(cmd.request, self.settings.default_namespace)
         allowed = self.settings.namespaces_for(None, channel)
         if names is None:
             if not allowed:
@@ -152,8 +156,7 @@ class Handlers:
         for ns in names:
             if not self.settings.namespace_allowed(ns, None, channel):
                 return "namespace_not_allowed", {"namespace": ns, "allowed": ", ".join(allowed) or "-"}
-        cmd.args.namespace = list(names)
-        return None
+        return replace(cmd, request=replace(cmd.request, namespace=tuple(names)))
 
     # ------------------------------------------------------------------ /gpumem note, notes
 
@@ -164,10 +167,10 @@ class Handlers:
             return self._refuse(ack, lang, cmd.verb, "no_store")
         if cmd.verb == "notes":
             with self.store.use() as store:
-                notes = list_notes(store, since=cmd.args.since, target=cmd.args.target, channel=channel)
+                notes = list_notes(store, since=cmd.request.since, target=cmd.request.target, channel=channel)
             self.metrics.command("notes", "ok")
             return ack(response_type="ephemeral", **H.note_list_message(lang, notes))
-        target, text = split_note_args(cmd.args)
+        target, text = split_note_args(cmd.request)
         if target is not None:
             try:
                 parsed = parse_target(target, self.settings.default_namespace)

@@ -14,7 +14,6 @@ or not Slack and the cluster still answer: see `bot.slack.drain` and `Bot.drain`
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
@@ -22,6 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bot.grammar.requests import ServeRequest
 from bot.service.exits import EXIT_OK, EXIT_USAGE
 
 log = logging.getLogger("gpumem.serve")
@@ -30,7 +30,7 @@ log = logging.getLogger("gpumem.serve")
 SWITCH_INTERVAL_S = 0.001
 
 
-def run(args: argparse.Namespace, lang: str, env: Mapping[str, str],
+def run(args: ServeRequest, lang: str, env: Mapping[str, str],
         background: Callable[[Any], list[Any]] | None = None) -> int:
     """`gpumem serve`. `background(bot)` gives what runs beside the listeners (the handover
     scheduler, from the layer above both surfaces): started once the HTTP face is up, shut down

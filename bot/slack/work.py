@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.grammar.slack import Command
 from bot.render import slack_fleet as F
 from bot.render import slack_handover as H
 from bot.render import slack_triage as R
@@ -25,7 +26,6 @@ from bot.render import slack_verbs as V
 from bot.render.handover import handover_text
 from bot.render.i18n import Catalog
 from bot.render.text import render_text
-from bot.service.grammar import Command
 from bot.service.handover import post_handover
 from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
@@ -437,7 +437,7 @@ class Work:
         thread; a failure only to the one who asked. Each query is bounded by the Prometheus
         client's timeout (they run in parallel), so the job is too."""
         cat = Catalog.load(job.lang)
-        args = job.command.args
+        args = job.command.request
         try:
             if self.fleet_reader is None:
                 raise RuntimeError("no Prometheus configured for the fleet view")

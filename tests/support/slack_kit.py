@@ -18,7 +18,7 @@ from typing import Any
 from slack_bolt.request import BoltRequest
 
 from bot.config.settings import Settings, load_settings
-from bot.service.commands import add_common, build_parser
+from bot.grammar.commands import add_common, build_parser
 from bot.service.runners import BundleRunner
 from bot.service.triage import TriageOutcome
 from bot.service.verbs import VerbOutput
