@@ -34,6 +34,7 @@ from typing import Any
 
 from bot.grammar.slack import CommandError, Target, parse_target
 from bot.service.alert_payload import Alert
+from bot.service.connections import endpoint, kube_api
 from runbooks.model.errors import GpumemError
 
 log = logging.getLogger("gpumem.alerts")
@@ -123,15 +124,9 @@ class PodResolver:
     def _rest(self, context: str | None) -> Any:
         with self._lock:
             if context not in self._rests:
-                from collectors.kube.client import make_api_client
                 from collectors.kube.rest import KubeRest
 
-                cluster = self.settings.cluster(context)
-                in_cluster = bool(cluster and cluster.context == "in-cluster")
-                api = make_api_client(cluster.kubeconfig if cluster else None,
-                                      None if in_cluster else (cluster.context if cluster else context),
-                                      in_cluster=in_cluster)
-                self._rests[context] = KubeRest(api)
+                self._rests[context] = KubeRest(kube_api(endpoint(self.settings, context)))
             return self._rests[context]
 
     def __call__(self, context: str | None, namespace: str, pod: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
+from bot.service.connections import endpoint, kube_api
 from bot.store.db import StoredPlan
 from runbooks.model.errors import Conflict, UsageError
 from runbooks.model.report import Action, Report
@@ -113,13 +114,7 @@ def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
 
 def reader_api(settings: Any, cluster: str | None) -> Any:
     """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
-    from collectors.kube.client import make_api_client
-
-    configured = settings.cluster(cluster)
-    in_cluster = bool(configured and configured.context == "in-cluster")
-    return make_api_client(None if in_cluster else (configured.kubeconfig if configured else None),
-                           None if in_cluster else (configured.context if configured else cluster),
-                           in_cluster=in_cluster)
+    return kube_api(endpoint(settings, cluster))
 
 
 def _policy(settings: Any) -> ApprovalPolicy:

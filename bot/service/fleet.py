@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config.environ import Environment
 from bot.grammar.requests import FleetRequest
+from bot.service.connections import cluster_prometheus, prometheus_client
+from collectors.prometheus.client import PrometheusClient
 from runbooks.model.errors import UsageError
 
 if TYPE_CHECKING:
     from bot.render.fleet import FleetOutcome
-    from collectors.prometheus.client import PrometheusClient
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -39,15 +40,14 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
                         namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
 
 
-def prometheus_client(request: FleetRequest, env: Environment) -> PrometheusClient:
+def fleet_client(request: FleetRequest, env: Environment) -> PrometheusClient:
     """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
     Prometheus; UsageError no_prometheus when there is neither."""
     from bot.config.settings import load_settings
     from collectors.prometheus.client import PrometheusClient
 
     settings = load_settings(request.config, env)
-    cluster = settings.cluster(None)  # the default cluster's Prometheus, as triage reads it
-    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    prom = cluster_prometheus(settings, None)  # the default cluster's Prometheus, as triage reads it
     timeout = request.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
     if request.prometheus:
         if not request.prometheus.startswith(("http://", "https://")):
@@ -55,9 +55,7 @@ def prometheus_client(request: FleetRequest, env: Environment) -> PrometheusClie
         return PrometheusClient(request.prometheus, bearer_token=env.prometheus_token, timeout_s=timeout)
     if prom is None:
         raise UsageError("no_prometheus")
-    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
-    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                            basic_auth=basic, timeout_s=timeout, verify=prom.ca_file or True)
+    return prometheus_client(prom, timeout)
 
 
 def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
@@ -72,22 +70,17 @@ def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
 def run_fleet(request: FleetRequest, env: Environment, now: datetime | None = None) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
     now = view_time(request.at, now or datetime.now(UTC))
-    client = prometheus_client(request, env)
+    client = fleet_client(request, env)
     return fleet_view(client, now=now, engines=request.engine, namespaces=tuple(request.namespace or ()), top=request.top)
 
 
 def fleet_reader(settings: Any) -> Callable[..., FleetOutcome] | None:
     """The fleet view for the Slack bot, read through the config's Prometheus (the default
     cluster's, else the top-level one, as `gpumem fleet` reads it); None when the config names none."""
-    cluster = settings.cluster(None)
-    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    prom = cluster_prometheus(settings, None)
     if prom is None:
         return None
-    from collectors.prometheus.client import PrometheusClient
-
-    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
-    client = PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                              basic_auth=basic, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    client = prometheus_client(prom)
 
     def read(namespaces: Sequence[str] = (), engines: Sequence[str] | None = None, top: int | None = None,
              now: datetime | None = None) -> FleetOutcome:

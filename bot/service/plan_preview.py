@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.grammar.requests import BudgetRequest
+from bot.service.connections import endpoint, kube_api
 from collectors.errors import ParseError
 from collectors.kube.gpu_room import GpuRoom, read_gpu_room
 from collectors.kube.rest import KubeRest
@@ -59,14 +60,10 @@ def reader_for(settings: Any, cluster: str | None) -> KubeRest | None:
     configured kubeconfig and context): the nodes and pods of a blast radius are read with it,
     never with the writer, whose Role grants neither. None when no config loads (the preview
     then says nodes and pods were not read)."""
-    from collectors.kube.client import KubeConfigError, make_api_client
+    from collectors.kube.client import KubeConfigError
 
-    configured = settings.cluster(cluster)
-    in_cluster = bool(configured and configured.context == "in-cluster")
     try:
-        api = make_api_client(None if in_cluster or configured is None else configured.kubeconfig,
-                              None if in_cluster else (configured.context if configured else cluster),
-                              in_cluster=in_cluster)
+        api = kube_api(endpoint(settings, cluster))
     except KubeConfigError:
         return None
     return KubeRest(api)

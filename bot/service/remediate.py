@@ -24,6 +24,7 @@ from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
 from bot.actuator.launch_edit import edit_flags, server_container
 from bot.actuator.split_apply import apply_creates
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
+from bot.service.connections import Endpoint, kube_api
 from bot.store.db import Store, StoredPlan
 from runbooks.model.changes import Change
 from runbooks.model.errors import Conflict, GpumemError, OutcomeUnknown, UsageError
@@ -69,9 +70,7 @@ def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None
     """A writer for the cluster this kubeconfig and context name (the operator's own identity on
     the CLI; the config's `remediation.writer` for the bot, with the reader's client as
     `observer` for the watch's reads of pods and logs)."""
-    from collectors.kube.client import make_api_client
-
-    return KubeWriter(make_api_client(kubeconfig, context), observer_api=observer)
+    return KubeWriter(kube_api(Endpoint(kubeconfig, context)), observer_api=observer)
 
 
 def operator() -> str:

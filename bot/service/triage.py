@@ -15,6 +15,7 @@ from pathlib import Path
 from bot.config.environ import Environment
 from bot.grammar.requests import CollectRequest, TriageRequest
 from bot.service.bundle_out import write_bundle_json
+from bot.service.connections import is_in_cluster
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
@@ -76,7 +77,7 @@ def options_from_settings(settings, context: str | None = None) -> LiveOptions:
     return LiveOptions(
         kubeconfig=cluster.kubeconfig if cluster else None,
         context=(cluster.context if cluster else None) or context,
-        in_cluster=bool(cluster and cluster.context == "in-cluster"),
+        in_cluster=is_in_cluster(cluster),
         prometheus=prom_opts,
         source_deadline_s=settings.deadlines.source_s,
         total_deadline_s=settings.deadlines.collect_s,
