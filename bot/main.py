@@ -1,17 +1,17 @@
 """`gpumem`: parse one command line and hand it to the surface that runs the verb.
 
 The grammar is `bot.grammar.commands` (shared with Slack); the command line becomes the verb's
-typed request (`bot.grammar.requests`). Terminal verbs run in `bot.cli`,
+typed request (`bot.grammar.requests`). The verb registry (`bot.verbs.VERBS`) names, for each
+verb, the module whose `run(request, lang, env) -> int` runs it: terminal verbs in `bot.cli`,
 `serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
-here: `serve_background`), `agent` in `bot.agent`; each module has `run(request, lang, env) -> int`,
-`env` the process environment as `bot.config.environ` read it, once, here.
-`COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
-stays fast.
+here: `serve_background`), `agent` in `bot.agent`. `env` is the process environment, read once
+here (`bot.config.environ`). The module is imported only for the verb that runs, so
+`gpumem --help` stays fast.
 
 A verb that cannot go on raises a `runbooks.model.errors.GpumemError`; `main` maps it in one
 place (`fail`): one line on stderr worded by the catalogs, and the exit code its class calls
-for (`bot.service.exits`). A verb names the catalog section of its own codes in
-`ERROR_KEYS` ("budget_cli.error").
+for (`bot.service.exits`). A verb's entry names the catalog section of its own codes
+(`error_keys`, "budget_cli.error").
 """
 
 from __future__ import annotations
@@ -26,42 +26,23 @@ from typing import Any
 from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
 from bot.service.exits import exit_code
+from bot.verbs import VERBS
 from runbooks.model.errors import GpumemError
-
-#: verb -> the module that runs it; the grammar's order (`bot.grammar.commands.VERBS`)
-COMMANDS: dict[str, str] = {
-    "triage": "bot.cli.triage",
-    "budget": "bot.cli.budget",
-    "profile": "bot.cli.profile",
-    "collect": "bot.cli.collect",
-    "snapshot": "bot.cli.snapshot",
-    "plan": "bot.cli.remediate",
-    "apply": "bot.cli.remediate",
-    "rollback": "bot.cli.remediate",
-    "plans": "bot.cli.records",
-    "audit": "bot.cli.records",
-    "note": "bot.cli.handover",
-    "notes": "bot.cli.handover",
-    "handover": "bot.cli.handover",
-    "rules": "bot.cli.rules",
-    "fleet": "bot.cli.fleet",
-    "agent": "bot.agent.command",
-    "serve": "bot.slack.serve",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     request = parse_argv(argv)
     env = read_environment()  # the one read of the process environment, handed down from here
     lang = request.lang or env.lang
-    verb = importlib.import_module(COMMANDS[request.verb])
-    with _inert_terminal(COMMANDS[request.verb].startswith("bot.cli.")):
+    entry = VERBS[request.verb]
+    verb = importlib.import_module(entry.cli)
+    with _inert_terminal(entry.terminal):
         try:
             if request.verb == "serve":
                 return verb.run(request, lang, env, background=serve_background)
             return verb.run(request, lang, env)
         except GpumemError as e:
-            return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+            return fail(e, lang, entry.error_keys)
 
 
 def serve_background(bot: Any) -> list[Any]:

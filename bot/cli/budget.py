@@ -12,8 +12,8 @@ import sys
 from bot.config.environ import Environment
 from bot.grammar.requests import BudgetRequest
 
-#: bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
-ERROR_KEYS = "budget_cli.error"
+# bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: BudgetRequest, lang: str, env: Environment) -> int:

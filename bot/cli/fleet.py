@@ -13,8 +13,8 @@ from bot.config.environ import Environment
 from bot.grammar.requests import FleetRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK
 
-#: UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
-ERROR_KEYS = "fleet_cli.error"
+# UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: FleetRequest, lang: str, env: Environment) -> int:

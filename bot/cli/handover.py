@@ -9,8 +9,8 @@ from bot.config.environ import Environment
 from bot.grammar.requests import HandoverRequest, NoteRequest, NotesRequest
 from bot.service.exits import EXIT_OK
 
-#: the verbs' own error codes are worded from `handover.error.<code>`
-ERROR_KEYS = "handover.error"
+# the verbs' own error codes are worded from `handover.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: NoteRequest | NotesRequest | HandoverRequest, lang: str, env: Environment) -> int:

@@ -15,9 +15,9 @@ from bot.config.environ import Environment
 from bot.grammar.requests import ProfileRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
-#: a file that cannot be used raises UsageError (exit 2), one without request lengths
-#: EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
-ERROR_KEYS = "profile_cli.error"
+# a file that cannot be used raises UsageError (exit 2), one without request lengths
+# EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: ProfileRequest, lang: str, env: Environment) -> int:

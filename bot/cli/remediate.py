@@ -14,8 +14,6 @@ from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import GpumemError
 
-ERROR_KEYS = "remediate_cli.error"
-
 
 def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: Environment, *, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:

@@ -11,8 +11,8 @@ import sys
 from bot.config.environ import Environment
 from bot.grammar.requests import RulesRequest
 
-#: clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
-ERROR_KEYS = "rules_cli.error"
+# clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: RulesRequest, lang: str, env: Environment) -> int:

@@ -10,9 +10,9 @@ from bot.grammar.requests import TriageRequest
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from runbooks.model.errors import UsageError
 
-#: bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
-#: not exist (TargetNotFound) passes through the live guard to the same mapping
-ERROR_KEYS = "cli"
+# bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
+# not exist (TargetNotFound) passes through the live guard to the same mapping
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: TriageRequest, lang: str, env: Environment) -> int:

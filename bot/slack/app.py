@@ -28,7 +28,6 @@ from bot.render import slack_remediation as P
 from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
 from bot.service.runners import TriageRunner
-from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.drain import Stopping, run_bounded
 from bot.slack.gate import RequestGate
@@ -38,6 +37,7 @@ from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import SharedStore, Work
+from bot.verbs.worker import VerbRunner
 
 log = logging.getLogger("gpumem.slack")
 

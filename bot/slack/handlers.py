@@ -45,12 +45,11 @@ from bot.slack.errorid import log_crash
 from bot.slack.jobs import Answering, Claims, JobPool, StoreClaims
 from bot.slack.metrics import BotMetrics
 from bot.slack.work import Job, SharedStore, Work
+from bot.verbs import VERBS
 from runbooks.model.errors import UsageError
 
 log = logging.getLogger("gpumem.slack")
 
-#: verbs whose work is shown in a parent message while it runs
-PARENT_VERBS = ("triage", "profile", "snapshot")
 _NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found", "is_archived")
 
 
@@ -126,15 +125,17 @@ class Handlers:
         if refusal is not None:
             key, params = refusal
             return self._refuse(ack, lang, cmd.verb, key, **params)
-        if cmd.verb in ("note", "notes"):
+        policy = VERBS[cmd.verb].slack
+        assert policy is not None  # the grammar parses only the verbs Slack offers
+        if policy.runs == "ack":
             return self._notes(ack, cmd, channel, user, lang)
-        if cmd.verb in ("plan", "plans", "rollback"):
+        if policy.runs == "desk":
             return self.remediation.command(ack, cmd, channel, user, lang, respond)
-        if cmd.verb == "handover" and self.store is None:
+        if "store" in policy.needs and self.store is None:
             return self._refuse(ack, lang, cmd.verb, "no_store")
-        if cmd.verb == "fleet":
-            if self.work.fleet_reader is None:
-                return self._refuse(ack, lang, cmd.verb, "no_prometheus")
+        if "prometheus" in policy.needs and self.work.fleet_reader is None:
+            return self._refuse(ack, lang, cmd.verb, "no_prometheus")
+        if policy.scoped:
             scoped = self._fleet_scope(cmd, channel)
             if isinstance(scoped, tuple):
                 return self._refuse(ack, lang, cmd.verb, scoped[0], **scoped[1])
@@ -258,7 +259,7 @@ class Handlers:
                 return ack(**V.error_message(lang, "busy", queued=self.pool.queued))
             return self._tell(respond, lang, "busy", queued=self.pool.queued)
         target = str(cmd.target) if cmd.target else None
-        with_parent = cmd.verb in PARENT_VERBS
+        with_parent = _with_parent(cmd.verb)
         if ack is not None:
             ahead = ticket.ahead if ticket.queued and not with_parent else None
             ack(**V.ack_text(lang, cmd.verb, target, ahead))
@@ -278,7 +279,7 @@ class Handlers:
                respond: Callable[..., Any], ticket: Any) -> None:
         """Post the parent message (for verbs that have one) and queue the job on `ticket`."""
         target = str(cmd.target) if cmd.target else None
-        with_parent = cmd.verb in PARENT_VERBS
+        with_parent = _with_parent(cmd.verb)
         parent_ts = None
         job_id = new_job_id()
         if with_parent:
@@ -357,3 +358,9 @@ class _Once:
 def _verb_label(word: str) -> str:
     """A bounded label for metrics: a known verb or "unknown"."""
     return word if word in SLACK_VERBS else "unknown"
+
+
+def _with_parent(verb: str) -> bool:
+    """Whether the verb's work is shown in a parent message while it runs (its registry policy)."""
+    policy = VERBS[verb].slack
+    return policy is not None and policy.parent

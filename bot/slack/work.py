@@ -32,11 +32,12 @@ from bot.service.notes import record_triage
 from bot.service.redact import redact
 from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
-from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Throttle
 from bot.slack.metrics import BotMetrics, outcome_of
+from bot.verbs import VERBS
+from bot.verbs.worker import VerbRunner
 from runbooks.model.errors import GpumemError
 
 log = logging.getLogger("gpumem.work")
@@ -197,12 +198,13 @@ class Work:
         finish = _Finish()
         with self._lock:
             self._active[id(finish)] = (job, finish)
+        policy = VERBS[job.command.verb].slack
         try:
-            if job.command.verb in ("triage", "profile", "snapshot"):
+            if policy is not None and policy.job == "target":
                 self._run_target(job, was_queued, finish)
-            elif job.command.verb == "handover":
+            elif policy is not None and policy.job == "handover":
                 self._run_handover(job, finish)
-            elif job.command.verb == "fleet":
+            elif policy is not None and policy.job == "fleet":
                 self._run_fleet(job, finish)
             else:
                 self._run_verb(job, finish)
@@ -272,7 +274,7 @@ class Work:
                 log.warning("%s %s: result arrived after the deadline or the shutdown and was dropped", verb,
                             job.target)
                 return
-            getattr(self, f"_answer_{verb}")(job, outcome)
+            self._answer(job, outcome)
         except Exception as e:  # a rendering bug still ends the parent, with an id to find it by
             error_id = log_crash(log, "%s %s: answering failed", e, verb, job.target)
             self._fail(job, "crashed", "error", error_id=error_id)
@@ -339,18 +341,19 @@ class Work:
                 self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-bundle.tar.gz", archive,
                                    cat.t("slack.upload.bundle", target=job.target))
 
-    def _answer_profile(self, job: Job, outcome: Any) -> None:
-        msg = V.profile_message(outcome.report, job.lang, job.target or "?", job.user)
-        self._update_parent(job, msg)
-        if outcome.profile_chart_png:
-            self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-buckets.png",
-                               outcome.profile_chart_png, Catalog.load(job.lang).t("slack.upload.profile_chart"))
-        self.metrics.command("profile", "ok", self.clock() - job.accepted_at)
-
-    def _answer_snapshot(self, job: Job, outcome: Any) -> None:
-        msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
-        self._update_parent(job, msg)
-        self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
+    def _answer(self, job: Job, outcome: Any) -> None:
+        """A target job's answer: its verb's message in the parent (`bot.verbs.SlackPolicy.message`),
+        with the pictures it names in the thread; the triage diagnosis when it names none."""
+        policy = VERBS[job.command.verb].slack
+        if policy is None or policy.message is None:
+            return self._answer_triage(job, outcome)
+        self._update_parent(job, policy.message(outcome, job.lang, job.target or "?", job.user))
+        for upload in policy.uploads:
+            png = getattr(outcome, upload.attribute, None)
+            if png:
+                self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-{upload.name}.png", png,
+                                   Catalog.load(job.lang).t(upload.title_key))
+        self.metrics.command(job.command.verb, "ok", self.clock() - job.accepted_at)
 
     # ------------------------------------------------------------------ the shift handover
 
