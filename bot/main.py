@@ -2,10 +2,10 @@
 
 The grammar is `bot.grammar.commands` (shared with Slack); the command line becomes the verb's
 typed request (`bot.grammar.requests`). The verb registry (`bot.verbs.VERBS`) names, for each
-verb, the module whose `run(request, lang, env) -> int` runs it: terminal verbs in `bot.cli`,
+verb, the module whose `run(request, lang, deps) -> int` runs it: terminal verbs in `bot.cli`,
 `serve` in `bot.slack` (with the handover scheduler of `bot.scheduler` beside it, composed
-here: `serve_background`), `agent` in `bot.agent`. `env` is the process environment, read once
-here (`bot.config.environ`). The module is imported only for the verb that runs, so
+here: `serve_background`), `agent` in `bot.agent`. `deps` (`bot.service.deps`) carries the
+process environment, read once here (`bot.config.environ`), and the settings, read when asked. The module is imported only for the verb that runs, so
 `gpumem --help` stays fast.
 
 A verb that cannot go on raises a `runbooks.model.errors.GpumemError`; `main` maps it in one
@@ -25,6 +25,7 @@ from typing import Any
 
 from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
+from bot.service.deps import Deps
 from bot.service.exits import exit_code
 from bot.verbs import VERBS
 from runbooks.model.errors import GpumemError
@@ -35,12 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = read_environment()  # the one read of the process environment, handed down from here
     lang = request.lang or env.lang
     entry = VERBS[request.verb]
+    deps = Deps.of(request, env)
     verb = importlib.import_module(entry.cli)
     with _inert_terminal(entry.terminal):
         try:
             if request.verb == "serve":
-                return verb.run(request, lang, env, background=serve_background)
-            return verb.run(request, lang, env)
+                return verb.run(request, lang, deps, background=serve_background)
+            return verb.run(request, lang, deps)
         except GpumemError as e:
             return fail(e, lang, entry.error_keys)
 

@@ -10,6 +10,7 @@ from sqlite_utils import Database
 
 from bot.config.environ import Environment
 from bot.main import main
+from bot.service.deps import Deps
 from bot.service.notes import add_note, list_notes, record_triage, summarize_report
 from bot.store.db import Store
 from bot.store.migrations import MIGRATIONS
@@ -101,8 +102,8 @@ def test_the_cli_triage_records_only_where_a_store_is_in_use(tmp_path):
     env = Environment.from_mapping({"XDG_STATE_HOME": str(tmp_path / "state")})
     args = argparse.Namespace(config=None, context=None)
     report = Report(target="llm/vllm-server", verdict=Verdict("scheduling"))
-    assert record_cli_triage(args, report, env) is None and not (tmp_path / "state").exists()
+    assert record_cli_triage(args, report, Deps(env)) is None and not (tmp_path / "state").exists()
     Store.open(tmp_path / "state" / "gpumem" / "gpumem.db").close()  # something created the store
-    assert record_cli_triage(args, report, env).verdict == "scheduling"
+    assert record_cli_triage(args, report, Deps(env)).verdict == "scheduling"
     assert record_cli_triage(argparse.Namespace(config=None, context="prod", store=str(tmp_path / "x.db")),
-                             report, env).cluster == "prod"
+                             report, Deps(env)).cluster == "prod"

@@ -25,6 +25,7 @@ from bot.cli.watch_progress import is_live
 from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
 from bot.render.terminal import InertStream
+from bot.service.deps import Deps
 from bot.store.db import Store
 from tests.support.kube_fixtures import manual_clock, run_cli, running_scenario
 
@@ -93,7 +94,7 @@ def _gpumem(sc, store: Path, err: Any, *argv: str, lang: str = "en") -> tuple[in
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
-        rc = cli.run(args, lang, read_environment(), clock=sc.clock, sleep=sc.clock.advance, now=lambda: T0 + timedelta(seconds=sc.clock()))
+        rc = cli.run(args, lang, Deps.of(args, read_environment()), clock=sc.clock, sleep=sc.clock.advance, now=lambda: T0 + timedelta(seconds=sc.clock()))
     finally:
         sys.stdout, sys.stderr = saved
     return rc, out.getvalue()
@@ -182,7 +183,7 @@ def test_an_interrupted_watch_leaves_its_last_line_ended(cluster, tmp_path, caps
     sys.stderr = InertStream(pty.stream)
     try:
         with pytest.raises(KeyboardInterrupt):
-            cli.run(args, "en", read_environment(), clock=clock, sleep=sleep)
+            cli.run(args, "en", Deps.of(args, read_environment()), clock=clock, sleep=sleep)
     finally:
         sys.stderr = saved
     text = pty.read().decode("utf-8")

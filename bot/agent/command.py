@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from bot.config.environ import Environment
 from bot.grammar.requests import AgentRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
 
 DEFAULT_PORT = 9500
@@ -33,8 +33,8 @@ class AgentIo:
     node_name: str | None = None
 
 
-def run(request: AgentRequest, lang: str, env: Environment) -> int:
-    return serve(request, lang, AgentIo(node_name=env.node_name))
+def run(request: AgentRequest, lang: str, deps: Deps) -> int:
+    return serve(request, lang, AgentIo(node_name=deps.env.node_name))
 
 
 def serve(request: AgentRequest, lang: str, io: AgentIo) -> int:

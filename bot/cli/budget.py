@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import BudgetRequest
+from bot.service.deps import Deps
 
 # bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(request: BudgetRequest, lang: str, env: Environment) -> int:
+def run(request: BudgetRequest, lang: str, deps: Deps) -> int:
     from bot.render import budget as render
     from bot.service.budget import run_budget
 

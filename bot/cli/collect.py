@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import CollectRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
 
 
-def run(request: CollectRequest, lang: str, env: Environment) -> int:
+def run(request: CollectRequest, lang: str, deps: Deps) -> int:
     from bot.service.collect import collect_bundle
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:
-        outcome = collect_bundle(request, lang, env)
+        outcome = collect_bundle(request, deps, lang)
         if request.json:
             import json
 

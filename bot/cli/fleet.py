@@ -9,21 +9,21 @@ from __future__ import annotations
 import json
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import FleetRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK
 
 # UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(request: FleetRequest, lang: str, env: Environment) -> int:
+def run(request: FleetRequest, lang: str, deps: Deps) -> int:
     from bot.render import fleet as render
     from bot.service.fleet import run_fleet
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:
-        outcome = run_fleet(request, env)
+        outcome = run_fleet(request, deps)
         if request.json:
             json.dump(render.fleet_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import ProfileRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
 # a file that cannot be used raises UsageError (exit 2), one without request lengths
@@ -20,7 +20,7 @@ from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(request: ProfileRequest, lang: str, env: Environment) -> int:
+def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
     from bot.render import profile as render
     from bot.render.i18n import Catalog
     from bot.service.profile import build_profile, is_alarming, write_chart

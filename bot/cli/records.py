@@ -6,19 +6,19 @@ from __future__ import annotations
 import json
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import AuditRequest, PlansRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK
 
 
-def run(request: AuditRequest | PlansRequest, lang: str, env: Environment) -> int:
+def run(request: AuditRequest | PlansRequest, lang: str, deps: Deps) -> int:
     from bot.render import records as render
     from bot.service.records import audit_rows, plan_rows
 
     if request.verb == "audit" and getattr(request, "verify", False):
         from bot.service.records import verify_audit
 
-        report = verify_audit(request, env)
+        report = verify_audit(request, deps)
         if request.json:
             json.dump(render.chain_json(report), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")
@@ -26,7 +26,7 @@ def run(request: AuditRequest | PlansRequest, lang: str, env: Environment) -> in
             sys.stdout.write(render.chain_text(report, lang))
         return EXIT_OK if report.intact else EXIT_CAUSE
     if request.verb == "audit":
-        rows = audit_rows(request, env)
+        rows = audit_rows(request, deps)
         doc, text = (render.audit_json(rows), None) if request.json else (None, render.audit_text(rows, lang))
     else:
         from bot.render.remediation import reconciled_text
@@ -34,15 +34,15 @@ def run(request: AuditRequest | PlansRequest, lang: str, env: Environment) -> in
         from bot.service.reconcile import reconcile_for_cli
         from bot.service.records import open_store
 
-        store = open_store(request, env)
+        store = open_store(request, deps)
         try:
             with live_guard(lang) as guard:  # a kubeconfig that cannot be loaded: one line, never a traceback
-                sys.stderr.write(reconciled_text(reconcile_for_cli(request, store, env), lang))
+                sys.stderr.write(reconciled_text(reconcile_for_cli(request, store, deps), lang))
         finally:
             store.close()
         if guard.exit_code:
             return guard.exit_code
-        plans = plan_rows(request, env)
+        plans = plan_rows(request, deps)
         doc, text = (render.plans_json(plans), None) if request.json else (None, render.plans_text(plans, lang))
     if doc is not None:
         json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)

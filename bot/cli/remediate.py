@@ -9,17 +9,16 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from bot.config.environ import Environment
 from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import GpumemError
 
 
-def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: Environment, *, clock: Callable[[], float] = time.monotonic,
+def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: Deps, *, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:
     """Run `gpumem plan`, `apply` or `rollback`; the watch after `apply` keeps time with `clock`,
     waits with `sleep` and stamps a pipe's lines with `now()` (UTC)."""
-    from bot.config.settings import load_settings
     from bot.render import remediation as render
     from bot.render import remediation_outcome as outcome
     from bot.render import split_pools as split_render
@@ -29,7 +28,7 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: E
     if request.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
         from bot.service.plan_ids import known_plan
 
-        ids = open_store(request, env)
+        ids = open_store(request, deps)
         try:
             known_plan(ids, request.plan)
         finally:
@@ -42,14 +41,14 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: E
     from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:  # no cluster, a broken config: one line and exit 2, never a traceback
-        settings = load_settings(request.config, env)
+        settings = deps.settings
         cluster = settings.cluster(request.context)
         kubeconfig = request.kubeconfig or (cluster.kubeconfig if cluster else None)
         context = request.context or (cluster.context if cluster else None)
         writer = remediate.writer_for(kubeconfig, context)
     if guard.exit_code:
         return guard.exit_code
-    store = open_store(request, env)
+    store = open_store(request, deps)
     watched, elapsed, window = None, 0.0, 0
     try:
         actor = remediate.operator()
@@ -68,7 +67,7 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: E
         elif request.verb == "apply":
             from bot.service.reconcile import reconcile_for_cli
 
-            sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, env), lang))
+            sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
             stored = remediate.apply_now(store, writer, request.plan, actor)
             window = settings.remediation.watch_s if request.watch is None else request.watch
             if not request.no_watch and window > 0:
@@ -76,7 +75,7 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, env: E
                 from bot.service.watch_metrics import symptoms_reader
 
                 t = stored.plan.target
-                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, env),
+                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, deps.env),
                                          clock=clock, sleep=sleep, now=now)
                 try:
                     stored, seen = remediate.watch_after(store, writer, request.plan, window,

@@ -8,18 +8,18 @@ from __future__ import annotations
 import json
 import sys
 
-from bot.config.environ import Environment
 from bot.grammar.requests import RulesRequest
+from bot.service.deps import Deps
 
 # clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(request: RulesRequest, lang: str, env: Environment) -> int:
+def run(request: RulesRequest, lang: str, deps: Deps) -> int:
     from bot.render import rules as render
     from bot.service.rules import run_rules
 
-    outcome = run_rules(request)
+    outcome = run_rules(request, deps)
     if request.json:
         json.dump(render.rules_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from bot.cli.output import emit_report
-from bot.config.environ import Environment
 from bot.grammar.requests import TriageRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from runbooks.model.errors import UsageError
 
@@ -15,12 +15,12 @@ from runbooks.model.errors import UsageError
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(request: TriageRequest, lang: str, env: Environment) -> int:
+def run(request: TriageRequest, lang: str, deps: Deps) -> int:
     if bool(request.bundle) == bool(request.target):
         raise UsageError("target_and_bundle" if request.bundle else "no_target")
     if request.bundle:
         return _offline(request, lang)
-    return _live(request, lang, env)
+    return _live(request, lang, deps)
 
 
 def _offline(request: TriageRequest, lang: str) -> int:
@@ -35,17 +35,17 @@ def _offline(request: TriageRequest, lang: str) -> int:
     return verdict_exit_code(outcome.report.verdict.primary)
 
 
-def _live(request: TriageRequest, lang: str, env: Environment) -> int:
+def _live(request: TriageRequest, lang: str, deps: Deps) -> int:
     from bot.service.live_errors import live_guard
     from bot.service.notes import record_cli_triage
     from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
-        opts, settings = live_options(request, env)
+        opts, settings = live_options(request, deps)
         result = run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
                                  default_namespace=request.namespace or settings.default_namespace)
         emit_report(result.report, request.json, lang)
-        record_cli_triage(request, result.report, env)  # the shift's incidents, for `gpumem handover`
+        record_cli_triage(request, result.report, deps)  # the shift's incidents, for `gpumem handover`
         if request.save_bundle:
             print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
         return verdict_exit_code(result.report.verdict.primary)

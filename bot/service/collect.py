@@ -4,11 +4,10 @@ a bundle that `gpumem triage --bundle DIR` reads back to the same verdict."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.config.environ import Environment
 from bot.grammar.requests import CollectRequest
+from bot.service.deps import Deps
 from runbooks.model.evidence import Evidence
 
 
@@ -22,7 +21,7 @@ class CollectOutcome:
     evidence_found: bool
 
 
-def collect_bundle(request: CollectRequest, lang: str, env: Environment) -> CollectOutcome:
+def collect_bundle(request: CollectRequest, deps: Deps, lang: str) -> CollectOutcome:
     """Collect `request.target` live with the settings and flags of `request`, write the bundle to
     `request.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
     from bot.service.bundle_dir import check_bundle_dir
@@ -30,10 +29,10 @@ def collect_bundle(request: CollectRequest, lang: str, env: Environment) -> Coll
     from collectors.live import collect_live
     from collectors.parsers.bundle import has_evidence
 
-    opts, settings = live_options(request, env)
+    opts, settings = live_options(request, deps)
     namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
     check_bundle_dir(request.out)  # before the collection, not after
-    collection = collect_live(namespace, name, opts, datetime.now(UTC))
+    collection = collect_live(namespace, name, opts, deps.now())
     memory_png, _ = draw_charts(collection.evidence, lang)
     out = write_bundle(request.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
     files = tuple(sorted(p.name for p in out.iterdir()))

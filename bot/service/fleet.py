@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.config.environ import Environment
 from bot.grammar.requests import FleetRequest
 from bot.service.connections import cluster_prometheus, prometheus_client
+from bot.service.deps import Deps
 from collectors.prometheus.client import PrometheusClient
 from runbooks.model.errors import UsageError
 
@@ -40,19 +40,15 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
                         namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
 
 
-def fleet_client(request: FleetRequest, env: Environment) -> PrometheusClient:
+def fleet_client(request: FleetRequest, deps: Deps) -> PrometheusClient:
     """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
     Prometheus; UsageError no_prometheus when there is neither."""
-    from bot.config.settings import load_settings
-    from collectors.prometheus.client import PrometheusClient
-
-    settings = load_settings(request.config, env)
-    prom = cluster_prometheus(settings, None)  # the default cluster's Prometheus, as triage reads it
+    prom = cluster_prometheus(deps.settings, None)  # the default cluster's Prometheus, as triage reads it
     timeout = request.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
     if request.prometheus:
         if not request.prometheus.startswith(("http://", "https://")):
             raise UsageError("bad_prometheus_url", url=request.prometheus)
-        return PrometheusClient(request.prometheus, bearer_token=env.prometheus_token, timeout_s=timeout)
+        return PrometheusClient(request.prometheus, bearer_token=deps.env.prometheus_token, timeout_s=timeout)
     if prom is None:
         raise UsageError("no_prometheus")
     return prometheus_client(prom, timeout)
@@ -67,10 +63,10 @@ def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
     return now
 
 
-def run_fleet(request: FleetRequest, env: Environment, now: datetime | None = None) -> FleetOutcome:
+def run_fleet(request: FleetRequest, deps: Deps) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
-    now = view_time(request.at, now or datetime.now(UTC))
-    client = fleet_client(request, env)
+    now = view_time(request.at, deps.now())
+    client = fleet_client(request, deps)
     return fleet_view(client, now=now, engines=request.engine, namespaces=tuple(request.namespace or ()), top=request.top)
 
 

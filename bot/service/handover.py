@@ -17,13 +17,14 @@ The template says "unknown" wherever nothing stored tells.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.grammar.requests import HandoverRequest
 from bot.service.connections import endpoint, kube_api, prometheus_client
+from bot.service.deps import Deps
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
@@ -606,25 +607,25 @@ class ClusterReaders:
 # ----------------------------------------------------------------------------- the CLI's use case
 
 
-def handover_from_args(request: HandoverRequest, env: Mapping[str, str], now: datetime | None = None) -> Handover:
+def cli_handover(request: HandoverRequest, deps: Deps) -> Handover:
     """`gpumem handover`: the handover --channel and --since ask for, with the configured
     Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
     scheduler's posted handovers move a channel's window."""
-    from bot.config.settings import load_settings
     from bot.service.records import open_store
 
-    settings = load_settings(getattr(request, "config", None), env)
-    offline = getattr(request, "offline", False)
+    settings = deps.settings
+    offline = request.offline
     read_state = None if offline else prometheus_reader(settings)
     read_object = None
     if not offline:
-        cluster = settings.cluster(getattr(request, "context", None))
+        cluster = settings.cluster(request.context)
         read_object = kube_reader(cluster.kubeconfig if cluster else None,
-                                  getattr(request, "context", None) or (cluster.context if cluster else None))
-    store = open_store(request, env)
+                                  request.context or (cluster.context if cluster else None))
+    store = open_store(request, deps)
     try:
         watch = settings.watched(request.channel) if request.channel else ()
-        return build_handover(store, channel=request.channel, since=request.since, now=now, read_object=read_object,
+        return build_handover(store, channel=request.channel, since=request.since, now=deps.now(),
+                              read_object=read_object,
                               read_state=read_state, watch=watch)
     finally:
         store.close()

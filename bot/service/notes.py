@@ -12,11 +12,11 @@ from the last one, without re-running anything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.grammar.requests import NoteRequest, NotesRequest, TriageRequest
+from bot.service.deps import Deps
 from bot.store.db import Store
 from bot.store.notes import Journal, Note, TriageRecord
 from runbooks.model.errors import UsageError
@@ -66,27 +66,26 @@ def split_note_args(request: NoteRequest) -> tuple[str | None, str]:
     return None, " ".join(words)
 
 
-def note_from_args(request: NoteRequest, env: Mapping[str, str], now: datetime | None = None) -> Note:
+def record_note(request: NoteRequest, deps: Deps) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
     from bot.service.records import open_store
     from bot.service.remediate import operator
 
     target, text = split_note_args(request)
-    store = open_store(request, env)
+    store = open_store(request, deps)
     try:
-        return add_note(store, operator(), text, target=target, channel=getattr(request, "channel", None), now=now)
+        return add_note(store, operator(), text, target=target, channel=request.channel, now=deps.now())
     finally:
         store.close()
 
 
-def notes_from_args(request: NotesRequest, env: Mapping[str, str], now: datetime | None = None) -> list[Note]:
+def find_notes(request: NotesRequest, deps: Deps) -> list[Note]:
     """`gpumem notes`: the notes --since, --target and --channel ask for."""
     from bot.service.records import open_store
 
-    store = open_store(request, env)
+    store = open_store(request, deps)
     try:
-        return list_notes(store, since=request.since, target=request.target, channel=getattr(request, "channel", None),
-                          now=now)
+        return list_notes(store, since=request.since, target=request.target, channel=request.channel, now=deps.now())
     finally:
         store.close()
 
@@ -151,13 +150,12 @@ def record_triage(store: Store, report: Report, *, actor: str, channel: str | No
                                      namespace=namespace, name=name, now=now)
 
 
-def record_cli_triage(request: TriageRequest, report: Report, env: Mapping[str, str]) -> TriageRecord | None:
+def record_cli_triage(request: TriageRequest, report: Report, deps: Deps) -> TriageRecord | None:
     """`gpumem triage` records what it found when there is a store to record in: --store, the
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
     never fails the triage: the report was printed, the record is best effort."""
     from bot.config.remediation import store_path
-    from bot.config.settings import load_settings
     from bot.config.yaml_io import SettingsError
     from bot.service.remediate import operator
 
@@ -165,8 +163,8 @@ def record_cli_triage(request: TriageRequest, report: Report, env: Mapping[str, 
         if getattr(request, "store", None):
             path = request.store
         else:
-            settings = load_settings(getattr(request, "config", None), env)
-            path = store_path(settings.store, env)
+            settings = deps.settings
+            path = store_path(settings.store, deps.env)
             if not settings.store.path and not path.exists():
                 return None
         store = Store.open(path)

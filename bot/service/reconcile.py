@@ -8,7 +8,7 @@ the same way (did the old values come back?). Reads only; nothing is written to 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +17,7 @@ from bot.actuator.apply import created_by, landed, restored_on
 from bot.actuator.split_apply import read_created
 from bot.actuator.writer import CREATE
 from bot.grammar.requests import ApplyRequest, PlansRequest
+from bot.service.deps import Deps
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import IN_FLIGHT_S, Conflict, TargetNotFound
 from runbooks.remediation.plan import Plan
@@ -258,13 +259,10 @@ def cli_reader_for(args: PlansRequest | ApplyRequest, settings: Any) -> Callable
     return reader
 
 
-def reconcile_for_cli(args: PlansRequest | ApplyRequest, store: Store, env: Mapping[str, str]) -> list[Reconciled]:
+def reconcile_for_cli(args: PlansRequest | ApplyRequest, store: Store, deps: Deps) -> list[Reconciled]:
     """`gpumem apply` and `gpumem plans` start with this: the plans left `applying` (and the
     rollbacks whose outcome was unknown), settled."""
-    from bot.config.settings import load_settings
-
     if not any(p.state == "applying" or _pending(store, p) == ROLLBACK_UNKNOWN
                for p in store.plans(open_only=True, limit=10_000)):
         return []
-    settings = load_settings(getattr(args, "config", None), env)
-    return reconcile_applying(store, cli_reader_for(args, settings))
+    return reconcile_applying(store, cli_reader_for(args, deps.settings))

@@ -4,30 +4,28 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from bot.config.remediation import store_path
-from bot.config.settings import load_settings
 from bot.grammar.requests import AuditRequest, PlansRequest, StoreRequest
+from bot.service.deps import Deps
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, Store, StoredPlan
 from runbooks.model.errors import UsageError
 
 
-def store_file(request: StoreRequest, env: Mapping[str, str]) -> Any:
+def store_file(request: StoreRequest, deps: Deps) -> Any:
     """The path of the store named by --store, else the config's store.path, else the default."""
     if getattr(request, "store", None):
         return request.store
-    settings = load_settings(getattr(request, "config", None), env)
-    return store_path(settings.store, env)
+    return store_path(deps.settings.store, deps.env)
 
 
-def open_store(request: StoreRequest, env: Mapping[str, str]) -> Store:
+def open_store(request: StoreRequest, deps: Deps) -> Store:
     """The store named by --store, else the config's store.path, else the default path.
     Raises UsageError store_unusable naming the file."""
-    return Store.open(store_file(request, env))
+    return Store.open(store_file(request, deps))
 
 
 def _target(request: AuditRequest | PlansRequest) -> tuple[str | None, str | None]:
@@ -38,23 +36,23 @@ def _target(request: AuditRequest | PlansRequest) -> tuple[str | None, str | Non
     return split_target(request.target)
 
 
-def audit_rows(request: AuditRequest, env: Mapping[str, str], now: datetime | None = None) -> list[AuditRow]:
+def audit_rows(request: AuditRequest, deps: Deps) -> list[AuditRow]:
     """The audit rows `request` asks for (--since, --target), oldest first."""
     since = request.since
     if isinstance(since, timedelta):
-        since = (now or datetime.now(UTC)) - since
+        since = deps.now() - since
     namespace, name = _target(request)
-    store = open_store(request, env)
+    store = open_store(request, deps)
     try:
         return store.audit(since=since, namespace=namespace, name=name)
     finally:
         store.close()
 
 
-def verify_audit(request: AuditRequest, env: Mapping[str, str]) -> ChainReport:
+def verify_audit(request: AuditRequest, deps: Deps) -> ChainReport:
     """The audit's hash chain checked (`gpumem audit --verify`). A store file that is not there
     is refused (UsageError store_unusable), not created and called intact."""
-    path = store_file(request, env)
+    path = store_file(request, deps)
     if not os.path.isfile(path):
         raise UsageError("store_unusable", path=str(path), reason="no such file")
     store = Store.open(path)
@@ -64,10 +62,10 @@ def verify_audit(request: AuditRequest, env: Mapping[str, str]) -> ChainReport:
         store.close()
 
 
-def plan_rows(request: PlansRequest, env: Mapping[str, str]) -> list[StoredPlan]:
+def plan_rows(request: PlansRequest, deps: Deps) -> list[StoredPlan]:
     """The plans `request` asks for (--target, --all), newest first."""
     namespace, name = _target(request)
-    store = open_store(request, env)
+    store = open_store(request, deps)
     try:
         plans = store.plans(namespace=namespace, open_only=not request.all, limit=200)
     finally:

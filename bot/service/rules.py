@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.grammar.requests import RulesRequest
+from bot.service.deps import Deps
 from runbooks.alerts.engines import ENGINES
 from runbooks.model.errors import UsageError
 
 if TYPE_CHECKING:
     from bot.render.rules import RulesOutcome
 
-def run_rules(request: RulesRequest) -> RulesOutcome:
+def run_rules(request: RulesRequest, deps: Deps) -> RulesOutcome:
     """The rules for parsed `rules` arguments; flags that clash raise UsageError."""
     from bot.render.rules import DEFAULT_OBJECT_NAME, RulesOutcome
     from runbooks.alerts.rules import build_rules

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.config.environ import Environment
 from bot.grammar.requests import CollectRequest, TriageRequest
 from bot.service.bundle_out import write_bundle_json
 from bot.service.connections import is_in_cluster
+from bot.service.deps import Deps
 from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
@@ -144,13 +144,11 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
 
 
-def live_options(request: TriageRequest | CollectRequest, env: Environment):
+def live_options(request: TriageRequest | CollectRequest, deps: Deps):
     """LiveOptions from the config file and environment, then the command-line flags."""
     from dataclasses import replace
 
-    from bot.config.settings import load_settings
-
-    settings = load_settings(request.config, env)
+    settings = deps.settings
     opts = options_from_settings(settings, request.context)
     changes: dict = {}
     if request.context:
@@ -166,7 +164,7 @@ def live_options(request: TriageRequest | CollectRequest, env: Environment):
     if request.deadline is not None:
         changes["total_deadline_s"] = request.deadline
     if request.prometheus:
-        changes["prometheus"] = PrometheusOptions(url=request.prometheus, bearer_token=env.prometheus_token)
+        changes["prometheus"] = PrometheusOptions(url=request.prometheus, bearer_token=deps.env.prometheus_token)
     return replace(opts, **changes), settings
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.grammar.requests import ServeRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_OK, EXIT_USAGE
 
 log = logging.getLogger("gpumem.serve")
@@ -30,20 +31,20 @@ log = logging.getLogger("gpumem.serve")
 SWITCH_INTERVAL_S = 0.001
 
 
-def run(args: ServeRequest, lang: str, env: Mapping[str, str],
+def run(args: ServeRequest, lang: str, deps: Deps,
         background: Callable[[Any], list[Any]] | None = None) -> int:
     """`gpumem serve`. `background(bot)` gives what runs beside the listeners (the handover
     scheduler, from the layer above both surfaces): started once the HTTP face is up, shut down
-    first in the drain. `env` is the process environment as `bot.config.environ` read it."""
+    first in the drain. `deps.env` is the process environment as `bot.config.environ` read it."""
     from bot.config.settings import SettingsError, load_settings
     from bot.render.i18n import Catalog
     from bot.slack.limits import ServeLimits
 
     cat = Catalog.load(lang)
     try:
-        settings = load_settings(args.config, env)
+        settings = load_settings(args.config, deps.env)
         settings.require("bot_token", "signing_secret" if args.http else "app_token")
-        limits = ServeLimits.from_environ(env)
+        limits = ServeLimits.from_environ(deps.env)
     except SettingsError as e:
         print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
         return EXIT_USAGE
@@ -53,7 +54,7 @@ def run(args: ServeRequest, lang: str, env: Mapping[str, str],
     # of a 50-command burst from 80-96 ms to 56-71 ms (benchmarks/bench_slack_ack.py). Triage
     # runs in worker processes, so no long computation here pays for the extra switches.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    bot = build_from_settings(settings, env, limits)
+    bot = build_from_settings(settings, deps.env, limits)
     if background is not None:
         try:
             bot.background += background(bot)

@@ -1,7 +1,7 @@
 """The verb registry: one entry per verb, read by every surface that runs verbs.
 
 `bot.main` dispatches `gpumem VERB` through it (`Verb.cli`: the module whose
-`run(request, lang, env)` runs the verb in a terminal, its errors worded from `error_keys`),
+`run(request, lang, deps)` runs the verb in a terminal, its errors worded from `error_keys`),
 the Slack listener decides from its `slack` policy how `/gpumem VERB` is answered (in the ack,
 in the job pool, by the remediation desk; what it needs configured first), and the job runner
 (`bot.slack.work.Work`) runs the pool's jobs by `SlackPolicy.job` and answers them with the
@@ -111,7 +111,7 @@ class SlackPolicy:
 class Verb:
     name: str
     request: type[Any]
-    #: the module whose `run(request, lang, env) -> int` runs it in a terminal (imported when it runs)
+    #: the module whose `run(request, lang, deps) -> int` runs it in a terminal (imported when it runs)
     cli: str
     #: the catalog section of its own error codes (`bot.main.fail`)
     error_keys: str | None = None
