@@ -25,6 +25,7 @@ from typing import Any
 
 from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
+from bot.render.terminal import InertStream
 from bot.service.deps import Deps
 from bot.service.exits import exit_code
 from bot.verbs import VERBS
@@ -53,6 +54,8 @@ def serve_background(bot: Any) -> list[Any]:
     two surfaces meet here, above both: the scheduler's jobs post through the Slack bot's
     `post_handover` and `post_review`, and its leader runs the bot's plan expiry sweep and, every
     minute, the reconcile pass of plans left applying (`bot.slack.plan_notices`). Raises SettingsError (naming the field) when it cannot be built."""
+    # lazy: the scheduler brings APScheduler and the store (~240 ms with -X importtime), which
+    # only `gpumem serve` runs
     from bot.scheduler.setup import scheduler_from_settings, sweeps_expiry, wanted
 
     settings = bot.settings
@@ -80,8 +83,6 @@ def _inert_terminal(active: bool) -> Iterator[None]:
     if not active:
         yield
         return
-    from bot.render.terminal import InertStream
-
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
@@ -97,6 +98,8 @@ def fail(error: GpumemError, lang: str, keys: str | None = None) -> int:
     otherwise the wording every surface shares (`bot.service.live_errors.error_line`), so a
     workload that does not exist reads the same here and in Slack.
     """
+    # lazy: the catalogs and their YAML loader (~20 ms with -X importtime) are paid only by a
+    # verb that fails, never by `gpumem --help`
     from bot.render.i18n import Catalog
     from bot.service.live_errors import error_line
 

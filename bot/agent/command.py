@@ -16,9 +16,13 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from bot.agent.server import SnapshotCache, make_server
 from bot.grammar.requests import AgentRequest
+from bot.render.gpus import unavailable_text
+from bot.render.i18n import Catalog
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
+from bot.service.gpus import NvmlUnavailable, read_gpus
 
 DEFAULT_PORT = 9500
 
@@ -38,11 +42,6 @@ def run(request: AgentRequest, lang: str, deps: Deps) -> int:
 
 
 def serve(request: AgentRequest, lang: str, io: AgentIo) -> int:
-    from bot.agent.server import SnapshotCache, make_server
-    from bot.render.gpus import unavailable_text
-    from bot.render.i18n import Catalog
-    from bot.service.gpus import NvmlUnavailable, read_gpus
-
     cat = Catalog.load(lang)
     err = io.err or sys.stderr
     node = request.node or io.node_name or socket.gethostname()

@@ -10,6 +10,8 @@ import json
 import sys
 
 from bot.grammar.requests import BudgetRequest
+from bot.render import budget as render
+from bot.service.budget import run_budget
 from bot.service.deps import Deps
 
 # bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
@@ -17,9 +19,6 @@ from bot.service.deps import Deps
 
 
 def run(request: BudgetRequest, lang: str, deps: Deps) -> int:
-    from bot.render import budget as render
-    from bot.service.budget import run_budget
-
     outcome = run_budget(request, lang)
     if request.json:
         json.dump(render.page_json(outcome.page, lang), sys.stdout, ensure_ascii=False, indent=2)

@@ -12,8 +12,11 @@ import json
 import sys
 
 from bot.grammar.requests import ProfileRequest
+from bot.render import profile as render
+from bot.render.i18n import Catalog
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from bot.service.profile import build_profile, is_alarming, write_chart
 
 # a file that cannot be used raises UsageError (exit 2), one without request lengths
 # EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
@@ -21,10 +24,6 @@ from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 
 
 def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
-    from bot.render import profile as render
-    from bot.render.i18n import Catalog
-    from bot.service.profile import build_profile, is_alarming, write_chart
-
     view = build_profile(request)
     chart_error = None
     if request.chart:

@@ -7,17 +7,17 @@ import json
 import sys
 
 from bot.grammar.requests import AuditRequest, PlansRequest
+from bot.render import records as render
+from bot.render.remediation import reconciled_text
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK
+from bot.service.live_errors import live_guard
+from bot.service.reconcile import reconcile_for_cli
+from bot.service.records import audit_rows, open_store, plan_rows, verify_audit
 
 
 def run(request: AuditRequest | PlansRequest, lang: str, deps: Deps) -> int:
-    from bot.render import records as render
-    from bot.service.records import audit_rows, plan_rows
-
     if request.verb == "audit" and getattr(request, "verify", False):
-        from bot.service.records import verify_audit
-
         report = verify_audit(request, deps)
         if request.json:
             json.dump(render.chain_json(report), sys.stdout, ensure_ascii=False, indent=2)
@@ -29,11 +29,6 @@ def run(request: AuditRequest | PlansRequest, lang: str, deps: Deps) -> int:
         rows = audit_rows(request, deps)
         doc, text = (render.audit_json(rows), None) if request.json else (None, render.audit_text(rows, lang))
     else:
-        from bot.render.remediation import reconciled_text
-        from bot.service.live_errors import live_guard
-        from bot.service.reconcile import reconcile_for_cli
-        from bot.service.records import open_store
-
         store = open_store(request, deps)
         try:
             with live_guard(lang) as guard:  # a kubeconfig that cannot be loaded: one line, never a traceback

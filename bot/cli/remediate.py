@@ -9,9 +9,21 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from bot.cli.watch_progress import WatchProgress, is_live
 from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
+from bot.grammar.slack import split_target
+from bot.render import remediation as render
+from bot.render import remediation_outcome as outcome
+from bot.render import split_pools as split_render
+from bot.render.i18n import Catalog
+from bot.service import remediate, split_pools
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from bot.service.live_errors import live_guard
+from bot.service.plan_ids import known_plan
+from bot.service.reconcile import reconcile_for_cli
+from bot.service.records import open_store
+from bot.service.watch_metrics import symptoms_reader
 from runbooks.model.errors import GpumemError
 
 
@@ -19,14 +31,7 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
         sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:
     """Run `gpumem plan`, `apply` or `rollback`; the watch after `apply` keeps time with `clock`,
     waits with `sleep` and stamps a pipe's lines with `now()` (UTC)."""
-    from bot.render import remediation as render
-    from bot.render import remediation_outcome as outcome
-    from bot.render import split_pools as split_render
-    from bot.service import remediate, split_pools
-    from bot.service.records import open_store
-
     if request.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
-        from bot.service.plan_ids import known_plan
 
         ids = open_store(request, deps)
         try:
@@ -34,11 +39,8 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
         finally:
             ids.close()
     if request.verb in ("apply", "rollback") and not request.yes:
-        from bot.render.i18n import Catalog
-
         print(Catalog.load(lang).t("remediate_cli.needs_yes", verb=request.verb, plan=request.plan), file=sys.stderr)
         return EXIT_USAGE
-    from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:  # no cluster, a broken config: one line and exit 2, never a traceback
         settings = deps.settings
@@ -53,8 +55,6 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
     try:
         actor = remediate.operator()
         if request.verb == "plan":
-            from bot.service.triage import split_target
-
             namespace, name = split_target(request.target, settings.default_namespace)
             planned = split_pools.request_from_args(request, namespace, name, cluster=request.context, requested_by=actor,
                                                     origin="cli", watch_s=settings.remediation.watch_s)
@@ -65,15 +65,10 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
                                                  other=remediate.explicit_changes(request), hpa_max=request.hpa_max)
             stored = remediate.make_plan(store, writer, planned, settings.remediation.policy)
         elif request.verb == "apply":
-            from bot.service.reconcile import reconcile_for_cli
-
             sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
             stored = remediate.apply_now(store, writer, request.plan, actor)
             window = settings.remediation.watch_s if request.watch is None else request.watch
             if not request.no_watch and window > 0:
-                from bot.cli.watch_progress import WatchProgress, is_live
-                from bot.service.watch_metrics import symptoms_reader
-
                 t = stored.plan.target
                 progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, deps.env),
                                          clock=clock, sleep=sleep, now=now)

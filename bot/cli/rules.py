@@ -9,16 +9,15 @@ import json
 import sys
 
 from bot.grammar.requests import RulesRequest
+from bot.render import rules as render
 from bot.service.deps import Deps
+from bot.service.rules import run_rules
 
 # clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: RulesRequest, lang: str, deps: Deps) -> int:
-    from bot.render import rules as render
-    from bot.service.rules import run_rules
-
     outcome = run_rules(request, deps)
     if request.json:
         json.dump(render.rules_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)

@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from bot.grammar.requests import SnapshotRequest
-from bot.render.gpus import unavailable_text
+from bot.render.gpus import csv_header, csv_rows, render_text, snapshot_json, unavailable_text
+from bot.render.i18n import Catalog
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
+from bot.service.gpus import NvmlUnavailable, nvml_session
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, when Ctrl-C comes before the first sample
 
@@ -42,9 +44,6 @@ def run(request: SnapshotRequest, lang: str) -> int:
 
 
 def snapshot(request: SnapshotRequest, lang: str, io: Io) -> int:
-    from bot.render.i18n import Catalog
-    from bot.service.gpus import NvmlUnavailable, nvml_session
-
     cat = Catalog.load(lang)
     out, err = io.out or sys.stdout, io.err or sys.stderr
     fmt = "json" if request.json else (request.format or "text")
@@ -79,8 +78,6 @@ class _Writer:
         self.samples = 0
 
     def sample(self, snap) -> None:
-        from bot.render.gpus import csv_header, csv_rows, render_text, snapshot_json
-
         if self.fmt == "json":
             body = json.dumps(snapshot_json(snap), ensure_ascii=False, indent=2)
             self.out.write(("[\n" if not self.samples else ",\n") + _indent(body))

@@ -6,8 +6,11 @@ import sys
 
 from bot.cli.output import emit_report
 from bot.grammar.requests import TriageRequest
+from bot.render.i18n import Catalog
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
+from bot.service.live_errors import live_guard
+from bot.service.triage import live_options, run_live_triage, triage_bundle
 from runbooks.model.errors import UsageError
 
 # bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
@@ -24,9 +27,6 @@ def run(request: TriageRequest, lang: str, deps: Deps) -> int:
 
 
 def _offline(request: TriageRequest, lang: str) -> int:
-    from bot.render.i18n import Catalog
-    from bot.service.triage import triage_bundle
-
     outcome = triage_bundle(request.bundle)
     emit_report(outcome.report, request.json, lang)
     if not outcome.evidence_found:
@@ -36,9 +36,9 @@ def _offline(request: TriageRequest, lang: str) -> int:
 
 
 def _live(request: TriageRequest, lang: str, deps: Deps) -> int:
-    from bot.service.live_errors import live_guard
+    # lazy: the store behind the record (sqlite_utils, ~180 ms with -X importtime) is not paid
+    # by an offline triage
     from bot.service.notes import record_cli_triage
-    from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
         opts, settings = live_options(request, deps)

@@ -223,6 +223,19 @@ def parse_target(value: str | None, default_namespace: str | None, usage: str = 
     return Target(ns, name)
 
 
+def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
+    """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
+
+    The one target grammar (`parse_target`), so a name the CLI accepts is one Slack accepts.
+    Raises CommandError (a UsageError) missing_target, missing_namespace or bad_target.
+
+    >>> split_target("llm/vllm-server")
+    ('llm', 'vllm-server')
+    """
+    found = parse_target(target, default_namespace)
+    return found.namespace, found.name
+
+
 def usage_of(verb: str, parser_factory: ParserFactory | None = None) -> str:
     """The usage line of one verb as Slack shows it (`usage: /gpumem budget ...`)."""
     with _PARSER_LOCK:

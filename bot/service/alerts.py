@@ -35,7 +35,10 @@ from typing import Any
 from bot.grammar.slack import CommandError, Target, parse_target
 from bot.service.alert_payload import Alert
 from bot.service.connections import endpoint, kube_api
-from runbooks.model.errors import GpumemError
+from bot.store.alerts import AlertLog
+from collectors.kube.owners import workload_of_pod
+from collectors.kube.rest import KubeRest
+from runbooks.model.errors import EvidenceUnavailable, GpumemError
 
 log = logging.getLogger("gpumem.alerts")
 
@@ -124,14 +127,10 @@ class PodResolver:
     def _rest(self, context: str | None) -> Any:
         with self._lock:
             if context not in self._rests:
-                from collectors.kube.rest import KubeRest
-
                 self._rests[context] = KubeRest(kube_api(endpoint(self.settings, context)))
             return self._rests[context]
 
     def __call__(self, context: str | None, namespace: str, pod: str) -> str:
-        from collectors.kube.owners import workload_of_pod
-
         key = (context, namespace, pod)
         now = self.clock()
         with self._lock:
@@ -143,7 +142,6 @@ class PodResolver:
         except GpumemError:
             raise
         except Exception as e:  # KubeConfigError: no kubeconfig, no in-cluster account
-            from runbooks.model.errors import EvidenceUnavailable
 
             raise EvidenceUnavailable("no_cluster", detail=str(e)[:300]) from e
         _, name = workload_of_pod(rest, namespace, pod, timeout_s=self.settings.deadlines.source_s)
@@ -193,13 +191,9 @@ def alert_row(alert: Alert, group_key: str, placement: Placement, outcome: str, 
 
 def record_alerts(store: Any, rows: list[dict[str, Any]], now: Any = None) -> int:
     """Record a batch of alert rows in the store in one transaction."""
-    from bot.store.alerts import AlertLog
-
     return AlertLog(store).add(rows, now=now)
 
 
 def last_triaged(store: Any, key: tuple[str | None, str, str], since: Any) -> Any:
     """The newest stored alert that started a triage of `key` since `since` (None: none)."""
-    from bot.store.alerts import AlertLog
-
     return AlertLog(store).last_triaged(*key, since=since)

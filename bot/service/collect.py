@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.grammar.requests import CollectRequest
+from bot.grammar.slack import split_target
+from bot.service.bundle_dir import check_bundle_dir
 from bot.service.deps import Deps
+from bot.service.triage import MEMORY_CHART, draw_charts, live_options, write_bundle
+from collectors.live import collect_live
+from collectors.parsers.bundle import has_evidence
 from runbooks.model.evidence import Evidence
 
 
@@ -24,11 +29,6 @@ class CollectOutcome:
 def collect_bundle(request: CollectRequest, deps: Deps, lang: str) -> CollectOutcome:
     """Collect `request.target` live with the settings and flags of `request`, write the bundle to
     `request.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
-    from bot.service.bundle_dir import check_bundle_dir
-    from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
-    from collectors.live import collect_live
-    from collectors.parsers.bundle import has_evidence
-
     opts, settings = live_options(request, deps)
     namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
     check_bundle_dir(request.out)  # before the collection, not after

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.grammar.requests import FleetRequest
+from bot.render.fleet import FleetOutcome, Missing
 from bot.service.connections import cluster_prometheus, prometheus_client
 from bot.service.deps import Deps
 from collectors.prometheus.client import PrometheusClient
+from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
+from runbooks.alerts.engines import ENGINES
+from runbooks.alerts.fleet import rank
 from runbooks.model.errors import UsageError
-
-if TYPE_CHECKING:
-    from bot.render.fleet import FleetOutcome
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -25,11 +26,6 @@ DEFAULT_TIMEOUT_S = 10.0
 def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str] | None = None,
                namespaces: Sequence[str] = (), top: int | None = None, window_s: int | None = None) -> FleetOutcome:
     """Read the fleet through `client` at `now` and rank it; never raises for Prometheus trouble."""
-    from bot.render.fleet import FleetOutcome, Missing
-    from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
-    from runbooks.alerts.engines import ENGINES
-    from runbooks.alerts.fleet import rank
-
     chosen = tuple(engines) if engines else ENGINES
     window = window_s or DEFAULT_WINDOW_S
     readings = read_fleet(client, now=now, engines=chosen, namespaces=namespaces, window_s=window)

@@ -17,14 +17,18 @@ The template says "unknown" wherever nothing stored tells.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.actuator.writer import KubeWriter
 from bot.grammar.requests import HandoverRequest
 from bot.service.connections import endpoint, kube_api, prometheus_client
 from bot.service.deps import Deps
+from bot.service.records import open_store
+from bot.service.remediate import writer_for
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
@@ -548,8 +552,6 @@ def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | N
     """An ObjectReader for the cluster (None when no client can be made: no kubeconfig, no
     in-cluster account)."""
     try:
-        from bot.service.remediate import writer_for
-
         writer = writer_for(kubeconfig, context)
     except Exception:  # no cluster configured: temporary measures stay unconfirmed
         return None
@@ -573,8 +575,6 @@ class ClusterReaders:
     reader of the cluster a plan names."""
 
     def __init__(self, settings: Any, timeout_s: float):
-        import threading
-
         self.settings = settings
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
@@ -597,8 +597,6 @@ class ClusterReaders:
         key = cluster.name or cluster.context
         with self._lock:
             if key not in self._made:
-                from bot.actuator.writer import KubeWriter
-
                 api = kube_api(endpoint(self.settings, cluster.name))
                 self._made[key] = KubeWriter(api, timeout_s=self.timeout_s).read
             return self._made[key]
@@ -611,8 +609,6 @@ def cli_handover(request: HandoverRequest, deps: Deps) -> Handover:
     """`gpumem handover`: the handover --channel and --since ask for, with the configured
     Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
     scheduler's posted handovers move a channel's window."""
-    from bot.service.records import open_store
-
     settings = deps.settings
     offline = request.offline
     read_state = None if offline else prometheus_reader(settings)

@@ -15,8 +15,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.config.remediation import store_path
+from bot.config.yaml_io import SettingsError
 from bot.grammar.requests import NoteRequest, NotesRequest, TriageRequest
+from bot.grammar.slack import split_target
 from bot.service.deps import Deps
+from bot.service.records import open_store
 from bot.store.db import Store
 from bot.store.notes import Journal, Note, TriageRecord
 from runbooks.model.errors import UsageError
@@ -36,8 +40,6 @@ def add_note(store: Store, author: str, text: str, *, target: str | None = None,
         raise UsageError("note_too_long", limit=MAX_NOTE_CHARS, length=len(text))
     namespace = name = None
     if target:
-        from bot.service.triage import split_target
-
         namespace, name = split_target(target)
     return Journal(store).add_note(author, text, channel=channel, cluster=cluster, namespace=namespace, name=name,
                                    now=now)
@@ -50,8 +52,6 @@ def list_notes(store: Store, *, since: datetime | timedelta | None = None, targe
         since = (now or datetime.now(UTC)) - since
     namespace = name = None
     if target:
-        from bot.service.triage import split_target
-
         namespace, name = split_target(target)
     return Journal(store).notes(since=since, namespace=namespace, name=name, channel=channel)
 
@@ -68,7 +68,8 @@ def split_note_args(request: NoteRequest) -> tuple[str | None, str]:
 
 def record_note(request: NoteRequest, deps: Deps) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
-    from bot.service.records import open_store
+    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
+    # -X importtime), for the operator's name alone
     from bot.service.remediate import operator
 
     target, text = split_note_args(request)
@@ -81,8 +82,6 @@ def record_note(request: NoteRequest, deps: Deps) -> Note:
 
 def find_notes(request: NotesRequest, deps: Deps) -> list[Note]:
     """`gpumem notes`: the notes --since, --target and --channel ask for."""
-    from bot.service.records import open_store
-
     store = open_store(request, deps)
     try:
         return list_notes(store, since=request.since, target=request.target, channel=request.channel, now=deps.now())
@@ -155,8 +154,8 @@ def record_cli_triage(request: TriageRequest, report: Report, deps: Deps) -> Tri
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
     never fails the triage: the report was printed, the record is best effort."""
-    from bot.config.remediation import store_path
-    from bot.config.yaml_io import SettingsError
+    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
+    # -X importtime), for the operator's name alone
     from bot.service.remediate import operator
 
     try:

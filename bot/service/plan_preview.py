@@ -25,6 +25,7 @@ from typing import Any
 from bot.grammar.requests import BudgetRequest
 from bot.service.connections import endpoint, kube_api
 from collectors.errors import ParseError
+from collectors.kube.client import KubeConfigError
 from collectors.kube.gpu_room import GpuRoom, read_gpu_room
 from collectors.kube.rest import KubeRest
 from collectors.parsers.kube_objects import workload_from_object
@@ -45,6 +46,7 @@ from runbooks.remediation.preview import (
     blast_radius,
     selector_matches,
 )
+from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.whatif import canonical_key
 
 #: the kinds a preview reads as a workload
@@ -60,8 +62,6 @@ def reader_for(settings: Any, cluster: str | None) -> KubeRest | None:
     configured kubeconfig and context): the nodes and pods of a blast radius are read with it,
     never with the writer, whose Role grants neither. None when no config loads (the preview
     then says nodes and pods were not read)."""
-    from collectors.kube.client import KubeConfigError
-
     try:
         api = kube_api(endpoint(settings, cluster))
     except KubeConfigError:
@@ -154,8 +154,6 @@ def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | No
 def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: Plan, room: GpuRoom,
                    pods: tuple[str, ...] | None) -> BudgetPreview:
     """The predicted budget of `obj` and `after_obj` (see the module docstring)."""
-    from runbooks.sizing.budget import compute_budget
-
     before_n, after_n = _replicas(obj), _replicas(after_obj) if after_obj is not None else None
     scale = next((c for c in plan.changes if c.kind == "scale" and isinstance(c.new, int)), None)
     if scale is not None:
@@ -254,8 +252,6 @@ def scaled_by_hpa(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
     >>> scaled_by_hpa({"kind": "Deployment", "spec": {"replicas": 2}}, p)["spec"]["replicas"]
     3
     """
-    import copy
-
     after = copy.deepcopy(obj)
     spec = after.setdefault("spec", {})
     replicas = int(spec.get("replicas") or 1)

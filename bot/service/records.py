@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.config.remediation import store_path
 from bot.grammar.requests import AuditRequest, PlansRequest, StoreRequest
+from bot.grammar.slack import split_target
 from bot.service.deps import Deps
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, Store, StoredPlan
@@ -31,7 +32,6 @@ def open_store(request: StoreRequest, deps: Deps) -> Store:
 def _target(request: AuditRequest | PlansRequest) -> tuple[str | None, str | None]:
     if not getattr(request, "target", None):
         return None, None
-    from bot.service.triage import split_target
 
     return split_target(request.target)
 

@@ -7,21 +7,16 @@ that only clash together raise UsageError, worded from `rules_cli.error.<code>`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bot.grammar.requests import RulesRequest
+from bot.render.rules import DEFAULT_OBJECT_NAME, RulesOutcome
 from bot.service.deps import Deps
 from runbooks.alerts.engines import ENGINES
+from runbooks.alerts.rules import build_rules
 from runbooks.model.errors import UsageError
 
-if TYPE_CHECKING:
-    from bot.render.rules import RulesOutcome
 
 def run_rules(request: RulesRequest, deps: Deps) -> RulesOutcome:
     """The rules for parsed `rules` arguments; flags that clash raise UsageError."""
-    from bot.render.rules import DEFAULT_OBJECT_NAME, RulesOutcome
-    from runbooks.alerts.rules import build_rules
-
     if request.namespace_label == request.deployment_label:
         raise UsageError("same_label", label=request.namespace_label)
     if request.output != "prometheusrule":

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.grammar.requests import CollectRequest, TriageRequest
+from bot.grammar.slack import split_target
 from bot.service.bundle_out import write_bundle_json
 from bot.service.connections import is_in_cluster
 from bot.service.deps import Deps
@@ -43,22 +44,6 @@ class TriageOutcome:
     discard_bundle: bool = False
     #: anything at all could be read (False: an empty or unreadable bundle, exit 3)
     evidence_found: bool = True
-
-
-def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
-    """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
-
-    The one target grammar (`bot.grammar.slack.parse_target`), so a name the CLI accepts is
-    one Slack accepts. Raises CommandError (a UsageError) missing_target, missing_namespace or
-    bad_target.
-
-    >>> split_target("llm/vllm-server")
-    ('llm', 'vllm-server')
-    """
-    from bot.grammar.slack import parse_target
-
-    found = parse_target(target, default_namespace)
-    return found.namespace, found.name
 
 
 def options_from_settings(settings, context: str | None = None) -> LiveOptions:

@@ -44,6 +44,7 @@ from bot.slack.drain import Stopping
 from bot.slack.errorid import log_crash
 from bot.slack.jobs import Answering, Claims, JobPool, StoreClaims
 from bot.slack.metrics import BotMetrics
+from bot.slack.remediation import RemediationDesk
 from bot.slack.work import Job, SharedStore, Work
 from bot.verbs import VERBS
 from runbooks.model.errors import UsageError
@@ -78,7 +79,6 @@ class Handlers:
         #: the "Run again" double-click guard: in the store when there is one (replicas and restarts share it)
         self.claims = claims or (StoreClaims(store) if store is not None else Claims())
         self.clock = clock
-        from bot.slack.remediation import RemediationDesk
 
         #: plans: the "Plan" buttons, Approve / Reject / Roll back / Plan again, /gpumem plan, plans, rollback
         self.remediation = RemediationDesk(settings, poster, store, self._later, self._check_target)

@@ -25,11 +25,14 @@ from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
 from bot.render.handover import handover_text
 from bot.render.i18n import Catalog
+from bot.render.templating import environment
 from bot.render.text import render_text
+from bot.service.fleet import view_time
 from bot.service.handover import post_handover
 from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
 from bot.service.redact import redact
+from bot.service.reviews import confirm
 from bot.service.runners import TargetNotFound as NoEvidenceSource
 from bot.service.runners import TriageRunner, bundle_archive
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
@@ -77,8 +80,6 @@ def warm_up(langs: set[str] | list[str] | tuple[str, ...]) -> None:
     """What answering the first job would load in this process, loaded at start-up: each
     language's catalog and the compiled report template. (The runner's own warm-up, the charts
     and the parsers, happens where it runs: see `bot.service.runners.ProcessRunner`.)"""
-    from bot.render.templating import environment
-
     for lang in langs:
         Catalog.load(lang)
     environment().get_template("triage.txt.j2")
@@ -408,7 +409,7 @@ class Work:
         """The chart of the shift into the handover's thread; best effort (the text says it all)."""
         if not handover.shift:
             return
-        try:
+        try:  # lazy, inside the try: charts need matplotlib, an optional extra (gpumem[charts])
             from bot.render.chart_shift import shift_chart
 
             png = shift_chart(handover.shift, handover.since, handover.until, lang)
@@ -422,8 +423,6 @@ class Work:
         """Post a post-change review reminder (`bot.service.reviews.ReviewReminder`) into
         `channel`, its stop-gap checked against the live object first. Returns the message ts;
         raises when it could not be posted (the scheduler records the failure)."""
-        from bot.service.reviews import confirm
-
         if self.store is not None:
             with self.store.use() as store:
                 reminder = confirm(store, reminder, self.read_object, datetime.now(UTC))
@@ -444,7 +443,6 @@ class Work:
         try:
             if self.fleet_reader is None:
                 raise RuntimeError("no Prometheus configured for the fleet view")
-            from bot.service.fleet import view_time
 
             outcome = self.fleet_reader(tuple(getattr(args, "namespace", None) or ()),
                                         getattr(args, "engine", None), getattr(args, "top", None),
@@ -469,7 +467,7 @@ class Work:
             self._tell(job, cat.t("slack.error.post_failed", error=error))
             self.metrics.command("fleet", "error", self.clock() - job.accepted_at)
             return
-        try:
+        try:  # lazy, inside the try: charts need matplotlib, an optional extra (gpumem[charts])
             from bot.render.chart_fleet import fleet_chart
 
             png = fleet_chart(outcome.rows, F.chart_title(outcome, job.lang), job.lang)
