@@ -28,12 +28,15 @@ from bot.grammar.commands import parse_argv
 from bot.render.terminal import InertStream
 from bot.service.deps import Deps
 from bot.service.exits import exit_code
-from bot.verbs import VERBS
 from runbooks.model.errors import GpumemError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     request = parse_argv(argv)
+    # lazy: the registry names every verb's request type (the dataclasses cost ~15-25 ms), which
+    # `gpumem --help` would pay before argparse exits
+    from bot.verbs import VERBS
+
     env = read_environment()  # the one read of the process environment, handed down from here
     lang = request.lang or env.lang
     entry = VERBS[request.verb]

@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.grammar.requests import CollectRequest, TriageRequest
 from bot.grammar.slack import split_target
 from bot.service.bundle_out import write_bundle_json
-from bot.service.connections import is_in_cluster
 from bot.service.deps import Deps
-from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
 from runbooks.model.secrets import redact_evidence
 from runbooks.triage.runbook import STEPS, triage
+
+if TYPE_CHECKING:
+    from collectors.live import LiveCollection, LiveOptions
 
 #: a live triage reports one more step than the offline one: the collection itself
 LIVE_STEPS = ("collect", *STEPS[1:])
@@ -48,6 +50,11 @@ class TriageOutcome:
 
 def options_from_settings(settings, context: str | None = None) -> LiveOptions:
     """LiveOptions for a context (a configured cluster's name or kube context), from Settings."""
+    # lazy, here and in the other live entry points: the live collectors bring the Kubernetes
+    # and HTTP clients (~330 ms with -X importtime), which an offline triage never uses
+    from bot.service.connections import is_in_cluster
+    from collectors.live import LiveOptions, PrometheusOptions
+
     cluster = settings.cluster(context)
     prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
     prom_opts = None
@@ -109,6 +116,8 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     """Collect and triage; with `bundle_dir`, also write the bundle there with its charts (the
     evidence of record Slack uploads and `--save-bundle` keeps). Without it nothing is written
     and no chart is drawn: a terminal triage leaves no files behind."""
+    from collectors.live import collect_live
+
     namespace, name = split_target(target, default_namespace)
     if bundle_dir:
         from bot.service.bundle_dir import check_bundle_dir
@@ -131,7 +140,7 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
 
 def live_options(request: TriageRequest | CollectRequest, deps: Deps):
     """LiveOptions from the config file and environment, then the command-line flags."""
-    from dataclasses import replace
+    from collectors.live import PrometheusOptions
 
     settings = deps.settings
     opts = options_from_settings(settings, request.context)
