@@ -7,10 +7,10 @@ import sys
 from bot.cli.output import emit_report
 from bot.grammar.requests import TriageRequest
 from bot.render.i18n import Catalog
+from bot.service import triage as triage_service
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
 from bot.service.live_errors import live_guard
-from bot.service.triage import live_options, run_live_triage, triage_bundle
 from runbooks.model.errors import UsageError
 
 # bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
@@ -27,7 +27,7 @@ def run(request: TriageRequest, lang: str, deps: Deps) -> int:
 
 
 def _offline(request: TriageRequest, lang: str) -> int:
-    outcome = triage_bundle(request.bundle)
+    outcome = triage_service.triage_bundle(request.bundle)
     emit_report(outcome.report, request.json, lang)
     if not outcome.evidence_found:
         print(Catalog.load(lang).t("cli.nothing_read", path=request.bundle), file=sys.stderr)
@@ -41,9 +41,9 @@ def _live(request: TriageRequest, lang: str, deps: Deps) -> int:
     from bot.service.notes import record_cli_triage
 
     with live_guard(lang) as guard:
-        opts, settings = live_options(request, deps)
-        result = run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
-                                 default_namespace=request.namespace or settings.default_namespace)
+        opts, settings = triage_service.live_options(request, deps)
+        result = triage_service.run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
+                                                default_namespace=request.namespace or settings.default_namespace)
         emit_report(result.report, request.json, lang)
         record_cli_triage(request, result.report, deps)  # the shift's incidents, for `gpumem handover`
         if request.save_bundle:
