@@ -23,18 +23,18 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
-from bot.render.terminal import InertStream
-from bot.service.deps import Deps
 from bot.service.exits import exit_code
 from runbooks.model.errors import GpumemError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     request = parse_argv(argv)
-    # lazy: the registry names every verb's request type (the dataclasses cost ~15-25 ms), which
-    # `gpumem --help` would pay before argparse exits
+    # lazy: what runs a verb is imported once argparse has one (the registry names every verb's
+    # request type, whose dataclasses cost ~15-25 ms with -X importtime; the environment and the
+    # deps ~2 ms more), so `gpumem --help` and a usage error pay none of it
+    from bot.config.environ import read_environment
+    from bot.service.deps import Deps
     from bot.verbs import VERBS
 
     env = read_environment()  # the one read of the process environment, handed down from here
@@ -86,6 +86,9 @@ def _inert_terminal(active: bool) -> Iterator[None]:
     if not active:
         yield
         return
+    # lazy: ~1 ms (-X importtime) that `gpumem --help` would pay for nothing
+    from bot.render.terminal import InertStream
+
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
