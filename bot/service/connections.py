@@ -5,7 +5,7 @@ context, or, when its context is `in-cluster`, through the pod's service account
 one in-cluster rule (`endpoint`), and every client of the reader identity is made by `kube_api`
 from it. A name no cluster matches is taken as a kube context of the default kubeconfig.
 Prometheus clients are made by `prometheus_client` from a `PrometheusSettings` (its URL, bearer
-token or basic auth, CA file, timeout).
+token or basic auth, CA file, timeout), or by `named_prometheus` for a URL a command gives.
 
 `Connections` holds them per cluster for a process that asks again and again (the bot, a
 handover reading each plan's cluster): each is made once, on first use, thread-safely.
@@ -67,6 +67,12 @@ def prometheus_client(prom: Any, timeout_s: float | None = None) -> PrometheusCl
     return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
                             basic_auth=basic, timeout_s=prom.timeout_s if timeout_s is None else timeout_s,
                             verify=prom.ca_file or True)
+
+
+def named_prometheus(url: str, bearer_token: str | None, timeout_s: float) -> PrometheusClient:
+    """A client for a Prometheus a command names (--prometheus URL, its token from
+    $GPUMEM_PROMETHEUS_TOKEN) instead of the config's."""
+    return PrometheusClient(url, bearer_token=bearer_token, timeout_s=timeout_s)
 
 
 def cluster_prometheus(settings: Any, cluster: str | None) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.grammar.requests import FleetRequest
 from bot.render.fleet import FleetOutcome, Missing
-from bot.service.connections import cluster_prometheus, prometheus_client
+from bot.service.connections import cluster_prometheus, named_prometheus, prometheus_client
 from bot.service.deps import Deps
 from collectors.prometheus.client import PrometheusClient
 from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
@@ -44,7 +44,7 @@ def fleet_client(request: FleetRequest, deps: Deps) -> PrometheusClient:
     if request.prometheus:
         if not request.prometheus.startswith(("http://", "https://")):
             raise UsageError("bad_prometheus_url", url=request.prometheus)
-        return PrometheusClient(request.prometheus, bearer_token=deps.env.prometheus_token, timeout_s=timeout)
+        return named_prometheus(request.prometheus, deps.env.prometheus_token, timeout)
     if prom is None:
         raise UsageError("no_prometheus")
     return prometheus_client(prom, timeout)
