@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.service.grammar import (  # noqa: E402
+from bot.grammar.slack import (  # noqa: E402
     MAX_COMMAND_CHARS,
     MAX_COMMAND_WORDS,
     CommandError,

@@ -1,62 +1,50 @@
 """`gpumem`: parse one command line and hand it to the surface that runs the verb.
 
-The grammar is `bot.service.commands` (shared with Slack). Terminal verbs run in `bot.cli`,
+The grammar is `bot.grammar.commands` (shared with Slack); the command line becomes the verb's
+typed request (`bot.grammar.requests`). The verb registry (`bot.verbs.VERBS`) names, for each
+verb, the module whose `run(request, lang, deps) -> int` runs it: terminal verbs in `bot.cli`,
 `serve` in `bot.serve` (the Slack app, the HTTP face and the scheduler composed), `agent` in
-`bot.agent`; each module has `run(args, lang) -> int`.
-`COMMANDS` is the explicit registry. Heavy imports happen inside `run`, so `gpumem --help`
-stays fast.
+`bot.agent`. `deps` (`bot.service.deps`) carries the process environment, read once here
+(`bot.config.environ`), and the settings, read when asked. The module is imported only for the
+verb that runs, so `gpumem --help` stays fast.
 
 A verb that cannot go on raises a `runbooks.model.errors.GpumemError`; `main` maps it in one
 place (`fail`): one line on stderr worded by the catalogs, and the exit code its class calls
-for (`bot.service.exits`). A verb names the catalog section of its own codes in
-`ERROR_KEYS` ("budget_cli.error").
+for (`bot.service.exits`). A verb's entry names the catalog section of its own codes
+(`error_keys`, "budget_cli.error").
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from bot.service.commands import build_parser
+from bot.grammar.commands import parse_argv
 from bot.service.exits import exit_code
 from runbooks.model.errors import GpumemError
 
-#: verb -> the module that runs it; the grammar's order (`bot.service.commands.VERBS`)
-COMMANDS: dict[str, str] = {
-    "triage": "bot.cli.triage",
-    "budget": "bot.cli.budget",
-    "profile": "bot.cli.profile",
-    "collect": "bot.cli.collect",
-    "snapshot": "bot.cli.snapshot",
-    "plan": "bot.cli.remediate",
-    "apply": "bot.cli.remediate",
-    "rollback": "bot.cli.remediate",
-    "plans": "bot.cli.records",
-    "audit": "bot.cli.records",
-    "note": "bot.cli.handover",
-    "notes": "bot.cli.handover",
-    "handover": "bot.cli.handover",
-    "rules": "bot.cli.rules",
-    "fleet": "bot.cli.fleet",
-    "agent": "bot.agent.command",
-    "serve": "bot.serve",
-}
-
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from bot.service.settings import default_lang
+    request = parse_argv(argv)
+    # lazy: what runs a verb is imported once argparse has one (the registry names every verb's
+    # request type, whose dataclasses cost ~15-25 ms with -X importtime; the environment and the
+    # deps ~2 ms more), so `gpumem --help` and a usage error pay none of it
+    from bot.config.environ import read_environment
+    from bot.service.deps import Deps
+    from bot.verbs import VERBS
 
-    lang = args.lang or default_lang(os.environ)
-    verb = importlib.import_module(COMMANDS[args.verb])
-    with _inert_terminal(COMMANDS[args.verb].startswith("bot.cli.")):
+    env = read_environment()  # the one read of the process environment, handed down from here
+    lang = request.lang or env.lang
+    entry = VERBS[request.verb]
+    deps = Deps.of(request, env)
+    verb = importlib.import_module(entry.cli)
+    with _inert_terminal(entry.terminal):
         try:
-            return verb.run(args, lang)
+            return verb.run(request, lang, deps)
         except GpumemError as e:
-            return fail(e, lang, getattr(verb, "ERROR_KEYS", None))
+            return fail(e, lang, entry.error_keys)
 
 
 @contextlib.contextmanager
@@ -66,6 +54,7 @@ def _inert_terminal(active: bool) -> Iterator[None]:
     if not active:
         yield
         return
+    # lazy: ~1 ms (-X importtime) that `gpumem --help` would pay for nothing
     from bot.render.terminal import InertStream
 
     out, err = sys.stdout, sys.stderr
@@ -83,6 +72,8 @@ def fail(error: GpumemError, lang: str, keys: str | None = None) -> int:
     otherwise the wording every surface shares (`bot.service.live_errors.error_line`), so a
     workload that does not exist reads the same here and in Slack.
     """
+    # lazy: the catalogs and their YAML loader (~20 ms with -X importtime) are paid only by a
+    # verb that fails, never by `gpumem --help`
     from bot.render.i18n import Catalog
     from bot.service.live_errors import error_line
 

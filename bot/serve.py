@@ -16,23 +16,23 @@ or not Slack and the cluster still answer: see `bot.slack.drain` and `Bot.drain`
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from datetime import datetime
 from typing import Any
 
+from bot.config.settings import SettingsError, load_settings
+from bot.grammar.requests import ServeRequest
 from bot.http.alertmanager import alert_endpoint
 from bot.http.app import EVENTS_PATH, WsgiApp, wsgi_app
 from bot.http.server import HttpServer
 from bot.render.i18n import Catalog
 from bot.scheduler.setup import scheduler_from_settings, sweeps_expiry, wanted
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_OK, EXIT_USAGE
 from bot.service.redact import install
-from bot.service.settings import SettingsError, load_settings
 from bot.slack.app import Bot, secrets_of
 from bot.slack.drain import Watchdog
 from bot.slack.events import events_app, socket_mode
@@ -45,14 +45,15 @@ log = logging.getLogger("gpumem.serve")
 SWITCH_INTERVAL_S = 0.001
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
+def run(args: ServeRequest, lang: str, deps: Deps) -> int:
     """`gpumem serve`. What runs beside the listeners (`serve_background`: the scheduler) is
-    started once the HTTP face is up, and shut down first in the drain."""
+    started once the HTTP face is up, and shut down first in the drain. `deps.env` is the process
+    environment as `bot.config.environ` read it."""
     cat = Catalog.load(lang)
     try:
-        settings = load_settings(args.config, os.environ)
+        settings = load_settings(args.config, deps.env)
         settings.require("bot_token", "signing_secret" if args.http else "app_token")
-        limits = ServeLimits.from_environ(os.environ)
+        limits = ServeLimits.from_environ(deps.env)
     except SettingsError as e:
         print(cat.t("slack.serve.config_error", error=str(e)), file=sys.stderr)
         return EXIT_USAGE
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace, lang: str) -> int:
     # of a 50-command burst from 80-96 ms to 56-71 ms (benchmarks/bench_slack_ack.py). Triage
     # runs in worker processes, so no long computation here pays for the extra switches.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    bot = build_from_settings(settings, os.environ, limits)
+    bot = build_from_settings(settings, deps.env, limits)
     try:
         bot.background += serve_background(bot)
     except SettingsError as e:

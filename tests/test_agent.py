@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.agent.command import AgentIo, serve
 from bot.agent.server import AgentServer, SnapshotCache, make_server
+from bot.grammar.commands import parse_argv
 from bot.render.i18n import Catalog
-from bot.service.commands import build_parser
 from bot.service.gpus import NvmlUnavailable
 from collectors.nvml.reader import read_gpus
 from runbooks.model.units import GIB, MIB
@@ -230,7 +230,7 @@ def test_missing_driver_is_asked_again_only_after_the_interval(gpuless_agent):
 
 def test_require_gpu_exits_3_with_the_reason_and_serves_nothing():
     err = io.StringIO()
-    args = build_parser().parse_args(["agent", "--port", "0", "--host", "127.0.0.1", "--require-gpu"])
+    args = parse_argv(["agent", "--port", "0", "--host", "127.0.0.1", "--require-gpu"])
     nvml = FakeNvml([], init_error=fake_nvml.NVMLError_DriverNotLoaded)
     assert serve(args, "en", AgentIo(nvml=nvml, err=err)) == 3
     assert err.getvalue().startswith("The NVIDIA driver is installed but not loaded")
@@ -242,14 +242,14 @@ def test_a_port_in_use_is_a_usage_error_naming_it():
         busy.listen()
         port = busy.getsockname()[1]
         err = io.StringIO()
-        args = build_parser().parse_args(["agent", "--port", str(port), "--host", "127.0.0.1"])
+        args = parse_argv(["agent", "--port", str(port), "--host", "127.0.0.1"])
         assert serve(args, "en", AgentIo(nvml=node_fake(), err=err)) == 2
     assert f"Cannot listen on 127.0.0.1:{port}" in err.getvalue()
 
 
 def test_agent_labels_devices_with_the_node_and_stops_when_asked():
     err, stop = _LineWriter(), threading.Event()
-    args = build_parser().parse_args(["agent", "--port", "0", "--host", "127.0.0.1", "--node", "gpu-node-7"])
+    args = parse_argv(["agent", "--port", "0", "--host", "127.0.0.1", "--node", "gpu-node-7"])
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(serve(args, "en", AgentIo(node_fake(), err, stop))))
     thread.start()
@@ -324,7 +324,7 @@ def test_daemonset_manifest_parses_and_its_args_are_a_valid_agent_command():
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["gpumem"]
-    args = build_parser().parse_args(container["args"])
+    args = parse_argv(container["args"])
     assert (args.verb, args.host, args.port) == ("agent", "0.0.0.0", 9500)
     assert container["ports"][0]["containerPort"] == args.port
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.config.settings import SettingsError, load_settings
 from bot.service.alert_payload import Alert, Notification, PayloadError, parse_notification
 from bot.service.alerts import place, webhook_token_matches
-from bot.service.settings import SettingsError, load_settings
 from runbooks.model.errors import TargetNotFound
 from tests.support.alertmanager import alert, notification
 

@@ -299,7 +299,7 @@ def test_non_finite_and_absurd_numbers_are_usage_errors_naming_the_flag(capsys, 
 
 
 def test_slack_refuses_the_same_numbers_before_any_work_starts():
-    from bot.service.grammar import CommandError, parse_command
+    from bot.grammar.slack import CommandError, parse_command
 
     with pytest.raises(CommandError) as e:
         parse_command("budget --engine vllm --model Qwen/Qwen2.5-7B-Instruct --gpu A100 --gpu-mem-gib nan")

@@ -80,7 +80,7 @@ def test_parsing_any_verb_imports_no_heavy_library():
     import sys
 
     heavy = ("kubernetes", "slack_bolt", "slack_sdk", "matplotlib", "numpy", "requests", "pynvml", "waitress")
-    code = ("import sys; from bot.service.commands import build_parser; build_parser(); "
+    code = ("import sys; from bot.grammar.commands import build_parser; build_parser(); "
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)

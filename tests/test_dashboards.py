@@ -5,7 +5,6 @@ tests/test_dashboards_promql.py runs every query against a real Prometheus."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from itertools import combinations
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from bot.cli import dashboards as cli
+from bot.grammar.requests import DashboardsRequest
 from bot.render import dashboards as render
 from bot.render.i18n import Catalog
 from bot.service.dashboards import dashboards
@@ -200,7 +200,7 @@ def test_titles_are_english_or_chinese_and_the_rest_is_the_same():
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_listing_names_every_panel_what_it_reads_and_its_line(lang, capsys):
     cat = Catalog.load(lang)
-    assert cli.run(argparse.Namespace(engine=None, json=False), lang) == 0
+    assert cli.run(DashboardsRequest(engine=None, json=False), lang, None) == 0
     out = capsys.readouterr().out
     for engine in ENGINES:
         assert f"gpumem-{engine}" in out
@@ -217,10 +217,10 @@ def test_the_listing_names_every_panel_what_it_reads_and_its_line(lang, capsys):
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_json_is_the_one_dashboard_grafana_imports_or_all_three(lang, capsys):
-    assert cli.run(argparse.Namespace(engine="tgi", json=True), lang) == 0
+    assert cli.run(DashboardsRequest(engine="tgi", json=True), lang, None) == 0
     one = json.loads(capsys.readouterr().out)
     assert one == _json("tgi", lang)
-    assert cli.run(argparse.Namespace(engine=None, json=True), lang) == 0
+    assert cli.run(DashboardsRequest(engine=None, json=True), lang, None) == 0
     every = json.loads(capsys.readouterr().out)
     assert [x["uid"] for x in every] == ["gpumem-vllm", "gpumem-sglang", "gpumem-tgi"]
 
@@ -266,3 +266,17 @@ def test_the_listing_in_the_docs_is_what_the_command_prints():
     page = (DEPLOY.parent / "docs" / "dashboards.md").read_text(encoding="utf-8")
     shown = page.split("`gpumem dashboards --engine vllm`:\n\n```\n", 1)[1].split("```", 1)[0]
     assert shown == render.dashboards_text(dashboards("vllm"), "en")
+
+
+def test_the_dashboards_verb_runs_through_the_registry(capsys):
+    from bot.main import main
+
+    assert main(["dashboards", "--engine", "tgi", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["uid"] == "gpumem-tgi"
+    assert main(["dashboards", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert "gpumem-vllm" in out and "gpumem-sglang" in out and "gpumem-tgi" in out
+    with pytest.raises(SystemExit) as exit_info:  # argparse refuses an engine it does not know
+        main(["dashboards", "--engine", "lmdeploy"])
+    assert exit_info.value.code == 2

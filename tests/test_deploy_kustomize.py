@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from bot.service.settings import load_settings
+from bot.config.settings import load_settings
 from tests.support import kustomize
 from tests.support.deploy import (
     COMPONENTS,

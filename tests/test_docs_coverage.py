@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from bot.config.settings import load_settings
+from bot.config.yaml_io import YamlDoc
+from bot.grammar.commands import VERBS
+
 # The grammar, the config loader and the CLI entry point: the one place to change when they move.
 from bot.main import main as gpumem
-from bot.service.commands import VERBS
-from bot.service.settings import load_settings
-from bot.service.settings_yaml import YamlDoc
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -17,11 +17,11 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 
+from bot.grammar.slack import CommandError
 from bot.main import fail, main
 from bot.render.i18n import Catalog
 from bot.service import runners as slack_runner
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_USAGE, exit_code
-from bot.service.grammar import CommandError
 from bot.service.live_errors import error_line
 from bot.slack.work import error_reply
 from collectors.kube import client as kube
@@ -364,8 +364,8 @@ def test_live_triage_from_slack_of_a_deployment_that_does_not_exist(tmp_path, ca
     """The reproduction: `gpumem serve --http`, the real live runner and kubernetes client, a
     stand-in API server without llm/nope. The parent ends with the CLI's "not found" line, and
     nothing is logged as an error."""
+    from bot.config.settings import load_settings
     from bot.serve import serve_http
-    from bot.service.settings import load_settings
     from bot.slack.serve import build_from_settings
 
     caplog.set_level(logging.INFO)

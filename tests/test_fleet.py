@@ -14,7 +14,9 @@ from datetime import timedelta
 
 import pytest
 
+from bot.config.environ import Environment
 from bot.main import main
+from bot.service.deps import Deps
 from bot.service.fleet import fleet_view
 from collectors.prometheus import fleet as collector
 from collectors.prometheus.client import PrometheusClient
@@ -238,7 +240,7 @@ def test_cli_in_chinese_and_a_duration_back(big, capsys, monkeypatch):
     args = type("A", (), {"at": timedelta(minutes=5), "config": None, "prometheus": big.url, "timeout": 5.0,
                           "engine": None, "namespace": ["ml"], "top": None})()
     later = big.end + timedelta(minutes=5)
-    assert service.run_fleet(args, now=later).at == big.end
+    assert service.run_fleet(args, Deps(Environment(), now=lambda: later)).at == big.end
 
 
 def test_cli_without_prometheus_says_what_to_give(capsys, monkeypatch):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.main import COMMANDS
-from bot.service.grammar import (
+from bot.grammar.slack import (
     SLACK_VERBS,
     CommandError,
     Target,
@@ -15,6 +14,7 @@ from bot.service.grammar import (
     parse_target,
     usage_of,
 )
+from bot.verbs import VERBS
 from tests.support.slack_kit import parser_with_budget
 
 
@@ -63,7 +63,7 @@ def test_unknown_verbs_list_the_ones_that_exist():
 
 @pytest.mark.parametrize("verb", ["serve", "agent"])
 def test_cli_only_verbs_are_not_reachable_from_slack(verb):
-    assert verb in COMMANDS
+    assert verb in VERBS
     assert _error(f"{verb} --http").key == "unknown_verb"
 
 
@@ -105,7 +105,7 @@ def test_budget_takes_exactly_the_cli_flags():
     assert cmd.verb == "budget"
     assert cmd.target is None
     assert cmd.argv == ("--engine", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192")
-    assert cmd.args.max_model_len == 8192
+    assert cmd.request.max_model_len == 8192
     assert "--lang" in cmd.options
 
 
@@ -122,10 +122,10 @@ def test_budget_flags_naming_files_are_refused():
     assert (e.key, e.params["flag"]) == ("host_only_flag", "--config-json")
 
 
-@pytest.mark.skipif("budget" not in COMMANDS, reason="gpumem budget is not in this build")
+@pytest.mark.skipif("budget" not in VERBS, reason="gpumem budget is not in this build")
 def test_the_real_budget_verb_takes_its_flags_and_refuses_file_ones():
     cmd = parse_command("budget --engine vllm --model Qwen/Qwen2.5-7B-Instruct --gpu A100-80GB --max-num-seqs 64")
-    assert cmd.args.max_num_seqs == 64 and cmd.args.gpu == "A100-80GB"
+    assert cmd.request.max_num_seqs == 64 and cmd.request.gpu == "A100-80GB"
     assert _error("budget --help").usage.startswith("usage: /gpumem budget")
     for flag in ("--from-deployment d.yaml", "--profile access.log", "--model /models/qwen/config.json",
                  "--model ../secrets"):

@@ -75,8 +75,8 @@ def test_a_shift_of_real_flows_hands_over_what_happened_and_what_is_still_in_pla
 
 
 def test_a_stopgap_is_confirmed_on_the_cluster_its_plan_changed(tmp_path, capsys):
+    from bot.config.settings import load_settings
     from bot.service.handover import build_handover, live_object_reader
-    from bot.service.settings import load_settings
     from bot.store.db import Store
 
     (tmp_path / "a").mkdir()

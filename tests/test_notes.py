@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlite_utils import Database
 
+from bot.config.environ import Environment
 from bot.main import main
+from bot.service.deps import Deps
 from bot.service.notes import add_note, list_notes, record_triage, summarize_report
 from bot.store.db import Store
 from bot.store.migrations import MIGRATIONS
@@ -92,17 +94,16 @@ def test_a_triage_summary_says_what_it_knew_and_none_for_the_rest():
     assert json.dumps(rec.summary)  # plain JSON
 
 
-def test_the_cli_triage_records_only_where_a_store_is_in_use(tmp_path, monkeypatch):
+def test_the_cli_triage_records_only_where_a_store_is_in_use(tmp_path):
     import argparse
 
     from bot.service.notes import record_cli_triage
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.delenv("GPUMEM_CONFIG", raising=False)
+    env = Environment.from_mapping({"XDG_STATE_HOME": str(tmp_path / "state")})
     args = argparse.Namespace(config=None, context=None)
     report = Report(target="llm/vllm-server", verdict=Verdict("scheduling"))
-    assert record_cli_triage(args, report) is None and not (tmp_path / "state").exists()
+    assert record_cli_triage(args, report, Deps(env)) is None and not (tmp_path / "state").exists()
     Store.open(tmp_path / "state" / "gpumem" / "gpumem.db").close()  # something created the store
-    assert record_cli_triage(args, report).verdict == "scheduling"
+    assert record_cli_triage(args, report, Deps(env)).verdict == "scheduling"
     assert record_cli_triage(argparse.Namespace(config=None, context="prod", store=str(tmp_path / "x.db")),
-                             report).cluster == "prod"
+                             report, Deps(env)).cluster == "prod"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_bolt.request import BoltRequest
 
-from bot.service.grammar import Command, CommandError, parse_command
+from bot.grammar.slack import Command, CommandError, parse_command
 from tests.support.fake_slack import signed_headers
 from tests.support.slack_kit import CHANNEL, SECRET, running_bot, wsgi_post
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from bot.actuator.writer import KubeWriter
+from bot.config.settings import SettingsError, load_settings
 from bot.render import slack_remediation as P
 from bot.scheduler.leader import FileLockElector
 from bot.scheduler.runner import HandoverScheduler
 from bot.serve import serve_background
 from bot.service import approvals, remediate
 from bot.service.expiry import APPROVED_GRACE_S, EXPIRY_ACTOR, expire_due
-from bot.service.settings import SettingsError, load_settings
 from bot.slack.app import build_bot
 from bot.slack.plan_notices import PlanNotices
 from bot.slack.serve import choose_runner

@@ -136,7 +136,7 @@ def test_gpumem_plans_and_apply_reconcile_first(cluster, tmp_path, capsys):
 
 
 def test_gpumem_serve_settles_plans_left_applying_when_the_bot_is_built(cluster, tmp_path):
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
     from bot.slack.app import build_bot
     from bot.slack.serve import choose_runner
     from tests.support.fake_slack import FakeSlack
@@ -169,9 +169,9 @@ def test_serve_edits_the_plan_messages_of_plans_settled_at_start_up_once_it_is_u
     Not while the bot is built: once it is up, with the background. Nothing is written."""
     from slack_sdk import WebClient
 
+    from bot.config.settings import load_settings
     from bot.render import slack_remediation as P
     from bot.service.approvals import record_message
-    from bot.service.settings import load_settings
     from bot.slack.app import build_bot
     from bot.slack.serve import choose_runner
     from tests.support.fake_slack import FakeSlack

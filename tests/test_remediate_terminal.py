@@ -22,8 +22,10 @@ import pytest
 
 from bot.cli import remediate as cli
 from bot.cli.watch_progress import is_live
+from bot.config.environ import read_environment
+from bot.grammar.commands import parse_argv
 from bot.render.terminal import InertStream
-from bot.service.commands import build_parser
+from bot.service.deps import Deps
 from bot.store.db import Store
 from tests.support.kube_fixtures import manual_clock, run_cli, running_scenario
 
@@ -86,13 +88,13 @@ def _plan(capsys, sc, store: Path, *argv: str) -> str:
 def _gpumem(sc, store: Path, err: Any, *argv: str, lang: str = "en") -> tuple[int, str]:
     """`gpumem ARGV` as `bot.main` runs it (stdout and stderr made inert), with the watch on the
     stand-in's clock: stderr goes to `err`; returns the exit code and stdout."""
-    args = build_parser().parse_args([*argv, "--kubeconfig", str(sc.kubeconfig), "--context", "prod",
+    args = parse_argv([*argv, "--kubeconfig", str(sc.kubeconfig), "--context", "prod",
                                       "--store", str(store), "--lang", lang])
     out = io.StringIO()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
-        rc = cli.run(args, lang, clock=sc.clock, sleep=sc.clock.advance, now=lambda: T0 + timedelta(seconds=sc.clock()))
+        rc = cli.run(args, lang, Deps.of(args, read_environment()), clock=sc.clock, sleep=sc.clock.advance, now=lambda: T0 + timedelta(seconds=sc.clock()))
     finally:
         sys.stdout, sys.stderr = saved
     return rc, out.getvalue()
@@ -175,13 +177,13 @@ def test_an_interrupted_watch_leaves_its_last_line_ended(cluster, tmp_path, caps
             raise KeyboardInterrupt
         clock.advance(s)
 
-    args = build_parser().parse_args(["apply", plan, "--yes", "--kubeconfig", str(cluster.kubeconfig),
+    args = parse_argv(["apply", plan, "--yes", "--kubeconfig", str(cluster.kubeconfig),
                                       "--context", "prod", "--store", str(store), "--lang", "en"])
     saved = sys.stderr
     sys.stderr = InertStream(pty.stream)
     try:
         with pytest.raises(KeyboardInterrupt):
-            cli.run(args, "en", clock=clock, sleep=sleep)
+            cli.run(args, "en", Deps.of(args, read_environment()), clock=clock, sleep=sleep)
     finally:
         sys.stderr = saved
     text = pty.read().decode("utf-8")

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.config.schedules import Schedule
 from bot.scheduler.leader import LeaderElector
 from bot.scheduler.runner import HandoverScheduler
 from bot.scheduler.slots import due_slot, slot_key
 from bot.service.lease import LeaseClient
-from bot.service.settings_schedules import Schedule
 from bot.store.db import Store
 from bot.store.notes import Journal
 from runbooks.model.errors import StaleObject
@@ -171,7 +171,7 @@ def test_the_scheduler_runs_on_apscheduler_and_stops_cleanly():
     ('{channel: C1, cron: "0 9 * * *", every: 1}', "every"),
 ])
 def test_a_bad_schedule_is_named_by_file_line_and_field(tmp_path, entry, message):
-    from bot.service.settings import SettingsError, load_settings
+    from bot.config.settings import SettingsError, load_settings
 
     config = tmp_path / "gpumem.yaml"
     config.write_text(f"schedules:\n  - {entry}\n")
@@ -181,7 +181,7 @@ def test_a_bad_schedule_is_named_by_file_line_and_field(tmp_path, entry, message
 
 
 def test_schedules_default_to_utc_and_an_hour_of_grace(tmp_path):
-    from bot.service.settings import load_settings
+    from bot.config.settings import load_settings
 
     config = tmp_path / "gpumem.yaml"
     config.write_text('schedules:\n  - {channel: C1, cron: "30 8 * * 1-5"}\nscheduler: {lease_duration_s: 15}\n')

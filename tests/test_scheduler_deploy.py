@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.config.settings import load_settings
 from bot.scheduler.leader import LeaderElector
 from bot.service.lease import LeaseClient
-from bot.service.settings import load_settings
 from tests.support.deploy import (
     DEPLOY,
     OVERLAYS,

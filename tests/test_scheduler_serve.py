@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.config.settings import SettingsError, load_settings
 from bot.scheduler.leader import FileLockElector, LeaderElector, parse_time
 from bot.scheduler.setup import make_elector, scheduler_from_settings
-from bot.service.settings import SettingsError, load_settings
 from bot.store.db import Store
 from bot.store.notes import Journal
 from runbooks.model.changes import Scale

@@ -35,10 +35,10 @@ from urllib.parse import unquote_plus, urlsplit
 import pytest
 import requests
 
+from bot.config.settings import load_settings
 from bot.main import main
 from bot.serve import serve_http
 from bot.service.redact import install
-from bot.service.settings import load_settings
 from bot.slack.app import secrets_of
 from bot.slack.serve import build_from_settings
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body

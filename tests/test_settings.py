@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.service.settings import DEFAULT_SLACK_API_URL, SettingsError, load_settings
+from bot.config.settings import DEFAULT_SLACK_API_URL, SettingsError, load_settings
 
 BOT = "xoxb-1111-2222-secretbotvalue"
 SIGNING = "8f14e45fceea167a5a36dedd4bea2543"

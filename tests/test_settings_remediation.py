@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.service.settings import SettingsError, load_settings
-from bot.service.settings_remediation import store_path
+from bot.config.remediation import store_path
+from bot.config.settings import SettingsError, load_settings
 from runbooks.remediation.policy import decide
 
 FULL = """\

@@ -25,10 +25,10 @@ from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryInt
 import bot.service.triage as live
 from bot.service.redact import RedactingFilter, install, redact
 from bot.service.runners import live_runner
-from bot.service.verbs import VerbOutput
 from bot.slack.api import ConnectionRetries, SlackPoster
 from bot.slack.app import listeners, register
 from bot.telemetry.metrics import BotMetrics
+from bot.verbs.worker import VerbOutput
 from runbooks.model.evidence import Evidence
 from tests.support.fake_slack import signed_headers, slash_body
 from tests.support.slack_kit import (

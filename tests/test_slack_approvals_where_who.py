@@ -12,8 +12,8 @@ import pytest
 from slack_bolt.request import BoltRequest
 from slack_sdk import WebClient
 
+from bot.config.settings import load_settings
 from bot.render import slack_remediation as P
-from bot.service.settings import load_settings
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster
 from bot.slack.app import build_bot

@@ -24,11 +24,11 @@ from types import SimpleNamespace
 import pytest
 import requests
 
-from bot.main import COMMANDS
+from bot.config.settings import load_settings
 from bot.serve import serve_http
-from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import build_from_settings
+from bot.verbs import VERBS
 from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body
 from tests.support.slack_kit import (
     CHANNEL,
@@ -186,7 +186,7 @@ def test_the_run_again_button_over_http(served):
     assert len(_parents(fake)) == 2
 
 
-@pytest.mark.skipif("budget" not in COMMANDS, reason="gpumem budget is not in this build")
+@pytest.mark.skipif("budget" not in VERBS, reason="gpumem budget is not in this build")
 def test_budget_runs_the_real_cli_verb_and_posts_its_output(served):
     fake, server = served.fake, served.server
     ack = _command(fake, server, "budget --engine vllm --model Qwen/Qwen2.5-7B-Instruct --gpu A100-80GB").json()

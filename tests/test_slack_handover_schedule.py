@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from bot.config.schedules import Schedule
 from bot.scheduler.runner import HandoverScheduler
-from bot.service.settings_schedules import Schedule
 from bot.store.db import Store
 from bot.store.notes import Journal
 from tests.support.slack_kit import CHANNEL, drain, running_bot

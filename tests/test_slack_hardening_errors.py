@@ -15,9 +15,9 @@ import pytest
 
 import bot.slack.handlers as handlers_module
 import bot.slack.work as work_module
-from bot.service.verbs import VerbOutput
 from bot.slack.api import SlackPoster, error_of
 from bot.telemetry.metrics import BotMetrics
+from bot.verbs.worker import VerbOutput
 from tests.support.slack_kit import (
     CHANNEL,
     ZH_CHANNEL,

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-import bot.service.grammar as grammar
-from bot.service.grammar import MAX_COMMAND_CHARS, MAX_COMMAND_WORDS, CommandError, parse_command
+import bot.grammar.slack as grammar
+from bot.grammar.slack import MAX_COMMAND_CHARS, MAX_COMMAND_WORDS, CommandError, parse_command
 from tests.support.slack_kit import ZH_CHANNEL, dispatch_command, drain, running_bot
 
 ATTACK = "triage llm/vllm-server " + "--context prod-a " * 8300  # about 140 KB

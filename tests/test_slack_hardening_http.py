@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 import requests
 
+from bot.config.settings import SettingsError
 from bot.http.app import EVENTS_PATH, bound_body, wsgi_app
 from bot.serve import serve_http
-from bot.service.settings import SettingsError
 from bot.slack.app import build_bot
 from bot.slack.events import events_app
 from bot.slack.limits import ServeLimits

@@ -84,7 +84,7 @@ SCRIPT = r"""
 import json, os, sys, threading
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.slack_kit import env_for, write_config, example_targets, is_diagnosis, SECRET, CHANNEL
-from bot.service.settings import load_settings
+from bot.config.settings import load_settings
 from bot.serve import serve_http
 from bot.slack.serve import build_from_settings
 import requests, pathlib, tempfile

@@ -12,8 +12,8 @@ import tarfile
 import pytest
 import requests
 
+from bot.config.settings import load_settings
 from bot.serve import serve_http
-from bot.service.settings import load_settings
 from bot.slack.serve import build_from_settings
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
 from tests.support.kube_fixtures import running_scenario

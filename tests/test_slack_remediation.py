@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.writer import JSON_PATCH, MERGE_PATCH, KubeWriter
+from bot.config.settings import load_settings
 from bot.render import slack_remediation as P
-from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import choose_runner
 from bot.store.db import Store

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 
 from slack_bolt.request import BoltRequest
 
+from bot.config.settings import load_settings
 from bot.render import slack_remediation as P
-from bot.service.settings import load_settings
 from bot.slack.app import build_bot
 from bot.slack.serve import choose_runner
 from bot.store.db import Store

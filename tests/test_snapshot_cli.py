@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.cli.snapshot import Io, snapshot
+from bot.grammar.commands import parse_argv
 from bot.main import main
-from bot.service.commands import build_parser
 from collectors.nvml.reader import parse_snapshot_json
 from runbooks.model.units import MIB
 from tests.support import fake_nvml
@@ -48,7 +48,7 @@ def node_fake() -> FakeNvml:
 def take(argv: list[str], lang: str = "en", nvml: FakeNvml | None = None, clock: Clock | None = None):
     clock = clock or Clock()
     out, err = io.StringIO(), io.StringIO()
-    args = build_parser().parse_args(["snapshot", *argv])
+    args = parse_argv(["snapshot", *argv])
     rc = snapshot(args, lang, Io(nvml=nvml or node_fake(), now=clock.now, sleep=clock.sleep,
                                  host=lambda: "gpu-node-1", out=out, err=err))
     return rc, out.getvalue(), err.getvalue()
@@ -157,7 +157,7 @@ def test_ctrl_c_mid_sampling_keeps_what_was_printed_as_valid_json():
 
     nvml = node_fake()
     out, err = io.StringIO(), io.StringIO()
-    args = build_parser().parse_args(["snapshot", "--count", "10", "--format", "json"])
+    args = parse_argv(["snapshot", "--count", "10", "--format", "json"])
     rc = snapshot(args, "en", Io(nvml=nvml, now=clock.now, sleep=sleep, host=lambda: "n", out=out, err=err))
     assert rc == 0
     assert len(json.loads(out.getvalue())) == 2

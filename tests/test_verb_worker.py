@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 
 from bot.main import main
-from bot.service.verbs import VerbOutput, WorkerVerbRunner, run_verb
+from bot.verbs.worker import VerbOutput, WorkerVerbRunner, run_verb
 
 BUDGET = ["budget", "--engine", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "A100-80GB",
           "--max-model-len", "8192", "--max-num-seqs", "128", "--gpu-memory-utilization", "0.95"]
@@ -43,7 +43,7 @@ def test_only_the_verbs_slack_may_run_here_are_run():
 
 
 def test_a_crashing_verb_sends_its_traceback_to_the_log_only(monkeypatch, caplog):
-    import bot.service.verbs as verbs
+    import bot.verbs.worker as verbs
 
     def boom(conn, argv, lang):  # what _child does when the use case raises
         try:
@@ -55,7 +55,7 @@ def test_a_crashing_verb_sends_its_traceback_to_the_log_only(monkeypatch, caplog
     monkeypatch.setattr(verbs, "_child", boom)
     runner = WorkerVerbRunner(timeout_s=60)
     runner._ctx = multiprocessing.get_context("fork")
-    with caplog.at_level("ERROR", logger="bot.service.verbs"):
+    with caplog.at_level("ERROR", logger="bot.verbs.worker"):
         out = runner(BUDGET, "en")
     assert (out.returncode, out.error) == (-1, "RuntimeError") and "internal detail" not in repr(out)
     assert "Traceback" in caplog.text and "internal detail" in caplog.text

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.writer import KubeWriter
+from bot.config.settings import ClusterSettings, PrometheusSettings, Settings
 from bot.render import remediation as render
 from bot.render import slack_remediation as P
 from bot.service import remediate
-from bot.service.settings import ClusterSettings, PrometheusSettings, Settings
 from bot.service.watch_metrics import symptoms_reader
 from bot.store.db import Store
 from runbooks.remediation.policy import ApprovalPolicy

@@ -9,8 +9,6 @@ SIGTERM and Ctrl-C stop it: the listener closes, requests in flight finish, exit
 
 from __future__ import annotations
 
-import argparse
-import os
 import signal
 import socket
 import sys
@@ -18,7 +16,13 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from bot.agent.server import SnapshotCache, make_server
+from bot.grammar.requests import AgentRequest
+from bot.render.gpus import unavailable_text
+from bot.render.i18n import Catalog
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK, EXIT_USAGE
+from bot.service.gpus import NvmlUnavailable, read_gpus
 
 DEFAULT_PORT = 9500
 
@@ -29,39 +33,36 @@ class AgentIo:
     err: TextIO | None = None
     #: set it to stop the agent (the signal handlers do); None: a fresh Event
     stop: threading.Event | None = None
+    #: the host name put on every device when --node gives none ($NODE_NAME, read by `bot.config`)
+    node_name: str | None = None
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    return serve(args, lang, AgentIo())
+def run(request: AgentRequest, lang: str, deps: Deps) -> int:
+    return serve(request, lang, AgentIo(node_name=deps.env.node_name))
 
 
-def serve(args: argparse.Namespace, lang: str, io: AgentIo) -> int:
-    from bot.agent.server import SnapshotCache, make_server
-    from bot.render.gpus import unavailable_text
-    from bot.render.i18n import Catalog
-    from bot.service.gpus import NvmlUnavailable, read_gpus
-
+def serve(request: AgentRequest, lang: str, io: AgentIo) -> int:
     cat = Catalog.load(lang)
     err = io.err or sys.stderr
-    node = args.node or os.environ.get("NODE_NAME") or socket.gethostname()
+    node = request.node or io.node_name or socket.gethostname()
 
     def read():
         snap = read_gpus(io.nvml)
         return replace(snap, devices=tuple(replace(d, host=node) for d in snap.devices))
 
-    cache = SnapshotCache(read, args.interval)
+    cache = SnapshotCache(read, request.interval)
     try:
         cache.get()
     except NvmlUnavailable as e:
-        if args.require_gpu:
+        if request.require_gpu:
             print(unavailable_text(cat, e), file=err)
             return EXIT_NO_EVIDENCE
         print(cat.t("agent_cli.serving_without_gpu", reason=unavailable_text(cat, e)), file=err)
     try:
-        server = make_server(args.host, args.port, cache, cat)
+        server = make_server(request.host, request.port, cache, cat)
     except OSError as e:
         # the port as text: the catalog would group its digits like an amount
-        print(cat.t("agent_cli.cannot_listen", host=args.host, port=str(args.port), error=e.strerror or str(e)),
+        print(cat.t("agent_cli.cannot_listen", host=request.host, port=str(request.port), error=e.strerror or str(e)),
               file=err)
         return EXIT_USAGE
     stop = io.stop or threading.Event()

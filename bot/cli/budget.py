@@ -6,20 +6,21 @@ profile); 2 bad usage, unknown names, or a flag combination the engine cannot ru
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-#: bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
-ERROR_KEYS = "budget_cli.error"
+from bot.grammar.requests import BudgetRequest
+from bot.render import budget as render
+from bot.service.budget import run_budget
+from bot.service.deps import Deps
+
+# bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render import budget as render
-    from bot.service.budget import run_budget
-
-    outcome = run_budget(args, lang)
-    if args.json:
+def run(request: BudgetRequest, lang: str, deps: Deps) -> int:
+    outcome = run_budget(request, lang)
+    if request.json:
         json.dump(render.page_json(outcome.page, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 
+from bot.grammar.requests import CollectRequest
+from bot.render.wording import issue_text
+from bot.service.collect import collect_bundle
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
+from bot.service.live_errors import live_guard
+from runbooks.model.serde import to_jsonable
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.service.collect import collect_bundle
-    from bot.service.live_errors import live_guard
-
+def run(request: CollectRequest, lang: str, deps: Deps) -> int:
     with live_guard(lang) as guard:
-        outcome = collect_bundle(args, lang)
-        if args.json:
-            import json
-
-            from runbooks.model.serde import to_jsonable
-
+        outcome = collect_bundle(request, deps, lang)
+        if request.json:
             json.dump({"bundle": str(outcome.bundle_dir), "files": list(outcome.files),
                        "issues": to_jsonable(outcome.evidence.issues)}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            from bot.render.wording import issue_text
-
             print(guard.cat.t("live.collected", path=str(outcome.bundle_dir), files=", ".join(outcome.files)))
             for issue in outcome.evidence.issues:
                 print("  - " + issue_text(guard.cat, issue))

@@ -6,24 +6,24 @@ Prometheus, a bad URL or config); 3 no query answered.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from bot.grammar.requests import FleetRequest
+from bot.render import fleet as render
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK
+from bot.service.fleet import run_fleet
+from bot.service.live_errors import live_guard
 
-#: UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
-ERROR_KEYS = "fleet_cli.error"
+# UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render import fleet as render
-    from bot.service.fleet import run_fleet
-    from bot.service.live_errors import live_guard
-
+def run(request: FleetRequest, lang: str, deps: Deps) -> int:
     with live_guard(lang) as guard:
-        outcome = run_fleet(args)
-        if args.json:
+        outcome = run_fleet(request, deps)
+        if request.json:
             json.dump(render.fleet_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")
         else:

@@ -8,30 +8,30 @@ lengths in the input.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from bot.grammar.requests import ProfileRequest
+from bot.render import profile as render
+from bot.render.i18n import Catalog
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from bot.service.profile import build_profile, is_alarming, write_chart
 
-#: a file that cannot be used raises UsageError (exit 2), one without request lengths
-#: EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
-ERROR_KEYS = "profile_cli.error"
+# a file that cannot be used raises UsageError (exit 2), one without request lengths
+# EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render import profile as render
-    from bot.render.i18n import Catalog
-    from bot.service.profile import build_profile, is_alarming, write_chart
-
-    view = build_profile(args)
+def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
+    view = build_profile(request)
     chart_error = None
-    if args.chart:
-        view, chart_error = write_chart(view, args.chart, lang)
+    if request.chart:
+        view, chart_error = write_chart(view, request.chart, lang)
         if chart_error is not None:
             key, params = chart_error
             print(Catalog.load(lang).t(key, params), file=sys.stderr)
-    if args.json:
+    if request.json:
         json.dump(render.profile_json(view, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

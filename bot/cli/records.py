@@ -3,46 +3,42 @@ checks the audit's hash chain (exit 1, like any check that found something, when
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from bot.grammar.requests import AuditRequest, PlansRequest
+from bot.render import records as render
+from bot.render.remediation import reconciled_text
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK
+from bot.service.live_errors import live_guard
+from bot.service.reconcile import reconcile_for_cli
+from bot.service.records import audit_rows, open_store, plan_rows, verify_audit
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render import records as render
-    from bot.service.records import audit_rows, plan_rows
-
-    if args.verb == "audit" and getattr(args, "verify", False):
-        from bot.service.records import verify_audit
-
-        report = verify_audit(args)
-        if args.json:
+def run(request: AuditRequest | PlansRequest, lang: str, deps: Deps) -> int:
+    if request.verb == "audit" and getattr(request, "verify", False):
+        report = verify_audit(request, deps)
+        if request.json:
             json.dump(render.chain_json(report), sys.stdout, ensure_ascii=False, indent=2)
             sys.stdout.write("\n")
         else:
             sys.stdout.write(render.chain_text(report, lang))
         return EXIT_OK if report.intact else EXIT_CAUSE
-    if args.verb == "audit":
-        rows = audit_rows(args)
-        doc, text = (render.audit_json(rows), None) if args.json else (None, render.audit_text(rows, lang))
+    if request.verb == "audit":
+        rows = audit_rows(request, deps)
+        doc, text = (render.audit_json(rows), None) if request.json else (None, render.audit_text(rows, lang))
     else:
-        from bot.render.remediation import reconciled_text
-        from bot.service.live_errors import live_guard
-        from bot.service.reconcile import reconcile_for_cli
-        from bot.service.records import open_store
-
-        store = open_store(args)
+        store = open_store(request, deps)
         try:
             with live_guard(lang) as guard:  # a kubeconfig that cannot be loaded: one line, never a traceback
-                sys.stderr.write(reconciled_text(reconcile_for_cli(args, store), lang))
+                sys.stderr.write(reconciled_text(reconcile_for_cli(request, store, deps), lang))
         finally:
             store.close()
         if guard.exit_code:
             return guard.exit_code
-        plans = plan_rows(args)
-        doc, text = (render.plans_json(plans), None) if args.json else (None, render.plans_text(plans, lang))
+        plans = plan_rows(request, deps)
+        doc, text = (render.plans_json(plans), None) if request.json else (None, render.plans_text(plans, lang))
     if doc is not None:
         json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")

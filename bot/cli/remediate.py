@@ -3,85 +3,77 @@ their own kubeconfig (their RBAC is the guard), through every actuator guard (`b
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
 
+from bot.cli.watch_progress import WatchProgress, is_live
+from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
+from bot.grammar.slack import split_target
+from bot.render import remediation as render
+from bot.render import remediation_outcome as outcome
+from bot.render import split_pools as split_render
+from bot.render.i18n import Catalog
+from bot.service import remediate, split_pools
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from bot.service.live_errors import live_guard
+from bot.service.plan_ids import known_plan
+from bot.service.reconcile import reconcile_for_cli
+from bot.service.records import open_store
+from bot.service.watch_metrics import symptoms_reader
 from runbooks.model.errors import ChangedAfterApply
 
-ERROR_KEYS = "remediate_cli.error"
 
-
-def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = time.monotonic,
+def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: Deps, *, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] | None = None) -> int:
     """Run `gpumem plan`, `apply` or `rollback`; the watch after `apply` keeps time with `clock`,
     waits with `sleep` and stamps a pipe's lines with `now()` (UTC)."""
-    from bot.render import remediation as render
-    from bot.render import remediation_outcome as outcome
-    from bot.render import split_pools as split_render
-    from bot.service import remediate, split_pools
-    from bot.service.records import open_store
-    from bot.service.settings import load_settings
+    if request.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
 
-    if args.verb in ("apply", "rollback"):  # an unknown id is refused before any cluster is named or read
-        from bot.service.plan_ids import known_plan
-
-        ids = open_store(args)
+        ids = open_store(request, deps)
         try:
-            known_plan(ids, args.plan)
+            known_plan(ids, request.plan)
         finally:
             ids.close()
-    if args.verb in ("apply", "rollback") and not args.yes:
-        from bot.render.i18n import Catalog
-
-        print(Catalog.load(lang).t("remediate_cli.needs_yes", verb=args.verb, plan=args.plan), file=sys.stderr)
+    if request.verb in ("apply", "rollback") and not request.yes:
+        print(Catalog.load(lang).t("remediate_cli.needs_yes", verb=request.verb, plan=request.plan), file=sys.stderr)
         return EXIT_USAGE
-    from bot.service.live_errors import live_guard
 
     with live_guard(lang) as guard:  # no cluster, a broken config: one line and exit 2, never a traceback
-        settings = load_settings(args.config, os.environ)
-        cluster = settings.cluster(args.context)
-        kubeconfig = args.kubeconfig or (cluster.kubeconfig if cluster else None)
-        context = args.context or (cluster.context if cluster else None)
+        settings = deps.settings
+        cluster = settings.cluster(request.context)
+        kubeconfig = request.kubeconfig or (cluster.kubeconfig if cluster else None)
+        context = request.context or (cluster.context if cluster else None)
         writer = remediate.writer_for(kubeconfig, context)
     if guard.exit_code:
         return guard.exit_code
-    store = open_store(args)
+    store = open_store(request, deps)
     watched, elapsed, window = None, 0.0, 0
     try:
         actor = remediate.operator()
-        if args.verb == "plan":
-            from bot.service.triage import split_target
-
-            namespace, name = split_target(args.target, settings.default_namespace)
-            request = split_pools.request_from_args(args, namespace, name, cluster=args.context, requested_by=actor,
+        if request.verb == "plan":
+            namespace, name = split_target(request.target, settings.default_namespace)
+            planned = split_pools.request_from_args(request, namespace, name, cluster=request.context, requested_by=actor,
                                                     origin="cli", watch_s=settings.remediation.watch_s)
-            if request is None:
-                request = remediate.plan_request(store, namespace, name, kind=args.kind, cluster=args.context,
-                                                 sets=args.set, replicas=args.replicas, container=args.container,
-                                                 action=args.action, requested_by=actor, origin="cli",
-                                                 other=remediate.explicit_changes(args), hpa_max=args.hpa_max)
-            stored = split_pools.make_plan(store, writer, request, settings.remediation.policy)
-        elif args.verb == "apply":
-            from bot.service.reconcile import reconcile_for_cli
-
-            sys.stderr.write(render.reconciled_text(reconcile_for_cli(args, store), lang))
-            stored = remediate.apply_now(store, writer, args.plan, actor)
-            window = settings.remediation.watch_s if args.watch is None else args.watch
-            if not args.no_watch and window > 0:
-                from bot.cli.watch_progress import WatchProgress, is_live
-                from bot.service.watch_metrics import symptoms_reader
-
+            if planned is None:
+                planned = remediate.plan_request(store, namespace, name, kind=request.kind, cluster=request.context,
+                                                 sets=request.set, replicas=request.replicas, container=request.container,
+                                                 action=request.action, requested_by=actor, origin="cli",
+                                                 other=remediate.explicit_changes(request), hpa_max=request.hpa_max)
+            stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy)
+        elif request.verb == "apply":
+            sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
+            stored = remediate.apply_now(store, writer, request.plan, actor)
+            window = settings.remediation.watch_s if request.watch is None else request.watch
+            if not request.no_watch and window > 0:
                 t = stored.plan.target
-                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, os.environ),
+                progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, deps.env),
                                          clock=clock, sleep=sleep, now=now)
                 try:
-                    stored, seen = remediate.watch_after(store, writer, args.plan, window,
+                    stored, seen = remediate.watch_after(store, writer, request.plan, window,
                                                          auto_rollback=settings.remediation.auto_rollback,
                                                          clock=clock, sleep=progress.sleep, on_look=progress.look,
                                                          symptoms=symptoms_reader(settings, t.cluster, t.namespace,
@@ -93,7 +85,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
                 watched, elapsed = seen, progress.elapsed()
         else:
             try:
-                stored = remediate.rollback_now(store, writer, args.plan, actor)
+                stored = remediate.rollback_now(store, writer, request.plan, actor)
             except ChangedAfterApply as e:  # one line per changed field, not a Python list
                 rows = render.differences_lines(e.params.get("differences") or ())
                 e.params["differences"] = "".join(f"\n  {line}" for line in rows)
@@ -101,7 +93,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
         template = split_pools.template_of(store, stored.plan.id) if split_pools.is_split(stored.plan) else None
     finally:
         store.close()
-    if args.json:
+    if request.json:
         doc = render.plan_json(stored)
         if template is not None:
             doc["split_pools"] = template
@@ -114,7 +106,7 @@ def run(args: argparse.Namespace, lang: str, *, clock: Callable[[], float] = tim
     else:
         if watched is not None:  # the summary first, then the detail
             sys.stdout.write(outcome.watch_summary(stored, watched, elapsed, window, lang))
-        if args.verb == "rollback":
+        if request.verb == "rollback":
             sys.stdout.write(outcome.rollback_text(stored, lang))
         else:
             sys.stdout.write(render.plan_text(stored, lang))

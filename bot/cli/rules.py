@@ -5,20 +5,21 @@ Exit codes: 0 written; 2 bad usage (an unknown engine, a bad label name, flags t
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-#: clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
-ERROR_KEYS = "rules_cli.error"
+from bot.grammar.requests import RulesRequest
+from bot.render import rules as render
+from bot.service.deps import Deps
+from bot.service.rules import run_rules
+
+# clashing flags raise UsageError(code, **params); `bot.main` words it from `rules_cli.error.<code>`
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    from bot.render import rules as render
-    from bot.service.rules import run_rules
-
-    outcome = run_rules(args)
-    if args.json:
+def run(request: RulesRequest, lang: str, deps: Deps) -> int:
+    outcome = run_rules(request, deps)
+    if request.json:
         json.dump(render.rules_json(outcome, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     else:

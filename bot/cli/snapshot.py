@@ -9,7 +9,6 @@ valid list). Without a GPU or driver it says so on stderr and exits 3.
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import sys
@@ -19,8 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from bot.render.gpus import unavailable_text
+from bot.grammar.requests import SnapshotRequest
+from bot.render.gpus import csv_header, csv_rows, render_text, snapshot_json, unavailable_text
+from bot.render.i18n import Catalog
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
+from bot.service.gpus import NvmlUnavailable, nvml_session
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, when Ctrl-C comes before the first sample
 
@@ -37,25 +39,22 @@ class Io:
     err: TextIO | None = None
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    return snapshot(args, lang, Io())
+def run(request: SnapshotRequest, lang: str) -> int:
+    return snapshot(request, lang, Io())
 
 
-def snapshot(args: argparse.Namespace, lang: str, io: Io) -> int:
-    from bot.render.i18n import Catalog
-    from bot.service.gpus import NvmlUnavailable, nvml_session
-
+def snapshot(request: SnapshotRequest, lang: str, io: Io) -> int:
     cat = Catalog.load(lang)
     out, err = io.out or sys.stdout, io.err or sys.stderr
-    fmt = "json" if args.json else (args.format or "text")
+    fmt = "json" if request.json else (request.format or "text")
     writer = _Writer(fmt, out, cat)
     host = io.host()
     try:
         with nvml_session(io.nvml) as session:
             start = io.now()
-            for n in range(args.count):
+            for n in range(request.count):
                 if n:
-                    wait = (start - io.now()).total_seconds() + n * args.interval
+                    wait = (start - io.now()).total_seconds() + n * request.interval
                     io.sleep(max(0.0, wait))
                 taken = session.read(now=io.now())
                 writer.sample(replace(taken, devices=tuple(replace(d, host=host) for d in taken.devices)))
@@ -79,8 +78,6 @@ class _Writer:
         self.samples = 0
 
     def sample(self, snap) -> None:
-        from bot.render.gpus import csv_header, csv_rows, render_text, snapshot_json
-
         if self.fmt == "json":
             body = json.dumps(snapshot_json(snap), ensure_ascii=False, indent=2)
             self.out.write(("[\n" if not self.samples else ",\n") + _indent(body))

@@ -2,50 +2,51 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from bot.cli.output import emit_report
+from bot.grammar.requests import TriageRequest
+from bot.render.i18n import Catalog
+from bot.service import triage as triage_service
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
+from bot.service.live_errors import live_guard
 from runbooks.model.errors import UsageError
 
-#: bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
-#: not exist (TargetNotFound) passes through the live guard to the same mapping
-ERROR_KEYS = "cli"
+# bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does
+# not exist (TargetNotFound) passes through the live guard to the same mapping
+# (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
-def run(args: argparse.Namespace, lang: str) -> int:
-    if bool(args.bundle) == bool(args.target):
-        raise UsageError("target_and_bundle" if args.bundle else "no_target")
-    if args.bundle:
-        return _offline(args, lang)
-    return _live(args, lang)
+def run(request: TriageRequest, lang: str, deps: Deps) -> int:
+    if bool(request.bundle) == bool(request.target):
+        raise UsageError("target_and_bundle" if request.bundle else "no_target")
+    if request.bundle:
+        return _offline(request, lang)
+    return _live(request, lang, deps)
 
 
-def _offline(args: argparse.Namespace, lang: str) -> int:
-    from bot.render.i18n import Catalog
-    from bot.service.triage import triage_bundle
-
-    outcome = triage_bundle(args.bundle)
-    emit_report(outcome.report, args.json, lang)
+def _offline(request: TriageRequest, lang: str) -> int:
+    outcome = triage_service.triage_bundle(request.bundle)
+    emit_report(outcome.report, request.json, lang)
     if not outcome.evidence_found:
-        print(Catalog.load(lang).t("cli.nothing_read", path=args.bundle), file=sys.stderr)
+        print(Catalog.load(lang).t("cli.nothing_read", path=request.bundle), file=sys.stderr)
         return EXIT_NO_EVIDENCE
     return verdict_exit_code(outcome.report.verdict.primary)
 
 
-def _live(args: argparse.Namespace, lang: str) -> int:
-    from bot.service.live_errors import live_guard
+def _live(request: TriageRequest, lang: str, deps: Deps) -> int:
+    # lazy: the store behind the record (sqlite_utils, ~180 ms with -X importtime) is not paid
+    # by an offline triage
     from bot.service.notes import record_cli_triage
-    from bot.service.triage import live_options, run_live_triage
 
     with live_guard(lang) as guard:
-        opts, settings = live_options(args)
-        result = run_live_triage(args.target, opts, lang, bundle_dir=args.save_bundle,
-                                 default_namespace=args.namespace or settings.default_namespace)
-        emit_report(result.report, args.json, lang)
-        record_cli_triage(args, result.report)  # the shift's incidents, for `gpumem handover`
-        if args.save_bundle:
+        opts, settings = triage_service.live_options(request, deps)
+        result = triage_service.run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
+                                                default_namespace=request.namespace or settings.default_namespace)
+        emit_report(result.report, request.json, lang)
+        record_cli_triage(request, result.report, deps)  # the shift's incidents, for `gpumem handover`
+        if request.save_bundle:
             print(guard.cat.t("live.bundle_saved", path=str(result.bundle_dir)), file=sys.stderr)
         return verdict_exit_code(result.report.verdict.primary)
     return guard.exit_code

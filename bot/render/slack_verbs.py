@@ -196,3 +196,13 @@ def verb_output_message(lang: str, verb: str, argv: Sequence[str], stdout: str, 
         ctx.append(t(cat, "slack.progress.asked_by", raw={"user": f"<@{user}>"}))
     blocks.append(B.context(*ctx))
     return B.message(f"/gpumem {verb} {shown}: " + B.clip(body, 200), blocks), attach
+
+
+def profile_answer(outcome: Any, lang: str, target: str, user: str | None = None) -> Message:
+    """`/gpumem profile`'s answer from the triage of the service (`bot.service.triage.TriageOutcome`)."""
+    return profile_message(outcome.report, lang, target, user)
+
+
+def snapshot_answer(outcome: Any, lang: str, target: str, user: str | None = None) -> Message:
+    """`/gpumem snapshot`'s answer from the triage of the service (`bot.service.triage.TriageOutcome`)."""
+    return snapshot_message(outcome.evidence, lang, target, user)

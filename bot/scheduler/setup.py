@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.config.settings import Settings, SettingsError
 from bot.scheduler.leader import FileLockElector, LeaderElector
 from bot.scheduler.runner import HandoverScheduler, Job, Remind, Sweep, default_identity
-from bot.service.settings import Settings, SettingsError
 from bot.store.db import Store
 
 log = logging.getLogger(__name__)

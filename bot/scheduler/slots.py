@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.service.settings_schedules import Schedule
+from bot.config.schedules import Schedule
 
 
 def previous_fire(schedule: Schedule, now: datetime) -> datetime | None:

@@ -11,7 +11,7 @@ The pieces the webhook (`bot.http.alertmanager`, `bot.slack.alerts`) puts togeth
 - `PodResolver`: the pod-to-workload reads, one client per cluster, answers kept a while.
 - `webhook_token_matches`: the bearer token or basic-auth password, compared in constant time.
 
->>> from bot.service.settings import load_settings
+>>> from bot.config.settings import load_settings
 >>> from bot.service.alert_payload import Alert
 >>> from datetime import UTC, datetime
 >>> s = load_settings(None, {})
@@ -32,9 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.grammar.slack import CommandError, Target, parse_target
 from bot.service.alert_payload import Alert
-from bot.service.grammar import CommandError, Target, parse_target
-from runbooks.model.errors import GpumemError
+from bot.service.connections import endpoint, kube_api
+from bot.store.alerts import AlertLog
+from collectors.kube.owners import workload_of_pod
+from collectors.kube.rest import KubeRest
+from runbooks.model.errors import EvidenceUnavailable, GpumemError
 
 log = logging.getLogger("gpumem.alerts")
 
@@ -123,20 +127,10 @@ class PodResolver:
     def _rest(self, context: str | None) -> Any:
         with self._lock:
             if context not in self._rests:
-                from collectors.kube.client import make_api_client
-                from collectors.kube.rest import KubeRest
-
-                cluster = self.settings.cluster(context)
-                in_cluster = bool(cluster and cluster.context == "in-cluster")
-                api = make_api_client(cluster.kubeconfig if cluster else None,
-                                      None if in_cluster else (cluster.context if cluster else context),
-                                      in_cluster=in_cluster)
-                self._rests[context] = KubeRest(api)
+                self._rests[context] = KubeRest(kube_api(endpoint(self.settings, context)))
             return self._rests[context]
 
     def __call__(self, context: str | None, namespace: str, pod: str) -> str:
-        from collectors.kube.owners import workload_of_pod
-
         key = (context, namespace, pod)
         now = self.clock()
         with self._lock:
@@ -148,7 +142,6 @@ class PodResolver:
         except GpumemError:
             raise
         except Exception as e:  # KubeConfigError: no kubeconfig, no in-cluster account
-            from runbooks.model.errors import EvidenceUnavailable
 
             raise EvidenceUnavailable("no_cluster", detail=str(e)[:300]) from e
         _, name = workload_of_pod(rest, namespace, pod, timeout_s=self.settings.deadlines.source_s)
@@ -198,13 +191,9 @@ def alert_row(alert: Alert, group_key: str, placement: Placement, outcome: str, 
 
 def record_alerts(store: Any, rows: list[dict[str, Any]], now: Any = None) -> int:
     """Record a batch of alert rows in the store in one transaction."""
-    from bot.store.alerts import AlertLog
-
     return AlertLog(store).add(rows, now=now)
 
 
 def last_triaged(store: Any, key: tuple[str | None, str, str], since: Any) -> Any:
     """The newest stored alert that started a triage of `key` since `since` (None: none)."""
-    from bot.store.alerts import AlertLog
-
     return AlertLog(store).last_triaged(*key, since=since)

@@ -24,9 +24,9 @@ from typing import Any
 
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
+from bot.service.connections import endpoint, kube_api
 from bot.service.split_pools import PHASE1_LIVE
 from bot.store.db import StoredPlan
-from collectors.kube.client import make_api_client
 from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
@@ -116,11 +116,7 @@ def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
 
 def reader_api(settings: Any, cluster: str | None) -> Any:
     """The reader identity's client for `cluster` (what the watch lists pods and reads logs with)."""
-    configured = settings.cluster(cluster)
-    in_cluster = bool(configured and configured.context == "in-cluster")
-    return make_api_client(None if in_cluster else (configured.kubeconfig if configured else None),
-                           None if in_cluster else (configured.context if configured else cluster),
-                           in_cluster=in_cluster)
+    return kube_api(endpoint(settings, cluster))
 
 
 def _policy(settings: Any) -> ApprovalPolicy:

@@ -11,11 +11,11 @@ profile); 2 bad usage, unknown names, or a flag combination the engine cannot ru
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.grammar.requests import BudgetRequest
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from runbooks.model.errors import UsageError
 from runbooks.model.units import GIB
@@ -45,8 +45,8 @@ class BudgetOutcome:
     exit_code: int
 
 
-def run_budget(args: argparse.Namespace, lang: str) -> BudgetOutcome:
-    """Budget one launch from parsed `budget` arguments (`bot.service.commands`).
+def run_budget(request: BudgetRequest, lang: str) -> BudgetOutcome:
+    """Budget one launch from parsed `budget` arguments (`bot.grammar.commands`).
 
     Bad input raises UsageError(code, **params), worded from `budget_cli.error.<code>`; `lang`
     only words the kind of value a what-if expected.
@@ -58,26 +58,26 @@ def run_budget(args: argparse.Namespace, lang: str) -> BudgetOutcome:
     from runbooks.sizing.conflicts import find_conflicts
     from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
 
-    if args.target_headroom is not None and not args.profile:
+    if request.target_headroom is not None and not request.profile:
         raise UsageError("headroom_needs_profile")
-    setup = resolve(args)
+    setup = resolve(request)
     conflicts = find_conflicts(setup.model, setup.inputs, setup.gpu, setup.gpus_requested)
     budget = compute_budget(setup.model, setup.inputs)
     profile = detail = None
-    if args.profile:
-        profile, detail = _read_profile(args.profile)
+    if request.profile:
+        profile, detail = _read_profile(request.profile)
     side = render.Side(setup.inputs, budget, conflicts, bucket_capacity(budget, profile, detail))
     plan = None
     if profile is not None:
         try:
             plan = solve_safe_flags(setup.model, setup.inputs, profile, detail,
-                                    0.1 if args.target_headroom is None else args.target_headroom)
+                                    0.1 if request.target_headroom is None else request.target_headroom)
         except PlanError as e:
             raise UsageError(f"plan_{e.code}", **e.params) from None
     after = changed = None
-    if args.what_if:
+    if request.what_if:
         try:
-            after_inputs, applied = apply_what_if(setup.inputs, parse_what_if(args.what_if))
+            after_inputs, applied = apply_what_if(setup.inputs, parse_what_if(request.what_if))
         except PlanError as e:  # the kind of value expected, in the reader's words
             params = dict(e.params)
             if e.code == "what_if_bad_value":
@@ -115,38 +115,38 @@ def _read_profile(path: str):
 # ---------------------------------------------------------------------- resolution
 
 
-def resolve(args: argparse.Namespace) -> Setup:
+def resolve(request: BudgetRequest) -> Setup:
     """Model, GPU and BudgetInputs from the flags and the Deployment (flags win)."""
     workload = config = None
-    if args.from_deployment:
-        workload, config = _read_deployment(args.from_deployment)
-    return resolve_workload(args, workload, config)
+    if request.from_deployment:
+        workload, config = _read_deployment(request.from_deployment)
+    return resolve_workload(request, workload, config)
 
 
-def resolve_workload(args: argparse.Namespace, workload, config) -> Setup:
+def resolve_workload(request: BudgetRequest, workload, config) -> Setup:
     """`resolve` for a Deployment already parsed (`workload_from_object`): a plan's preview
     budgets the live object, and the object as its patch leaves it, exactly this way."""
     from runbooks.model.budget import BudgetInputs
     from runbooks.sizing.budget import inputs_from_config
 
-    engine = args.engine or (config.engine if config else None)
+    engine = request.engine or (config.engine if config else None)
     if not engine:
         raise UsageError("no_engine")
     if config is not None and config.engine != engine:
         config = replace(config, engine=engine)
-    if args.model:
-        model = resolve_model(args.model)
+    if request.model:
+        model = resolve_model(request.model)
     else:
         names = [n for n in ((config.model, config.served_model_name) if config else ()) if n]
         if not names:
             raise UsageError("no_model")
         model = _first_model(names)
-    gpu, total, label, notes = _resolve_gpu(args, workload)
+    gpu, total, label, notes = _resolve_gpu(request, workload)
     if config is not None:
         inputs = inputs_from_config(config, total, gpu.name if gpu else None)
     else:
         inputs = BudgetInputs(engine=engine, gpu_total_gib=total, gpu_name=gpu.name if gpu else None)
-    inputs = _apply_flags(inputs, args)
+    inputs = _apply_flags(inputs, request)
     gpus = _gpus_for_ranks(workload, config)
     return Setup(model, inputs, gpu, label, gpus, notes)
 
@@ -160,7 +160,7 @@ def setup_for(workload, config, gpu: str | None = None) -> Setup:
     if not names:
         raise UsageError("no_model")
     model = _first_model(names)
-    found, total, label, notes = _resolve_gpu(argparse.Namespace(gpu=gpu, gpu_mem_gib=None), workload)
+    found, total, label, notes = _resolve_gpu(BudgetRequest(gpu=gpu), workload)
     inputs = inputs_from_config(config, total, found.name if found else None)
     return Setup(model, inputs, found, label, _gpus_for_ranks(workload, config), notes)
 
@@ -185,24 +185,24 @@ def _gpus_for_ranks(workload, config) -> int | None:
     return workload.gpu.count * nodes
 
 
-def _apply_flags(inputs, args: argparse.Namespace):
+def _apply_flags(inputs, request: BudgetRequest):
     names = ("tp", "pp", "dtype", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
              "gpu_memory_utilization", "mem_fraction_static", "cuda_memory_fraction", "engine_version",
              "enforce_eager")
-    fields = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    if args.other_process_gib is not None:
-        fields["other_process_gib"] = args.other_process_gib
-    if args.max_model_len is not None:
-        fields["max_total_tokens" if inputs.engine == "tgi" else "max_model_len"] = args.max_model_len
-    if getattr(args, "vllm_engine", None) is not None:
-        fields["use_v1"] = args.vllm_engine == "v1"
+    fields = {n: getattr(request, n) for n in names if getattr(request, n) is not None}
+    if request.other_process_gib is not None:
+        fields["other_process_gib"] = request.other_process_gib
+    if request.max_model_len is not None:
+        fields["max_total_tokens" if inputs.engine == "tgi" else "max_model_len"] = request.max_model_len
+    if getattr(request, "vllm_engine", None) is not None:
+        fields["use_v1"] = request.vllm_engine == "v1"
     for name in ("max_input_tokens", "max_batch_prefill_tokens", "max_batch_total_tokens", "max_lora_rank",
                  "max_loras", "max_cpu_loras"):
-        if getattr(args, name, None) is not None:
-            fields[name] = getattr(args, name)
+        if getattr(request, name, None) is not None:
+            fields[name] = getattr(request, name)
     lora_sizes = [f"--{n.replace('_', '-')}" for n in ("max_lora_rank", "max_loras", "max_cpu_loras")
-                  if getattr(args, n, None) is not None]
-    if getattr(args, "enable_lora", None):
+                  if getattr(request, n, None) is not None]
+    if getattr(request, "enable_lora", None):
         fields["enable_lora"] = True
     elif lora_sizes and not inputs.enable_lora:
         raise UsageError("lora_needs_enable_lora", flags=", ".join(lora_sizes))
@@ -258,13 +258,13 @@ def _read_deployment(path: str):
     return workload, config
 
 
-def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, tuple]:
+def _resolve_gpu(request: BudgetRequest, workload) -> tuple[Any, float, str, tuple]:
     """(GpuSpec or None, memory per GPU in GiB, label, notes)."""
     from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 
     notes: list[tuple[str, dict[str, Any]]] = []
-    name = args.gpu
-    request = workload.gpu if workload is not None else None
+    name = request.gpu
+    pod_gpu = workload.gpu if workload is not None else None
     if name is None and workload is not None:
         name = _gpu_from_workload(workload, notes)
     gpu = None
@@ -273,19 +273,19 @@ def _resolve_gpu(args: argparse.Namespace, workload) -> tuple[Any, float, str, t
             gpu = find_gpu(name)
         except UnknownGpu as e:
             raise UsageError("unknown_gpu", name=name, nearest=", ".join(e.nearest) or "-") from None
-    if args.gpu_mem_gib is not None:
-        if args.gpu_mem_gib <= 0:
-            raise UsageError("not_positive", flag="gpu-mem-gib", value=args.gpu_mem_gib)
-        total = args.gpu_mem_gib
+    if request.gpu_mem_gib is not None:
+        if request.gpu_mem_gib <= 0:
+            raise UsageError("not_positive", flag="gpu-mem-gib", value=request.gpu_mem_gib)
+        total = request.gpu_mem_gib
         label = f"{gpu.name} ({total:g} GiB)" if gpu else f"{total:g} GiB"
         return gpu, total, label, tuple(notes)
     if gpu is None:
         raise UsageError("no_gpu")
     total = gpu.total_gib
-    if request is not None and request.memory_bytes:
-        capped = min(total, request.memory_bytes / GIB)
+    if pod_gpu is not None and pod_gpu.memory_bytes:
+        capped = min(total, pod_gpu.memory_bytes / GIB)
         if capped < total:
-            notes.append(("gpu_memory_limited", {"resource": request.resource, "gib": round(capped, 2)}))
+            notes.append(("gpu_memory_limited", {"resource": pod_gpu.resource, "gib": round(capped, 2)}))
             total = capped
     return gpu, total, gpu.name, tuple(notes)
 

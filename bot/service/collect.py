@@ -3,11 +3,16 @@ a bundle that `gpumem triage --bundle DIR` reads back to the same verdict."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.grammar.requests import CollectRequest
+from bot.grammar.slack import split_target
+from bot.service.bundle_dir import check_bundle_dir
+from bot.service.deps import Deps
+from bot.service.triage import MEMORY_CHART, draw_charts, live_options, write_bundle
+from collectors.bundle import has_evidence
+from collectors.live import collect_live
 from runbooks.model.evidence import Evidence
 
 
@@ -21,19 +26,14 @@ class CollectOutcome:
     evidence_found: bool
 
 
-def collect_bundle(args: argparse.Namespace, lang: str) -> CollectOutcome:
-    """Collect `args.target` live with the settings and flags of `args`, write the bundle to
-    `args.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
-    from bot.service.bundle_dir import check_bundle_dir
-    from bot.service.triage import MEMORY_CHART, draw_charts, live_options, split_target, write_bundle
-    from collectors.bundle import has_evidence
-    from collectors.live import collect_live
-
-    opts, settings = live_options(args)
-    namespace, name = split_target(args.target, args.namespace or settings.default_namespace)
-    check_bundle_dir(args.out)  # before the collection, not after
-    collection = collect_live(namespace, name, opts, datetime.now(UTC))
+def collect_bundle(request: CollectRequest, deps: Deps, lang: str) -> CollectOutcome:
+    """Collect `request.target` live with the settings and flags of `request`, write the bundle to
+    `request.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
+    opts, settings = live_options(request, deps)
+    namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
+    check_bundle_dir(request.out)  # before the collection, not after
+    collection = collect_live(namespace, name, opts, deps.now())
     memory_png, _ = draw_charts(collection.evidence, lang)
-    out = write_bundle(args.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
+    out = write_bundle(request.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
     files = tuple(sorted(p.name for p in out.iterdir()))
     return CollectOutcome(out, files, collection.evidence, has_evidence(collection.evidence))

@@ -2,57 +2,30 @@
 
 A fixed number of PromQL queries (`collectors.prometheus.fleet`), whatever the number of
 services, ranked by the runbook's lines (`runbooks.alerts.fleet`). A query that fails costs
-its columns, never the view; only when none answers is there nothing to show (exit 3).
-
->>> top_count("5")
-5
-"""
+its columns, never the view; only when none answers is there nothing to show (exit 3)."""
 
 from __future__ import annotations
 
-import argparse
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bot.grammar.requests import FleetRequest
+from bot.render.fleet import FleetOutcome, Missing
+from bot.service.connections import cluster_prometheus, named_prometheus, prometheus_client
+from bot.service.deps import Deps
+from collectors.prometheus.client import PrometheusClient
+from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
+from runbooks.alerts.engines import ENGINES
+from runbooks.alerts.fleet import rank
 from runbooks.model.errors import UsageError
 
-if TYPE_CHECKING:
-    from bot.render.fleet import FleetOutcome
-    from collectors.prometheus.client import PrometheusClient
-
 DEFAULT_TIMEOUT_S = 10.0
-
-
-def top_count(text: str) -> int:
-    """`--top N`: a whole number of services, at least 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of services, at least 1")
-    return n
-
-
-def namespace_name(text: str) -> str:
-    """`--namespace NS`: a Kubernetes namespace name (a DNS label)."""
-    import re
-
-    if len(text) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name: lower-case letters, digits and '-'")
-    return text
 
 
 def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str] | None = None,
                namespaces: Sequence[str] = (), top: int | None = None, window_s: int | None = None) -> FleetOutcome:
     """Read the fleet through `client` at `now` and rank it; never raises for Prometheus trouble."""
-    from bot.render.fleet import FleetOutcome, Missing
-    from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
-    from runbooks.alerts.engines import ENGINES
-    from runbooks.alerts.fleet import rank
-
     chosen = tuple(engines) if engines else ENGINES
     window = window_s or DEFAULT_WINDOW_S
     readings = read_fleet(client, now=now, engines=chosen, namespaces=namespaces, window_s=window)
@@ -63,26 +36,18 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
                         namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
 
 
-def prometheus_client(args: argparse.Namespace) -> PrometheusClient:
+def fleet_client(request: FleetRequest, deps: Deps) -> PrometheusClient:
     """The client for --prometheus URL (token: $GPUMEM_PROMETHEUS_TOKEN), else the config's
     Prometheus; UsageError no_prometheus when there is neither."""
-    from bot.service.settings import load_settings
-    from collectors.prometheus.client import PrometheusClient
-
-    settings = load_settings(args.config, os.environ)
-    cluster = settings.cluster(None)  # the default cluster's Prometheus, as triage reads it
-    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
-    timeout = args.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
-    if args.prometheus:
-        if not args.prometheus.startswith(("http://", "https://")):
-            raise UsageError("bad_prometheus_url", url=args.prometheus)
-        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
-        return PrometheusClient(args.prometheus, bearer_token=token, timeout_s=timeout)
+    prom = cluster_prometheus(deps.settings, None)  # the default cluster's Prometheus, as triage reads it
+    timeout = request.timeout or (prom.timeout_s if prom is not None else DEFAULT_TIMEOUT_S)
+    if request.prometheus:
+        if not request.prometheus.startswith(("http://", "https://")):
+            raise UsageError("bad_prometheus_url", url=request.prometheus)
+        return named_prometheus(request.prometheus, deps.env.prometheus_token, timeout)
     if prom is None:
         raise UsageError("no_prometheus")
-    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
-    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                            basic_auth=basic, timeout_s=timeout, verify=prom.ca_file or True)
+    return prometheus_client(prom, timeout)
 
 
 def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
@@ -94,25 +59,20 @@ def view_time(at: timedelta | datetime | None, now: datetime) -> datetime:
     return now
 
 
-def run_fleet(args: argparse.Namespace, now: datetime | None = None) -> FleetOutcome:
+def run_fleet(request: FleetRequest, deps: Deps) -> FleetOutcome:
     """The view for parsed `fleet` arguments, at --at (a time, or a duration back) or now."""
-    now = view_time(args.at, now or datetime.now(UTC))
-    client = prometheus_client(args)
-    return fleet_view(client, now=now, engines=args.engine, namespaces=tuple(args.namespace or ()), top=args.top)
+    now = view_time(request.at, deps.now())
+    client = fleet_client(request, deps)
+    return fleet_view(client, now=now, engines=request.engine, namespaces=tuple(request.namespace or ()), top=request.top)
 
 
 def fleet_reader(settings: Any) -> Callable[..., FleetOutcome] | None:
     """The fleet view for the Slack bot, read through the config's Prometheus (the default
     cluster's, else the top-level one, as `gpumem fleet` reads it); None when the config names none."""
-    cluster = settings.cluster(None)
-    prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
+    prom = cluster_prometheus(settings, None)
     if prom is None:
         return None
-    from collectors.prometheus.client import PrometheusClient
-
-    basic = (prom.username, prom.password.reveal()) if prom.username and prom.password is not None else None
-    client = PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                              basic_auth=basic, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    client = prometheus_client(prom)
 
     def read(namespaces: Sequence[str] = (), engines: Sequence[str] | None = None, top: int | None = None,
              now: datetime | None = None) -> FleetOutcome:

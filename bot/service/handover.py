@@ -16,18 +16,28 @@ The template says "unknown" wherever nothing stored tells.
 
 from __future__ import annotations
 
-import argparse
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.actuator.writer import KubeWriter
+from bot.grammar.requests import HandoverRequest
+from bot.service.connections import endpoint, kube_api, prometheus_client
+from bot.service.deps import Deps
+from bot.service.records import open_store
+from bot.service.remediate import writer_for
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
+from collectors.parsers.flags import canonical_flag, server_config_from_container
+from collectors.parsers.kube_objects import workload_from_object
+from collectors.prometheus import promql
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import UsageError
+from runbooks.model.evidence import ServerConfig
 
 #: the default window when a channel has no earlier handover and no --since is given
 DEFAULT_WINDOW = timedelta(hours=12)
@@ -364,16 +374,30 @@ def _temporary(p: StoredPlan, since: datetime, now: datetime, read_object: Objec
 
 
 def _live_value(obj: dict[str, Any], change: SetArg | Scale) -> Any:
-    """The live value of what `change` set (None: not readable)."""
+    """The live value of what `change` set (None: not readable): the flag as the launch parser
+    reads it from the object (`collectors.parsers.flags`), `change.new` itself when it holds."""
     if isinstance(change, Scale):  # the Deployment's replicas, or the HPA's minReplicas
         return (obj.get("spec") or {}).get(change.hpa_field or "replicas")
-    from runbooks.remediation.edits.launch_edit import edit_flags
-
     try:
-        result = edit_flags(obj, change.container, {change.flag: change.new})
+        config = _launch_config(obj, change.container)
     except Exception:  # not an engine launch this parser reads: unconfirmed
         return None
-    return change.new if not result.changed else result.old.get(change.flag)
+    if config is None or config.engine is None:
+        return None
+    value = config.flags.get(canonical_flag(config.engine, change.flag))
+    if value is None:
+        return None
+    same = _num(value) == _num(change.new) if _num(value) is not None else str(value) == str(change.new)
+    return change.new if same else value
+
+
+def _launch_config(obj: dict[str, Any], container: str | None) -> ServerConfig | None:
+    """The server flags of the object's `container`, else of the server container triage picks."""
+    if container is None:
+        return workload_from_object(obj, "kube:live")[1]
+    pod = obj["spec"]["template"]["spec"]
+    spec = next(c for c in pod["containers"] if c.get("name") == container)
+    return server_config_from_container(spec, pod, "kube:live")
 
 
 def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary: tuple[TemporaryMeasure, ...],
@@ -468,61 +492,11 @@ def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasu
 # ----------------------------------------------------------------------------- Prometheus
 
 
-def _by_service(targets: list[str]) -> tuple[list[tuple[str, str]], Callable[..., str]]:
-    """The (namespace, deployment) pairs of `targets`, and `sel(names_re, extra, wrap)`: a
-    selector of those metrics on the services' pods (labelled directly or through a
-    gateway's `exported_*` labels), each series given a `deployment` label."""
-    from collectors.prometheus import promql
-
-    pairs = sorted({tuple(t.split("/", 1)) for t in targets})
-    namespaces = sorted({ns for ns, _ in pairs})
-    names = sorted({n for _, n in pairs}, key=lambda n: (-len(n), n))
-    ns_re = promql.promql_string("|".join(promql.re2_escape(n) for n in namespaces))
-    dep = "(" + "|".join(promql.re2_escape(n) for n in names) + ")"
-    # Deployment pods (NAME-HASH-SUFFIX) and StatefulSet pods (NAME-N)
-    pod_re = promql.promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
-
-    def sel(names_re: str, extra: str = "", wrap: Callable[[str], str] = lambda s: s) -> str:
-        more = f",{extra}" if extra else ""
-        name = f"__name__=~{promql.promql_string(names_re)}"
-        direct = wrap(f"{{{name}{more},namespace=~{ns_re},pod=~{pod_re}}}")
-        exported = wrap(f"{{{name}{more},exported_namespace=~{ns_re},exported_pod=~{pod_re}}}")
-        exported = (f'label_replace(label_replace({exported}, "pod", "$1", "exported_pod", "(.+)"), '
-                    f'"namespace", "$1", "exported_namespace", "(.+)")')
-        both = f"({direct} or {exported})"
-        return f'label_replace({both}, "deployment", "$1", "pod", {pod_re})'
-
-    return pairs, sel  # type: ignore[return-value]
-
-
-_BY = "by (namespace, deployment)"
-
-
 def prometheus_state(client: Any, targets: list[str], since: datetime, until: datetime) -> list[ServiceState]:
     """The services' state over [since, until] in `len(PROM_QUERIES)` instant queries, however
     many services there are. `client` is a `collectors.prometheus.client.PrometheusClient`."""
-    from collectors.prometheus import promql
-
-    pairs, sel = _by_service(targets)
-    window = f"{max(60, round((until - since).total_seconds()))}s"
-    by = _BY
-    usage = f"max {by} ({sel(promql.USAGE_NAMES)})"
-    queue = f"sum {by} ({sel(promql.QUEUE_NAMES)})"
-    restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
-    # the pods whose last termination was an OOM kill at any time in the window (a pod that
-    # restarted since for another reason still counts its OOM restarts)
-    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"',
-                   wrap=lambda s: f"max_over_time({s}[{window}])")
-    queries = {
-        "kv_usage_peak": f"max_over_time({usage}[{window}:15s])",
-        "kv_usage_now": usage,
-        "queue_peak": f"max_over_time({queue}[{window}:15s])",
-        "queue_now": queue,
-        "preemptions": f"sum {by} ({sel(promql.PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
-        "oom_kills": (f"sum {by} (max by (namespace, deployment, pod) ({restarts}) and on (namespace, pod) "
-                      f"max by (namespace, pod) ({oom_flag}))"),
-        "restarts": f"sum {by} ({restarts})",
-    }
+    pairs, sel = promql.service_selector(targets)
+    queries = promql.service_state_queries(sel, (until - since).total_seconds())
     values: dict[tuple[str, str], dict[str, float]] = {p: {} for p in pairs}
     for key in PROM_QUERIES:
         result = client.query(queries[key], at=until)
@@ -537,11 +511,9 @@ def prometheus_series(client: Any, targets: list[str], since: datetime, until: d
                       points: int = SHIFT_POINTS) -> list[ShiftSeries]:
     """The services' KV cache usage over [since, until] (the most used engine of each), in one
     range query of about `points` steps, for the shift chart."""
-    from collectors.prometheus import promql
-
-    pairs, sel = _by_service(targets)
+    pairs, sel = promql.service_selector(targets)
     step_s = max(15.0, (until - since).total_seconds() / points)
-    result = client.query_range(f"max {_BY} ({sel(promql.USAGE_NAMES)})", since, until, step_s)
+    result = client.query_range(promql.service_usage_query(sel), since, until, step_s)
     found: dict[tuple[str, str], tuple[tuple[datetime, float], ...]] = {}
     for series in result.series:
         where = (series.labels.get("namespace", ""), series.labels.get("deployment", ""))
@@ -558,11 +530,7 @@ def _prometheus_client(settings: Any) -> Any:
         prom = cluster.prometheus if cluster else None
     if prom is None:
         return None
-    from collectors.prometheus.client import PrometheusClient
-
-    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                            basic_auth=(prom.username, prom.password.reveal()) if prom.username and prom.password
-                            else None, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    return prometheus_client(prom)
 
 
 def prometheus_reader(settings: Any) -> StateReader | None:
@@ -585,8 +553,6 @@ def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | N
     """An ObjectReader for the cluster (None when no client can be made: no kubeconfig, no
     in-cluster account)."""
     try:
-        from bot.service.remediate import writer_for
-
         writer = writer_for(kubeconfig, context)
     except Exception:  # no cluster configured: temporary measures stay unconfirmed
         return None
@@ -610,8 +576,6 @@ class ClusterReaders:
     reader of the cluster a plan names."""
 
     def __init__(self, settings: Any, timeout_s: float):
-        import threading
-
         self.settings = settings
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
@@ -634,12 +598,7 @@ class ClusterReaders:
         key = cluster.name or cluster.context
         with self._lock:
             if key not in self._made:
-                from bot.actuator.writer import KubeWriter
-                from collectors.kube.client import make_api_client
-
-                in_cluster = cluster.context == "in-cluster"
-                api = make_api_client(None if in_cluster else cluster.kubeconfig,
-                                      None if in_cluster else cluster.context, in_cluster=in_cluster)
+                api = kube_api(endpoint(self.settings, cluster.name))
                 self._made[key] = KubeWriter(api, timeout_s=self.timeout_s).read
             return self._made[key]
 
@@ -647,27 +606,23 @@ class ClusterReaders:
 # ----------------------------------------------------------------------------- the CLI's use case
 
 
-def handover_from_args(args: argparse.Namespace, now: datetime | None = None) -> Handover:
+def cli_handover(request: HandoverRequest, deps: Deps) -> Handover:
     """`gpumem handover`: the handover --channel and --since ask for, with the configured
     Prometheus and cluster when there are (--offline: neither). Nothing is recorded: only the
     scheduler's posted handovers move a channel's window."""
-    import os
-
-    from bot.service.records import open_store
-    from bot.service.settings import load_settings
-
-    settings = load_settings(getattr(args, "config", None), os.environ)
-    offline = getattr(args, "offline", False)
+    settings = deps.settings
+    offline = request.offline
     read_state = None if offline else prometheus_reader(settings)
     read_object = None
     if not offline:
-        cluster = settings.cluster(getattr(args, "context", None))
+        cluster = settings.cluster(request.context)
         read_object = kube_reader(cluster.kubeconfig if cluster else None,
-                                  getattr(args, "context", None) or (cluster.context if cluster else None))
-    store = open_store(args)
+                                  request.context or (cluster.context if cluster else None))
+    store = open_store(request, deps)
     try:
-        watch = settings.watched(args.channel) if args.channel else ()
-        return build_handover(store, channel=args.channel, since=args.since, now=now, read_object=read_object,
+        watch = settings.watched(request.channel) if request.channel else ()
+        return build_handover(store, channel=request.channel, since=request.since, now=deps.now(),
+                              read_object=read_object,
                               read_state=read_state, watch=watch)
     finally:
         store.close()

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.actuator.writer import send_json
-from collectors.kube.client import Call
+from bot.config.settings import SettingsError
+from bot.service.connections import Endpoint, kube_api
+from collectors.kube.client import Call, KubeConfigError
 from collectors.kube.rest import KubeRest, path
 from runbooks.model.errors import TargetNotFound
 
@@ -54,11 +56,8 @@ def lease_client(namespace: str, kubeconfig: str | None = None, context: str | N
     """A LeaseClient for the bot's own namespace (in a pod: the in-cluster service account).
     Raises SettingsError when no Kubernetes API can be configured (no kubeconfig, no context,
     no service account)."""
-    from bot.service.settings import SettingsError
-    from collectors.kube.client import KubeConfigError, make_api_client
-
     try:
-        api = make_api_client(kubeconfig, context, in_cluster=in_cluster)
+        api = kube_api(Endpoint(None if in_cluster else kubeconfig, None if in_cluster else context, in_cluster))
     except KubeConfigError as e:
         where = "the pod's service account" if in_cluster else "the default cluster (clusters, default_context)"
         raise SettingsError(f"scheduler.election: the Lease needs a Kubernetes API through {where}: {e}") from e

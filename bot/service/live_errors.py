@@ -66,8 +66,8 @@ def live_guard(lang: str) -> Iterator[Guard]:
     A GpumemError (a workload that does not exist, ...) passes through to `bot.main`,
     which maps every verb's errors in one place with the same wording (`error_line`).
     """
-    from bot.service.grammar import CommandError
-    from bot.service.settings import SettingsError
+    from bot.config.settings import SettingsError
+    from bot.grammar.slack import CommandError
     from collectors.kube.client import KubeConfigError
 
     guard = Guard(Catalog.load(lang))

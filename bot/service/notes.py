@@ -12,10 +12,15 @@ from the last one, without re-running anything.
 
 from __future__ import annotations
 
-import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.config.remediation import store_path
+from bot.config.yaml_io import SettingsError
+from bot.grammar.requests import NoteRequest, NotesRequest, TriageRequest
+from bot.grammar.slack import split_target
+from bot.service.deps import Deps
+from bot.service.records import open_store
 from bot.store.db import Store
 from bot.store.notes import Journal, Note, TriageRecord
 from runbooks.model.errors import UsageError
@@ -35,8 +40,6 @@ def add_note(store: Store, author: str, text: str, *, target: str | None = None,
         raise UsageError("note_too_long", limit=MAX_NOTE_CHARS, length=len(text))
     namespace = name = None
     if target:
-        from bot.service.triage import split_target
-
         namespace, name = split_target(target)
     return Journal(store).add_note(author, text, channel=channel, cluster=cluster, namespace=namespace, name=name,
                                    now=now)
@@ -49,43 +52,39 @@ def list_notes(store: Store, *, since: datetime | timedelta | None = None, targe
         since = (now or datetime.now(UTC)) - since
     namespace = name = None
     if target:
-        from bot.service.triage import split_target
-
         namespace, name = split_target(target)
     return Journal(store).notes(since=since, namespace=namespace, name=name, channel=channel)
 
 
-def split_note_args(args: argparse.Namespace) -> tuple[str | None, str]:
+def split_note_args(request: NoteRequest) -> tuple[str | None, str]:
     """`gpumem note [NS/DEPLOY] TEXT...`: the first word is a target when it has one slash and no
     spaces (`llm/vllm`), else it is part of the text."""
-    words = list(args.text)
+    words = list(request.text)
     if len(words) > 1 and words[0].count("/") == 1 and not words[0].startswith(("/", "http")) \
             and not words[0].endswith("/"):
         return words[0], " ".join(words[1:])
     return None, " ".join(words)
 
 
-def note_from_args(args: argparse.Namespace, now: datetime | None = None) -> Note:
+def record_note(request: NoteRequest, deps: Deps) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
-    from bot.service.records import open_store
+    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
+    # -X importtime), for the operator's name alone
     from bot.service.remediate import operator
 
-    target, text = split_note_args(args)
-    store = open_store(args)
+    target, text = split_note_args(request)
+    store = open_store(request, deps)
     try:
-        return add_note(store, operator(), text, target=target, channel=getattr(args, "channel", None), now=now)
+        return add_note(store, operator(), text, target=target, channel=request.channel, now=deps.now())
     finally:
         store.close()
 
 
-def notes_from_args(args: argparse.Namespace, now: datetime | None = None) -> list[Note]:
+def find_notes(request: NotesRequest, deps: Deps) -> list[Note]:
     """`gpumem notes`: the notes --since, --target and --channel ask for."""
-    from bot.service.records import open_store
-
-    store = open_store(args)
+    store = open_store(request, deps)
     try:
-        return list_notes(store, since=args.since, target=args.target, channel=getattr(args, "channel", None),
-                          now=now)
+        return list_notes(store, since=request.since, target=request.target, channel=request.channel, now=deps.now())
     finally:
         store.close()
 
@@ -150,30 +149,27 @@ def record_triage(store: Store, report: Report, *, actor: str, channel: str | No
                                      namespace=namespace, name=name, now=now)
 
 
-def record_cli_triage(args: argparse.Namespace, report: Report) -> TriageRecord | None:
+def record_cli_triage(request: TriageRequest, report: Report, deps: Deps) -> TriageRecord | None:
     """`gpumem triage` records what it found when there is a store to record in: --store, the
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
     never fails the triage: the report was printed, the record is best effort."""
-    import os
-
+    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
+    # -X importtime), for the operator's name alone
     from bot.service.remediate import operator
-    from bot.service.settings import load_settings
-    from bot.service.settings_remediation import store_path
-    from bot.service.settings_yaml import SettingsError
 
     try:
-        if getattr(args, "store", None):
-            path = args.store
+        if getattr(request, "store", None):
+            path = request.store
         else:
-            settings = load_settings(getattr(args, "config", None), os.environ)
-            path = store_path(settings.store, os.environ)
+            settings = deps.settings
+            path = store_path(settings.store, deps.env)
             if not settings.store.path and not path.exists():
                 return None
         store = Store.open(path)
     except (UsageError, OSError, SettingsError):
         return None
     try:
-        return record_triage(store, report, actor=operator(), cluster=getattr(args, "context", None))
+        return record_triage(store, report, actor=operator(), cluster=getattr(request, "context", None))
     finally:
         store.close()

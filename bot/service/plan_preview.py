@@ -22,7 +22,10 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+from bot.grammar.requests import BudgetRequest
+from bot.service.connections import endpoint, kube_api
 from collectors.errors import ParseError
+from collectors.kube.client import KubeConfigError
 from collectors.kube.gpu_room import GpuRoom, read_gpu_room
 from collectors.kube.rest import KubeRest
 from collectors.parsers.kube_objects import workload_from_object
@@ -44,6 +47,7 @@ from runbooks.remediation.preview import (
     blast_radius,
     selector_matches,
 )
+from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.whatif import canonical_key
 
 #: the kinds a preview reads as a workload
@@ -59,14 +63,8 @@ def reader_for(settings: Any, cluster: str | None) -> KubeRest | None:
     configured kubeconfig and context): the nodes and pods of a blast radius are read with it,
     never with the writer, whose Role grants neither. None when no config loads (the preview
     then says nodes and pods were not read)."""
-    from collectors.kube.client import KubeConfigError, make_api_client
-
-    configured = settings.cluster(cluster)
-    in_cluster = bool(configured and configured.context == "in-cluster")
     try:
-        api = make_api_client(None if in_cluster or configured is None else configured.kubeconfig,
-                              None if in_cluster else (configured.context if configured else cluster),
-                              in_cluster=in_cluster)
+        api = kube_api(endpoint(settings, cluster))
     except KubeConfigError:
         return None
     return KubeRest(api)
@@ -128,21 +126,14 @@ def _replicas(obj: dict[str, Any]) -> int:
 # ----------------------------------------------------------------------------- the budget
 
 
-def _budget_args():
-    from bot.service.commands import build_parser
-
-    return build_parser().parse_args(["budget"])
-
-
 def _setup(obj: dict[str, Any], gpu: str | None):
     from bot.service.budget import resolve_workload
 
     workload, config = workload_from_object(obj, "kube:deployments")
     if config is None:
         raise UsageError("no_server_container")
-    args = _budget_args()
-    args.gpu = gpu
-    return workload, resolve_workload(args, workload, config)
+    # `gpumem budget` asked nothing beyond what the object says, and the GPU when it names none
+    return workload, resolve_workload(BudgetRequest(gpu=gpu), workload, config)
 
 
 def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | None) -> str | None:
@@ -164,8 +155,6 @@ def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | No
 def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: Plan, room: GpuRoom,
                    pods: tuple[str, ...] | None) -> BudgetPreview:
     """The predicted budget of `obj` and `after_obj` (see the module docstring)."""
-    from runbooks.sizing.budget import compute_budget
-
     before_n, after_n = _replicas(obj), _replicas(after_obj) if after_obj is not None else None
     scale = next((c for c in plan.changes if isinstance(c, Scale) and isinstance(c.new, int)), None)
     if scale is not None:
@@ -264,8 +253,6 @@ def scaled_by_hpa(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
     >>> scaled_by_hpa({"kind": "Deployment", "spec": {"replicas": 2}}, p)["spec"]["replicas"]
     3
     """
-    import copy
-
     after = copy.deepcopy(obj)
     spec = after.setdefault("spec", {})
     replicas = int(spec.get("replicas") or 1)

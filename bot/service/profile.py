@@ -8,17 +8,17 @@ lengths in the input.
 
 from __future__ import annotations
 
-import argparse
 import os
 
+from bot.grammar.requests import ProfileRequest
 from runbooks.model.errors import EvidenceUnavailable, UsageError
 
 
-def build_profile(args: argparse.Namespace):
+def build_profile(request: ProfileRequest):
     """The ProfileView of parsed `profile` arguments: access log, server log or metrics, with a
     baseline when given. A file that cannot be used raises UsageError (exit 2), one without
     request lengths EvidenceUnavailable (exit 3); both are worded from `profile_cli.error.<code>`."""
-    return _build(args)
+    return _build(request)
 
 
 def is_alarming(view) -> bool:
@@ -32,20 +32,20 @@ def _threshold() -> float:
     return LONG_SHARE_SHIFT
 
 
-def _build(args: argparse.Namespace):
+def _build(request: ProfileRequest):
     from bot.render.profile import ProfileView
     from runbooks.profile.requests import compare
 
-    if args.access_log:
-        scan = _access_log(args.access_log, args.workers)
-        base = _access_log(args.baseline, args.workers).profile if args.baseline else None
+    if request.access_log:
+        scan = _access_log(request.access_log, request.workers)
+        base = _access_log(request.baseline, request.workers).profile if request.baseline else None
         view = ProfileView("access_log", scan.profile, scan.detail, workers=scan.workers)
-    elif args.server_log:
-        found = _server_log(args.server_log)
-        base = _server_log(args.baseline).profile if args.baseline else None
+    elif request.server_log:
+        found = _server_log(request.server_log)
+        base = _server_log(request.baseline).profile if request.baseline else None
         view = ProfileView("server_log", found.profile, found.detail)
     else:
-        return _metrics(args)
+        return _metrics(request)
     if base is not None:
         view = _with_baseline(view, base, compare(view.profile, base))
     return view
@@ -93,14 +93,14 @@ def _server_log(path: str):
     return found
 
 
-def _metrics(args: argparse.Namespace):
+def _metrics(request: ProfileRequest):
     from bot.render.profile import ProfileView
     from collectors.access_logs.request_lengths import profile_from_metrics, read_metrics_file
     from collectors.errors import ParseError
     from runbooks.profile.requests import compare
 
     texts = {}
-    for path in (p for p in (args.metrics, args.baseline) if p):
+    for path in (p for p in (request.metrics, request.baseline) if p):
         try:
             texts[path] = read_metrics_file(path)
         except FileNotFoundError:
@@ -108,14 +108,14 @@ def _metrics(args: argparse.Namespace):
         except OSError as e:
             raise UsageError("unreadable", path=path, message=str(e)) from None
     try:
-        now = profile_from_metrics(texts[args.metrics], _name(args.metrics),
-                                   texts.get(args.baseline) if args.baseline else None,
-                                   _name(args.baseline) if args.baseline else "baseline")
-        base = profile_from_metrics(texts[args.baseline], _name(args.baseline)) if args.baseline else None
+        now = profile_from_metrics(texts[request.metrics], _name(request.metrics),
+                                   texts.get(request.baseline) if request.baseline else None,
+                                   _name(request.baseline) if request.baseline else "baseline")
+        base = profile_from_metrics(texts[request.baseline], _name(request.baseline)) if request.baseline else None
     except ParseError as e:
         raise UsageError("unreadable", path=e.source, message=str(e)) from None
     if now.profile is None:
-        raise EvidenceUnavailable("no_histograms", path=args.metrics)
+        raise EvidenceUnavailable("no_histograms", path=request.metrics)
     view = ProfileView("metrics", now.profile, between_scrapes=now.between_scrapes)
     if base is not None and base.profile is not None:
         view = _with_baseline(view, base.profile, compare(now.profile, base.profile))

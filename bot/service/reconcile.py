@@ -8,7 +8,6 @@ the same way (did the old values come back?). Reads only; nothing is written to 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,6 +16,8 @@ from typing import Any
 from bot.actuator.apply import created_by, landed, restored_on
 from bot.actuator.split_apply import read_created
 from bot.actuator.writer import CREATE
+from bot.grammar.requests import ApplyRequest, PlansRequest
+from bot.service.deps import Deps
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import IN_FLIGHT_S, PlanMoved, StaleObject, TargetNotFound
 from runbooks.remediation.plan import Plan
@@ -237,7 +238,7 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
     return Reconciled(plan.id, str(t), "rollback_not_applied", why, rollback=True)
 
 
-def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | None], Any]:
+def cli_reader_for(args: PlansRequest | ApplyRequest, settings: Any) -> Callable[[str | None], Any]:
     """What the CLI reads a plan's object with: the cluster the config names for the plan (its
     kubeconfig and context), else the command's --kubeconfig / --context (the operator's own)."""
     from bot.service.remediate import writer_for
@@ -258,15 +259,10 @@ def cli_reader_for(args: argparse.Namespace, settings: Any) -> Callable[[str | N
     return reader
 
 
-def reconcile_for_cli(args: argparse.Namespace, store: Store) -> list[Reconciled]:
+def reconcile_for_cli(args: PlansRequest | ApplyRequest, store: Store, deps: Deps) -> list[Reconciled]:
     """`gpumem apply` and `gpumem plans` start with this: the plans left `applying` (and the
     rollbacks whose outcome was unknown), settled."""
-    import os
-
-    from bot.service.settings import load_settings
-
     if not any(p.state == "applying" or _pending(store, p) == ROLLBACK_UNKNOWN
                for p in store.plans(open_only=True, limit=10_000)):
         return []
-    settings = load_settings(getattr(args, "config", None), os.environ)
-    return reconcile_applying(store, cli_reader_for(args, settings))
+    return reconcile_applying(store, cli_reader_for(args, deps.settings))

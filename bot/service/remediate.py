@@ -24,10 +24,10 @@ from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
 from bot.actuator.split_apply import apply_creates, delete_created
 from bot.actuator.watch import Baseline, watch
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
+from bot.service.connections import Endpoint, kube_api
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
-from collectors.kube.client import make_api_client
 from collectors.parsers.flag_tables import BOOLEAN_FLAGS
 from collectors.parsers.flags import canonical_flag
 from runbooks.catalogs.models import find_model
@@ -99,7 +99,7 @@ def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None
     """A writer for the cluster this kubeconfig and context name (the operator's own identity on
     the CLI; the config's `remediation.writer` for the bot, with the reader's client as
     `observer` for the watch's reads of pods and logs)."""
-    return KubeWriter(make_api_client(kubeconfig, context), observer_api=observer)
+    return KubeWriter(kube_api(Endpoint(kubeconfig, context)), observer_api=observer)
 
 
 def operator() -> str:

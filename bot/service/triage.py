@@ -6,20 +6,25 @@ evidence of record (attach it to the incident, replay it with `gpumem triage --b
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from bot.grammar.requests import CollectRequest, TriageRequest
+from bot.grammar.slack import split_target
 from bot.service.bundle_out import write_bundle_json
-from collectors.live import LiveCollection, LiveOptions, PrometheusOptions, collect_live
+from bot.service.deps import Deps
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
 from runbooks.model.secrets import redact_evidence
 from runbooks.triage.runbook import STEPS, triage
+
+if TYPE_CHECKING:
+    from collectors.live import LiveCollection, LiveOptions
 
 #: a live triage reports one more step than the offline one: the collection itself
 LIVE_STEPS = ("collect", *STEPS[1:])
@@ -43,24 +48,13 @@ class TriageOutcome:
     evidence_found: bool = True
 
 
-def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
-    """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
-
-    The one target grammar (`bot.service.grammar.parse_target`), so a name the CLI accepts is
-    one Slack accepts. Raises CommandError (a UsageError) missing_target, missing_namespace or
-    bad_target.
-
-    >>> split_target("llm/vllm-server")
-    ('llm', 'vllm-server')
-    """
-    from bot.service.grammar import parse_target
-
-    found = parse_target(target, default_namespace)
-    return found.namespace, found.name
-
-
 def options_from_settings(settings, context: str | None = None) -> LiveOptions:
     """LiveOptions for a context (a configured cluster's name or kube context), from Settings."""
+    # lazy, here and in the other live entry points: the live collectors bring the Kubernetes
+    # and HTTP clients (~330 ms with -X importtime), which an offline triage never uses
+    from bot.service.connections import is_in_cluster
+    from collectors.live import LiveOptions, PrometheusOptions
+
     cluster = settings.cluster(context)
     prom = (cluster.prometheus if cluster and cluster.prometheus else None) or settings.prometheus
     prom_opts = None
@@ -75,7 +69,7 @@ def options_from_settings(settings, context: str | None = None) -> LiveOptions:
     return LiveOptions(
         kubeconfig=cluster.kubeconfig if cluster else None,
         context=(cluster.context if cluster else None) or context,
-        in_cluster=bool(cluster and cluster.context == "in-cluster"),
+        in_cluster=is_in_cluster(cluster),
         prometheus=prom_opts,
         source_deadline_s=settings.deadlines.source_s,
         total_deadline_s=settings.deadlines.collect_s,
@@ -122,6 +116,8 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     """Collect and triage; with `bundle_dir`, also write the bundle there with its charts (the
     evidence of record Slack uploads and `--save-bundle` keeps). Without it nothing is written
     and no chart is drawn: a terminal triage leaves no files behind."""
+    from collectors.live import collect_live
+
     namespace, name = split_target(target, default_namespace)
     if bundle_dir:
         from bot.service.bundle_dir import check_bundle_dir
@@ -142,30 +138,27 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
 
 
-def live_options(args: argparse.Namespace):
+def live_options(request: TriageRequest | CollectRequest, deps: Deps):
     """LiveOptions from the config file and environment, then the command-line flags."""
-    from dataclasses import replace
+    from collectors.live import PrometheusOptions
 
-    from bot.service.settings import load_settings
-
-    settings = load_settings(args.config, os.environ)
-    opts = options_from_settings(settings, args.context)
+    settings = deps.settings
+    opts = options_from_settings(settings, request.context)
     changes: dict = {}
-    if args.context:
-        changes["context"] = args.context
-    if args.kubeconfig:
-        changes["kubeconfig"] = args.kubeconfig
-    if args.in_cluster:
+    if request.context:
+        changes["context"] = request.context
+    if request.kubeconfig:
+        changes["kubeconfig"] = request.kubeconfig
+    if request.in_cluster:
         changes["in_cluster"] = True
-    if args.direct_metrics:
+    if request.direct_metrics:
         changes["direct_metrics"] = True
-    if args.source_deadline is not None:
-        changes["source_deadline_s"] = args.source_deadline
-    if args.deadline is not None:
-        changes["total_deadline_s"] = args.deadline
-    if args.prometheus:
-        token = os.environ.get("GPUMEM_PROMETHEUS_TOKEN")
-        changes["prometheus"] = PrometheusOptions(url=args.prometheus, bearer_token=token)
+    if request.source_deadline is not None:
+        changes["source_deadline_s"] = request.source_deadline
+    if request.deadline is not None:
+        changes["total_deadline_s"] = request.deadline
+    if request.prometheus:
+        changes["prometheus"] = PrometheusOptions(url=request.prometheus, bearer_token=deps.env.prometheus_token)
     return replace(opts, **changes), settings
 
 

@@ -1,7 +1,7 @@
 """What Prometheus says of a plan's target during the watch: the most used engine's KV cache
 usage, the requests waiting and the preemptions of the last few minutes, read at each look.
 
-The selector is the handover's (`bot.service.handover._by_service`): the target's pods
+The selector is the handover's (`collectors.prometheus.promql.service_selector`): the target's pods
 labelled directly or through a gateway's `exported_*` labels, for vLLM (V0 and V1) and SGLang.
 Three instant queries per look; a Prometheus that cannot answer leaves the watch going, its
 look saying so (`bot.actuator.watch`).
@@ -14,22 +14,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.actuator.watch import PREEMPTION_WINDOW_S, Symptoms
+from bot.service.connections import cluster_prometheus, prometheus_client
+from collectors.prometheus import promql
 
 
 def target_symptoms(client: Any, namespace: str, name: str, at: datetime) -> Symptoms:
     """The target's KV cache usage (max over its engines, 0..1), queue (sum) and preemptions
     (their increase over `PREEMPTION_WINDOW_S`) at `at`; None for each without series.
     `client` is a `collectors.prometheus.client.PrometheusClient`."""
-    from bot.service.handover import _BY, _by_service
-    from collectors.prometheus import promql
-
-    _, sel = _by_service([f"{namespace}/{name}"])
-    window = f"{PREEMPTION_WINDOW_S}s"
-    queries = {
-        "kv_usage": f"max {_BY} ({sel(promql.USAGE_NAMES)})",
-        "queue": f"sum {_BY} ({sel(promql.QUEUE_NAMES)})",
-        "preemptions": f"sum {_BY} ({sel(promql.PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
-    }
+    _, sel = promql.service_selector([f"{namespace}/{name}"])
+    queries = promql.symptom_queries(sel, PREEMPTION_WINDOW_S)
     values: dict[str, float | None] = {}
     for key, query in queries.items():
         result = client.query(query, at=at)
@@ -41,15 +35,8 @@ def target_symptoms(client: Any, namespace: str, name: str, at: datetime) -> Sym
 
 def _client(settings: Any, cluster: str | None) -> Any:
     """A client for the Prometheus of the plan's cluster, else the top-level one; None: none."""
-    configured = settings.cluster(cluster)
-    prom = (configured.prometheus if configured else None) or settings.prometheus
-    if prom is None:
-        return None
-    from collectors.prometheus.client import PrometheusClient
-
-    return PrometheusClient(prom.url, bearer_token=prom.bearer_token.reveal() if prom.bearer_token else None,
-                            basic_auth=(prom.username, prom.password.reveal()) if prom.username and prom.password
-                            else None, timeout_s=prom.timeout_s, verify=prom.ca_file or True)
+    prom = cluster_prometheus(settings, cluster)
+    return prometheus_client(prom) if prom is not None else None
 
 
 def symptoms_reader(settings: Any, cluster: str | None, namespace: str, name: str,

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.grammar.slack import Command
 from bot.render import slack_alerts as A
 from bot.render import slack_triage as R
 from bot.render.slack_alerts import AlertHead
 from bot.service.alert_payload import Alert, Notification
 from bot.service.alerts import Placement, alert_row, last_triaged, place, record_alerts
-from bot.service.grammar import Command
 from bot.slack.api import job_metadata, new_job_id
 from bot.slack.gate import SeenRequests
 from bot.slack.work import Job

@@ -11,7 +11,6 @@ wrong or older than five minutes gets 401, a malformed timestamp too, and a repl
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import time
@@ -23,13 +22,12 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.config.settings import Settings
+from bot.grammar.slack import ParserFactory, slack_parser
 from bot.render import slack_remediation as P
 from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
-from bot.service.grammar import slack_parser
 from bot.service.runners import TriageRunner
-from bot.service.settings import Settings
-from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.drain import Stopping, run_bounded
 from bot.slack.gate import RequestGate
@@ -39,6 +37,7 @@ from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
 from bot.slack.work import SharedStore, Work
 from bot.telemetry.metrics import BotMetrics
+from bot.verbs.worker import VerbRunner
 
 log = logging.getLogger("gpumem.slack")
 
@@ -251,7 +250,7 @@ def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
 
 def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner | None = None,
               metrics: BotMetrics | None = None,
-              parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
+              parser_factory: ParserFactory | None = None,
               limits: ServeLimits | None = None) -> Bot:
     """Everything the Slack surface needs, from settings and the two injected runners."""
     settings.require("bot_token")

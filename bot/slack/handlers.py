@@ -12,49 +12,51 @@ polls and behind the parent messages being posted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, wait
+from dataclasses import replace
 from typing import Any
 
-from bot.render import slack_handover as H
-from bot.render import slack_triage as R
-from bot.render import slack_verbs as V
-from bot.render.i18n import Catalog
-from bot.service.grammar import (
+from bot.config.settings import WILDCARD, Settings
+from bot.grammar.requests import FleetRequest
+from bot.grammar.slack import (
     SLACK_VERBS,
     Command,
     CommandError,
+    ParserFactory,
     available_verbs,
     fleet_scope,
     parse_command,
     parse_target,
     usage_of,
 )
+from bot.render import slack_handover as H
+from bot.render import slack_triage as R
+from bot.render import slack_verbs as V
+from bot.render.i18n import Catalog
 from bot.service.notes import add_note, list_notes, split_note_args
-from bot.service.settings import WILDCARD, Settings
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.drain import Stopping
 from bot.slack.jobs import Answering, Claims, JobPool, StoreClaims
+from bot.slack.remediation import RemediationDesk
 from bot.slack.work import Job, SharedStore, Work
 from bot.telemetry.errorid import log_crash
 from bot.telemetry.metrics import BotMetrics
+from bot.verbs import VERBS
 from runbooks.model.errors import UsageError
 
 log = logging.getLogger("gpumem.slack")
 
-#: verbs whose work is shown in a parent message while it runs
-PARENT_VERBS = ("triage", "profile", "snapshot")
 _NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found", "is_archived")
 
 
 class Handlers:
     def __init__(self, settings: Settings, work: Work, pool: JobPool, poster: SlackPoster, metrics: BotMetrics,
-                 parser_factory: Callable[[], argparse.ArgumentParser] | None = None,
+                 parser_factory: ParserFactory | None = None,
                  claims: Claims | None = None, clock: Callable[[], float] = time.monotonic,
                  stopping: Stopping | None = None, store: SharedStore | None = None,
                  after_ack: Executor | None = None, answering: Answering | None = None):
@@ -77,7 +79,6 @@ class Handlers:
         #: the "Run again" double-click guard: in the store when there is one (replicas and restarts share it)
         self.claims = claims or (StoreClaims(store) if store is not None else Claims())
         self.clock = clock
-        from bot.slack.remediation import RemediationDesk
 
         #: plans: the "Plan" buttons, Approve / Reject / Roll back / Plan again, /gpumem plan, plans, rollback
         self.remediation = RemediationDesk(settings, poster, store, self._later, self._check_target)
@@ -124,26 +125,30 @@ class Handlers:
         if refusal is not None:
             key, params = refusal
             return self._refuse(ack, lang, cmd.verb, key, **params)
-        if cmd.verb in ("note", "notes"):
+        policy = VERBS[cmd.verb].slack
+        assert policy is not None  # the grammar parses only the verbs Slack offers
+        if policy.runs == "ack":
             return self._notes(ack, cmd, channel, user, lang)
-        if cmd.verb in ("plan", "plans", "rollback"):
+        if policy.runs == "desk":
             return self.remediation.command(ack, cmd, channel, user, lang, respond)
-        if cmd.verb == "handover" and self.store is None:
+        if "store" in policy.needs and self.store is None:
             return self._refuse(ack, lang, cmd.verb, "no_store")
-        if cmd.verb == "fleet":
-            if self.work.fleet_reader is None:
-                return self._refuse(ack, lang, cmd.verb, "no_prometheus")
-            refusal = self._fleet_scope(cmd, channel)
-            if refusal is not None:
-                return self._refuse(ack, lang, cmd.verb, refusal[0], **refusal[1])
+        if "prometheus" in policy.needs and self.work.fleet_reader is None:
+            return self._refuse(ack, lang, cmd.verb, "no_prometheus")
+        if policy.scoped:
+            scoped = self._fleet_scope(cmd, channel)
+            if isinstance(scoped, tuple):
+                return self._refuse(ack, lang, cmd.verb, scoped[0], **scoped[1])
+            cmd = scoped
         self._start(cmd, channel, user, lang, accepted_at, ack=ack, respond=respond)
 
     # ------------------------------------------------------------------ /gpumem fleet
 
-    def _fleet_scope(self, cmd: Command, channel: str) -> tuple[str, dict[str, Any]] | None:
-        """Resolve `[NAMESPACE|--all]` to the namespaces this channel may read, into
-        `cmd.args.namespace` (empty: every namespace); a refusal when one named is not allowed."""
-        names = fleet_scope(cmd.args, self.settings.default_namespace)
+    def _fleet_scope(self, cmd: Command, channel: str) -> Command | tuple[str, dict[str, Any]]:
+        """The command with `[NAMESPACE|--all]` resolved to the namespaces this channel may read,
+        as its request's `namespace` (empty: every namespace); a refusal when one named is not allowed."""
+        assert isinstance(cmd.request, FleetRequest)  # the grammar parsed `fleet`
+        names = fleet_scope(cmd.request, self.settings.default_namespace)
         allowed = self.settings.namespaces_for(None, channel)
         if names is None:
             if not allowed:
@@ -152,8 +157,7 @@ class Handlers:
         for ns in names:
             if not self.settings.namespace_allowed(ns, None, channel):
                 return "namespace_not_allowed", {"namespace": ns, "allowed": ", ".join(allowed) or "-"}
-        cmd.args.namespace = list(names)
-        return None
+        return replace(cmd, request=replace(cmd.request, namespace=tuple(names)))
 
     # ------------------------------------------------------------------ /gpumem note, notes
 
@@ -164,10 +168,10 @@ class Handlers:
             return self._refuse(ack, lang, cmd.verb, "no_store")
         if cmd.verb == "notes":
             with self.store.use() as store:
-                notes = list_notes(store, since=cmd.args.since, target=cmd.args.target, channel=channel)
+                notes = list_notes(store, since=cmd.request.since, target=cmd.request.target, channel=channel)
             self.metrics.command("notes", "ok")
             return ack(response_type="ephemeral", **H.note_list_message(lang, notes))
-        target, text = split_note_args(cmd.args)
+        target, text = split_note_args(cmd.request)
         if target is not None:
             try:
                 parsed = parse_target(target, self.settings.default_namespace)
@@ -255,7 +259,7 @@ class Handlers:
                 return ack(**V.error_message(lang, "busy", queued=self.pool.queued))
             return self._tell(respond, lang, "busy", queued=self.pool.queued)
         target = str(cmd.target) if cmd.target else None
-        with_parent = cmd.verb in PARENT_VERBS
+        with_parent = _with_parent(cmd.verb)
         if ack is not None:
             ahead = ticket.ahead if ticket.queued and not with_parent else None
             ack(**V.ack_text(lang, cmd.verb, target, ahead))
@@ -275,7 +279,7 @@ class Handlers:
                respond: Callable[..., Any], ticket: Any) -> None:
         """Post the parent message (for verbs that have one) and queue the job on `ticket`."""
         target = str(cmd.target) if cmd.target else None
-        with_parent = cmd.verb in PARENT_VERBS
+        with_parent = _with_parent(cmd.verb)
         parent_ts = None
         job_id = new_job_id()
         if with_parent:
@@ -354,3 +358,9 @@ class _Once:
 def _verb_label(word: str) -> str:
     """A bounded label for metrics: a known verb or "unknown"."""
     return word if word in SLACK_VERBS else "unknown"
+
+
+def _with_parent(verb: str) -> bool:
+    """Whether the verb's work is shown in a parent message while it runs (its registry policy)."""
+    policy = VERBS[verb].slack
+    return policy is not None and policy.parent

@@ -16,7 +16,7 @@ kubelet's SIGKILL never cuts a goodbye edit short.
 >>> ServeLimits.from_environ({"GPUMEM_HTTP_MAX_BODY_BYTES": "1e9"})
 Traceback (most recent call last):
 ...
-bot.service.settings_yaml.SettingsError: GPUMEM_HTTP_MAX_BODY_BYTES: expected a whole number of bytes, got '1e9'
+bot.config.yaml_io.SettingsError: GPUMEM_HTTP_MAX_BODY_BYTES: expected a whole number of bytes, got '1e9'
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.service.settings import SettingsError
+from bot.config.settings import SettingsError
 
 #: Slack's payloads are a few KB (a slash command, a block_actions click with its message)
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024

@@ -29,13 +29,13 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.grammar.slack import Command, CommandError, Target, parse_target
 from bot.render import slack_remediation as P
 from bot.render import slack_split as S
 from bot.render import slack_verbs as V
 from bot.render.i18n import Catalog
 from bot.render.slack_plan_notices import RECONCILED_STAGES
 from bot.service import approvals, remediate, split_pools, watch_metrics
-from bot.service.grammar import Command, CommandError, Target, parse_target
 from bot.service.live_errors import error_line
 from bot.service.plan_preview import reader_for
 from bot.slack.accounts import AccountCheck
@@ -257,7 +257,7 @@ class RemediationDesk:
                     lang, "remediation_off", namespace=cmd.target.namespace, cluster=cluster or "-"))
             ack(**V.ack_text(lang, "plan", str(cmd.target)))
             return self.later(self._slash_guarded, lang, respond, self._slash_plan, cmd, channel, user, lang, respond)
-        plan_id = str(getattr(cmd.args, "plan", "") or "")[:64]
+        plan_id = str(getattr(cmd.request, "plan", "") or "")[:64]
         ack(**V.ack_text(lang, "rollback", plan_id))
         self.later(self._slash_guarded, lang, respond, self._rollback, plan_id, user, channel, lang, respond, None)
 
@@ -270,15 +270,15 @@ class RemediationDesk:
 
     def _plans(self, cmd: Command, channel: str) -> list[Any]:
         """The plans this channel may see: open ones (all with --all), in namespaces it may read."""
-        wanted = getattr(cmd.args, "target", None)
-        found = self.store.plans(open_only=not getattr(cmd.args, "all", False))
+        wanted = getattr(cmd.request, "target", None)
+        found = self.store.plans(open_only=not getattr(cmd.request, "all", False))
         return [s for s in found
                 if self.settings.namespace_allowed(s.plan.target.namespace, s.plan.target.cluster, channel)
                 and (not wanted or wanted in {f"{t.namespace}/{t.name}" for t in (s.plan.target, s.plan.workload) if t})]
 
     def _slash_plan(self, cmd: Command, channel: str, user: str, lang: str, respond: Callable[..., Any]) -> None:
         assert cmd.target is not None
-        args = cmd.args
+        args = cmd.request
         cluster = approvals.cluster_name(self.settings, cmd.context)
         try:
             split = split_pools.slack_request(self.store, args, cmd.target.namespace, cmd.target.name, cluster=cluster,

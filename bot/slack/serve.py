@@ -25,10 +25,10 @@ def build_from_settings(settings: Any, environ: Mapping[str, str], limits: Any =
     This returns once they are warm: the HTTP face is started after it.
     """
     from bot.service.runners import ProcessRunner
-    from bot.service.verbs import WorkerVerbRunner
     from bot.slack.app import build_bot, secrets_of
     from bot.slack.limits import ServeLimits
     from bot.slack.work import warm_up
+    from bot.verbs.worker import WorkerVerbRunner
 
     runner = ProcessRunner(choose_runner(settings), settings.workers.pool_size, secrets=secrets_of(settings))
     try:

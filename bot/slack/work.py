@@ -18,24 +18,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.grammar.slack import Command
 from bot.render import slack_fleet as F
 from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
 from bot.render.handover import handover_text
 from bot.render.i18n import Catalog
+from bot.render.templating import environment
 from bot.render.text import render_text
-from bot.service.grammar import Command
+from bot.service.fleet import view_time
 from bot.service.handover import post_handover
 from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
 from bot.service.redact import redact
+from bot.service.reviews import confirm
 from bot.service.runners import TriageRunner, bundle_archive
-from bot.service.verbs import VerbRunner
 from bot.slack.api import SlackPoster, job_metadata, new_job_id
 from bot.slack.jobs import Throttle
 from bot.telemetry.errorid import log_crash
 from bot.telemetry.metrics import BotMetrics, outcome_of
+from bot.verbs import VERBS
+from bot.verbs.worker import VerbRunner
 from runbooks.model.errors import GpumemError, TargetNotFound
 
 log = logging.getLogger("gpumem.work")
@@ -75,8 +79,6 @@ def warm_up(langs: set[str] | list[str] | tuple[str, ...]) -> None:
     """What answering the first job would load in this process, loaded at start-up: each
     language's catalog and the compiled report template. (The runner's own warm-up, the charts
     and the parsers, happens where it runs: see `bot.service.runners.ProcessRunner`.)"""
-    from bot.render.templating import environment
-
     for lang in langs:
         Catalog.load(lang)
     environment().get_template("triage.txt.j2")
@@ -196,12 +198,13 @@ class Work:
         finish = _Finish()
         with self._lock:
             self._active[id(finish)] = (job, finish)
+        policy = VERBS[job.command.verb].slack
         try:
-            if job.command.verb in ("triage", "profile", "snapshot"):
+            if policy is not None and policy.job == "target":
                 self._run_target(job, was_queued, finish)
-            elif job.command.verb == "handover":
+            elif policy is not None and policy.job == "handover":
                 self._run_handover(job, finish)
-            elif job.command.verb == "fleet":
+            elif policy is not None and policy.job == "fleet":
                 self._run_fleet(job, finish)
             else:
                 self._run_verb(job, finish)
@@ -271,7 +274,7 @@ class Work:
                 log.warning("%s %s: result arrived after the deadline or the shutdown and was dropped", verb,
                             job.target)
                 return
-            getattr(self, f"_answer_{verb}")(job, outcome)
+            self._answer(job, outcome)
         except Exception as e:  # a rendering bug still ends the parent, with an id to find it by
             error_id = log_crash(log, "%s %s: answering failed", e, verb, job.target)
             self._fail(job, "crashed", "error", error_id=error_id)
@@ -338,18 +341,19 @@ class Work:
                 self.poster.upload(job.channel, job.parent_ts, f"gpumem-{slug}-bundle.tar.gz", archive,
                                    cat.t("slack.upload.bundle", target=job.target))
 
-    def _answer_profile(self, job: Job, outcome: Any) -> None:
-        msg = V.profile_message(outcome.report, job.lang, job.target or "?", job.user)
-        self._update_parent(job, msg)
-        if outcome.profile_chart_png:
-            self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-buckets.png",
-                               outcome.profile_chart_png, Catalog.load(job.lang).t("slack.upload.profile_chart"))
-        self.metrics.command("profile", "ok", self.clock() - job.accepted_at)
-
-    def _answer_snapshot(self, job: Job, outcome: Any) -> None:
-        msg = V.snapshot_message(outcome.evidence, job.lang, job.target or "?", job.user)
-        self._update_parent(job, msg)
-        self.metrics.command("snapshot", "ok", self.clock() - job.accepted_at)
+    def _answer(self, job: Job, outcome: Any) -> None:
+        """A target job's answer: its verb's message in the parent (`bot.verbs.SlackPolicy.message`),
+        with the pictures it names in the thread; the triage diagnosis when it names none."""
+        policy = VERBS[job.command.verb].slack
+        if policy is None or policy.message is None:
+            return self._answer_triage(job, outcome)
+        self._update_parent(job, policy.message(outcome, job.lang, job.target or "?", job.user))
+        for upload in policy.uploads:
+            png = getattr(outcome, upload.attribute, None)
+            if png:
+                self.poster.upload(job.channel, job.parent_ts, f"gpumem-{job.slug()}-{upload.name}.png", png,
+                                   Catalog.load(job.lang).t(upload.title_key))
+        self.metrics.command(job.command.verb, "ok", self.clock() - job.accepted_at)
 
     # ------------------------------------------------------------------ the shift handover
 
@@ -404,7 +408,7 @@ class Work:
         """The chart of the shift into the handover's thread; best effort (the text says it all)."""
         if not handover.shift:
             return
-        try:
+        try:  # lazy, inside the try: charts need matplotlib, an optional extra (gpumem[charts])
             from bot.render.chart_shift import shift_chart
 
             png = shift_chart(handover.shift, handover.since, handover.until, lang)
@@ -418,8 +422,6 @@ class Work:
         """Post a post-change review reminder (`bot.service.reviews.ReviewReminder`) into
         `channel`, its stop-gap checked against the live object first. Returns the message ts;
         raises when it could not be posted (the scheduler records the failure)."""
-        from bot.service.reviews import confirm
-
         if self.store is not None:
             with self.store.use() as store:
                 reminder = confirm(store, reminder, self.read_object, datetime.now(UTC))
@@ -436,11 +438,10 @@ class Work:
         thread; a failure only to the one who asked. Each query is bounded by the Prometheus
         client's timeout (they run in parallel), so the job is too."""
         cat = Catalog.load(job.lang)
-        args = job.command.args
+        args = job.command.request
         try:
             if self.fleet_reader is None:
                 raise RuntimeError("no Prometheus configured for the fleet view")
-            from bot.service.fleet import view_time
 
             outcome = self.fleet_reader(tuple(getattr(args, "namespace", None) or ()),
                                         getattr(args, "engine", None), getattr(args, "top", None),
@@ -465,7 +466,7 @@ class Work:
             self._tell(job, cat.t("slack.error.post_failed", error=error))
             self.metrics.command("fleet", "error", self.clock() - job.accepted_at)
             return
-        try:
+        try:  # lazy, inside the try: charts need matplotlib, an optional extra (gpumem[charts])
             from bot.render.chart_fleet import fleet_chart
 
             png = fleet_chart(outcome.rows, F.chart_title(outcome, job.lang), job.lang)

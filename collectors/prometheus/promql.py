@@ -136,3 +136,78 @@ def lengths_query(sel: Selectors, part_s: float) -> str:
         return f'label_replace(sum by (le) ({inc}), "hist", "{tag}", "", "")'
 
     return f"{part(PROMPT_NAMES, 'prompt')} or {part(GENERATION_NAMES, 'generation')}"
+
+
+# ----------------------------------------------------------------------------- per service (handover, watch)
+
+#: the grouping of a per-service query: one series per (namespace, deployment)
+BY_SERVICE = "by (namespace, deployment)"
+
+
+def service_selector(targets: Sequence[str]) -> tuple[list[tuple[str, str]], Callable[..., str]]:
+    """The (namespace, deployment) pairs of `targets` (NAMESPACE/NAME), and `sel(names_re,
+    extra, wrap)`: a selector of those metrics on the services' pods (labelled directly or
+    through a gateway's `exported_*` labels), each series given a `deployment` label.
+
+    >>> pairs, sel = service_selector(["llm/vllm"])
+    >>> pairs, sel("up").startswith('label_replace(({__name__=~"up",namespace=~"llm"')
+    ([('llm', 'vllm')], True)
+    """
+    pairs = sorted({tuple(t.split("/", 1)) for t in targets})
+    namespaces = sorted({ns for ns, _ in pairs})
+    names = sorted({n for _, n in pairs}, key=lambda n: (-len(n), n))
+    ns_re = promql_string("|".join(re2_escape(n) for n in namespaces))
+    dep = "(" + "|".join(re2_escape(n) for n in names) + ")"
+    # Deployment pods (NAME-HASH-SUFFIX) and StatefulSet pods (NAME-N)
+    pod_re = promql_string(f"{dep}-(?:[a-z0-9]+-)?[a-z0-9]+")
+
+    def sel(names_re: str, extra: str = "", wrap: Callable[[str], str] = lambda s: s) -> str:
+        more = f",{extra}" if extra else ""
+        name = f"__name__=~{promql_string(names_re)}"
+        direct = wrap(f"{{{name}{more},namespace=~{ns_re},pod=~{pod_re}}}")
+        exported = wrap(f"{{{name}{more},exported_namespace=~{ns_re},exported_pod=~{pod_re}}}")
+        exported = (f'label_replace(label_replace({exported}, "pod", "$1", "exported_pod", "(.+)"), '
+                    f'"namespace", "$1", "exported_namespace", "(.+)")')
+        both = f"({direct} or {exported})"
+        return f'label_replace({both}, "deployment", "$1", "pod", {pod_re})'
+
+    return pairs, sel  # type: ignore[return-value]
+
+
+def service_usage_query(sel: Callable[..., str]) -> str:
+    """Each service's KV cache usage (the most used engine's)."""
+    return f"max {BY_SERVICE} ({sel(USAGE_NAMES)})"
+
+
+def service_state_queries(sel: Callable[..., str], window_s: float) -> dict[str, str]:
+    """The services' state over a window of `window_s` (at least a minute) ending at the query
+    time: KV usage and queue, peak and now; preemptions, OOM kills and restarts in the window."""
+    window = f"{max(60, round(window_s))}s"
+    usage = service_usage_query(sel)
+    queue = f"sum {BY_SERVICE} ({sel(QUEUE_NAMES)})"
+    restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
+    # the pods whose last termination was an OOM kill at any time in the window (a pod that
+    # restarted since for another reason still counts its OOM restarts)
+    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"',
+                   wrap=lambda s: f"max_over_time({s}[{window}])")
+    return {
+        "kv_usage_peak": f"max_over_time({usage}[{window}:15s])",
+        "kv_usage_now": usage,
+        "queue_peak": f"max_over_time({queue}[{window}:15s])",
+        "queue_now": queue,
+        "preemptions": f"sum {BY_SERVICE} ({sel(PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
+        "oom_kills": (f"sum {BY_SERVICE} (max by (namespace, deployment, pod) ({restarts}) and on (namespace, pod) "
+                      f"max by (namespace, pod) ({oom_flag}))"),
+        "restarts": f"sum {BY_SERVICE} ({restarts})",
+    }
+
+
+def symptom_queries(sel: Callable[..., str], preemption_window_s: int) -> dict[str, str]:
+    """What the watch after a write looks at: KV usage (max), queue (sum), and preemptions over
+    the last `preemption_window_s`."""
+    window = f"{preemption_window_s}s"
+    return {
+        "kv_usage": service_usage_query(sel),
+        "queue": f"sum {BY_SERVICE} ({sel(QUEUE_NAMES)})",
+        "preemptions": f"sum {BY_SERVICE} ({sel(PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
+    }

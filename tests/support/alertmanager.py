@@ -14,8 +14,8 @@ from typing import Any
 
 import requests
 
+from bot.config.settings import load_settings
 from bot.serve import serve_http
-from bot.service.settings import load_settings
 from bot.slack.app import Bot, build_bot
 from tests.support.fake_slack import FakeSlack
 from tests.support.slack_kit import CHANNEL, ZH_CHANNEL, ExampleRunner, env_for

@@ -17,12 +17,12 @@ from typing import Any
 
 from slack_bolt.request import BoltRequest
 
-from bot.service.commands import add_common, build_parser
+from bot.config.settings import Settings, load_settings
+from bot.grammar.commands import add_common, build_parser
 from bot.service.runners import BundleRunner
-from bot.service.settings import Settings, load_settings
 from bot.service.triage import TriageOutcome
-from bot.service.verbs import VerbOutput
 from bot.slack.app import Bot, build_bot
+from bot.verbs.worker import VerbOutput
 from tests.support.fake_slack import FakeSlack, action_body, signed_headers, slash_body
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.service.settings_yaml import YamlDoc
+from bot.config.yaml_io import YamlDoc
 
 
 @dataclass(frozen=True)

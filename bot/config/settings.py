@@ -19,20 +19,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from bot.service.settings_alerts import AlertSettings, alert_settings
-from bot.service.settings_remediation import (
+from bot.config.alerts import AlertSettings, alert_settings
+from bot.config.environ import default_lang
+from bot.config.remediation import (
     RemediationSettings,
     StoreSettings,
     remediation_settings,
     store_settings,
 )
-from bot.service.settings_schedules import (
+from bot.config.schedules import (
     Schedule,
     SchedulerSettings,
     scheduler_settings,
     schedules_settings,
 )
-from bot.service.settings_yaml import SettingsError, YamlDoc
+from bot.config.yaml_io import SettingsError, YamlDoc
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 WILDCARD = "*"
@@ -395,16 +396,3 @@ def _read_secret_file(path: Path, what: str) -> str:
     if not value:
         raise SettingsError(f"{what}: {path} is empty")
     return value
-
-
-def default_lang(environ: Mapping[str, str]) -> str:
-    """zh when the locale says Chinese (LC_ALL, LC_MESSAGES, LANG, in POSIX order), else en.
-
-    >>> default_lang({"LANG": "zh_CN.UTF-8"})
-    'zh'
-    """
-    for name in ("GPUMEM_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
-        value = environ.get(name)
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from bot.service.settings_yaml import YamlDoc
+from bot.config.yaml_io import YamlDoc
 from runbooks.remediation.policy import ApprovalPolicy
 
 _ID = ("U", "W", "S")  # Slack user ids (U, W for Enterprise Grid) and user-group ids (S)
@@ -102,6 +102,8 @@ def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
 
 def store_path(settings_store: StoreSettings, environ: Mapping[str, str]) -> Path:
     """Where the store lives: the config's path, else the default under $XDG_STATE_HOME."""
+    # lazy: bot.store.db brings sqlite_utils (~110 ms with -X importtime), which loading the
+    # settings would otherwise cost every verb, those that never open the store too
     from bot.store.db import default_path
 
     return Path(settings_store.path) if settings_store.path else default_path(environ)

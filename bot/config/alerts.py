@@ -28,7 +28,7 @@ from typing import Any
 
 from yaml.nodes import SequenceNode
 
-from bot.service.settings_yaml import YamlDoc
+from bot.config.yaml_io import YamlDoc
 
 #: what a route may match on
 ROUTE_FIELDS = ("namespace", "cluster", "severity")
@@ -71,7 +71,7 @@ class AlertSettings:
     max_triages: int | None = None
     dedupe_window_s: float = 86400.0
     queue_length: int = 256
-    #: the webhook's bearer token / basic-auth password (a `bot.service.settings.Secret`); None: refused
+    #: the webhook's bearer token / basic-auth password (a `bot.config.settings.Secret`); None: refused
     token: Any = None
 
     def channel_for(self, namespace: str | None, cluster: str | None, severity: str | None) -> str | None:

@@ -2,20 +2,26 @@
 
 The surfaces (`bot.cli`, `bot.slack`, `bot.agent`) run verbs; this module only says what each
 verb takes, so `/gpumem budget --engine vllm ...` and `gpumem budget --engine vllm ...` parse
-the same way without one surface importing another. `VERBS` is the explicit, ordered
-registry (the order of `gpumem --help`).
+the same way without one surface importing another, into the same typed request
+(`bot.grammar.requests`). `VERBS` is the explicit, ordered table of each verb's arguments
+(the order of `gpumem --help`).
 
->>> build_parser().parse_args(["budget", "--engine", "vllm", "--max-num-seqs", "64"]).max_num_seqs
+>>> parse_argv(["budget", "--engine", "vllm", "--max-num-seqs", "64"]).max_num_seqs
 64
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from bot.service import commands_remediation as remediation_grammar
-from bot.service.argtypes import fraction, gib, number, port, seconds, since, tokens, whole_number
+from bot.grammar import argtypes
+from bot.grammar import remediation as remediation_grammar
+from bot.grammar.argtypes import fraction, gib, number, port, seconds, since, tokens, whole_number
+
+if TYPE_CHECKING:
+    from bot.grammar.requests import Request
 
 ENGINES = ("vllm", "sglang", "tgi")
 #: the NVML agent's default port
@@ -192,28 +198,35 @@ def _serve(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--lang", choices=("en", "zh"), default=None, help="language of these terminal messages")
 
 
-def _rules(sub: argparse._SubParsersAction, verb: str) -> None:
-    from bot.service import rules as r
+def _dashboards(sub: argparse._SubParsersAction, verb: str) -> None:
+    p = sub.add_parser(verb, help="the runbook's Grafana dashboards per engine: GPU, request profile, service, platform",
+                       description="List the runbook's dashboards for the metrics each engine exports (the same tables "
+                                   "as gpumem rules): each panel, what it reads and the alert line on it. --json prints "
+                                   "Grafana's dashboard JSON (one dashboard with --engine, else a list of the three).")
+    p.add_argument("--engine", choices=ENGINES, default=None, help="vllm, sglang or tgi (default: all three)")
+    add_common(p)
 
+
+def _rules(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="Prometheus alert rules from the runbook, per engine, routed back to gpumem",
                        description="Write the runbook's alerts for the metrics each engine exports (KV cache, "
                                    "queue, preemptions, TTFT p99, long-request share; OOM restarts and GPU memory "
                                    "from kube-state-metrics and DCGM), labelled for gpumem's webhook: a "
                                    "PrometheusRule (default) or a plain rule file.")
-    p.add_argument("--engine", type=r.engine_list, default=None, metavar="ENGINE[,ENGINE]",
+    p.add_argument("--engine", type=argtypes.engine_list, default=None, metavar="ENGINE[,ENGINE]",
                    help="vllm, sglang, tgi, comma-separated (default: all three)")
-    p.add_argument("-o", "--output", choices=r.OUTPUTS, default="prometheusrule",
+    p.add_argument("-o", "--output", choices=argtypes.OUTPUTS, default="prometheusrule",
                    help="prometheusrule: a monitoring.coreos.com/v1 PrometheusRule (default); rules: a rule file")
-    p.add_argument("--namespace-label", type=r.label_name, default="namespace", metavar="LABEL",
+    p.add_argument("--namespace-label", type=argtypes.label_name, default="namespace", metavar="LABEL",
                    help="the alert label that carries the workload's namespace (default namespace)")
-    p.add_argument("--deployment-label", type=r.label_name, default="deployment", metavar="LABEL",
+    p.add_argument("--deployment-label", type=argtypes.label_name, default="deployment", metavar="LABEL",
                    help="the alert label that carries the Deployment's (or StatefulSet's) name (default deployment)")
-    p.add_argument("--runbook-url", type=r.runbook_url, default=r.DEFAULT_RUNBOOK_URL, metavar="URL",
+    p.add_argument("--runbook-url", type=argtypes.runbook_url, default=argtypes.DEFAULT_RUNBOOK_URL, metavar="URL",
                    help="where gpumem's README is published; each rule links URL#<its alert name> "
-                        f"(default {r.DEFAULT_RUNBOOK_URL})")
-    p.add_argument("--name", type=r.object_name, default=None,
+                        f"(default {argtypes.DEFAULT_RUNBOOK_URL})")
+    p.add_argument("--name", type=argtypes.object_name, default=None,
                    help="-o prometheusrule: the object's metadata.name (default gpumem)")
-    p.add_argument("--object-label", type=r.object_label, action="append", default=None, metavar="KEY=VALUE",
+    p.add_argument("--object-label", type=argtypes.object_label, action="append", default=None, metavar="KEY=VALUE",
                    help="-o prometheusrule: a label on the object for the operator's ruleSelector, "
                         "e.g. release=kube-prometheus-stack (repeatable)")
     add_common(p)
@@ -253,20 +266,18 @@ def _handover(sub: argparse._SubParsersAction, verb: str) -> None:
 
 
 def _fleet(sub: argparse._SubParsersAction, verb: str) -> None:
-    from bot.service import fleet as f
-
     p = sub.add_parser(verb, help="the whole fleet from Prometheus: which services are closest to OOM",
                        description="Rank every vLLM, SGLang and TGI service Prometheus sees by how close its "
                                    "KV cache, queue, preemptions, OOM kills and restarts, GPU memory, TTFT p99 and "
                                    "long-request share are to the runbook's lines, closest to trouble first, with "
                                    "the gpumem triage command for each. A fixed number of queries, however many "
                                    "services; a query that fails costs its columns, not the view.")
-    p.add_argument("-n", "--namespace", type=f.namespace_name, action="append", default=None, metavar="NS",
+    p.add_argument("-n", "--namespace", type=argtypes.namespace_name, action="append", default=None, metavar="NS",
                    help="only this namespace (repeatable; default: every namespace)")
     p.add_argument("--engine", type=engine_choice, action="append", default=None, metavar="ENGINE",
                    help="only services of this engine: vllm, sglang, tgi (repeatable; default: all, and GPU "
                         "pods that run none)")
-    p.add_argument("--top", type=f.top_count, default=None, metavar="N", help="show the first N services only")
+    p.add_argument("--top", type=argtypes.top_count, default=None, metavar="N", help="show the first N services only")
     p.add_argument("--at", type=since, default=None, metavar="WHEN",
                    help="read the fleet as it was then: a duration back (30m, 2h) or an ISO 8601 time")
     p.add_argument("--config", metavar="FILE", help="gpumem config (YAML; default $GPUMEM_CONFIG): its prometheus")
@@ -300,6 +311,7 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
     "notes": _notes,
     "handover": _handover,
     "rules": _rules,
+    "dashboards": _dashboards,
     "fleet": _fleet,
     "serve": _serve,
 }
@@ -312,3 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, add in VERBS.items():
         add(sub, verb)
     return p
+
+
+def parse_argv(argv: Sequence[str] | None = None) -> Request:
+    """A `gpumem` command line as its verb's request; argparse exits 2 with the usage on bad input."""
+    args = build_parser().parse_args(argv)
+    # lazy: making the seventeen request dataclasses costs ~15-25 ms (-X importtime), which
+    # `gpumem --help` and a usage error would pay before argparse exits
+    from bot.grammar.requests import request_of
+
+    return request_of(args)

@@ -1,9 +1,10 @@
 """Verbs that Slack runs as they are in a terminal (`/gpumem budget ...`), through the same use
 cases the CLI calls, in a worker process that a deadline can stop.
 
-`run_verb(argv, lang)` parses with the one grammar (`bot.service.commands`), calls the use case
-and renders its terminal text; `WorkerVerbRunner` runs that in a fresh process from a fork
-server and kills it at the deadline, so a runaway computation never holds a bot thread.
+`run_verb(argv, lang)` parses with the one grammar (`bot.grammar.commands`) and runs the verb's
+`worker` of the registry (`bot.verbs.VERBS`): its use case with its terminal text;
+`WorkerVerbRunner` runs that in a fresh process from a fork server and kills it at the
+deadline, so a runaway computation never holds a bot thread.
 
 >>> out = run_verb(["budget", "--engine", "vllm", "--model", "Qwen/Qwen2.5-7B-Instruct",
 ...                 "--gpu", "A100-80GB", "--max-model-len", "8192"], "en")
@@ -13,16 +14,21 @@ server and kills it at the deadline, so a runaway computation never holds a bot 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import multiprocessing
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.grammar.commands import parse_argv
+from bot.grammar.requests import BudgetRequest
+from bot.render import budget as budget_render
+from bot.render.i18n import Catalog
+from bot.service.budget import run_budget
 from bot.service.exits import EXIT_USAGE, exit_code
+from bot.service.live_errors import error_line
+from bot.verbs import VERBS
 from runbooks.model.errors import GpumemError
 
 log = logging.getLogger(__name__)
@@ -45,39 +51,27 @@ class VerbRunner(Protocol):
     def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
 
 
-def _budget(args: argparse.Namespace, lang: str) -> VerbOutput:
-    from bot.render import budget as render
-    from bot.service.budget import run_budget
-
-    outcome = run_budget(args, lang)
-    return VerbOutput(outcome.exit_code, render.page_text(outcome.page, lang))
-
-
-#: verb -> (its use case rendered as text, the catalog section of its own error codes)
-VERBS: dict[str, tuple[Callable[[argparse.Namespace, str], VerbOutput], str]] = {
-    "budget": (_budget, "budget_cli.error"),
-}
+def budget_text(request: BudgetRequest, lang: str) -> VerbOutput:
+    """`/gpumem budget`: the page `gpumem budget` prints, and its exit code."""
+    outcome = run_budget(request, lang)
+    return VerbOutput(outcome.exit_code, budget_render.page_text(outcome.page, lang))
 
 
 def run_verb(argv: list[str], lang: str) -> VerbOutput:
     """Run one verb here, in this process. Errors a person can act on come back worded."""
-    from bot.render.i18n import Catalog
-    from bot.service.commands import build_parser
-    from bot.service.live_errors import error_line
-
     verb = argv[0] if argv else ""
-    if verb not in VERBS:
+    entry = VERBS.get(verb)
+    if entry is None or entry.worker is None:
         return VerbOutput(EXIT_USAGE, "", f"unknown verb {verb!r}")
     try:
-        args = build_parser().parse_args(argv)
+        request = parse_argv(argv)
     except SystemExit:  # argparse has already said why on stderr; Slack parsed it first anyway
         return VerbOutput(EXIT_USAGE, "", f"usage: gpumem {verb} ...")
-    use_case, keys = VERBS[verb]
     try:
-        return use_case(args, lang)
+        return entry.worker(request, lang)
     except GpumemError as e:
         cat = Catalog.load(lang)
-        key = f"{keys}.{e.code}"
+        key = f"{entry.error_keys}.{e.code}"
         return VerbOutput(exit_code(e), "", cat.t(key, e.params) if cat.has(key) else error_line(cat, e))
 
 
@@ -96,7 +90,7 @@ def _context() -> multiprocessing.context.BaseContext:
     imported this module (a bot's threads are never forked)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["bot.service.verbs"])
+        ctx.set_forkserver_preload(["bot.verbs.worker"])
         return ctx
     return multiprocessing.get_context("spawn")
 

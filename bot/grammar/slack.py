@@ -1,7 +1,8 @@
 """One command grammar for Slack and the CLI: `/gpumem VERB [NAMESPACE/DEPLOYMENT] [--flags]`.
 
-The parser is the one command grammar (`bot.service.commands.build_parser()`), so `/gpumem budget --engine vllm ...`
-takes exactly the flags `gpumem budget` takes. Slack adds three rules on top: only the verbs
+The parser is the one command grammar (`bot.grammar.commands.build_parser()`), so `/gpumem budget --engine vllm ...`
+takes exactly the flags `gpumem budget` takes, and becomes the same typed request
+(`bot.grammar.requests.request_of`). Slack adds three rules on top: only the verbs
 in `SLACK_VERBS`; no flag that reads or writes files on the bot's host (`--bundle`, `--out`,
 `--json`, ...); and a NAMESPACE/DEPLOYMENT target for the verbs that read a service. argparse
 never exits here: a bad flag becomes a `CommandError` carrying the usage text.
@@ -18,9 +19,11 @@ import re
 import shlex
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from bot.grammar.commands import build_parser
+from bot.grammar.requests import FleetRequest, Request, request_of
 from runbooks.model.errors import UsageError
 
 #: the longest command text accepted (as Slack sends it, escapes included); a budget command with
@@ -64,13 +67,18 @@ class Target:
         return f"{self.namespace}/{self.name}"
 
 
+#: what builds the argparse tree Slack parses with (`bot.grammar.commands.build_parser`, or a test's)
+ParserFactory = Callable[[], argparse.ArgumentParser]
+
+
 @dataclass(frozen=True, eq=False)
 class Command:
-    """A parsed command. `argv` holds the tokens after the verb, as the CLI would get them."""
+    """A parsed command. `argv` holds the tokens after the verb, as the CLI would get them;
+    `request` the verb's typed request (None for `help` and for a command made by a button)."""
 
     verb: str
     argv: tuple[str, ...] = ()
-    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    request: Request | None = None
     target: Target | None = None
     context: str | None = None
     lang: str | None = None
@@ -120,7 +128,7 @@ def normalise(text: str) -> str:
 
 
 def parse_command(text: str, default_namespace: str | None = None,
-                  parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> Command:
+                  parser_factory: ParserFactory | None = None) -> Command:
     """Parse what follows `/gpumem`. Raises CommandError (`.key`, `.usage`) when it cannot run.
 
     Linear in the length of `text`: too long a text is refused before anything else reads it,
@@ -172,8 +180,8 @@ def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | 
         namespace = getattr(args, "namespace", None) or default_namespace
         target = parse_target(getattr(args, "target", None), namespace, usage=sub.format_usage())
     options = frozenset(s for a in sub._actions for s in a.option_strings)
-    return Command(verb=verb, argv=tuple(rest), args=args, target=target, context=getattr(args, "context", None),
-                   lang=getattr(args, "lang", None), options=options)
+    return Command(verb=verb, argv=tuple(rest), request=request_of(args), target=target,
+                   context=getattr(args, "context", None), lang=getattr(args, "lang", None), options=options)
 
 
 def _check_fleet_scope(args: argparse.Namespace, usage: str) -> None:
@@ -185,17 +193,17 @@ def _check_fleet_scope(args: argparse.Namespace, usage: str) -> None:
             raise CommandError("bad_namespace", usage=usage, namespace=name)
 
 
-def fleet_scope(args: argparse.Namespace, default_namespace: str | None) -> tuple[str, ...] | None:
+def fleet_scope(request: FleetRequest, default_namespace: str | None) -> tuple[str, ...] | None:
     """The namespaces `/gpumem fleet [NAMESPACE|--all]` asks about: those named (NAMESPACE, -n),
     else the default namespace; None for --all, or when neither is given nor configured.
 
-    >>> fleet_scope(parse_command("fleet prod").args, "llm"), fleet_scope(parse_command("fleet").args, "llm")
+    >>> fleet_scope(parse_command("fleet prod").request, "llm"), fleet_scope(parse_command("fleet").request, "llm")
     (('prod',), ('llm',))
-    >>> fleet_scope(parse_command("fleet --all").args, "llm") is None
+    >>> fleet_scope(parse_command("fleet --all").request, "llm") is None
     True
     """
-    names = [n for n in (getattr(args, "scope", None), *(getattr(args, "namespace", None) or ())) if n]
-    if getattr(args, "all", False):
+    names = [n for n in (request.scope, *(request.namespace or ())) if n]
+    if request.all:
         return None
     if names:
         return tuple(dict.fromkeys(names))
@@ -215,25 +223,38 @@ def parse_target(value: str | None, default_namespace: str | None, usage: str = 
     return Target(ns, name)
 
 
-def usage_of(verb: str, parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> str:
+def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
+    """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
+
+    The one target grammar (`parse_target`), so a name the CLI accepts is one Slack accepts.
+    Raises CommandError (a UsageError) missing_target, missing_namespace or bad_target.
+
+    >>> split_target("llm/vllm-server")
+    ('llm', 'vllm-server')
+    """
+    found = parse_target(target, default_namespace)
+    return found.namespace, found.name
+
+
+def usage_of(verb: str, parser_factory: ParserFactory | None = None) -> str:
     """The usage line of one verb as Slack shows it (`usage: /gpumem budget ...`)."""
     with _PARSER_LOCK:
         verbs = _verb_parsers(slack_parser(parser_factory))
         return verbs[verb].format_usage() if verb in verbs else ""
 
 
-def available_verbs(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> tuple[str, ...]:
+def available_verbs(parser_factory: ParserFactory | None = None) -> tuple[str, ...]:
     with _PARSER_LOCK:
         verbs = _verb_parsers(slack_parser(parser_factory))
     return tuple(v for v in SLACK_VERBS if v in verbs or v == "help")
 
 
 #: one Slack parser per factory, shared by every thread; each use of one holds the lock
-_PARSERS: dict[Callable[[], argparse.ArgumentParser], argparse.ArgumentParser] = {}
+_PARSERS: dict[ParserFactory, argparse.ArgumentParser] = {}
 _PARSER_LOCK = threading.RLock()
 
 
-def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
+def slack_parser(parser_factory: ParserFactory | None = None) -> argparse.ArgumentParser:
     """The CLI parser, made safe for Slack: no exits, `/gpumem` in usage, targets on read verbs.
 
     Built once per factory (a few milliseconds, which the bot pays at start, not on an ack) and
@@ -243,7 +264,6 @@ def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = 
     spent its acks building parsers.
     """
     if parser_factory is None:
-        from bot.service.commands import build_parser
         parser_factory = build_parser
     with _PARSER_LOCK:
         parser = _PARSERS.get(parser_factory)
@@ -252,7 +272,7 @@ def slack_parser(parser_factory: Callable[[], argparse.ArgumentParser] | None = 
         return parser
 
 
-def _build_slack_parser(parser_factory: Callable[[], argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def _build_slack_parser(parser_factory: ParserFactory) -> argparse.ArgumentParser:
     root = parser_factory()
     root.prog = "/gpumem"
     sub_action = _sub_action(root)

@@ -1,5 +1,5 @@
 """The command grammar of the remediation verbs: `gpumem plan`, `gpumem apply`, `gpumem rollback`
-(registered in `bot.service.commands.VERBS`).
+(registered in `bot.grammar.commands.VERBS`).
 
 The numbers a plan writes (`--hpa-max`, `--queue-target`, `--startup-probe`, `--threshold`,
 `--long-replicas`) are taken as typed and held to `runbooks.remediation.value_ranges.OPTIONS`
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bot.service.argtypes import seconds, whole_number
+from bot.grammar.argtypes import seconds, whole_number
 
 
 def _target_flags(p: argparse.ArgumentParser) -> None:
