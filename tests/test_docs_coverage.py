@@ -321,6 +321,15 @@ def test_every_json_key_has_an_entry_in_the_json_page(capsys, tmp_path, monkeypa
     assert not missing, f"docs/json.md has no entry for these JSON keys (section: key): {missing}"
 
 
+def test_every_environment_variable_gpumem_reads_has_an_entry_in_the_config_page():
+    from bot.config.environ import NAMES
+
+    page = (DOCS / "config.md").read_text(encoding="utf-8")
+    section = page[page.index("## Environment"):]
+    missing = [name for name in NAMES if f"`{name}`" not in section]
+    assert not missing, f"docs/config.md's Environment section has no entry for: {missing}"
+
+
 def test_every_relative_link_points_at_a_file_and_heading_that_exist():
     pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
     assert len(pages) >= 11
