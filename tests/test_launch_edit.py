@@ -18,11 +18,11 @@ import jsonpatch
 import pytest
 import yaml
 
-from collectors.parsers.flag_tables import FIELD_MAP
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
 from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.catalogs.engine_flags import COVERED, version_label
+from runbooks.launch.flag_tables import FIELD_MAP
 from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
 from runbooks.remediation.edits.launch_edit import EditResult, Restore, edit_flags

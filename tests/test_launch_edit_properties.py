@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.parsers.flag_tables import FIELD_MAP
+from runbooks.launch.flag_tables import FIELD_MAP
 from tests.test_launch_edit import EDITABLE, WORKLOAD_IDS, WORKLOADS, check_round_trip, server
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

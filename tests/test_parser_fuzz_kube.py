@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.errors import ParseError
-from collectors.parsers.flags import parse_command_line, server_config_from_container
+from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_events import event_from_object, parse_events_with_issues
 from collectors.parsers.kube_objects import (
     autoscaler_from_object,
@@ -24,6 +24,7 @@ from collectors.parsers.kube_objects import (
     pods_from_objects,
     workload_from_object,
 )
+from runbooks.launch.argv import parse_command_line
 from runbooks.model.evidence import Autoscaler, K8sEvent, PodState, ReadIssue, ServerConfig, Workload
 
 DATA = Path(__file__).parent / "data" / "kube"

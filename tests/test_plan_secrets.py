@@ -222,7 +222,7 @@ def test_parse_set_refuses_or_returns_no_credential_flag(values):
     except UsageError as e:
         assert e.code in ("bad_set", "secret_flag_not_plannable", "secret_value_not_plannable")
         return
-    from collectors.parsers.flags import canonical_flag
+    from runbooks.launch.argv import canonical_flag
 
     for flag, _ in parsed:
         assert not all(secret_name(s) for s in {flag, *(canonical_flag(e, flag) for e in ("vllm", "sglang", "tgi"))})

@@ -23,9 +23,9 @@ from collectors.kube.evidence import bundle_files, parse_logs, redact_snapshot, 
 from collectors.kube.live import gather_workload
 from collectors.kube.pod_reads import scrub
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
-from collectors.parsers.flag_tables import FIELD_MAP, known_flags
 from collectors.parsers.flags import server_config_from_container
 from collectors.prometheus.client import PrometheusClient, PrometheusError
+from runbooks.launch.flag_tables import FIELD_MAP, known_flags
 from runbooks.model.evidence import Evidence, ReadIssue, ServerConfig
 from runbooks.model.secrets import (
     REDACTED,

@@ -1,4 +1,4 @@
-"""Server flags from every launch form seen in Kubernetes manifests (collectors.parsers.flags)."""
+"""Server flags from every launch form seen in Kubernetes manifests (collectors.parsers.flags, runbooks.launch.argv)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ from pathlib import Path
 import pytest
 
 from collectors.errors import ParseError
-from collectors.parsers.flags import (
-    canonical_flag,
-    parse_command_line,
-    parse_engine_args,
-    server_config_from_container,
-)
+from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_yaml import load_yaml_documents
+from runbooks.launch.argv import canonical_flag, parse_command_line, parse_engine_args
 from runbooks.model.evidence import ServerConfig
 from runbooks.model.serde import from_jsonable, to_jsonable
 

@@ -32,9 +32,10 @@ from bot.service.remediate import writer_for
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
-from collectors.parsers.flags import canonical_flag, server_config_from_container
+from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_objects import workload_from_object
 from collectors.prometheus import promql
+from runbooks.launch.argv import canonical_flag
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import ServerConfig

@@ -28,9 +28,9 @@ from bot.service.connections import Endpoint, kube_api
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
-from collectors.parsers.flag_tables import BOOLEAN_FLAGS
-from collectors.parsers.flags import canonical_flag
 from runbooks.catalogs.models import find_model
+from runbooks.launch.argv import canonical_flag
+from runbooks.launch.flag_tables import BOOLEAN_FLAGS
 from runbooks.model.changes import (
     KINDS,
     AddShm,

@@ -28,13 +28,9 @@ from __future__ import annotations
 
 import re
 
-from collectors.parsers.flags import (
-    canonical_flag,
-    config_from_flags,
-    parse_command_line,
-    server_config_from_container,
-)
-from collectors.parsers.launch_forms import split_words, strip_wrappers
+from collectors.parsers.flags import server_config_from_container
+from runbooks.launch.argv import canonical_flag, config_from_flags, parse_command_line
+from runbooks.launch.forms import split_words, strip_wrappers
 from runbooks.model.evidence import ServerConfig
 
 _COMMAND = re.compile(

@@ -11,7 +11,7 @@ any deployment runs (a request or sequence count of at most 65536; a token lengt
 16777216, and no longer than the model's `max_position_embeddings` when the catalog knows the
 model); a memory fraction is in (0, 1]; a switch is true or false; a replica count is 1 to 1000
 (scaling to zero is an outage: done by hand, not planned). The flag tables of each engine's
-versions live in `collectors.parsers.flag_tables`; this module holds only what a value may be.
+versions live in `runbooks.launch.flag_tables`; this module holds only what a value may be.
 
 >>> check_value("vllm", "max-num-seqs", 64), check_value("vllm", "gpu-memory-utilization", "0.9")
 (64, 0.9)
@@ -162,7 +162,7 @@ def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = 
     return int(number)  # type: ignore[arg-type]
 
 
-#: a switch: what every flag of `collectors.parsers.flag_tables.BOOLEAN_FLAGS` takes
+#: a switch: what every flag of `runbooks.launch.flag_tables.BOOLEAN_FLAGS` takes
 SWITCH = Range("bool")
 
 #: the plan options that are not engine flags -> the whole numbers gpumem plans for them: an

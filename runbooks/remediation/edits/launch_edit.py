@@ -54,7 +54,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.errors import ParseError
-from collectors.parsers.flag_tables import (
+from collectors.parsers.flags import server_config_from_container
+from collectors.parsers.kube_pod_spec import pick_server_container
+from runbooks.catalogs.engine_defaults import parse_version
+from runbooks.catalogs.engine_flags import choose_spelling
+from runbooks.launch.argv import canonical_flag
+from runbooks.launch.flag_tables import (
     BOOLEAN_FLAGS,
     ENV_HINTS,
     FIELD_MAP,
@@ -62,10 +67,6 @@ from collectors.parsers.flag_tables import (
     TGI_ENV_FLAGS,
     known_flags,
 )
-from collectors.parsers.flags import canonical_flag, server_config_from_container
-from collectors.parsers.kube_pod_spec import pick_server_container
-from runbooks.catalogs.engine_defaults import parse_version
-from runbooks.catalogs.engine_flags import choose_spelling
 from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
 from runbooks.remediation.edits.launch_map import (

@@ -1,9 +1,9 @@
 """Where each word of the engine's command line stands in a container spec, and its flags.
 
 `map_launch` reads a container the way `collectors.parsers.flags` does (the same
-`locate_launch`), then finds every word of the engine's own argv in the spec: a list element
-of `command`/`args`, or a span of characters inside a `sh -c` script or a whole command line
-packed into one `command` element. It only answers when its words, read as the parser reads
+`runbooks.launch.forms.locate_launch`), then finds every word of the engine's own argv in the
+spec: a list element of `command`/`args`, or a span of characters inside a `sh -c` script or a
+whole command line packed into one `command` element. It only answers when its words, read as the parser reads
 them, are exactly the parser's argv; anything else is refused (`UsageError("flag_not_editable")`)
 rather than guessed.
 
@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.parsers.flag_tables import BOOLEAN_FLAGS, MULTI_VALUE_FLAGS
-from collectors.parsers.flags import canonical_flag, parse_engine_args
-from collectors.parsers.launch_forms import (
+from runbooks.launch.argv import canonical_flag, parse_engine_args
+from runbooks.launch.flag_tables import BOOLEAN_FLAGS, MULTI_VALUE_FLAGS
+from runbooks.launch.forms import (
     SHELLS,
     Launch,
     expand_k8s_refs,
@@ -183,7 +183,7 @@ def _map_list(tokens: list[tuple[Loc, str, str]], launch: Launch) -> LaunchMap:
 
 
 def _shell_script_index(words: list[str], env: dict[str, str]) -> int:
-    """Index in `words` of the script a `sh -c SCRIPT` runs (as launch_forms finds it)."""
+    """Index in `words` of the script a `sh -c SCRIPT` runs (as runbooks.launch.forms finds it)."""
     rest = strip_wrappers(list(words), dict(env))
     skip = len(words) - len(rest)
     if not rest or rest[0].rsplit("/", 1)[-1] not in SHELLS:
@@ -248,7 +248,7 @@ def _map_script(tokens: list[tuple[Loc, str, str]], env: dict[str, str], launch:
                     shell_env[assignment.group(1)] = assignment.group(2)
             continue
         rest = strip_wrappers(list(cooked), dict(shell_env))
-        found = find_server(cooked, shell_env, 1)  # as launch_forms: `A=b` words stay in the env after
+        found = find_server(cooked, shell_env, 1)  # as runbooks.launch.forms: `A=b` words stay in the env after
         if found is None:
             continue
         if rest and rest[0].rsplit("/", 1)[-1] in SHELLS:

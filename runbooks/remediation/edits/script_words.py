@@ -1,6 +1,6 @@
 """The words of a shell script with where each one stands in the text, so a word can be edited in place.
 
-Splits the way `collectors.parsers.launch_forms.split_shell_commands` reads a script
+Splits the way `runbooks.launch.forms.split_shell_commands` reads a script
 (continuations `\\` + newline join lines, newlines and `;` `&` `|` end a command, `#` starts a
 comment, redirections are not words, quotes and `$(...)` / backticks stay inside their word),
 but keeps each word's span in the original text instead of its unquoted value. The caller
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: what launch_forms replaces by one space before splitting lines
+#: what runbooks.launch.forms replaces by one space before splitting lines
 CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
-#: a redirection at the start of a word (launch_forms drops these before splitting words)
+#: a redirection at the start of a word (runbooks.launch.forms drops these before splitting words)
 _REDIRECTION = re.compile(r"\d*(?:&>>?|>>?&?|<&?)[ \t]*[^\s;&|]+")
 #: the characters str.splitlines() ends a line at
 _LINE_ENDS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
