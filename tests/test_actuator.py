@@ -9,6 +9,7 @@ import pytest
 
 from bot.actuator.apply import CAUSE_ANNOTATION, PLAN_ANNOTATION, apply_plan, rollback_plan
 from bot.actuator.writer import JSON_PATCH, KubeWriter
+from bot.service.container_reader import CONTAINER_READER
 from collectors.parsers.flags import server_config_from_container
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import ChangedAfterApply, ChangedSincePlanned, NotPermitted, UsageError
@@ -138,7 +139,7 @@ def test_a_writer_without_patch_rights_is_told_the_missing_verb(cluster):
 def test_a_flag_change_lands_where_the_deployment_keeps_it(cluster):
     writer = KubeWriter(cluster.api("prod"))
     obj = writer.read("Deployment", NS, NAME)
-    edit = edit_flags(obj, None, {"max-num-seqs": 64})
+    edit = edit_flags(obj, None, {"max-num-seqs": 64}, reader=CONTAINER_READER)
     meta = obj["metadata"]
     plan = Plan("p-seqs", PlanTarget("prod", NS, "Deployment", NAME), "lower_max_num_seqs",
                 (SetArg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),

@@ -10,6 +10,7 @@ import pytest
 from bot.actuator.apply import apply_plan
 from bot.actuator.watch import look, watch
 from bot.actuator.writer import JSON_PATCH, KubeWriter
+from bot.service.container_reader import CONTAINER_READER
 from runbooks.model.changes import SetArg
 from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
@@ -27,7 +28,7 @@ def cluster(tmp_path):
 
 def _apply(writer: KubeWriter) -> int:
     obj = writer.read("Deployment", NS, NAME)
-    edit = edit_flags(obj, None, {"max-num-seqs": 64})
+    edit = edit_flags(obj, None, {"max-num-seqs": 64}, reader=CONTAINER_READER)
     meta = obj["metadata"]
     plan = Plan("p-w", PlanTarget("prod", NS, "Deployment", NAME), "lower_max_num_seqs",
                 (SetArg("vllm", "max-num-seqs", 128, 64),), meta["resourceVersion"], meta.get("generation"),

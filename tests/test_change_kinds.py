@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.service.container_reader import CONTAINER_READER
 from bot.store.db import Store
 from runbooks.model.changes import (
     CHANGE_KINDS,
@@ -161,8 +162,8 @@ def test_the_registry_hands_each_change_to_its_kinds_editor_with_the_changes_con
                 "spec": {"template": {"spec": {"containers": [
                     {"name": "sidecar", "image": "busybox"},
                     {"name": "vllm", "image": "vllm/vllm-openai:v0.8.5", "args": ["--model", "m"]}]}}}}
-    edit = edit_workload(workload, AddShm("vllm", None, "16Gi"), None)
-    assert edit == shm(workload, "vllm", "16Gi")
+    edit = edit_workload(workload, AddShm("vllm", None, "16Gi"), None, reader=CONTAINER_READER)
+    assert edit == shm(workload, "vllm", "16Gi", reader=CONTAINER_READER)
     assert edit.changes == (AddShm("vllm", None, "16Gi"),)
     assert [op["path"] for op in edit.ops] == ["/spec/template/spec/volumes", "/spec/template/spec/containers/1/volumeMounts"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.service.container_reader import CONTAINER_READER
 from runbooks.catalogs.engine_flags import COVERED, FLAGS, choose_spelling, flag_entry
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.launch_edit import edit_flags
@@ -154,7 +155,7 @@ OLD_TGI = "ghcr.io/huggingface/text-generation-inference:1.4.0"
 
 def test_an_edit_spells_the_flag_as_the_image_version_does():
     obj = tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"])
-    result = edit_flags(obj, None, {"max-input-tokens": 2048})
+    result = edit_flags(obj, None, {"max-input-tokens": 2048}, reader=CONTAINER_READER)
     assert result.diff() == ["--max-input-length (default) -> 2048 (after args[3]); TGI 1.4.0 spells it --max-input-length"]
     assert result.spelled == {"max-input-tokens": "max-input-length"}
     assert result.fields["args"][-2:] == ["--max-input-length", "2048"]
@@ -163,7 +164,7 @@ def test_an_edit_spells_the_flag_as_the_image_version_does():
 def test_an_edit_of_a_flag_the_image_version_lacks_is_refused():
     obj = tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"])
     with pytest.raises(UsageError) as e:
-        edit_flags(obj, None, {"max-batch-size": 8})
+        edit_flags(obj, None, {"max-batch-size": 8}, reader=CONTAINER_READER)
     assert e.value.code == "flag_not_in_version"
     assert e.value.params["reason"] == "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"
 
@@ -171,14 +172,14 @@ def test_an_edit_of_a_flag_the_image_version_lacks_is_refused():
 def test_an_unknown_version_keeps_the_objects_spelling_and_says_so():
     obj = tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
                          ["--model-id", "m", "--max-input-length", "1024", "--max-total-tokens", "4096"])
-    result = edit_flags(obj, None, {"max-input-tokens": 2048})
+    result = edit_flags(obj, None, {"max-input-tokens": 2048}, reader=CONTAINER_READER)
     assert result.diff() == ["--max-input-length 1024 -> 2048 (args[3]); TGI version unknown: --max-input-length "
                              "kept as the object spells it"]
     with pytest.raises(UsageError) as e:
-        edit_flags(obj, None, {"max-batch-size": 8})
+        edit_flags(obj, None, {"max-batch-size": 8}, reader=CONTAINER_READER)
     assert e.value.code == "flag_not_in_version" and "unknown" in e.value.params["reason"]
     # the log's version line stands in for the tag
-    assert edit_flags(obj, None, {"max-batch-size": 8}, engine_version="2.4.1").diff()[0].startswith("--max-batch-size")
+    assert edit_flags(obj, None, {"max-batch-size": 8}, engine_version="2.4.1", reader=CONTAINER_READER).diff()[0].startswith("--max-batch-size")
 
 
 def test_a_plan_the_version_rejects_is_refused_before_it_exists_and_writes_nothing(tmp_path, capsys):

@@ -18,6 +18,7 @@ import jsonpatch
 import pytest
 import yaml
 
+from bot.service.container_reader import CONTAINER_READER
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_pod_spec import pick_server_container
 from collectors.parsers.kube_yaml import load_yaml_documents
@@ -170,7 +171,7 @@ def check_round_trip(obj: dict[str, Any], changes: dict[str, Any], container: st
     original = copy.deepcopy(obj)
     index, spec, before = server(obj)
     newest = version_label(COVERED[before.engine][1]) if before.engine in COVERED else None
-    result = edit_flags(obj, container, changes, engine_version=newest)
+    result = edit_flags(obj, container, changes, engine_version=newest, reader=CONTAINER_READER)
     assert obj == original, "edit_flags modified its input"
     # (1) the exact patch, applied by an independent RFC 6902 implementation
     patched = jsonpatch.apply_patch(obj, list(result.json_patch))
@@ -182,7 +183,7 @@ def check_round_trip(obj: dict[str, Any], changes: dict[str, Any], container: st
     assert dataclasses.replace(after, warnings=tuple(sorted(after.warnings))) == expected_config(config_of(spec), changes)
     assert {e.flag: e.new for e in result.edits} == {spelled(before, f): text_of(v) for f, v in changes.items()}
     # (3) the inverse
-    back = edit_flags(result.workload, container, result.inverse, engine_version=newest)
+    back = edit_flags(result.workload, container, result.inverse, engine_version=newest, reader=CONTAINER_READER)
     assert back.workload == original
     assert json.dumps(back.workload) == json.dumps(original)
     assert yaml.safe_dump(back.workload, sort_keys=False) == yaml.safe_dump(original, sort_keys=False)
@@ -253,7 +254,7 @@ def test_patch_then_reparse_gives_the_new_values_and_nothing_else(name, obj, lab
 
 @pytest.mark.parametrize(("name", "obj"), WORKLOADS, ids=WORKLOAD_IDS)
 def test_no_change_writes_nothing(name, obj):
-    result = edit_flags(obj, None, {})
+    result = edit_flags(obj, None, {}, reader=CONTAINER_READER)
     assert result.json_patch == () and result.fields == {} and result.workload == obj
 
 
@@ -468,7 +469,7 @@ def test_tgi_flag_given_twice_is_refused():
         {"name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:3.0.0",
          "args": ["--model-id", "m", "--max-batch-size", "8", "--max-batch-size", "16"]}]}}}}
     with pytest.raises(UsageError) as err:
-        edit_flags(obj, "tgi", {"max-batch-size": 4})
+        edit_flags(obj, "tgi", {"max-batch-size": 4}, reader=CONTAINER_READER)
     assert (err.value.code, err.value.params["reason"]) == ("flag_not_editable", "given_twice")
     check_round_trip(obj, {"max-batch-size": None}, "tgi")
 
@@ -478,7 +479,7 @@ def test_tgi_flag_given_twice_is_refused():
 
 def refusal(obj: dict[str, Any], changes: dict[str, Any]) -> str:
     with pytest.raises(UsageError) as err:
-        edit_flags(obj, None, changes)
+        edit_flags(obj, None, changes, reader=CONTAINER_READER)
     assert err.value.code == "flag_not_editable"
     return err.value.params["reason"]
 
@@ -540,29 +541,29 @@ def test_values_and_flags_that_make_no_sense_are_usage_errors():
                           ({"context-length": 4096}, "flag_unknown"),
                           ({"max-num-seqs": 8, "max_num_seqs": 16}, "flag_repeated")):
         with pytest.raises(UsageError) as err:
-            edit_flags(obj, None, changes)
+            edit_flags(obj, None, changes, reader=CONTAINER_READER)
         assert err.value.code == code, changes
     assert refusal(obj, {"model": "other/model"}) == "model_flag"
     assert refusal(obj, {"enforce-eager": False}) == "switch_off_unsupported"
     with pytest.raises(UsageError) as err:
-        edit_flags(obj, "sidecar", {"max-num-seqs": 8})
+        edit_flags(obj, "sidecar", {"max-num-seqs": 8}, reader=CONTAINER_READER)
     assert err.value.code == "container_not_found"
 
 
 def test_script_values_that_would_need_new_quoting_are_refused():
     obj = shell_deployment("vllm serve M --max-num-seqs 64")
     with pytest.raises(UsageError) as err:
-        edit_flags(obj, None, {"served-model-name": "a;b"})
+        edit_flags(obj, None, {"served-model-name": "a;b"}, reader=CONTAINER_READER)
     assert err.value.code == "flag_value_not_safe"
 
 
 def test_a_restore_applies_only_to_the_object_it_was_made_from():
     obj = workload("examples/params-edge-sglang")
-    result = edit_flags(obj, None, {"context-length": None})
+    result = edit_flags(obj, None, {"context-length": None}, reader=CONTAINER_READER)
     changed = copy.deepcopy(result.workload)
     changed["spec"]["template"]["spec"]["containers"][0]["args"][0] += "# edited by hand\n"
     with pytest.raises(StaleObject):
-        edit_flags(changed, None, result.inverse)
+        edit_flags(changed, None, result.inverse, reader=CONTAINER_READER)
 
 
 def test_the_sidecar_is_never_touched_and_the_server_is_picked_like_triage():

@@ -57,6 +57,7 @@ from runbooks.model.errors import (
     UsageError,
 )
 from runbooks.remediation import split
+from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.edits.split_clones import build_clones
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS, leaf_differences, masked
@@ -92,8 +93,8 @@ def _annotated(body: dict[str, Any], plan: Plan, cause: str) -> dict[str, Any]:
     return out
 
 
-def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
-             original: dict[str, Any]) -> list[dict[str, Any]]:
+def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]], original: dict[str, Any],
+             reader: ContainerReader) -> list[dict[str, Any]]:
     """The objects to create, rebuilt from the sources read now (credentials included), each
     checked to mask to exactly what the plan stores. A plan stored before plans kept masked
     clones carries its objects whole, and they are sent as stored."""
@@ -117,7 +118,7 @@ def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
     build = ops[0]["build"]
     deployment, service, _ = build_clones(sources["Deployment"], sources["Service"],
                                           replicas=int(build["replicas"]), container=build.get("container"),
-                                          flags=[(str(k), v) for k, v in build["flags"]])
+                                          flags=[(str(k), v) for k, v in build["flags"]], reader=reader)
     bodies = {"Deployment": deployment, "Service": service}
     out = []
     for op in ops:
@@ -133,15 +134,15 @@ def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]],
 
 
 def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
-                  on_dry_run: Callable[[], None] | None = None) -> Written:
-    """Re-read the originals, rebuild the clones from them (refused unless they mask to what the
-    plan stores), refuse what exists, dry run both creates, then create them. Returns the long
-    Deployment as created."""
+                  on_dry_run: Callable[[], None] | None = None, *, reader: ContainerReader) -> Written:
+    """Re-read the originals, rebuild the clones from them (their containers read by `reader`,
+    the one the plan was built with; refused unless they mask to what the plan stores), refuse
+    what exists, dry run both creates, then create them. Returns the long Deployment as created."""
     ops = _creates(plan)
     t = plan.target
     original = writer.read(t.kind, t.namespace, t.name)
     check_unchanged(plan, original)
-    values = _rebuilt(writer, plan, ops, original)
+    values = _rebuilt(writer, plan, ops, original, reader)
     taken = existing(writer, t.namespace, ops)
     if taken:
         raise StaleObject("split_exists", plan=plan.id, namespace=t.namespace, objects=", ".join(taken))

@@ -18,6 +18,7 @@ import secrets
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
@@ -25,6 +26,7 @@ from bot.actuator.split_apply import apply_creates, delete_created
 from bot.actuator.watch import Baseline, watch
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.service.connections import Endpoint, kube_api
+from bot.service.container_reader import CONTAINER_READER
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
@@ -129,7 +131,8 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     ops: list[dict[str, Any]] = []
     if request.flags:
         request = replace(request, flags=checked_flags(obj, request.container, request.flags))
-        edit = edit_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version)
+        edit = edit_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
+                          reader=CONTAINER_READER)
         ops += list(edit.json_patch)
         container = request.container or _server_container(obj)
         # the flag as written: the spelling the object or the deployed version uses
@@ -144,7 +147,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
         changes.append(Scale(old, request.replicas))
     for change in request.changes:
-        edit = edit_workload(obj, change, request.container)
+        edit = edit_workload(obj, change, request.container, reader=CONTAINER_READER)
         ops += edit.ops
         changes += edit.changes
     if not changes:
@@ -161,7 +164,7 @@ def checked_flags(obj: dict[str, Any], container: str | None,
     the values to plan. Raises UsageError before any plan exists."""
     for flag, value in flags:
         refuse_credential(flag, value)
-    _index, _spec, config = server_container(obj, container)
+    _index, _spec, config = server_container(obj, container, reader=CONTAINER_READER)
     max_positions = None
     if config.model:
         try:
@@ -206,7 +209,7 @@ def _hpa_plan(obj: dict[str, Any], hpa: dict[str, Any] | None, hpas: list[dict[s
         raise UsageError("separate_plans", object=f"{hpa_edits.HPA_KIND} {name}")
     if queue:
         change = queue[0]
-        metric = change.metric or hpa_edits.queue_metric(obj, request.container)
+        metric = change.metric or hpa_edits.queue_metric(obj, request.container, reader=CONTAINER_READER)
         if hpa is None and any((h.get("metadata") or {}).get("name") == name for h in hpas):
             raise invalid(hpa_edits.HPA_KIND, name, "an HPA of that name scales another workload")
         edit = hpa_edits.hpa_queue(obj, hpa, metric, 4 if change.new is None else change.new, request.hpa_max)
@@ -349,7 +352,8 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
     try:
         if before_write is not None:
             before_write(note)
-        write = apply_creates if plan.patch_type == CREATE_OBJECTS else apply_plan  # split_pools phase 1 creates
+        write = (partial(apply_creates, reader=CONTAINER_READER) if plan.patch_type == CREATE_OBJECTS  # split_pools phase 1 creates
+                 else apply_plan)
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
         params = {**{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}, "plan": plan_id}

@@ -23,6 +23,7 @@ from bot.actuator.split_apply import existing
 from bot.actuator.writer import KubeWriter
 from bot.service import remediate
 from bot.service.budget import read_profile, setup_for
+from bot.service.container_reader import CONTAINER_READER
 from bot.service.remediate import (
     WRITER_READS,
     PlanRequest,
@@ -314,7 +315,8 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
 
     wanted = [(length_flag, long_size.max_model_len), (seqs_flag, long_size.max_num_seqs)]
     long_deployment, long_service, container = build_clones(original, service, replicas=request.long_replicas,
-                                                            container=request.container, flags=wanted)
+                                                            container=request.container, flags=wanted,
+                                                            reader=CONTAINER_READER)
     # the store keeps the clones masked, and what rebuilds them from the originals at apply time
     ops = split.stored_ops(split.create_ops(long_deployment, long_service),
                            [split.source_of(original, "Deployment"), split.source_of(service, "Service")],

@@ -17,6 +17,7 @@ from runbooks.model.changes import HpaOnQueueDepth, Scale
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.common import KindEdit, get_in, invalid, set_op
 from runbooks.remediation.edits.launch_edit import server_container
+from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.value_ranges import check_option
 
 #: the engine's queue metric (requests waiting), as its /metrics names it
@@ -51,9 +52,9 @@ def hpa_scale(hpa: dict[str, Any], replicas: int) -> KindEdit:
     return KindEdit(tuple(changes), tuple(ops))
 
 
-def queue_metric(workload: dict[str, Any], container: str | None) -> str:
+def queue_metric(workload: dict[str, Any], container: str | None, *, reader: ContainerReader) -> str:
     """The engine's queue metric for the server container."""
-    _index, _spec, config = server_container(workload, container)
+    _index, _spec, config = server_container(workload, container, reader=reader)
     return QUEUE_METRIC.get(config.engine or "vllm", QUEUE_METRIC["vllm"])
 
 

@@ -22,23 +22,30 @@ Where the flag is kept is where it is edited, in the spelling and form the spec 
 
 What cannot be edited safely is refused with `UsageError("flag_not_editable", reason=...)`
 (a value computed by the shell, a script in a file, an env var from a Secret or shared with
-another setting, ...), never guessed. Every edit is read back with
-`collectors.parsers.flags.server_config_from_container`, the parser triage uses, and refused
-unless the parser reads exactly the requested flags changed and the rest as before.
+another setting, ...), never guessed. Every edit is read back with the `ContainerReader` it is
+handed (`runbooks.remediation.edits.reader`; bot.service hands it the parser triage uses), and
+refused unless the reader reads exactly the requested flags changed and the rest as before.
 
 The function is pure: no I/O, the input is not modified.
 
+>>> from runbooks.launch.argv import parse_command_line
+>>> class CommandLine:  # a reader of the container's command line alone (bot.service hands triage's)
+...     def server_config(self, spec):
+...         return parse_command_line([*spec.get("command", []), *spec.get("args", [])], image=spec.get("image"))
+...     def server_container(self, pod_spec):
+...         return 0
+>>> reader = CommandLine()
 >>> deploy = {"kind": "Deployment", "spec": {"template": {"spec": {"containers": [{
-...     "name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+...     "name": "vllm", "image": "vllm/vllm-openai:v0.8.5", "command": ["vllm", "serve"],
 ...     "args": ["Qwen/Qwen2.5-7B-Instruct", "--max_num_seqs", "256", "--gpu-memory-utilization=0.95"]}]}}}}
->>> result = edit_flags(deploy, "vllm", {"max-num-seqs": 64, "gpu-memory-utilization": 0.9})
+>>> result = edit_flags(deploy, "vllm", {"max-num-seqs": 64, "gpu-memory-utilization": 0.9}, reader=reader)
 >>> result.fields["args"]
 ['Qwen/Qwen2.5-7B-Instruct', '--max_num_seqs', '64', '--gpu-memory-utilization=0.9']
 >>> result.diff()
 ['--max_num_seqs 256 -> 64 (args[2])', '--gpu-memory-utilization 0.95 -> 0.9 (args[3])']
 >>> [(op["op"], op["path"].rsplit("/", 2)[-2:]) for op in result.json_patch]
 [('test', ['args', '2']), ('replace', ['args', '2']), ('test', ['args', '3']), ('replace', ['args', '3'])]
->>> edit_flags(result.workload, "vllm", result.inverse).workload == deploy
+>>> edit_flags(result.workload, "vllm", result.inverse, reader=reader).workload == deploy
 True
 """
 
@@ -53,9 +60,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from collectors.errors import ParseError
-from collectors.parsers.flags import server_config_from_container
-from collectors.parsers.kube_pod_spec import pick_server_container
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import choose_spelling
 from runbooks.launch.argv import canonical_flag
@@ -79,6 +83,7 @@ from runbooks.remediation.edits.launch_map import (
     refuse,
 )
 from runbooks.remediation.edits.patches import FIELDS, changed_fields, json_patch, strategic_merge_patch
+from runbooks.remediation.edits.reader import ContainerReader, ContainerShapeError
 
 POD_PATH = "/spec/template/spec"
 JSON_PATCH = "application/json-patch+json"
@@ -215,10 +220,10 @@ class EditResult:
 
 
 def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping[str, Any],
-               engine_version: str | None = None) -> EditResult:
+               engine_version: str | None = None, *, reader: ContainerReader) -> EditResult:
     """Set, add or remove engine flags of one container of `workload` (see the module docstring).
 
-    `container` None: the server container triage picks. Each flag is written in a spelling the
+    `container` None: the server container triage picks (`reader` reads the containers). Each flag is written in a spelling the
     deployed engine version accepts: the image tag's version, else `engine_version` (the log's
     version line), else only the spelling the object already uses (or one every version read
     accepts). Raises UsageError (`flag_not_editable`, `flag_unknown`, `flag_not_in_version`,
@@ -226,12 +231,12 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
     StaleObject (a `Restore` applied to another object than the one it undoes).
     """
     containers = _containers(workload)
-    index = _container_index(workload, containers, container)
+    index = _container_index(workload, containers, container, reader)
     spec = containers[index]
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise UsageError("workload_shape", path=f"{POD_PATH}/containers/{index}/name")
-    before = _read(spec)
+    before = _read(spec, reader)
     launch = map_launch(spec)
     planner = _Planner(spec, launch, before, engine_version)
     for order, (key, value) in enumerate(changes.items(), start=1):
@@ -240,7 +245,7 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
     planner.edits = [replace(e, notes=(*e.notes, planner.version_notes[e.flag])) if e.flag in planner.version_notes
                      else e for e in planner.edits]
     new_spec = apply_splices(spec, splices, planner.drops)
-    after = _read(new_spec)
+    after = _read(new_spec, reader)
     _confirm(before, after, planner.expected)
     edited = copy.deepcopy(workload)
     edited["spec"]["template"]["spec"]["containers"][index] = new_spec
@@ -266,13 +271,15 @@ def edit_flags(workload: dict[str, Any], container: str | None, changes: Mapping
     )
 
 
-def server_container(workload: dict[str, Any], container: str | None) -> tuple[int, dict[str, Any], ServerConfig]:
+def server_container(workload: dict[str, Any], container: str | None, *,
+                     reader: ContainerReader) -> tuple[int, dict[str, Any], ServerConfig]:
     """(index, spec, server config) of the server container: `container` by name, else the one
-    triage picks. Raises UsageError container_not_found, workload_shape, or the refusal no_server."""
+    triage picks, as `reader` reads them. Raises UsageError container_not_found, workload_shape,
+    or the refusal no_server."""
     containers = _containers(workload)
-    index = _container_index(workload, containers, container)
+    index = _container_index(workload, containers, container, reader)
     spec = containers[index]
-    return index, spec, _read(spec)
+    return index, spec, _read(spec, reader)
 
 
 def _containers(workload: Any) -> list[Any]:
@@ -285,7 +292,8 @@ def _containers(workload: Any) -> list[Any]:
     return containers
 
 
-def _container_index(workload: dict[str, Any], containers: list[dict[str, Any]], name: str | None) -> int:
+def _container_index(workload: dict[str, Any], containers: list[dict[str, Any]], name: str | None,
+                     reader: ContainerReader) -> int:
     if name is not None:
         for i, item in enumerate(containers):
             if item.get("name") == name:
@@ -293,18 +301,18 @@ def _container_index(workload: dict[str, Any], containers: list[dict[str, Any]],
         raise UsageError("container_not_found", container=name,
                          containers=[str(c.get("name")) for c in containers])
     try:
-        index, config = pick_server_container(workload["spec"]["template"]["spec"], "spec.template.spec", "workload")
-    except ParseError as e:
+        index = reader.server_container(workload["spec"]["template"]["spec"])
+    except ContainerShapeError as e:
         raise UsageError("workload_shape", detail=str(e)) from e
-    if index is None or config is None:
+    if index is None:
         raise refuse("no_server")
     return index
 
 
-def _read(spec: dict[str, Any]) -> ServerConfig:
+def _read(spec: dict[str, Any], reader: ContainerReader) -> ServerConfig:
     try:
-        config = server_config_from_container(spec, source="workload")
-    except ParseError as e:
+        config = reader.server_config(spec)
+    except ContainerShapeError as e:
         raise UsageError("workload_shape", detail=str(e)) from e
     if config is None:
         raise refuse("no_server")
@@ -312,7 +320,7 @@ def _read(spec: dict[str, Any]) -> ServerConfig:
 
 
 def _confirm(before: ServerConfig, after: ServerConfig, expected: dict[str, str]) -> None:
-    """The parser must read the requested flags changed and everything else as before."""
+    """The reader must read the requested flags changed and everything else as before."""
     same = (after.engine, after.launch_form, after.model) == (before.engine, before.launch_form, before.model)
     if not same or after.flags != expected:
         raise refuse("not_confirmed_by_parser",

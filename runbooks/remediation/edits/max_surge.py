@@ -13,6 +13,7 @@ from typing import Any
 from runbooks.model.changes import LowerMaxSurge
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.common import KindEdit, get_in, invalid, set_op
+from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.value_ranges import check_option, shown
 
 _SURGE = re.compile(r"^(\d+)(%?)$")
@@ -55,6 +56,7 @@ def max_surge(workload: dict[str, Any], surge: Any) -> KindEdit:
     return KindEdit(tuple(changes), tuple(ops))
 
 
-def edit(workload: dict[str, Any], change: LowerMaxSurge, container: str | None) -> KindEdit:
-    """The registry's entry: the change's maxSurge, 0 without one."""
+def edit(workload: dict[str, Any], change: LowerMaxSurge, container: str | None, reader: ContainerReader) -> KindEdit:
+    """The registry's entry: the change's maxSurge, 0 without one (the rollout is the
+    workload's own: no container is read)."""
     return max_surge(workload, 0 if change.new is None else change.new)

@@ -8,16 +8,17 @@ from runbooks.model.changes import RaiseMemoryLimit
 from runbooks.remediation.edits.common import KindEdit, invalid, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
 from runbooks.remediation.edits.quantities import canonical_quantity, quantity_bytes
+from runbooks.remediation.edits.reader import ContainerReader
 
 #: without a value, a memory limit is raised by half, rounded up to a whole GiB
 MEMORY_RAISE = 1.5
 
 
-def memory_limit(workload: dict[str, Any], container: str | None, limit: Any) -> KindEdit:
+def memory_limit(workload: dict[str, Any], container: str | None, limit: Any, *, reader: ContainerReader) -> KindEdit:
     """The server container's memory limit to `limit` (a raise), and its memory request with it
     when the request equals the limit (Guaranteed QoS stays Guaranteed)."""
     new = canonical_quantity(limit, "--memory-limit")
-    index, spec, _config = server_container(workload, container)
+    index, spec, _config = server_container(workload, container, reader=reader)
     resources = spec.get("resources") if isinstance(spec.get("resources"), dict) else {}
     limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
     requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
@@ -38,9 +39,9 @@ def memory_limit(workload: dict[str, Any], container: str | None, limit: Any) ->
     return KindEdit(tuple(changes), tuple(ops))
 
 
-def raised_limit(workload: dict[str, Any], container: str | None) -> str:
+def raised_limit(workload: dict[str, Any], container: str | None, *, reader: ContainerReader) -> str:
     """The current memory limit times MEMORY_RAISE, rounded up to a whole Gi."""
-    _index, spec, _config = server_container(workload, container)
+    _index, spec, _config = server_container(workload, container, reader=reader)
     old = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
     if old is None:
         raise invalid(f"containers[{spec.get('name')}].resources.limits.memory", "(none)",
@@ -49,7 +50,7 @@ def raised_limit(workload: dict[str, Any], container: str | None) -> str:
     return f"{-(-int(raised) // 2**30)}Gi"
 
 
-def edit(workload: dict[str, Any], change: RaiseMemoryLimit, container: str | None) -> KindEdit:
+def edit(workload: dict[str, Any], change: RaiseMemoryLimit, container: str | None, reader: ContainerReader) -> KindEdit:
     """The registry's entry: the change's limit, or the current one raised by half without it."""
     return memory_limit(workload, container, change.new if change.new is not None
-                        else raised_limit(workload, container))
+                        else raised_limit(workload, container, reader=reader), reader=reader)

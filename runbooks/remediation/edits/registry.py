@@ -1,7 +1,8 @@
 """The editor of each change kind that patches the workload itself, by its class.
 
-An editor takes the workload as read now, the typed change and the container named by the
-request (the change's own `container` first) and returns a `KindEdit`. Server flags
+An editor takes the workload as read now, the typed change, the container named by the
+request (the change's own `container` first) and the `ContainerReader` that finds and reads it,
+and returns a `KindEdit`. Server flags
 (`SetArg`, edited together by `launch_edit.edit_flags`), replicas (`Scale`) and the HPA kinds
 (`HpaOnQueueDepth`, a `Scale` an HPA would undo: another object, `hpa`) are planned by
 `bot.service.remediate.build_plan` itself; a pool split (`SplitPools`) by
@@ -11,7 +12,7 @@ request (the change's own `container` first) and returns a `KindEdit`. Server fl
 >>> from runbooks.model.changes import AddShm, SplitPools
 >>> sorted(cls.__name__ for cls in EDITORS)
 ['AddShm', 'AddStartupProbe', 'LowerMaxSurge', 'RaiseMemoryLimit']
->>> edit_workload({}, SplitPools("vllm", "threshold", None, 2048), None)
+>>> edit_workload({}, SplitPools("vllm", "threshold", None, 2048), None, reader=None)
 Traceback (most recent call last):
 ...
 runbooks.model.errors.UsageError: not_applicable: {'action': 'split_pools', 'kinds': 'split_pools'}
@@ -26,8 +27,9 @@ from runbooks.model.changes import AddShm, AddStartupProbe, Change, LowerMaxSurg
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits import max_surge, memory_limit, shm, startup_probe
 from runbooks.remediation.edits.common import KindEdit
+from runbooks.remediation.edits.reader import ContainerReader
 
-Editor = Callable[[dict[str, Any], Any, "str | None"], KindEdit]
+Editor = Callable[[dict[str, Any], Any, "str | None", ContainerReader], KindEdit]
 
 #: change class -> the editor that patches the workload for it
 EDITORS: dict[type, Editor] = {
@@ -38,9 +40,11 @@ EDITORS: dict[type, Editor] = {
 }
 
 
-def edit_workload(workload: dict[str, Any], change: Change, container: str | None) -> KindEdit:
-    """The patch of one change of a workload kind; UsageError not_applicable for another kind."""
+def edit_workload(workload: dict[str, Any], change: Change, container: str | None, *,
+                  reader: ContainerReader) -> KindEdit:
+    """The patch of one change of a workload kind, the containers read by `reader`; UsageError
+    not_applicable for another kind."""
     editor = EDITORS.get(type(change))
     if editor is None:
         raise UsageError("not_applicable", action=change.kind, kinds=change.kind)
-    return editor(workload, change, change.container or container)
+    return editor(workload, change, change.container or container, reader)

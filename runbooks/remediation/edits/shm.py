@@ -9,16 +9,17 @@ from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.common import KindEdit, append_op, get_in, invalid, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
 from runbooks.remediation.edits.quantities import canonical_quantity
+from runbooks.remediation.edits.reader import ContainerReader
 
 SHM_PATH = "/dev/shm"
 SHM_VOLUME = "dshm"
 
 
-def shm(workload: dict[str, Any], container: str | None, size: Any) -> KindEdit:
+def shm(workload: dict[str, Any], container: str | None, size: Any, *, reader: ContainerReader) -> KindEdit:
     """An emptyDir (medium Memory, sizeLimit `size`) at /dev/shm in the server container; when
     one is mounted there already, its sizeLimit changes."""
     limit = canonical_quantity(size, "--shm-size")
-    index, spec, _config = server_container(workload, container)
+    index, spec, _config = server_container(workload, container, reader=reader)
     pod = get_in(workload, "spec", "template", "spec") or {}
     volumes = pod.get("volumes")
     mounts = spec.get("volumeMounts")
@@ -49,6 +50,6 @@ def shm(workload: dict[str, Any], container: str | None, size: Any) -> KindEdit:
     return KindEdit((AddShm(name, None, limit),), tuple(ops))
 
 
-def edit(workload: dict[str, Any], change: AddShm, container: str | None) -> KindEdit:
+def edit(workload: dict[str, Any], change: AddShm, container: str | None, reader: ContainerReader) -> KindEdit:
     """The registry's entry: /dev/shm of the change's size."""
-    return shm(workload, container, change.new)
+    return shm(workload, container, change.new, reader=reader)

@@ -14,6 +14,7 @@ from runbooks.model.changes import AddStartupProbe
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.common import KindEdit, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
+from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.value_ranges import check_option
 
 #: the health endpoint each engine serves on its HTTP port
@@ -30,11 +31,12 @@ def startup_budget(budget_s: int) -> tuple[int, int]:
     return PROBE_PERIOD_S, max(1, math.ceil(budget_s / PROBE_PERIOD_S))
 
 
-def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any) -> KindEdit:
+def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any, *,
+                  reader: ContainerReader) -> KindEdit:
     """A startupProbe on the server container: GET the engine's health path on its port, every
     10 s, failing only after `budget_s` seconds. Replaces a startupProbe that is there."""
     budget_s = check_option("--startup-probe", budget_s)
-    index, spec, config = server_container(workload, container)
+    index, spec, config = server_container(workload, container, reader=reader)
     engine = config.engine or "vllm"
     port = config.port or _single_port(spec) or DEFAULT_PORT.get(engine, 8000)
     health = HEALTH_PATH.get(engine, "/health")
@@ -52,9 +54,10 @@ def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any
                     tuple(set_op(path, "startupProbe" in spec, old, probe)))
 
 
-def edit(workload: dict[str, Any], change: AddStartupProbe, container: str | None) -> KindEdit:
+def edit(workload: dict[str, Any], change: AddStartupProbe, container: str | None, reader: ContainerReader) -> KindEdit:
     """The registry's entry: the change's budget, or the default one without it."""
-    return startup_probe(workload, container, DEFAULT_STARTUP_BUDGET_S if change.new is None else change.new)
+    return startup_probe(workload, container, DEFAULT_STARTUP_BUDGET_S if change.new is None else change.new,
+                         reader=reader)
 
 
 def _single_port(spec: dict[str, Any]) -> int | None:
