@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.actuator.writer import KubeWriter, _typed
+from bot.actuator.writer import KubeWriter
 from collectors.kube.client import Call
+from collectors.kube.objects import typed as typed_failure
 from collectors.kube.rest import path
 from collectors.kube.selectors import selector_query
 from runbooks.model.errors import GpumemError, TemporaryError
@@ -169,14 +170,14 @@ def _pods(writer: KubeWriter, namespace: str, query: str) -> list[dict[str, Any]
 
 
 def _observe(writer: KubeWriter, where: str, query: str, call: Call) -> dict[str, Any]:
-    """A list the watch reads through the observer, its failure typed (`_typed`: the status's
+    """A list the watch reads through the observer, its failure typed (`typed_failure`: the status's
     error, or TemporaryError when no answer came), never a raw client exception."""
     try:
         return writer.observer.get_json(where, {"labelSelector": query}, timeout_s=writer.timeout_s)
     except GpumemError:
         raise
     except Exception as e:  # an ApiException (typed by its status) or a transport error
-        typed = _typed(e, call, writer.timeout_s)
+        typed = typed_failure(e, call, writer.timeout_s)
         if isinstance(typed, GpumemError):
             raise typed from e
         raise TemporaryError(10.0, detail=f"{type(e).__name__}: {e}"[:300]) from e

@@ -17,30 +17,17 @@ from typing import Any
 
 import urllib3
 
-from collectors.kube.client import RETRYABLE_STATUSES, Call, api_error, transport_error
-from collectors.kube.rest import KubeRest, error_for, path
-from runbooks.model.errors import GpumemError, OutcomeUnknown
+from collectors.kube.client import RETRYABLE_STATUSES, Call, transport_error
+from collectors.kube.objects import ObjectReader, resource_path
+from collectors.kube.rest import KubeRest, error_for
+from runbooks.model.errors import OutcomeUnknown
 
-#: kind -> (API group, version, resource)
-RESOURCES = {
-    "Deployment": ("apps", "v1", "deployments"),
-    "StatefulSet": ("apps", "v1", "statefulsets"),
-    "Service": ("", "v1", "services"),
-    "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
-}
 JSON_PATCH = "application/json-patch+json"
 #: a plan whose "patch" is the one object it creates (POST), rolled back by deleting that object
 CREATE = "create"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "gpumem"
-
-
-def _where(kind: str, namespace: str, name: str | None = None) -> tuple[str, Call]:
-    group, version, resource = RESOURCES[kind]
-    prefix = ("apis", group, version) if group else ("api", version)
-    parts = (*prefix, "namespaces", namespace, resource, *((name,) if name else ()))
-    return path(*parts), Call("get", resource, namespace, name, group=group)
 
 
 class KubeWriter:
@@ -53,34 +40,27 @@ class KubeWriter:
 
     def __init__(self, api: Any, timeout_s: float = 10.0, observer_api: Any = None):
         self.rest = KubeRest(api)
+        self.reader = ObjectReader(api, timeout_s)
         self.observer = KubeRest(observer_api) if observer_api is not None else self.rest
         self.timeout_s = timeout_s
         self.writes = 0
 
     def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
-        where, call = _where(kind, namespace, name)
-        try:
-            return self.rest.get_json(where, timeout_s=self.timeout_s)
-        except Exception as e:  # an ApiException from the reader: typed like every other answer
-            raise _typed(e, call, self.timeout_s) from e
+        """The object right before a write, as the writer identity sees it."""
+        return self.reader.read(kind, namespace, name)
 
     def list(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         """The objects of `kind` in `namespace` (e.g. the HPAs, to find the one that scales a workload)."""
-        where, call = _where(kind, namespace)
-        try:
-            doc = self.rest.get_json(where, timeout_s=self.timeout_s)
-        except Exception as e:
-            raise _typed(e, Call("list", call.resource, namespace, group=call.group), self.timeout_s) from e
-        return [item for item in doc.get("items") or [] if isinstance(item, dict)]
+        return self.reader.list(kind, namespace)
 
     def patch(self, kind: str, namespace: str, name: str, body: Any, content_type: str,
               dry_run: bool = False) -> dict[str, Any]:
-        where, call = _where(kind, namespace, name)
+        where, call = resource_path(kind, namespace, name)
         return self._send("PATCH", where, body, content_type, dry_run, Call("patch", call.resource, namespace, name,
                                                                             group=call.group))
 
     def create(self, kind: str, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
-        where, call = _where(kind, namespace)
+        where, call = resource_path(kind, namespace)
         return self._send("POST", where, body, "application/json", dry_run,
                           Call("create", call.resource, namespace, group=call.group))
 
@@ -88,7 +68,7 @@ class KubeWriter:
                dry_run: bool = False) -> dict[str, Any]:
         """DELETE one object, only if it still has `preconditions` (uid, resourceVersion): an
         object replaced or changed in between is a 409, not a deletion."""
-        where, call = _where(kind, namespace, name)
+        where, call = resource_path(kind, namespace, name)
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": dict(preconditions),
                 "propagationPolicy": "Background"}
         return self._send("DELETE", where, body, "application/json", dry_run,
@@ -147,14 +127,3 @@ def send_json(rest: KubeRest, method: str, where: str, body: Any, call: Call, ti
     return doc
 
 
-def _typed(error: Exception, call: Call, timeout_s: float = 10.0) -> Exception:
-    """A read's failure typed: its HTTP status (`api_error`), or no answer at all (a timeout, a
-    dropped connection: TemporaryError, `transport_error`)."""
-    if isinstance(error, GpumemError):
-        return error
-    if isinstance(error, urllib3.exceptions.HTTPError):
-        return transport_error(error, call, timeout_s)
-    status = getattr(error, "status", None)
-    if status is None or not hasattr(error, "body"):
-        return error
-    return api_error(error, call)  # type: ignore[arg-type]

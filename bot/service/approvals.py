@@ -27,6 +27,7 @@ from bot.service import remediate
 from bot.service.connections import endpoint, kube_api
 from bot.service.split_pools import PHASE1_LIVE
 from bot.store.db import StoredPlan
+from collectors.kube.objects import ObjectReader
 from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
 from runbooks.model.report import Action, Report
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
@@ -108,10 +109,10 @@ def bot_writer(settings: Any, cluster: str | None) -> KubeWriter:
     return remediate.writer_for(writer.kubeconfig, context, observer=reader_api(settings, cluster))
 
 
-def bot_reader(settings: Any, cluster: str | None) -> KubeWriter:
-    """The reader identity of `cluster`, for reads only (`read`): what start-up reconciliation
-    reads the object with; it never writes."""
-    return KubeWriter(reader_api(settings, cluster))
+def bot_reader(settings: Any, cluster: str | None) -> ObjectReader:
+    """The reader identity of `cluster`, for reads only: what reconciliation reads the object
+    with; it cannot write."""
+    return ObjectReader(reader_api(settings, cluster))
 
 
 def reader_api(settings: Any, cluster: str | None) -> Any:

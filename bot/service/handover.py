@@ -23,15 +23,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.actuator.writer import KubeWriter
 from bot.grammar.requests import HandoverRequest
-from bot.service.connections import endpoint, kube_api, prometheus_client
+from bot.service.connections import Endpoint, endpoint, kube_api, prometheus_client
 from bot.service.deps import Deps
 from bot.service.records import open_store
-from bot.service.remediate import writer_for
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
+from collectors.kube.objects import ObjectReader as Objects
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_objects import workload_from_object
 from collectors.prometheus import promql
@@ -554,10 +553,10 @@ def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | N
     """An ObjectReader for the cluster (None when no client can be made: no kubeconfig, no
     in-cluster account)."""
     try:
-        writer = writer_for(kubeconfig, context)
+        api = kube_api(Endpoint(kubeconfig, context))
     except Exception:  # no cluster configured: temporary measures stay unconfirmed
         return None
-    return writer.read
+    return Objects(api).read
 
 
 def live_object_reader(settings: Any, timeout_s: float = 5.0) -> ObjectReader | None:
@@ -600,7 +599,7 @@ class ClusterReaders:
         with self._lock:
             if key not in self._made:
                 api = kube_api(endpoint(self.settings, cluster.name))
-                self._made[key] = KubeWriter(api, timeout_s=self.timeout_s).read
+                self._made[key] = Objects(api, timeout_s=self.timeout_s).read
             return self._made[key]
 
 
