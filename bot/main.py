@@ -69,17 +69,15 @@ def fail(error: GpumemError, lang: str, keys: str | None = None) -> int:
     """Tell `error` as one line on stderr and return its exit code: the CLI's only error mapping.
 
     The line is `<keys>.<code>` from the catalog when the verb words that code itself;
-    otherwise the wording every surface shares (`bot.service.live_errors.error_line`), so a
+    otherwise the wording every surface shares (`bot.render.errors.error_line`), so a
     workload that does not exist reads the same here and in Slack.
     """
     # lazy: the catalogs and their YAML loader (~20 ms with -X importtime) are paid only by a
     # verb that fails, never by `gpumem --help`
+    from bot.render.errors import verb_error_line
     from bot.render.i18n import Catalog
-    from bot.service.live_errors import error_line
 
-    cat = Catalog.load(lang)
-    key = f"{keys}.{error.code}" if keys else None
-    print(cat.t(key, error.params) if key and cat.has(key) else error_line(cat, error), file=sys.stderr)
+    print(verb_error_line(Catalog.load(lang), error, keys), file=sys.stderr)
     return exit_code(error)
 
 

@@ -19,10 +19,10 @@ from kubernetes.client.rest import RESTResponse
 
 from bot.grammar.slack import CommandError
 from bot.main import fail, main
+from bot.render.errors import error_line
 from bot.render.i18n import Catalog
 from bot.service import runners as slack_runner
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_USAGE, exit_code
-from bot.service.live_errors import error_line
 from bot.slack.work import error_reply
 from collectors.kube import client as kube
 from collectors.kube.client import Call, KubeConfigError, KubeError, api_error

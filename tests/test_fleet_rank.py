@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.render.fleet import FleetOutcome, Missing, fleet_json, fleet_text
+from bot.render.fleet import fleet_json, fleet_text
+from bot.service.outcomes import FleetOutcome, Missing
 from collectors.prometheus.client import parse_query_response
 from collectors.prometheus.fleet import QUERY_COLUMNS, parse_answers, queries
 from runbooks.alerts.fleet import CAP, LINES, Service, rank, score

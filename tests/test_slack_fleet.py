@@ -15,8 +15,8 @@ import pytest
 
 from bot.render import slack_blocks as B
 from bot.render.chart_fleet import MAX_BARS, fleet_chart
-from bot.render.fleet import FleetOutcome, Missing
 from bot.render.slack_fleet import TRIAGE_BUTTONS, fleet_message
+from bot.service.outcomes import FleetOutcome, Missing
 from runbooks.alerts.fleet import Service, rank
 from tests.support import prom_fleet as f
 from tests.support.fake_slack import block_errors

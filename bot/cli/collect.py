@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
+from bot.cli.guard import live_guard
 from bot.grammar.requests import CollectRequest
 from bot.render.wording import issue_text
 from bot.service.collect import collect_bundle
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
-from bot.service.live_errors import live_guard
 from runbooks.model.serde import to_jsonable
 
 

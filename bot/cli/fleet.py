@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import sys
 
+from bot.cli.guard import live_guard
 from bot.grammar.requests import FleetRequest
 from bot.render import fleet as render
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_NO_EVIDENCE, EXIT_OK
 from bot.service.fleet import run_fleet
-from bot.service.live_errors import live_guard
 
 # UsageError(code) is worded by `bot.main` from `fleet_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)

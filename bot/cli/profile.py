@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from bot.grammar.requests import ProfileRequest
 from bot.render import profile as render
+from bot.render.chart_profile import ChartUnavailable, write_profile_chart
 from bot.render.i18n import Catalog
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
-from bot.service.profile import build_profile, is_alarming, write_chart
+from bot.service.outcomes import ProfileView
+from bot.service.profile import build_profile, is_alarming
 
 # a file that cannot be used raises UsageError (exit 2), one without request lengths
 # EvidenceUnavailable (exit 3); `bot.main` words both from `profile_cli.error.<code>`
@@ -27,7 +30,7 @@ def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
     view = build_profile(request)
     chart_error = None
     if request.chart:
-        view, chart_error = write_chart(view, request.chart, lang)
+        view, chart_error = _write_chart(view, request.chart, lang)
         if chart_error is not None:
             key, params = chart_error
             print(Catalog.load(lang).t(key, params), file=sys.stderr)
@@ -39,3 +42,17 @@ def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
     if chart_error is not None:
         return EXIT_USAGE
     return EXIT_CAUSE if is_alarming(view) else EXIT_OK
+
+
+def _write_chart(view: ProfileView, path: str, lang: str):
+    """(the view with the chart recorded, None) or (the view, (catalog key, params)) when the
+    chart could not be written."""
+    if view.detail is None or not view.detail.slices:
+        return view, ("profile_cli.error.chart_needs_times", {})
+    try:
+        size = write_profile_chart(path, view.detail, view.profile.source, view.profile.total, lang)
+    except ChartUnavailable:
+        return view, ("profile_cli.error.chart_unavailable", {})
+    except OSError as e:
+        return view, ("profile_cli.error.chart_unwritable", {"path": path, "message": str(e)})
+    return replace(view, chart_path=path, chart_bytes=size), None

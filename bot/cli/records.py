@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 
+from bot.cli.guard import live_guard
 from bot.grammar.requests import AuditRequest, PlansRequest
 from bot.render import records as render
 from bot.render.remediation import reconciled_text
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK
-from bot.service.live_errors import live_guard
 from bot.service.reconcile import reconcile_for_cli
 from bot.service.records import audit_rows, open_store, plan_rows, verify_audit
 

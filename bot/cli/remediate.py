@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from bot.cli.guard import live_guard
 from bot.cli.watch_progress import WatchProgress, is_live
 from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
 from bot.grammar.slack import split_target
@@ -19,7 +20,6 @@ from bot.render.i18n import Catalog
 from bot.service import remediate, split_pools
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
-from bot.service.live_errors import live_guard
 from bot.service.plan_ids import known_plan
 from bot.service.reconcile import reconcile_for_cli
 from bot.service.records import open_store

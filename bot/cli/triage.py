@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from bot.cli.guard import live_guard
 from bot.cli.output import emit_report
 from bot.grammar.requests import TriageRequest
 from bot.render.i18n import Catalog
 from bot.service import triage as triage_service
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, verdict_exit_code
-from bot.service.live_errors import live_guard
 from runbooks.model.errors import UsageError
 
 # bad usage raises UsageError, worded by `bot.main` from `cli.<code>`; a workload that does

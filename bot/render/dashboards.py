@@ -11,21 +11,14 @@ the English JSON (`configmap_files`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.service.outcomes import DashboardsOutcome
 from runbooks.alerts.dashboards import Dashboard, Panel, grafana
 
 #: the ConfigMap label Grafana's dashboard sidecar looks for (kube-prometheus-stack's default)
 SIDECAR_LABEL = ("grafana_dashboard", "1")
-
-
-@dataclass(frozen=True)
-class DashboardsOutcome:
-    """What `gpumem dashboards` shows: the dashboards of the engines asked for."""
-
-    dashboards: tuple[Dashboard, ...]
 
 
 def _words(cat: Catalog):

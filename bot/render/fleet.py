@@ -8,49 +8,14 @@ the `gpumem triage` command to run next. Wording is the catalogs' `fleet_cli.*`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.service.outcomes import FleetOutcome
 from runbooks.alerts.fleet import COLUMNS, LINES, UNITS, Ranked, Reading
 
 SCHEMA_VERSION = 1
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
-
-
-@dataclass(frozen=True)
-class Missing:
-    """A query that gave no answer: the columns it costs, the error kind and message."""
-
-    query: str
-    columns: tuple[str, ...]
-    kind: str
-    message: str
-
-
-@dataclass(frozen=True)
-class FleetOutcome:
-    rows: tuple[Ranked, ...]
-    #: services in view before --top
-    total: int
-    missing: tuple[Missing, ...]
-    #: query id -> PromQL, as sent
-    queries: dict[str, str]
-    at: datetime
-    window_s: int
-    namespaces: tuple[str, ...] = ()
-    engines: tuple[str, ...] = ()
-
-    @property
-    def not_read(self) -> tuple[str, ...]:
-        """Columns no answer came back for, in the view's order."""
-        cols = {c for m in self.missing for c in m.columns}
-        return tuple(c for c in COLUMNS if c in cols)
-
-    @property
-    def nothing_read(self) -> bool:
-        return bool(self.queries) and len(self.missing) == len(self.queries)
 
 
 def value_text(column: str, value: float) -> str:

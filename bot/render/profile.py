@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.wording import pct, shift_label
+from bot.service.outcomes import ProfileView
 from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
 from runbooks.model.evidence import BUCKETS, ProfileShift, RequestProfile
 from runbooks.profile.detail import ProfileDetail
@@ -17,22 +17,6 @@ from runbooks.profile.requests import BUCKET_LIMITS
 _BAR_CHARS = 30
 
 
-
-
-@dataclass(frozen=True)
-class ProfileView:
-    """Everything `gpumem profile` shows."""
-
-    kind: str  # access_log | server_log | metrics
-    profile: RequestProfile
-    detail: ProfileDetail | None = None
-    baseline: RequestProfile | None = None
-    baseline_shift: ProfileShift | None = None
-    chart_path: str | None = None
-    chart_bytes: int | None = None
-    #: metrics: the profile is the traffic between the baseline scrape and this one
-    between_scrapes: bool = False
-    workers: int = 1
 
 
 def _num(value: Any) -> Any:

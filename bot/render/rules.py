@@ -8,14 +8,14 @@ value, humanized by its kind, so Alertmanager shows the workload and the reading
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from bot.render.i18n import Catalog
+from bot.service.outcomes import RulesOutcome
 from runbooks.alerts.promql import duration
-from runbooks.alerts.rules import Rule, RuleSet
+from runbooks.alerts.rules import Rule
 
 SCHEMA_VERSION = 1
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
@@ -27,19 +27,6 @@ _VALUE = {
 }
 #: labels every alert carries so that Alertmanager can route it to gpumem's webhook
 ROUTE_LABEL = ("gpumem", "triage")
-DEFAULT_OBJECT_NAME = "gpumem"
-
-
-@dataclass(frozen=True)
-class RulesOutcome:
-    """What `gpumem rules` writes: the rules, the format, the runbook link's base, and the
-    PrometheusRule's metadata."""
-
-    ruleset: RuleSet
-    output: str  # prometheusrule | rules
-    runbook_url: str
-    name: str = DEFAULT_OBJECT_NAME
-    object_labels: dict[str, str] = field(default_factory=dict)
 
 
 def rule_object(rule: Rule, outcome: RulesOutcome, cat: Catalog) -> dict[str, Any]:

@@ -15,9 +15,10 @@ import re
 from typing import Any
 
 from bot.render import slack_blocks as B
-from bot.render.fleet import ENGINE_NAMES, FleetOutcome, value_text
+from bot.render.fleet import ENGINE_NAMES, value_text
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import esc
+from bot.service.outcomes import FleetOutcome
 from runbooks.alerts.fleet import Ranked
 
 #: services listed in the message (the rest: `gpumem fleet` in a terminal)

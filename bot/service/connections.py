@@ -22,6 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from collectors.kube.client import (
+    KubeConfigError as KubeConfigError,  # raised by kube_api; surfaces catch it from here
+)
 from collectors.kube.client import make_api_client
 from collectors.kube.rest import KubeRest
 from collectors.prometheus.client import PrometheusClient

@@ -9,7 +9,7 @@ or for all three, built from the series tables the alert rules read.
 
 from __future__ import annotations
 
-from bot.render.dashboards import DashboardsOutcome
+from bot.service.outcomes import DashboardsOutcome
 from runbooks.alerts.dashboards import build_dashboards
 from runbooks.alerts.engines import ENGINES
 from runbooks.model.errors import UsageError

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.grammar.requests import FleetRequest
-from bot.render.fleet import FleetOutcome, Missing
 from bot.service.connections import cluster_prometheus, named_prometheus, prometheus_client
 from bot.service.deps import Deps
+from bot.service.outcomes import FleetOutcome, Missing
 from collectors.prometheus.client import PrometheusClient
 from collectors.prometheus.fleet import DEFAULT_WINDOW_S, read_fleet
 from runbooks.alerts.engines import ENGINES

@@ -1,5 +1,6 @@
 """The profile use case (`gpumem profile`): the request profile (length buckets, percentiles, shift) of an access log,
-a server log or a metrics scrape, against a baseline when given, with a chart on request.
+a server log or a metrics scrape, against a baseline when given (the chart, on request, is drawn by
+the surface from the view: `bot.cli.profile`).
 
 Exit codes: 0 profiled; 1 the L+XL share rose by the runbook's threshold (15 points) or more
 within the window or against the baseline; 2 bad usage or an unreadable file; 3 no request
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 
 from bot.grammar.requests import ProfileRequest
+from bot.service.outcomes import ProfileView
 from runbooks.model.errors import EvidenceUnavailable, UsageError
 
 
@@ -33,7 +35,6 @@ def _threshold() -> float:
 
 
 def _build(request: ProfileRequest):
-    from bot.render.profile import ProfileView
     from runbooks.profile.requests import compare
 
     if request.access_log:
@@ -94,7 +95,6 @@ def _server_log(path: str):
 
 
 def _metrics(request: ProfileRequest):
-    from bot.render.profile import ProfileView
     from collectors.access_logs.request_lengths import profile_from_metrics, read_metrics_file
     from collectors.errors import ParseError
     from runbooks.profile.requests import compare
@@ -121,20 +121,3 @@ def _metrics(request: ProfileRequest):
         view = _with_baseline(view, base.profile, compare(now.profile, base.profile))
     return view
 
-
-def write_chart(view, path: str, lang: str):
-    """(the view with the chart recorded, None) or (the view, (catalog key, params)) when the
-    chart could not be written."""
-    from dataclasses import replace
-
-    from bot.render.chart_profile import ChartUnavailable, write_profile_chart
-
-    if view.detail is None or not view.detail.slices:
-        return view, ("profile_cli.error.chart_needs_times", {})
-    try:
-        size = write_profile_chart(path, view.detail, view.profile.source, view.profile.total, lang)
-    except ChartUnavailable:
-        return view, ("profile_cli.error.chart_unavailable", {})
-    except OSError as e:
-        return view, ("profile_cli.error.chart_unwritable", {"path": path, "message": str(e)})
-    return replace(view, chart_path=path, chart_bytes=size), None

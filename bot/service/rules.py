@@ -8,8 +8,8 @@ that only clash together raise UsageError, worded from `rules_cli.error.<code>`.
 from __future__ import annotations
 
 from bot.grammar.requests import RulesRequest
-from bot.render.rules import DEFAULT_OBJECT_NAME, RulesOutcome
 from bot.service.deps import Deps
+from bot.service.outcomes import DEFAULT_OBJECT_NAME, RulesOutcome
 from runbooks.alerts.engines import ENGINES
 from runbooks.alerts.rules import build_rules
 from runbooks.model.errors import UsageError

@@ -33,10 +33,10 @@ from bot.grammar.slack import Command, CommandError, Target, parse_target
 from bot.render import slack_remediation as P
 from bot.render import slack_split as S
 from bot.render import slack_verbs as V
+from bot.render.errors import error_line
 from bot.render.i18n import Catalog
 from bot.render.slack_plan_notices import RECONCILED_STAGES
 from bot.service import approvals, remediate, split_pools, watch_metrics
-from bot.service.live_errors import error_line
 from bot.service.plan_preview import reader_for
 from bot.slack.accounts import AccountCheck
 from bot.slack.api import SlackPoster

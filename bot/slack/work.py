@@ -23,13 +23,13 @@ from bot.render import slack_fleet as F
 from bot.render import slack_handover as H
 from bot.render import slack_triage as R
 from bot.render import slack_verbs as V
+from bot.render.errors import error_line, verb_error_line
 from bot.render.handover import handover_text
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.text import render_text
 from bot.service.fleet import view_time
 from bot.service.handover import post_handover
-from bot.service.live_errors import error_line
 from bot.service.notes import record_triage
 from bot.service.redact import redact
 from bot.service.reviews import confirm
@@ -87,7 +87,7 @@ def warm_up(langs: set[str] | list[str] | tuple[str, ...]) -> None:
 def error_reply(cat: Catalog, error: GpumemError, target: str | None) -> str:
     """The Slack wording of a GpumemError that ended a job: the Slack surface's one mapping.
 
-    It is the line the CLI prints for the same error (`bot.service.live_errors.error_line`),
+    It is the line the CLI prints for the same error (`bot.render.errors.error_line`),
     so "Deployment llm/x not found in context prod" reads alike in a terminal and a channel; a
     target that no evidence source of this bot knows keeps its own words, since it says
     nothing about whether the workload exists.
@@ -363,8 +363,7 @@ class Work:
             self.post_handover(job.channel, job.lang, actor=job.user)
         except GpumemError as e:
             if finish.take():
-                reason = Catalog.load(job.lang).t(f"handover.error.{e.code}", **e.params) \
-                    if e.code.startswith("handover") else error_line(Catalog.load(job.lang), e)
+                reason = verb_error_line(Catalog.load(job.lang), e, VERBS["handover"].error_keys)
                 self._tell(job, Catalog.load(job.lang).t("slack.error.handover_failed", reason=reason))
                 self.metrics.command("handover", "error", self.clock() - job.accepted_at)
             return

@@ -24,10 +24,10 @@ from typing import Protocol
 from bot.grammar.commands import parse_argv
 from bot.grammar.requests import BudgetRequest
 from bot.render import budget as budget_render
+from bot.render.errors import verb_error_line
 from bot.render.i18n import Catalog
 from bot.service.budget import run_budget
 from bot.service.exits import EXIT_USAGE, exit_code
-from bot.service.live_errors import error_line
 from bot.verbs import VERBS
 from runbooks.model.errors import GpumemError
 
@@ -70,9 +70,7 @@ def run_verb(argv: list[str], lang: str) -> VerbOutput:
     try:
         return entry.worker(request, lang)
     except GpumemError as e:
-        cat = Catalog.load(lang)
-        key = f"{entry.error_keys}.{e.code}"
-        return VerbOutput(exit_code(e), "", cat.t(key, e.params) if cat.has(key) else error_line(cat, e))
+        return VerbOutput(exit_code(e), "", verb_error_line(Catalog.load(lang), e, entry.error_keys))
 
 
 def _child(conn, argv: list[str], lang: str) -> None:

@@ -1,0 +1,57 @@
+"""The one wording of a `runbooks.model.errors.GpumemError`, shared by every surface.
+
+`error_line` words an error the same way everywhere: the CLI prints it (`bot.main.fail`) and
+Slack ends the job with it (`bot.slack.work`), so a workload that does not exist reads alike in a
+terminal and in a channel.
+"""
+
+from __future__ import annotations
+
+from bot.render.i18n import Catalog
+from runbooks.model.errors import (
+    EvidenceUnavailable,
+    GpumemError,
+    NotPermitted,
+    PartlyApplied,
+    PlanMoved,
+    StaleObject,
+    TargetNotFound,
+    TemporaryError,
+)
+
+
+def error_line(cat: Catalog, error: GpumemError) -> str:
+    """One line for a person about an error that stopped the work, by what it means.
+
+    A workload that does not exist, a missing RBAC permission (named), an object changed
+    under us, a server that cannot answer now (with the delay), nothing to read; any other
+    error by its code and params, which carry nothing secret.
+
+    >>> line = error_line(Catalog.load("en"), TargetNotFound("Deployment", "llm", "nope", "prod"))
+    >>> line.split(". ")[0]
+    'gpumem: Deployment llm/nope not found in context prod'
+    """
+    if isinstance(error, TargetNotFound):
+        return cat.t("live.not_found", detail=str(error).rstrip("."))
+    if isinstance(error, NotPermitted):
+        return cat.t("live.forbidden", permission=error.permission)
+    if isinstance(error, (StaleObject, PlanMoved, PartlyApplied)):  # what changed under us: plan again
+        return cat.t("live.conflict")
+    if isinstance(error, TemporaryError):
+        return cat.t("live.temporary", seconds=error.delay_s)
+    if isinstance(error, EvidenceUnavailable):
+        return cat.t("live.unavailable", detail=error.params.get("detail") or error.code)
+    if cat.has(f"live.{error.code}"):  # a code with wording of its own (bundle_folder_not_empty, ...)
+        return cat.t(f"live.{error.code}", error.params)
+    return cat.t("live.error", detail=str(error))
+
+
+def verb_error_line(cat: Catalog, error: GpumemError, keys: str | None) -> str:
+    """`<keys>.<code>` from the catalog when the verb words that code itself (`keys` is the verb's
+    `error_keys` in `bot.verbs.VERBS`), else the wording every surface shares (`error_line`).
+
+    >>> verb_error_line(Catalog.load("en"), UsageError("empty_note"), "handover.error")
+    'gpumem note: the note is empty.'
+    """
+    key = f"{keys}.{error.code}" if keys else None
+    return cat.t(key, error.params) if key and cat.has(key) else error_line(cat, error)

@@ -1,0 +1,87 @@
+"""The typed outcomes the use cases return and `bot.render` turns into text, JSON and Block Kit.
+
+A use case builds one of these and returns it; nothing here words anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from runbooks.alerts.dashboards import Dashboard
+from runbooks.alerts.fleet import COLUMNS, Ranked
+from runbooks.alerts.rules import RuleSet
+from runbooks.model.evidence import ProfileShift, RequestProfile
+from runbooks.profile.detail import ProfileDetail
+
+#: the PrometheusRule's name when `--name` is not given
+DEFAULT_OBJECT_NAME = "gpumem"
+
+
+@dataclass(frozen=True)
+class DashboardsOutcome:
+    """What `gpumem dashboards` shows: the dashboards of the engines asked for."""
+
+    dashboards: tuple[Dashboard, ...]
+
+
+@dataclass(frozen=True)
+class RulesOutcome:
+    """What `gpumem rules` writes: the rules, the format, the runbook link's base, and the
+    PrometheusRule's metadata."""
+
+    ruleset: RuleSet
+    output: str  # prometheusrule | rules
+    runbook_url: str
+    name: str = DEFAULT_OBJECT_NAME
+    object_labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A query that gave no answer: the columns it costs, the error kind and message."""
+
+    query: str
+    columns: tuple[str, ...]
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FleetOutcome:
+    rows: tuple[Ranked, ...]
+    #: services in view before --top
+    total: int
+    missing: tuple[Missing, ...]
+    #: query id -> PromQL, as sent
+    queries: dict[str, str]
+    at: datetime
+    window_s: int
+    namespaces: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+
+    @property
+    def not_read(self) -> tuple[str, ...]:
+        """Columns no answer came back for, in the view's order."""
+        cols = {c for m in self.missing for c in m.columns}
+        return tuple(c for c in COLUMNS if c in cols)
+
+    @property
+    def nothing_read(self) -> bool:
+        return bool(self.queries) and len(self.missing) == len(self.queries)
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """Everything `gpumem profile` shows."""
+
+    kind: str  # access_log | server_log | metrics
+    profile: RequestProfile
+    detail: ProfileDetail | None = None
+    baseline: RequestProfile | None = None
+    baseline_shift: ProfileShift | None = None
+    chart_path: str | None = None
+    chart_bytes: int | None = None
+    #: metrics: the profile is the traffic between the baseline scrape and this one
+    between_scrapes: bool = False
+    workers: int = 1
