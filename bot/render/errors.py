@@ -50,6 +50,7 @@ def verb_error_line(cat: Catalog, error: GpumemError, keys: str | None) -> str:
     """`<keys>.<code>` from the catalog when the verb words that code itself (`keys` is the verb's
     `error_keys` in `bot.verbs.VERBS`), else the wording every surface shares (`error_line`).
 
+    >>> from runbooks.model.errors import UsageError
     >>> verb_error_line(Catalog.load("en"), UsageError("empty_note"), "handover.error")
     'gpumem note: the note is empty.'
     """
