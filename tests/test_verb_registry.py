@@ -88,3 +88,14 @@ def test_deps_read_the_settings_only_when_asked(tmp_path):
         deps.settings  # noqa: B018 - the read is the point
     assert Deps.of(parse_argv(["rules"]), Environment()).config_path is None
     assert Deps.of(parse_argv(["fleet", "--config", "x.yaml"]), Environment()).config_path == "x.yaml"
+
+
+def test_the_environment_never_shows_a_secrets_value():
+    from bot.config.environ import Environment
+
+    env = Environment.from_mapping({"SLACK_BOT_TOKEN": "xoxb-123-secret", "GPUMEM_PROMETHEUS_TOKEN": "prom-secret",
+                                    "GPUMEM_CONFIG": "/etc/gpumem.yaml"})
+    shown = repr(env) + str(env) + repr([env]) + f"{env!r}"
+    assert "xoxb-123-secret" not in shown and "prom-secret" not in shown
+    assert "SLACK_BOT_TOKEN" in repr(env)  # which variables are set is still told
+    assert env["SLACK_BOT_TOKEN"] == "xoxb-123-secret"  # the value itself is still there to read

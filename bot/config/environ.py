@@ -55,7 +55,12 @@ NAMES: tuple[str, ...] = (
 class Environment(Mapping[str, str]):
     """The variables of `NAMES` that are set, as they were when gpumem started."""
 
-    values: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: never in a repr: the secrets' variables are among them (a log line or a traceback that
+    #: shows the deps shows only which variables are set)
+    values: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+
+    def __repr__(self) -> str:
+        return f"Environment(set={sorted(self.values)})"
 
     @classmethod
     def from_mapping(cls, environ: Mapping[str, str]) -> Environment:
