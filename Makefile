@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_BUNDLE ?= examples/runbook-incident
 
-.PHONY: demo test lint bench sanitize clean system-deps
+.PHONY: demo test test-fast lint bench sanitize clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,11 @@ demo: $(STAMP)
 ## Set up and run everything CI runs: lint, layer contracts, the whole test suite.
 test: $(STAMP) system-deps lint
 	$(BIN)/pytest
+
+## The developer loop: lint, then the suite without the real Prometheus and Alertmanager and
+## with at most 10 examples per hypothesis test (tests/support/fast.py). CI runs `make test`.
+test-fast: $(STAMP) lint
+	$(BIN)/pytest --fast -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check bot collectors runbooks tests benchmarks

@@ -22,6 +22,8 @@ import yaml
 from tests.support.alertmanager import TOKEN, serving
 from tests.support.slack_kit import CHANNEL, is_diagnosis
 
+pytestmark = pytest.mark.real_services
+
 RECEIVER = Path(__file__).resolve().parent.parent / "deploy" / "components" / "alerts" / "alertmanager-receiver.yaml"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 AMTOOL = shutil.which("amtool")
