@@ -28,6 +28,6 @@ def test_a_pasted_bundle_never_shows_its_credentials(tmp_path, capsys):
         assert main(["triage", "--bundle", str(bundle), "--lang", "en", *extra]) == 1
         out = capsys.readouterr()
         assert KEY not in out.out + out.err
-    outcome = BundleRunner({"llm/vllm-server": bundle}, charts=False)("llm/vllm-server", None, lambda *_: None)
+    outcome = BundleRunner({"llm/vllm-server": bundle})("llm/vllm-server", None, lambda *_: None)
     assert KEY not in repr(outcome.evidence) and KEY not in repr(outcome.report)
     assert outcome.evidence.server_config.max_num_seqs == 128

@@ -13,13 +13,17 @@ from bot.grammar.requests import BudgetRequest
 from bot.render import budget as render
 from bot.service.budget import run_budget
 from bot.service.deps import Deps
+from runbooks.model.errors import UsageError
 
 # bad input raises UsageError(code, **params); `bot.main` words it from `budget_cli.error.<code>`
 # (the catalog section is the verb's `error_keys` in `bot.verbs.VERBS`)
 
 
 def run(request: BudgetRequest, lang: str, deps: Deps) -> int:
-    outcome = run_budget(request, lang)
+    try:
+        outcome = run_budget(request, deps)
+    except UsageError as e:
+        raise render.worded_error(e, lang) from None
     if request.json:
         json.dump(render.page_json(outcome.page, lang), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")

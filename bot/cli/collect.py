@@ -7,6 +7,7 @@ import sys
 
 from bot.cli.guard import live_guard
 from bot.grammar.requests import CollectRequest
+from bot.render.triage_charts import CHARTS
 from bot.render.wording import issue_text
 from bot.service.collect import collect_bundle
 from bot.service.deps import Deps
@@ -16,7 +17,7 @@ from runbooks.model.serde import to_jsonable
 
 def run(request: CollectRequest, lang: str, deps: Deps) -> int:
     with live_guard(lang) as guard:
-        outcome = collect_bundle(request, deps, lang)
+        outcome = collect_bundle(request, deps, lang, CHARTS)
         if request.json:
             json.dump({"bundle": str(outcome.bundle_dir), "files": list(outcome.files),
                        "issues": to_jsonable(outcome.evidence.issues)}, sys.stdout, indent=2)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from bot.grammar.slack import CommandError
 from bot.render.i18n import Catalog
 
 
@@ -28,8 +29,9 @@ def live_guard(lang: str) -> Iterator[Guard]:
     A GpumemError (a workload that does not exist, ...) passes through to `bot.main`,
     which maps every verb's errors in one place with the same wording (`error_line`).
     """
+    # lazy: the settings loader (~40 ms) and the Kubernetes client behind KubeConfigError
+    # (~500 ms, -X importtime) are not paid by an offline triage, which imports this module
     from bot.config.settings import SettingsError
-    from bot.grammar.slack import CommandError
     from bot.service.connections import KubeConfigError
 
     guard = Guard(Catalog.load(lang))

@@ -27,7 +27,7 @@ from bot.service.profile import build_profile, is_alarming
 
 
 def run(request: ProfileRequest, lang: str, deps: Deps) -> int:
-    view = build_profile(request)
+    view = build_profile(request, deps)
     chart_error = None
     if request.chart:
         view, chart_error = _write_chart(view, request.chart, lang)

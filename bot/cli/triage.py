@@ -36,14 +36,16 @@ def _offline(request: TriageRequest, lang: str) -> int:
 
 
 def _live(request: TriageRequest, lang: str, deps: Deps) -> int:
-    # lazy: the store behind the record (sqlite_utils, ~180 ms with -X importtime) is not paid
-    # by an offline triage
+    # lazy: the store behind the record (sqlite_utils, ~180 ms with -X importtime) and the
+    # charts of a saved bundle (~8 ms) are not paid by an offline triage
+    from bot.render.triage_charts import CHARTS
     from bot.service.notes import record_cli_triage
 
     with live_guard(lang) as guard:
         opts, settings = triage_service.live_options(request, deps)
         result = triage_service.run_live_triage(request.target, opts, lang, bundle_dir=request.save_bundle,
-                                                default_namespace=request.namespace or settings.default_namespace)
+                                                default_namespace=request.namespace or settings.default_namespace,
+                                                charts=CHARTS)
         emit_report(result.report, request.json, lang)
         record_cli_triage(request, result.report, deps)  # the shift's incidents, for `gpumem handover`
         if request.save_bundle:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.wording import pct
+from bot.service.outcomes import BudgetPage as Page
+from bot.service.outcomes import BudgetSide as Side
 from runbooks.model.budget import Budget, BudgetInputs
-from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.model.errors import UsageError
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan, current_fraction
 from runbooks.sizing.capacity import BucketCapacity
 from runbooks.sizing.conflicts import FlagClash
-from runbooks.sizing.whatif import before_value
 
 #: Budget fields every budget JSON carries, in this order (the README documents them)
 BUDGET_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_gib", "kv_cache_gib",
@@ -26,46 +26,14 @@ _ROWS = (("weights", "weights_gib"), ("activation", "activation_gib"), ("non_tor
          ("cudagraph", "cudagraph_gib"), ("kv", "kv_cache_gib"))
 
 
-
-
-@dataclass(frozen=True)
-class Side:
-    """One configuration and what it gives."""
-
-    inputs: BudgetInputs
-    budget: Budget
-    conflicts: tuple[FlagClash, ...]
-    buckets: BucketCapacity
-
-
-@dataclass(frozen=True)
-class Page:
-    model: ModelSpec
-    gpu_label: str
-    before: Side
-    after: Side | None = None
-    changed: dict[str, dict[str, Any]] | None = None
-    plan: SafePlan | None = None
-    profile: RequestProfile | None = None
-    notes: tuple[tuple[str, dict[str, Any]], ...] = ()
-
-
-def _effective(side: Side, key: str) -> Any:
-    """A what-if key's value in effect for `side` (engine defaults filled in where known)."""
-    b, inp = side.budget, side.inputs
-    known = {"max-model-len": b.max_model_len, "max-num-seqs": b.max_num_seqs,
-             "max-num-batched-tokens": b.max_num_batched_tokens, "block-size": b.block_size,
-             "gpu-mem-gib": inp.gpu_total_gib, "tensor-parallel-size": inp.tp, "pipeline-parallel-size": inp.pp}
-    if key in known and known[key] is not None:
-        return known[key]
-    if key == ENGINE_FLAGS[inp.engine][2]:
-        return current_fraction(inp)
-    return before_value(inp, key)
-
-
-def changes(before: Side, after: Side, applied: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{what-if key: {"before": value in effect, "after": value in effect}}."""
-    return {key: {"before": _effective(before, key), "after": _effective(after, key)} for key in applied}
+def worded_error(error: UsageError, lang: str) -> UsageError:
+    """A use case's usage error with the kind of value a what-if expected in the reader's words
+    (`budget_cli.kind.<kind>`); any other error as it is."""
+    if error.code != "what_if_bad_value":
+        return error
+    params = dict(error.params)
+    params["expected"] = Catalog.load(lang).t(f"budget_cli.kind.{params.get('expected')}")
+    return UsageError(error.code, **params)
 
 
 # ---------------------------------------------------------------------------- JSON

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Any
 
@@ -113,8 +114,6 @@ def percentile_lines(cat: Catalog, p: RequestProfile, d: ProfileDetail | None) -
 
 
 def _display(text: str) -> int:
-    import unicodedata
-
     return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
 
 

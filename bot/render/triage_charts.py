@@ -1,17 +1,25 @@
-"""The two charts a triage thread carries, as PNG bytes: GPU memory and request buckets.
+"""The two charts a triage carries, as PNG bytes: GPU memory and request buckets.
 
 Memory over time and the bucket shares are the shared charts (`bot.render.chart_memory`,
-`bot.render.chart_buckets`, the same ones live triage draws). A bundle with no memory history still
-gets a memory chart: one card split into weights, other static memory, KV cache and free
-space, from the report's static/dynamic split. Drawing is serialised: the chart modules set
-matplotlib's global rc settings while they draw, and the work pool draws on several threads.
+`bot.render.chart_buckets`). A live triage draws them from its evidence into the bundle it
+writes (`evidence_charts`); a triage thread of a bundle read from disk draws them from the
+report (`memory_chart`, `profile_chart`): a bundle with no memory history still gets a memory
+chart, one card split into weights, other static memory, KV cache and free space, from the
+report's static/dynamic split. Drawing is serialised: the chart modules set matplotlib's global
+rc settings while they draw, and the work pool draws on several threads.
+
+The use cases draw nothing themselves: a surface hands them `CHARTS` (`bot.service.triage.Charts`
+is what they expect), so `bot.service` imports no `bot.render`.
 """
 
 from __future__ import annotations
 
 import io
 import threading
+from dataclasses import dataclass
 
+from bot.render.chart_buckets import render_bucket_chart
+from bot.render.chart_memory import _rc, chart_lang, render_memory_chart
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
@@ -20,12 +28,28 @@ _DRAW = threading.Lock()
 _COLORS = {"weights": "#4e79a7", "static": "#76b7b2", "kv": "#f28e2b", "free": "#d9d9d9", "used": "#e15759"}
 
 
+def evidence_charts(evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+    """The GPU memory chart (when there is history) and the bucket chart (when there is a profile)
+    of a live triage's evidence, for the bundle it writes.
+
+    Charts need matplotlib (`pip install 'gpumem[charts]'`); without it both are None.
+    """
+    try:
+        import matplotlib  # noqa: F401  (lazy: see `_split_chart`)
+    except ImportError:
+        return None, None
+    memory = profile = None
+    if evidence.memory_history is not None and evidence.memory_history.series:
+        memory = render_memory_chart(evidence.memory_history, evidence.target or "", lang)
+    if evidence.requests is not None and evidence.requests.total:
+        profile = render_bucket_chart(evidence.requests, evidence.target or "", lang)
+    return memory, profile
+
+
 def memory_chart(report: Report, evidence: Evidence, lang: str = "en") -> bytes | None:
     """GPU memory over time when there is a history, else the split of one card; None without data."""
     history = evidence.memory_history
     if history is not None and history.series:
-        from bot.render.chart_memory import render_memory_chart
-
         with _DRAW:
             return render_memory_chart(history, report.target or "", lang)
     mem = report.memory
@@ -40,18 +64,16 @@ def profile_chart(report: Report, lang: str = "en") -> bytes | None:
     p = report.profile
     if p is None or not p.total:
         return None
-    from bot.render.chart_buckets import render_bucket_chart
-
     with _DRAW:
         return render_bucket_chart(p, report.target or "", lang)
 
 
 def _split_chart(report: Report, lang: str) -> bytes:
+    # lazy, as in the chart modules: matplotlib costs ~450 ms to import (-X importtime), which
+    # a triage without charts (a terminal, a JSON report) never pays
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
     cat = Catalog.load(lang)
@@ -88,3 +110,40 @@ def _split_chart(report: Report, lang: str) -> bytes:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
+
+
+def warm_charts(lang: str = "en") -> None:
+    """Import matplotlib's Agg backend and draw one small figure with text, so the first chart
+    of a triage does not load the fonts."""
+    import matplotlib  # lazy: see `_split_chart`
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    chart_lang(lang)
+    with matplotlib.rc_context({}):
+        fig = Figure(figsize=(2, 1), dpi=50)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("warm-up 0.5 GiB", loc="left")
+        ax.bar([0], [1])
+        fig.savefig(io.BytesIO(), format="png")
+
+
+@dataclass(frozen=True)
+class TriageCharts:
+    """The drawer the surfaces hand the triage use cases and runners (`bot.service.triage.Charts`);
+    picklable, so a triage worker process draws its own."""
+
+    def of_evidence(self, evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+        return evidence_charts(evidence, lang)
+
+    def of_report(self, report: Report, evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+        return memory_chart(report, evidence, lang), profile_chart(report, lang)
+
+    def warm(self, lang: str) -> None:
+        warm_charts(lang)
+
+
+#: the one drawer
+CHARTS = TriageCharts()

@@ -26,6 +26,7 @@ from bot.actuator.writer import KubeWriter
 from bot.service import remediate
 from bot.service.connections import endpoint, kube_api
 from bot.service.split_pools import PHASE1_LIVE
+from bot.service.split_pools import replan_request as split_replan
 from bot.store.db import StoredPlan
 from collectors.kube.objects import ObjectReader
 from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
@@ -220,8 +221,6 @@ def replan_request(stored: StoredPlan, user: str, store: Any = None, watch_s: fl
     pool split's phase 1 again with `store`: `bot.service.split_pools.replan_request`)."""
     p = stored.plan
     if p.action_id == SPLIT_KIND and store is not None:
-        from bot.service.split_pools import replan_request as split_replan
-
         return split_replan(store, stored, user, watch_s=watch_s)
     w = p.workload or p.target  # an HPA plan is re-made for the workload the HPA scales
     return remediate.request_from_changes(w.namespace, w.name, w.cluster, p.action_id,

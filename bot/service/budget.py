@@ -16,9 +16,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.grammar.requests import BudgetRequest
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
+from bot.service.outcomes import BudgetOutcome, BudgetPage, BudgetSide
+from collectors.errors import ParseError
+from collectors.parsers.kube_objects import parse_deployment
+from collectors.parsers.model_config import load_model_config
+from runbooks.catalogs.gpus import GPUS, UnknownGpu, find_gpu
+from runbooks.catalogs.models import UnknownModel, find_model
+from runbooks.model.budget import BudgetInputs
 from runbooks.model.errors import UsageError
 from runbooks.model.units import GIB
+from runbooks.remediation.solver import ENGINE_FLAGS, current_fraction, solve_safe_flags
+from runbooks.sizing.budget import compute_budget, inputs_from_config
+from runbooks.sizing.capacity import bucket_capacity
+from runbooks.sizing.conflicts import find_conflicts
+from runbooks.sizing.whatif import PlanError, apply_what_if, before_value, parse_what_if
+
+__all__ = ["BudgetOutcome", "BudgetPage", "BudgetSide", "Setup", "changes", "read_profile", "resolve",
+           "resolve_model", "resolve_workload", "run_budget", "setup_for"]
 
 _ENGINES = ("vllm", "sglang", "tgi")
 #: Deployment node labels that name the GPU model
@@ -37,27 +53,13 @@ class Setup:
     notes: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
-@dataclass(frozen=True)
-class BudgetOutcome:
-    """The page to render and the exit code it calls for."""
+def run_budget(request: BudgetRequest, deps: Deps) -> BudgetOutcome:
+    """Budget one launch from parsed `budget` arguments (`bot.grammar.commands`): the page
+    (`bot.render.budget` words it) and its exit code. Reads files only, no settings.
 
-    page: Any
-    exit_code: int
-
-
-def run_budget(request: BudgetRequest, lang: str) -> BudgetOutcome:
-    """Budget one launch from parsed `budget` arguments (`bot.grammar.commands`).
-
-    Bad input raises UsageError(code, **params), worded from `budget_cli.error.<code>`; `lang`
-    only words the kind of value a what-if expected.
+    Bad input raises UsageError(code, **params), worded from `budget_cli.error.<code>` (a
+    what-if's `expected` kind of value by `bot.render.budget.worded_error`).
     """
-    from bot.render import budget as render
-    from runbooks.remediation.solver import solve_safe_flags
-    from runbooks.sizing.budget import compute_budget
-    from runbooks.sizing.capacity import bucket_capacity
-    from runbooks.sizing.conflicts import find_conflicts
-    from runbooks.sizing.whatif import PlanError, apply_what_if, parse_what_if
-
     if request.target_headroom is not None and not request.profile:
         raise UsageError("headroom_needs_profile")
     setup = resolve(request)
@@ -66,7 +68,7 @@ def run_budget(request: BudgetRequest, lang: str) -> BudgetOutcome:
     profile = detail = None
     if request.profile:
         profile, detail = _read_profile(request.profile)
-    side = render.Side(setup.inputs, budget, conflicts, bucket_capacity(budget, profile, detail))
+    side = BudgetSide(setup.inputs, budget, conflicts, bucket_capacity(budget, profile, detail))
     plan = None
     if profile is not None:
         try:
@@ -78,19 +80,14 @@ def run_budget(request: BudgetRequest, lang: str) -> BudgetOutcome:
     if request.what_if:
         try:
             after_inputs, applied = apply_what_if(setup.inputs, parse_what_if(request.what_if))
-        except PlanError as e:  # the kind of value expected, in the reader's words
-            params = dict(e.params)
-            if e.code == "what_if_bad_value":
-                from bot.render.i18n import Catalog
-
-                params["expected"] = Catalog.load(lang).t(f"budget_cli.kind.{params.get('expected')}")
-            raise UsageError(e.code, **params) from None
+        except PlanError as e:  # what_if_bad_value names the kind of value expected by its code
+            raise UsageError(e.code, **e.params) from None
         after_budget = compute_budget(setup.model, after_inputs)
-        after = render.Side(after_inputs, after_budget, find_conflicts(setup.model, after_inputs, setup.gpu,
-                                                                       setup.gpus_requested),
-                            bucket_capacity(after_budget, profile, detail))
-        changed = render.changes(side, after, applied)
-    page = render.Page(setup.model, setup.gpu_label, side, after, changed, plan, profile, setup.notes)
+        after = BudgetSide(after_inputs, after_budget, find_conflicts(setup.model, after_inputs, setup.gpu,
+                                                                      setup.gpus_requested),
+                           bucket_capacity(after_budget, profile, detail))
+        changed = changes(side, after, applied)
+    page = BudgetPage(setup.model, setup.gpu_label, side, after, changed, plan, profile, setup.notes)
     final = after or side
     if any(c.fatal for c in final.conflicts):
         return BudgetOutcome(page, EXIT_USAGE)
@@ -99,9 +96,28 @@ def run_budget(request: BudgetRequest, lang: str) -> BudgetOutcome:
     return BudgetOutcome(page, EXIT_OK)
 
 
+def _effective(side: BudgetSide, key: str) -> Any:
+    """A what-if key's value in effect for `side` (engine defaults filled in where known)."""
+    b, inp = side.budget, side.inputs
+    known = {"max-model-len": b.max_model_len, "max-num-seqs": b.max_num_seqs,
+             "max-num-batched-tokens": b.max_num_batched_tokens, "block-size": b.block_size,
+             "gpu-mem-gib": inp.gpu_total_gib, "tensor-parallel-size": inp.tp, "pipeline-parallel-size": inp.pp}
+    if key in known and known[key] is not None:
+        return known[key]
+    if key == ENGINE_FLAGS[inp.engine][2]:
+        return current_fraction(inp)
+    return before_value(inp, key)
+
+
+def changes(before: BudgetSide, after: BudgetSide, applied: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{what-if key: {"before": value in effect, "after": value in effect}}."""
+    return {key: {"before": _effective(before, key), "after": _effective(after, key)} for key in applied}
+
+
 def _read_profile(path: str):
+    # lazy: the access-log scanner (numpy and its process pool, ~290 ms with -X importtime) is
+    # paid only by `budget --profile`
     from collectors.access_logs.fast import scan_access_log
-    from collectors.errors import ParseError
 
     try:
         scan = scan_access_log(path, os.path.basename(path), detail=True)
@@ -126,9 +142,6 @@ def resolve(request: BudgetRequest) -> Setup:
 def resolve_workload(request: BudgetRequest, workload, config) -> Setup:
     """`resolve` for a Deployment already parsed (`workload_from_object`): a plan's preview
     budgets the live object, and the object as its patch leaves it, exactly this way."""
-    from runbooks.model.budget import BudgetInputs
-    from runbooks.sizing.budget import inputs_from_config
-
     engine = request.engine or (config.engine if config else None)
     if not engine:
         raise UsageError("no_engine")
@@ -154,8 +167,6 @@ def resolve_workload(request: BudgetRequest, workload, config) -> Setup:
 def setup_for(workload, config, gpu: str | None = None) -> Setup:
     """Model, GPU and BudgetInputs for a Deployment read from the cluster (a plan's what-if), as
     `resolve` finds them for --from-deployment; `gpu` names the card when the Deployment pins none."""
-    from runbooks.sizing.budget import inputs_from_config
-
     names = [n for n in (config.model, config.served_model_name) if n]
     if not names:
         raise UsageError("no_model")
@@ -211,10 +222,6 @@ def _apply_flags(inputs, request: BudgetRequest):
 
 def resolve_model(name: str):
     """A catalog model by name, or a config.json (file or folder holding one)."""
-    from collectors.errors import ParseError
-    from collectors.parsers.model_config import load_model_config
-    from runbooks.catalogs.models import UnknownModel, find_model
-
     path = os.path.join(name, "config.json") if os.path.isdir(name) else name
     if os.path.isfile(path):
         try:
@@ -239,9 +246,6 @@ def _first_model(names: list[str]):
 
 
 def _read_deployment(path: str):
-    from collectors.errors import ParseError
-    from collectors.parsers.kube_objects import parse_deployment
-
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -260,8 +264,6 @@ def _read_deployment(path: str):
 
 def _resolve_gpu(request: BudgetRequest, workload) -> tuple[Any, float, str, tuple]:
     """(GpuSpec or None, memory per GPU in GiB, label, notes)."""
-    from runbooks.catalogs.gpus import UnknownGpu, find_gpu
-
     notes: list[tuple[str, dict[str, Any]]] = []
     name = request.gpu
     pod_gpu = workload.gpu if workload is not None else None
@@ -292,8 +294,6 @@ def _resolve_gpu(request: BudgetRequest, workload) -> tuple[Any, float, str, tup
 
 def _gpu_from_workload(workload, notes: list) -> str | None:
     """The GPU a Deployment pins: node label, plus the MIG profile it requests."""
-    from runbooks.catalogs.gpus import GPUS
-
     product = next((workload.node_selector[k] for k in _GPU_LABELS if workload.node_selector.get(k)), None)
     if product and "," in product:
         product = product.split(",")[0]

@@ -10,7 +10,7 @@ from bot.grammar.requests import CollectRequest
 from bot.grammar.slack import split_target
 from bot.service.bundle_dir import check_bundle_dir
 from bot.service.deps import Deps
-from bot.service.triage import MEMORY_CHART, draw_charts, live_options, write_bundle
+from bot.service.triage import MEMORY_CHART, Charts, live_options, write_bundle
 from collectors.bundle import has_evidence
 from collectors.live import collect_live
 from runbooks.model.evidence import Evidence
@@ -26,14 +26,15 @@ class CollectOutcome:
     evidence_found: bool
 
 
-def collect_bundle(request: CollectRequest, deps: Deps, lang: str) -> CollectOutcome:
+def collect_bundle(request: CollectRequest, deps: Deps, lang: str, charts: Charts | None = None) -> CollectOutcome:
     """Collect `request.target` live with the settings and flags of `request`, write the bundle to
-    `request.out` with the memory chart. Raises what live collection raises (TargetNotFound, ...)."""
+    `request.out` with the memory chart (drawn by `charts`, in `lang`). Raises what live
+    collection raises (TargetNotFound, ...)."""
     opts, settings = live_options(request, deps)
     namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
     check_bundle_dir(request.out)  # before the collection, not after
     collection = collect_live(namespace, name, opts, deps.now())
-    memory_png, _ = draw_charts(collection.evidence, lang)
+    memory_png, _ = charts.of_evidence(collection.evidence, lang) if charts else (None, None)
     out = write_bundle(request.out, collection, {MEMORY_CHART: memory_png} if memory_png else None)
     files = tuple(sorted(p.name for p in out.iterdir()))
     return CollectOutcome(out, files, collection.evidence, has_evidence(collection.evidence))

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors.nvml.reader import NvmlSession, NvmlUnavailable
+from collectors.nvml.reader import read_gpus as _read_gpus
 from runbooks.model.evidence import GpuSnapshot
 
 __all__ = ["NvmlUnavailable", "nvml_session", "read_gpus"]
@@ -23,6 +24,4 @@ def nvml_session(nvml: Any = None) -> NvmlSession:
 
 def read_gpus(nvml: Any = None, *, now: datetime | None = None) -> GpuSnapshot:
     """One snapshot of every GPU and MIG slice. Raises NvmlUnavailable."""
-    from collectors.nvml.reader import read_gpus as read
-
-    return read(nvml, now=now)
+    return _read_gpus(nvml, now=now)

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from runbooks.alerts.dashboards import Dashboard
 from runbooks.alerts.fleet import COLUMNS, Ranked
 from runbooks.alerts.rules import RuleSet
 from runbooks.model.evidence import ProfileShift, RequestProfile
 from runbooks.profile.detail import ProfileDetail
+
+if TYPE_CHECKING:
+    from runbooks.model.budget import Budget, BudgetInputs
+    from runbooks.model.evidence import ModelSpec
+    from runbooks.remediation.solver import SafePlan
+    from runbooks.sizing.capacity import BucketCapacity
+    from runbooks.sizing.conflicts import FlagClash
 
 #: the PrometheusRule's name when `--name` is not given
 DEFAULT_OBJECT_NAME = "gpumem"
@@ -85,3 +93,37 @@ class ProfileView:
     #: metrics: the profile is the traffic between the baseline scrape and this one
     between_scrapes: bool = False
     workers: int = 1
+
+
+@dataclass(frozen=True)
+class BudgetSide:
+    """One configuration of `gpumem budget` and what it gives."""
+
+    inputs: BudgetInputs
+    budget: Budget
+    conflicts: tuple[FlagClash, ...]
+    buckets: BucketCapacity
+
+
+@dataclass(frozen=True)
+class BudgetPage:
+    """Everything `gpumem budget` shows: the launch, and with --what-if the changed one beside it
+    (`changed`: {what-if key: {"before": value in effect, "after": value in effect}}), with
+    --profile the safest flags that still serve the traffic."""
+
+    model: ModelSpec
+    gpu_label: str
+    before: BudgetSide
+    after: BudgetSide | None = None
+    changed: dict[str, dict[str, Any]] | None = None
+    plan: SafePlan | None = None
+    profile: RequestProfile | None = None
+    notes: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
+class BudgetOutcome:
+    """The page to render and the exit code it calls for."""
+
+    page: BudgetPage
+    exit_code: int

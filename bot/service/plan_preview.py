@@ -127,6 +127,8 @@ def _replicas(obj: dict[str, Any]) -> int:
 
 
 def _setup(obj: dict[str, Any], gpu: str | None):
+    # lazy: the budget resolution (model and GPU catalogs, the solver; ~150 ms with -X importtime
+    # after this module) is paid by a plan's preview, not by every importer of bot.service.remediate
     from bot.service.budget import resolve_workload
 
     workload, config = workload_from_object(obj, "kube:deployments")

@@ -10,33 +10,35 @@ lengths in the input.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from bot.grammar.requests import ProfileRequest
+from bot.service.deps import Deps
 from bot.service.outcomes import ProfileView
+from collectors.errors import ParseError
+from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
 from runbooks.model.errors import EvidenceUnavailable, UsageError
+from runbooks.profile.requests import compare
+
+# The readers are imported by the input that needs them: the access-log scanner and the
+# server-log and metrics reader cost ~270 ms each, ~375 ms together (-X importtime; they share
+# numpy), so an access log does not pay for the other reader, nor a metrics file for the scanner.
 
 
-def build_profile(request: ProfileRequest):
+def build_profile(request: ProfileRequest, deps: Deps) -> ProfileView:
     """The ProfileView of parsed `profile` arguments: access log, server log or metrics, with a
-    baseline when given. A file that cannot be used raises UsageError (exit 2), one without
-    request lengths EvidenceUnavailable (exit 3); both are worded from `profile_cli.error.<code>`."""
+    baseline when given. Reads files only, no settings. A file that cannot be used raises
+    UsageError (exit 2), one without request lengths EvidenceUnavailable (exit 3); both are
+    worded from `profile_cli.error.<code>`."""
     return _build(request)
 
 
-def is_alarming(view) -> bool:
+def is_alarming(view: ProfileView) -> bool:
     """The L+XL share rose by the runbook's threshold or more, in the window or against the baseline."""
-    return any(s is not None and s.delta >= _threshold() for s in (view.profile.shift, view.baseline_shift))
+    return any(s is not None and s.delta >= LONG_SHARE_SHIFT for s in (view.profile.shift, view.baseline_shift))
 
 
-def _threshold() -> float:
-    from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
-
-    return LONG_SHARE_SHIFT
-
-
-def _build(request: ProfileRequest):
-    from runbooks.profile.requests import compare
-
+def _build(request: ProfileRequest) -> ProfileView:
     if request.access_log:
         scan = _access_log(request.access_log, request.workers)
         base = _access_log(request.baseline, request.workers).profile if request.baseline else None
@@ -53,8 +55,6 @@ def _build(request: ProfileRequest):
 
 
 def _with_baseline(view, base, shift):
-    from dataclasses import replace
-
     return replace(view, baseline=base, baseline_shift=shift)
 
 
@@ -63,9 +63,8 @@ def _name(path: str) -> str:
 
 
 def _access_log(path: str, workers: int | None):
-    from collectors.access_logs.fast import scan_access_log
+    from collectors.access_logs.fast import scan_access_log  # lazy: see the note at the top
     from collectors.access_logs.reference import NO_LENGTHS
-    from collectors.errors import ParseError
 
     try:
         return scan_access_log(path, _name(path), workers=workers, detail=True)
@@ -80,7 +79,7 @@ def _access_log(path: str, workers: int | None):
 
 
 def _server_log(path: str):
-    from collectors.access_logs.request_lengths import read_server_log_requests
+    from collectors.access_logs.request_lengths import read_server_log_requests  # lazy: see the top
 
     try:
         found = read_server_log_requests(path, _name(path))
@@ -95,9 +94,8 @@ def _server_log(path: str):
 
 
 def _metrics(request: ProfileRequest):
+    # lazy: see the note at the top
     from collectors.access_logs.request_lengths import profile_from_metrics, read_metrics_file
-    from collectors.errors import ParseError
-    from runbooks.profile.requests import compare
 
     texts = {}
     for path in (p for p in (request.metrics, request.baseline) if p):

@@ -2,7 +2,8 @@
 
 `TriageRunner`: `(target, context, on_step) -> TriageOutcome`. Live triage
 (`bot.service.triage.run_live_triage`) fits it through `live_runner(settings)`; `BundleRunner`
-reads evidence bundles from disk (staging, drills, tests).
+reads evidence bundles from disk (staging, drills, tests). Either draws the triage's charts with
+the `bot.service.triage.Charts` it is given (`bot.render.triage_charts.CHARTS`), none without.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from bot.service.triage import TriageOutcome
+from bot.service.redact import install
+from bot.service.triage import Charts, TriageOutcome
+from collectors.bundle import load_bundle
 from runbooks.model import errors
 from runbooks.model.secrets import redact_evidence
 from runbooks.model.units import MIB
+from runbooks.triage.runbook import triage
 
 log = logging.getLogger("gpumem.runners")
 
@@ -53,7 +57,7 @@ class TriageRunner(Protocol):
 class BundleRunner:
     """Triage from evidence bundles on disk: "namespace/name" -> bundle folder.
 
-    >>> run = BundleRunner({"llm/vllm-server": "examples/runbook-incident"}, charts=False)
+    >>> run = BundleRunner({"llm/vllm-server": "examples/runbook-incident"})
     >>> out = run("llm/vllm-server", None, print)
     1 7 evidence
     2 7 static
@@ -70,7 +74,7 @@ class BundleRunner:
     runbooks.model.errors.TargetNotFound: llm/unknown
     """
 
-    def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: bool = True,
+    def __init__(self, bundles: Mapping[str, str | os.PathLike[str]], charts: Charts | None = None,
                  now: Callable[[], datetime] | None = None, lang: str = "en"):
         self.bundles = {k: Path(v) for k, v in bundles.items()}
         self.charts = charts
@@ -78,13 +82,10 @@ class BundleRunner:
         self.lang = lang
 
     def warm(self) -> None:
-        """Pay what the first triage would: the parsers, the runbook, and (with charts) one
-        triage of the first bundle, which imports matplotlib and loads its fonts."""
-        from collectors.bundle import load_bundle  # noqa: F401
-        from runbooks.triage.runbook import triage  # noqa: F401
-
-        if self.charts:
-            warm_charts(self.lang)
+        """Pay what the first triage would: (with charts) matplotlib and its fonts, and one triage
+        of the first bundle (the parsers and the runbook are imported with this module)."""
+        if self.charts is not None:
+            self.charts.warm(self.lang)
         for target in list(self.bundles)[:1]:
             try:
                 self(target, None, lambda *_: None)
@@ -92,20 +93,14 @@ class BundleRunner:
                 log.warning("warm-up triage of %s failed: %s", target, type(e).__name__)
 
     def __call__(self, target: str, context: str | None, on_step: Progress) -> TriageOutcome:
-        from collectors.bundle import load_bundle
-        from runbooks.triage.runbook import triage
-
         folder = self.bundles.get(target)
         if folder is None:
             raise errors.TargetNotFound.no_source(target)
         evidence = redact_evidence(load_bundle(folder))  # as triage_bundle: a bundle may carry credentials
         report = triage(evidence, now=self.now(), on_step=on_step)
         memory_png = profile_png = None
-        if self.charts:
-            from bot.render.triage_charts import memory_chart, profile_chart
-
-            memory_png = memory_chart(report, evidence, self.lang)
-            profile_png = profile_chart(report, self.lang)
+        if self.charts is not None:
+            memory_png, profile_png = self.charts.of_report(report, evidence, self.lang)
         return TriageOutcome(report, evidence, str(folder), memory_png, profile_png)
 
 
@@ -113,31 +108,11 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def warm_charts(lang: str = "en") -> None:
-    """Import matplotlib's Agg backend and the chart modules, and draw one small figure with
-    text, so the first chart of a triage does not load the fonts."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from bot.render import chart_buckets, chart_memory, triage_charts  # noqa: F401
-
-    chart_memory.chart_lang(lang)
-    with matplotlib.rc_context({}):
-        fig = Figure(figsize=(2, 1), dpi=50)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        ax.plot([0, 1], [0, 1])
-        ax.set_title("warm-up 0.5 GiB", loc="left")
-        ax.bar([0], [1])
-        fig.savefig(io.BytesIO(), format="png")
-
-
-def live_runner(settings: Any) -> TriageRunner | None:
+def live_runner(settings: Any, charts: Charts | None = None) -> TriageRunner | None:
     """`bot.service.triage.run_live_triage` as a TriageRunner, or None when this build has no live triage.
 
-    Each run writes its bundle to a fresh temporary folder, uploaded to the thread and then
-    removed, so a long-running bot does not fill its disk.
+    Each run writes its bundle, with the `charts`, to a fresh temporary folder, uploaded to the
+    thread and then removed, so a long-running bot does not fill its disk.
     """
     try:
         live = importlib.import_module("bot.service.triage")
@@ -151,7 +126,8 @@ def live_runner(settings: Any) -> TriageRunner | None:
         folder = tempfile.mkdtemp(prefix="gpumem-slack-")
         try:
             result = live.run_live_triage(target, options, lang=settings.slack.default_lang, on_step=on_step,
-                                          bundle_dir=folder, default_namespace=settings.default_namespace)
+                                          bundle_dir=folder, default_namespace=settings.default_namespace,
+                                          charts=charts)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -199,8 +175,6 @@ ForkingPickler.register(MappingProxyType, _reduce_mappingproxy)
 
 def _worker_init(runner: TriageRunner, progress: Any, ready: Any, secrets: tuple[str, ...], log_level: int) -> None:
     """In each worker process, once: logging as the bot's (tokens masked), then the warm-up."""
-    from bot.service.redact import install
-
     if WORKER_NICENESS and hasattr(os, "nice"):
         # triage is background work: on a small machine the main process's acks come first
         with contextlib.suppress(OSError):

@@ -1,7 +1,9 @@
-"""Live triage for the CLI and Slack: collect, decide, write the bundle, draw the charts.
+"""Live triage for the CLI and Slack: collect, decide, write the bundle with its charts.
 
 `run_live_triage` is the one entry point both surfaces call; the bundle it writes is the
-evidence of record (attach it to the incident, replay it with `gpumem triage --bundle`).
+evidence of record (attach it to the incident, replay it with `gpumem triage --bundle`). The
+charts are drawn by the `Charts` a surface hands in (`bot.render.triage_charts.CHARTS`): this
+layer draws and words nothing.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot.grammar.requests import CollectRequest, TriageRequest
 from bot.grammar.slack import split_target
+from bot.service.bundle_dir import check_bundle_dir, write_bundle_dir
 from bot.service.bundle_out import write_bundle_json
 from bot.service.deps import Deps
+from collectors.bundle import BundleError, has_evidence, load_bundle
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Report
@@ -30,6 +34,21 @@ if TYPE_CHECKING:
 LIVE_STEPS = ("collect", *STEPS[1:])
 MEMORY_CHART = "gpu-memory.png"
 PROFILE_CHART = "request-buckets.png"
+
+
+class Charts(Protocol):
+    """What draws a triage's two charts as PNG bytes (GPU memory, request buckets), each None
+    when there is nothing to draw or no matplotlib: `bot.render.triage_charts.TriageCharts`.
+    A surface hands it to the use cases and runners that write or carry charts."""
+
+    def of_evidence(self, evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+        """From a live triage's evidence, for the bundle it writes."""
+
+    def of_report(self, report: Report, evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
+        """From a triage's report and evidence, for its thread."""
+
+    def warm(self, lang: str) -> None:
+        """Pay the first chart's imports and font loading now."""
 
 
 @dataclass(frozen=True)
@@ -80,48 +99,23 @@ def write_bundle(out: str | os.PathLike[str], collection: LiveCollection,
                  charts: dict[str, bytes] | None = None) -> Path:
     """Write the bundle files, the charts and bundle.json into `out`, a folder that must not
     exist yet or be empty, all at once (`bot.service.bundle_dir`)."""
-    from bot.service.bundle_dir import write_bundle_dir
-
     files: dict[str, str | bytes] = dict(collection.files)
     files.update(charts or {})
     return write_bundle_dir(out, files, lambda folder: write_bundle_json(folder, collection.evidence))
-
-
-def draw_charts(evidence: Evidence, lang: str) -> tuple[bytes | None, bytes | None]:
-    """The GPU memory chart (when there is history) and the bucket chart (when there is a profile).
-
-    Charts need matplotlib (`pip install 'gpumem[charts]'`); without it both are None.
-    """
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None, None
-    memory = profile = None
-    if evidence.memory_history is not None and evidence.memory_history.series:
-        from bot.render.chart_memory import render_memory_chart
-
-        memory = render_memory_chart(evidence.memory_history, evidence.target or "", lang)
-    if evidence.requests is not None and evidence.requests.total:
-        from bot.render.chart_buckets import render_bucket_chart
-
-        profile = render_bucket_chart(evidence.requests, evidence.target or "", lang)
-    return memory, profile
 
 
 def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
                     on_step: Callable[[int, int, str], None] | None = None,
                     bundle_dir: str | os.PathLike[str] | None = None,
                     default_namespace: str | None = None, now: datetime | None = None,
-                    api=None) -> TriageOutcome:
-    """Collect and triage; with `bundle_dir`, also write the bundle there with its charts (the
-    evidence of record Slack uploads and `--save-bundle` keeps). Without it nothing is written
-    and no chart is drawn: a terminal triage leaves no files behind."""
-    from collectors.live import collect_live
+                    api=None, charts: Charts | None = None) -> TriageOutcome:
+    """Collect and triage; with `bundle_dir`, also write the bundle there with the `charts` drawn
+    in `lang` (the evidence of record Slack uploads and `--save-bundle` keeps). Without it
+    nothing is written and no chart is drawn: a terminal triage leaves no files behind."""
+    from collectors.live import collect_live  # lazy: see `options_from_settings`
 
     namespace, name = split_target(target, default_namespace)
     if bundle_dir:
-        from bot.service.bundle_dir import check_bundle_dir
-
         check_bundle_dir(bundle_dir)  # before minutes of collection, not after
     now = now or datetime.now(UTC)
     total = len(LIVE_STEPS)
@@ -132,7 +126,7 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
                     on_step=(lambda i, n, step: on_step(i, total, step)) if on_step else None)
     if not bundle_dir:
         return TriageOutcome(report, collection.evidence)
-    memory_png, profile_png = draw_charts(collection.evidence, lang)
+    memory_png, profile_png = charts.of_evidence(collection.evidence, lang) if charts else (None, None)
     charts = {n: png for n, png in ((MEMORY_CHART, memory_png), (PROFILE_CHART, profile_png)) if png}
     write_bundle(bundle_dir, collection, charts)
     return TriageOutcome(report, collection.evidence, str(bundle_dir), memory_png, profile_png)
@@ -140,7 +134,7 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
 
 def live_options(request: TriageRequest | CollectRequest, deps: Deps):
     """LiveOptions from the config file and environment, then the command-line flags."""
-    from collectors.live import PrometheusOptions
+    from collectors.live import PrometheusOptions  # lazy: see `options_from_settings`
 
     settings = deps.settings
     opts = options_from_settings(settings, request.context)
@@ -165,8 +159,6 @@ def live_options(request: TriageRequest | CollectRequest, deps: Deps):
 def triage_bundle(path: str | os.PathLike[str], now: datetime | None = None) -> TriageOutcome:
     """Offline triage of an evidence bundle folder. Raises UsageError bundle_not_found or
     bundle_unusable (worded from `cli.<code>`)."""
-    from collectors.bundle import BundleError, has_evidence, load_bundle
-
     if not os.path.isdir(path):
         raise UsageError("bundle_not_found", path=str(path))
     try:

@@ -69,11 +69,13 @@ class ConfiguredRunner:
 
     def _built(self) -> tuple[Any, Any]:
         if self._runners is None:
+            from bot.render.triage_charts import CHARTS
             from bot.service.runners import BundleRunner, live_runner
 
             settings = self.settings
-            live = live_runner(settings)
-            bundles = BundleRunner(settings.bundles, lang=settings.slack.default_lang) if settings.bundles else None
+            live = live_runner(settings, CHARTS)
+            bundles = (BundleRunner(settings.bundles, CHARTS, lang=settings.slack.default_lang)
+                       if settings.bundles else None)
             if live is None and bundles is None:
                 log.warning("no live triage in this build and no bundles in the config: every target is unknown")
             self._runners = (live, bundles)
@@ -81,7 +83,7 @@ class ConfiguredRunner:
 
     def warm(self) -> None:
         """Build the runners (the live one imports the Kubernetes client) and warm the bundle one."""
-        from bot.service.runners import warm_charts
+        from bot.render.triage_charts import warm_charts
 
         _, bundles = self._built()
         if bundles is not None:

@@ -117,7 +117,7 @@ class Verb:
     #: the catalog section of its own error codes (`bot.main.fail`)
     error_keys: str | None = None
     slack: SlackPolicy | None = None
-    #: in a worker process for Slack: (request, lang) -> `bot.verbs.worker.VerbOutput`
+    #: in a worker process for Slack: (request, lang, deps) -> `bot.verbs.worker.VerbOutput`
     worker: Callable[..., Any] | None = None
 
     @property

@@ -21,15 +21,17 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.config.environ import read_environment
 from bot.grammar.commands import parse_argv
 from bot.grammar.requests import BudgetRequest
 from bot.render import budget as budget_render
 from bot.render.errors import verb_error_line
 from bot.render.i18n import Catalog
 from bot.service.budget import run_budget
+from bot.service.deps import Deps
 from bot.service.exits import EXIT_USAGE, exit_code
 from bot.verbs import VERBS
-from runbooks.model.errors import GpumemError
+from runbooks.model.errors import GpumemError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +53,12 @@ class VerbRunner(Protocol):
     def __call__(self, argv: list[str], lang: str) -> VerbOutput: ...
 
 
-def budget_text(request: BudgetRequest, lang: str) -> VerbOutput:
+def budget_text(request: BudgetRequest, lang: str, deps: Deps) -> VerbOutput:
     """`/gpumem budget`: the page `gpumem budget` prints, and its exit code."""
-    outcome = run_budget(request, lang)
+    try:
+        outcome = run_budget(request, deps)
+    except UsageError as e:
+        raise budget_render.worded_error(e, lang) from None
     return VerbOutput(outcome.exit_code, budget_render.page_text(outcome.page, lang))
 
 
@@ -67,8 +72,9 @@ def run_verb(argv: list[str], lang: str) -> VerbOutput:
         request = parse_argv(argv)
     except SystemExit:  # argparse has already said why on stderr; Slack parsed it first anyway
         return VerbOutput(EXIT_USAGE, "", f"usage: gpumem {verb} ...")
+    deps = Deps.of(request, read_environment())  # a forked worker: the environment is the bot's
     try:
-        return entry.worker(request, lang)
+        return entry.worker(request, lang, deps)
     except GpumemError as e:
         return VerbOutput(exit_code(e), "", verb_error_line(Catalog.load(lang), e, entry.error_keys))
 

@@ -19,6 +19,7 @@ from slack_bolt.request import BoltRequest
 
 from bot.config.settings import Settings, load_settings
 from bot.grammar.commands import add_common, build_parser
+from bot.render.triage_charts import CHARTS
 from bot.service.runners import BundleRunner
 from bot.service.triage import TriageOutcome
 from bot.slack.app import Bot, build_bot
@@ -93,7 +94,7 @@ class ExampleRunner(BundleRunner):
     """The example bundles by target, with a fixed clock; `gate` holds runs until set."""
 
     def __init__(self, charts: bool = True, gate: threading.Event | None = None, delay_s: float = 0.0):
-        super().__init__(example_targets(), charts=charts, now=lambda: NOW)
+        super().__init__(example_targets(), charts=CHARTS if charts else None, now=lambda: NOW)
         self.gate = gate
         self.delay_s = delay_s
         self.started = threading.Semaphore(0)
