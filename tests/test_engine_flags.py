@@ -313,3 +313,48 @@ def test_the_report_says_which_flag_was_left_out_and_why():
     assert "已略去" in zh
     assert "left out" not in next(li for li in render_text(_triage_tgi("2.4.1"), "en").split("\n")
                                   if "Set safe flags" in li)
+
+
+def _hand_listed(name: str) -> dict[str, set[str]]:
+    """String constants written by hand in runbooks/launch/flag_tables.py's `name` table, per
+    engine key ("*" for a table not keyed by engine)."""
+    tree = ast.parse((ROOT / "runbooks" / "launch" / "flag_tables.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == name)
+
+    def strings(value: ast.AST) -> set[str]:
+        return {n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    if isinstance(node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.value.keys):
+        return {k.value: strings(v) for k, v in zip(node.value.keys, node.value.values, strict=True)}
+    return {"*": strings(node.value)}
+
+
+def test_the_launch_tables_take_the_written_flags_from_the_engine_table():
+    """One source: the launch grammar's switches, value flags, TGI env names and field kinds of
+    the flags gpumem writes come from runbooks/catalogs/engine_flags.py, none listed twice."""
+    from runbooks.launch import flag_tables as L
+
+    envs = {s.env for e in FLAGS["tgi"].values() for s in e.spellings if s.env}
+    for name in ("BOOLEAN_FLAGS", "VALUE_FLAGS"):
+        for engine, hand in _hand_listed(name).items():
+            assert hand & {s.flag for e in FLAGS[engine].values() for s in e.spellings} == set(), (name, engine)
+    assert _hand_listed("TGI_ENV_FLAGS")["*"] & envs == set()
+    for engine, table in FLAGS.items():
+        for entry in table.values():
+            for s in entry.spellings:
+                if entry.kind == "bool":
+                    assert s.flag in L.BOOLEAN_FLAGS[engine] and s.flag not in L.VALUE_FLAGS[engine], s.flag
+                else:
+                    assert s.flag in L.VALUE_FLAGS[engine] and s.flag not in L.BOOLEAN_FLAGS[engine], s.flag
+                if engine == "tgi":
+                    assert L.TGI_ENV_FLAGS[s.env] == s.flag
+    for engine, rows in L.FIELD_MAP.items():
+        for flag, _, kind in rows:
+            entry = flag_entry(engine, flag)
+            if entry is not None:
+                assert kind == entry.kind, (engine, flag)
+    # both spellings of TGI's prompt limit fill the same field
+    assert {f for f, field, _ in L.FIELD_MAP["tgi"] if field == "max_input_tokens"} == {"max-input-length",
+                                                                                       "max-input-tokens"}
+    # TGI 1.4's CUDA-graph switch takes no value (it came in with the table)
+    assert "enable-cuda-graphs" in L.BOOLEAN_FLAGS["tgi"]
