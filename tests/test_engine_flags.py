@@ -37,8 +37,10 @@ def _v(text: str) -> tuple[int, int, int]:
     return a, b, c
 
 
-#: the modules whose actions and plans write flags: they name none by hand
-WRITERS = ("runbooks/triage/actions.py", "runbooks/triage/failure_actions.py", "runbooks/remediation/solver.py")
+#: the modules whose actions and plans write flags (the actions, the solver) and the rest of
+#: triage, which words them: they name none by hand
+WRITERS = ("runbooks/remediation/solver.py",
+           *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "runbooks" / "triage").rglob("*.py")))
 
 
 def _all_spellings() -> set[str]:
