@@ -112,3 +112,12 @@ def test_an_allocator_head_without_figures_reads_nothing():
     far = ("Decode out of memory. Try to lower your batch size.\n" + "x\n" * 6 +
            "Try to allocate 5 tokens.\nAvailable tokens: 1\n")
     assert parse_server_log(far, year=2026).kv_alloc_failure is None
+
+
+def test_a_logged_then_raised_refusal_counts_once_and_two_refusals_twice():
+    entry = next(e for e in LINES if e["id"] == "sglang-0.4.5-decode-oom-avaliable-tokens-free")
+    logged = "[2025-04-01 10:00:00 TP0] " + entry["format"].format(**entry["values"])
+    raised = "Traceback (most recent call last):\n  File \"x.py\", line 1\n" + rendered(entry)
+    assert parse_server_log(logged + "\n" + raised, year=2026).kv_alloc_failure.count == 1
+    other = entry["format"].format(**{**entry["values"], "requested": 150})
+    assert parse_server_log(logged + "\n" + other, year=2026).kv_alloc_failure.count == 2

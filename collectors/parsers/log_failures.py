@@ -181,6 +181,8 @@ _ALLOC_AVAILABLE = re.compile(
     r"\bAva(?:li|il)able tokens: (\d{1,12})(?: \(available_size=(\d{1,12}) \+ evictable_size=(\d{1,12})\))?")
 #: how many messages after the head its figures may come (the f-string's next two lines)
 _ALLOC_LOOK_AHEAD = 4
+#: the same figures again within this many messages: the raised copy of a logged refusal
+_ALLOC_SAME = 40
 
 
 class FailureReader:
@@ -197,6 +199,7 @@ class FailureReader:
         self._alloc_open: dict | None = None
         self._alloc: KvAllocFailure | None = None
         self._alloc_count = 0
+        self._alloc_last: tuple[tuple | None, int] = (None, 0)
 
     def feed(self, message: str, counted: bool = True, line: str | None = None) -> None:
         """Read one message. `counted=False`: a copy another rank printed (read, not counted).
@@ -239,10 +242,9 @@ class FailureReader:
         "Avaliable/Available tokens: M" (several may share one line once a traceback joins them)."""
         head = _ALLOC_HEAD.search(message) if "of memory. Try to lower" in message else None
         if head is not None:
-            if counted:
-                self._alloc_count += 1
             phase = head.group(1).lower() or None
-            self._alloc_open = {"phase": phase, "line": self._line, "example": message.strip()[:EXAMPLE_CHARS]}
+            self._alloc_open = {"phase": phase, "line": self._line, "example": message.strip()[:EXAMPLE_CHARS],
+                                "counted": counted}
         opened = self._alloc_open
         if opened is None:
             return
@@ -254,6 +256,12 @@ class FailureReader:
             opened["requested"] = int(asked.group(1))
         available = _ALLOC_AVAILABLE.search(message)
         if available is not None and "requested" in opened:
+            # SGLang logs the message and then raises it: the traceback's copy of the same
+            # figures a few lines on is one refusal, not two
+            key = (opened["phase"], opened["requested"], int(available.group(1)))
+            if opened["counted"] and not (key == self._alloc_last[0] and self._line - self._alloc_last[1] <= _ALLOC_SAME):
+                self._alloc_count += 1
+            self._alloc_last = (key, self._line)
             if self._alloc is None:
                 self._alloc = KvAllocFailure(
                     phase=opened["phase"], requested=opened["requested"], available=int(available.group(1)),
@@ -287,7 +295,7 @@ class FailureReader:
         return self._parallel
 
     def kv_alloc(self) -> KvAllocFailure | None:
-        """The first allocator refusal that printed its figures, with how many heads the log has."""
+        """The first allocator refusal that printed its figures, with how many the log has."""
         if self._alloc is None:
             return None
         return KvAllocFailure(**{**self._alloc.__dict__, "count": max(1, self._alloc_count)})
