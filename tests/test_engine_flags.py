@@ -3,17 +3,17 @@ spelling, the deployed engine version rejects; refused before a plan exists, wit
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from bot.service.container_reader import CONTAINER_READER
-from runbooks.catalogs.engine_flags import COVERED, FLAGS, choose_spelling, flag_entry
+from runbooks.catalogs.engine_flags import COVERED, FLAGS, ROLES, choose_spelling, flag_entry, role_flag
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.launch_edit import edit_flags
-from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan
-from runbooks.triage import failure_actions
+from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_ROLES, SafePlan
 from tests.support.kube_fixtures import run_cli, running_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,34 +37,67 @@ def _v(text: str) -> tuple[int, int, int]:
     return a, b, c
 
 
-def _literal_set_arg_flags() -> set[str]:
-    """Flags named as string literals in a `SetArg(..., "flag", ...)` anywhere in runbooks/."""
-    found: set[str] = set()
-    for path in (ROOT / "runbooks").rglob("*.py"):
-        found |= set(re.findall(r'(?<![\w.])SetArg\(\s*\w+,\s*"([a-z0-9-]+)"', path.read_text(encoding="utf-8")))
+#: the modules whose actions and plans write flags (the actions, the solver) and the rest of
+#: triage, which words them: they name none by hand
+WRITERS = ("runbooks/remediation/solver.py",
+           *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "runbooks" / "triage").rglob("*.py")))
+
+
+def _all_spellings() -> set[str]:
+    return {s.flag for table in FLAGS.values() for e in table.values() for s in e.spellings} | \
+        {e.setting for table in FLAGS.values() for e in table.values()}
+
+
+def hand_written_flags(sources: dict[str, str]) -> set[tuple[str, int, str]]:
+    """(file, line, text) of each string constant in `sources` that is a flag of the table
+    (with or without dashes), and each `SetArg(...)` whose flag is a string constant."""
+    spellings = _all_spellings()
+    found: set[tuple[str, int, str]] = set()
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lstrip("-") in spellings:
+                found.add((name, node.lineno, node.value))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "SetArg" and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant):
+                found.add((name, node.lineno, str(node.args[1].value)))
     return found
 
 
+def _writer_sources() -> dict[str, str]:
+    return {name: (ROOT / name).read_text(encoding="utf-8") for name in WRITERS}
+
+
 def writable_flags() -> dict[str, set[str]]:
-    """Every flag an action or a plan can write, per engine."""
-    out = {engine: set(flags) for engine, flags in ENGINE_FLAGS.items()}
-    for table in (failure_actions._TP_FLAG, failure_actions._PP_FLAG):
-        for engine, flag in table.items():
-            out[engine].add(flag)
-    for engine, (flag, _) in failure_actions._NO_GRAPHS.items():
-        out[engine].add(flag)
-    out["tgi"].add("max-input-tokens")  # the safe plan's TGI prompt limit
-    literals = _literal_set_arg_flags()
+    """Every flag an action or a plan can write, per engine: the roles the writers look up
+    (`role_flag(engine, "role")` and the solver's SAFE_ROLES), read from their own source."""
+    roles: set[str] = set(SAFE_ROLES)
+    for text in _writer_sources().values():
+        roles |= set(re.findall(r'role_flag\([^,()]+,\s*"([a-z_]+)"\)', text))
+    out: dict[str, set[str]] = {engine: set(flags) for engine, flags in ENGINE_FLAGS.items()}
     for engine in out:
-        out[engine] |= {f for f in literals if flag_entry(engine, f) is not None}
+        out[engine] |= {flag for role in roles if (flag := role_flag(engine, role)) is not None}
     return out
 
 
-def test_every_literal_flag_an_action_writes_is_in_some_engines_table():
-    literals = _literal_set_arg_flags()
-    assert literals >= {"max-batch-total-tokens", "max-batch-prefill-tokens", "gpu-memory-utilization", "max-input-tokens"}
-    missing = {f for f in literals if not any(flag_entry(engine, f) for engine in FLAGS)}
-    assert missing == set()
+def test_no_action_or_plan_names_a_flag_by_hand():
+    assert hand_written_flags(_writer_sources()) == set()
+    # and the check sees one: a hand-written flag, and a SetArg with a literal flag
+    planted = {"x.py": 'SetArg(c, "max-num-seqs", 1, 2)\nadd("x", flag="--tp-size")\nSetArg(c, "--new-thing", 1, 2)\n'}
+    assert hand_written_flags(planted) == {("x.py", 1, "max-num-seqs"), ("x.py", 2, "--tp-size"),
+                                           ("x.py", 3, "--new-thing")}
+
+
+def test_the_writers_roles_are_all_read():
+    """Every role a writer looks up is one the table has for some engine (a typo'd role would
+    silently write nothing), and the derived set holds the flags each action sets."""
+    flags = writable_flags()
+    assert flags["tgi"] >= {"max-input-tokens", "max-batch-total-tokens", "max-batch-prefill-tokens", "num-shard",
+                            "cuda-graphs", "max-batch-size"}
+    assert flags["vllm"] >= {"tensor-parallel-size", "pipeline-parallel-size", "enforce-eager", "max-num-seqs"}
+    assert flags["sglang"] >= {"tp-size", "pp-size", "disable-cuda-graph", "context-length"}
+    all_roles = {role for roles in ROLES.values() for role in roles}
+    for text in _writer_sources().values():
+        assert set(re.findall(r'role_flag\([^,()]+,\s*"([a-z_]+)"\)', text)) <= all_roles
 
 
 @pytest.mark.parametrize("engine", sorted(FLAGS))
@@ -282,3 +315,48 @@ def test_the_report_says_which_flag_was_left_out_and_why():
     assert "已略去" in zh
     assert "left out" not in next(li for li in render_text(_triage_tgi("2.4.1"), "en").split("\n")
                                   if "Set safe flags" in li)
+
+
+def _hand_listed(name: str) -> dict[str, set[str]]:
+    """String constants written by hand in runbooks/launch/flag_tables.py's `name` table, per
+    engine key ("*" for a table not keyed by engine)."""
+    tree = ast.parse((ROOT / "runbooks" / "launch" / "flag_tables.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == name)
+
+    def strings(value: ast.AST) -> set[str]:
+        return {n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    if isinstance(node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.value.keys):
+        return {k.value: strings(v) for k, v in zip(node.value.keys, node.value.values, strict=True)}
+    return {"*": strings(node.value)}
+
+
+def test_the_launch_tables_take_the_written_flags_from_the_engine_table():
+    """One source: the launch grammar's switches, value flags, TGI env names and field kinds of
+    the flags gpumem writes come from runbooks/catalogs/engine_flags.py, none listed twice."""
+    from runbooks.launch import flag_tables as L
+
+    envs = {s.env for e in FLAGS["tgi"].values() for s in e.spellings if s.env}
+    for name in ("BOOLEAN_FLAGS", "VALUE_FLAGS"):
+        for engine, hand in _hand_listed(name).items():
+            assert hand & {s.flag for e in FLAGS[engine].values() for s in e.spellings} == set(), (name, engine)
+    assert _hand_listed("TGI_ENV_FLAGS")["*"] & envs == set()
+    for engine, table in FLAGS.items():
+        for entry in table.values():
+            for s in entry.spellings:
+                if entry.kind == "bool":
+                    assert s.flag in L.BOOLEAN_FLAGS[engine] and s.flag not in L.VALUE_FLAGS[engine], s.flag
+                else:
+                    assert s.flag in L.VALUE_FLAGS[engine] and s.flag not in L.BOOLEAN_FLAGS[engine], s.flag
+                if engine == "tgi":
+                    assert L.TGI_ENV_FLAGS[s.env] == s.flag
+    for engine, rows in L.FIELD_MAP.items():
+        for flag, _, kind in rows:
+            entry = flag_entry(engine, flag)
+            if entry is not None:
+                assert kind == entry.kind, (engine, flag)
+    # both spellings of TGI's prompt limit fill the same field
+    assert {f for f, field, _ in L.FIELD_MAP["tgi"] if field == "max_input_tokens"} == {"max-input-length",
+                                                                                       "max-input-tokens"}
+    # TGI 1.4's CUDA-graph switch takes no value (it came in with the table)
+    assert "enable-cuda-graphs" in L.BOOLEAN_FLAGS["tgi"]

@@ -26,6 +26,16 @@ def test_queues_and_counters_add_up_usage_is_the_fullest_pod_capacity_the_smalle
     assert [g.host for g in total.gpus] == ["n1", "n2"]
 
 
+def test_a_zero_failed_count_beside_a_pod_that_cannot_count_is_unknown():
+    """vLLM before 0.13 has no error finish reason: beside it, another pod's 0 is no "no errors"."""
+    new = ServerMetrics("a", engine="vllm", failed_requests_total=0.0)
+    old = ServerMetrics("b", engine="vllm", failed_requests_total=None)
+    assert sum_server_metrics([new, old]).failed_requests_total is None
+    assert sum_server_metrics([new, new]).failed_requests_total == 0.0
+    assert sum_server_metrics([ServerMetrics("c", engine="vllm", failed_requests_total=3.0), old]) \
+        .failed_requests_total == 3.0
+
+
 def test_readings_no_pod_has_stay_none_and_no_pods_give_an_empty_total():
     total = sum_server_metrics([ServerMetrics("a"), ServerMetrics("b")])
     assert total.queue_depth is None and total.kv_cache_usage_ratio is None and total.ttft_seconds is None

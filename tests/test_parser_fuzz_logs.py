@@ -20,6 +20,7 @@ from runbooks.model.evidence import (
     OOM_PHASES,
     PARALLEL_ERRORS,
     CudaOom,
+    KvAllocFailure,
     LogSignals,
     ParallelError,
     PodState,
@@ -62,7 +63,11 @@ _FRAGMENTS = [
     "Avg prompt throughput", "warming up sampler with ", " dummy requests",
     "Total number of attention heads (", ") must be divisible by tensor parallel size (",
     "Tensor parallel size (", ") exceeds available GPUs (", "NCCL error: unhandled system error", "/dev/shm",
-    "estimated maximum model length is ", "initial_memory_usage=", "Load weight end. avail mem=", " mem usage=",
+    "estimated maximum model length is ",
+    # SGLang's KV-allocator refusal, both spellings of its figures
+    "Decode out of memory. Try to lower your batch size.", "Out of memory. Try to lower your batch size.",
+    "Prefill out of memory. Try to lower your batch size.\n", "Try to allocate ", " tokens.", "Avaliable tokens: ",
+    "Available tokens: ", " (available_size=", " + evictable_size=", "initial_memory_usage=", "Load weight end. avail mem=", " mem usage=",
     # prefixes: docker compose, torch ranks, worker tags; kubectl output
     "vllm-1  | ", "[rank0]: ", "(VllmWorker rank=0 pid=85) ", "| ERROR | stderr | ",
     "NAME   READY   STATUS   RESTARTS   AGE", "pod-0   0/1   CrashLoopBackOff   5 (13s ago)   3m",
@@ -168,6 +173,28 @@ def test_failure_reader_gives_typed_oom_and_layout_errors(lines):
     err = reader.parallel()
     assert err is None or (isinstance(err, ParallelError) and err.kind in PARALLEL_ERRORS)
     assert all(v >= 0 for v in oom_numbers("".join(lines)).values())
+    alloc = reader.kv_alloc()
+    assert alloc is None or (isinstance(alloc, KvAllocFailure) and alloc.count >= 1 and alloc.requested >= 0
+                             and alloc.available >= 0 and alloc.phase in (None, "decode", "prefill"))
+
+
+_ALLOC_LINES = st.lists(st.one_of(
+    st.sampled_from(["Decode out of memory. Try to lower your batch size.", "Out of memory. Try to lower your batch size.",
+                     "RuntimeError: Prefill out of memory. Try to lower your batch size."]),
+    st.integers(-5, 10**15).map("Try to allocate {} tokens.".format),
+    st.tuples(st.sampled_from(["Avaliable", "Available"]), st.integers(-5, 10**15)).map(lambda t: f"{t[0]} tokens: {t[1]}"),
+    st.tuples(st.integers(0, 10**13), st.integers(-3, 10**13)).map(
+        lambda t: f"Available tokens: {t[0] + t[1]} (available_size={t[0]} + evictable_size={t[1]})"),
+    st.text(max_size=30)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ALLOC_LINES)
+def test_sglang_allocator_refusal_reads_figures_or_nothing(lines):
+    logs = parse_server_log("\n".join(lines), year=2026)
+    alloc = logs.kv_alloc_failure
+    assert alloc is None or (isinstance(alloc, KvAllocFailure) and alloc.requested >= 0 and alloc.available >= 0
+                             and alloc.tokens_to_spare == (alloc.available >= alloc.requested))
 
 
 @settings(max_examples=200, deadline=None)

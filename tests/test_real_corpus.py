@@ -69,8 +69,8 @@ RESULTS = {r.case.id: r for r in run_all()}
 #: batch 1 was collected with the rules in view; batches 2 and 3 (issue 20) were not: each
 #: floor is the score its batch reached after the rule changes, so a regression is caught.
 #: First runs, before any rule saw them: batch 2 11/29; batch 3 17/26 (13 exact, 1 false healthy),
-#: 20/26 (17 exact, none false healthy) after
-ACCURACY_FLOOR = {1: 0.90, 2: 22 / 29, 3: 20 / 26}
+#: 20/26 (17 exact, none false healthy) after; batch 2 23/29 once SGLang's allocator figures were read (issue 21)
+ACCURACY_FLOOR = {1: 0.90, 2: 23 / 29, 3: 20 / 26}
 
 
 @pytest.mark.parametrize("batch", sorted(ACCURACY_FLOOR))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from runbooks.model.evidence import CudaOom, ParallelError
+from runbooks.model.evidence import CudaOom, KvAllocFailure, ParallelError
 
 EXAMPLE_CHARS = 300
 _UNITS = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
@@ -156,6 +156,35 @@ def parallel_error(text: str) -> ParallelError | None:
     return None
 
 
+#: SGLang's KV-allocator refusal, as its sources print it (one f-string over three lines; the
+#: logger's prefix only on the first). file:line of the f-string at each version read:
+#: - 0.4.1-0.4.6 "Avaliable tokens: M" (SGLang's own typo): srt/managers/schedule_batch.py
+#:   614-615@0.4.1 ("{Prefill|Decode} out of memory"), 781-782 (alloc), 821-823 (prefill),
+#:   856-858 (decode)@0.4.5, 927-928@0.4.6
+#: - 0.4.7-0.4.8 "Available tokens: M": schedule_batch.py:1042-1044@0.4.7, 1047-1048@0.4.8
+#: - 0.4.10 on "Available tokens: M (available_size=A + evictable_size=E)":
+#:   schedule_batch.py:1033-1035 and 1836@0.4.10, 1051-1053 and 1844@0.5.1;
+#:   srt/mem_cache/allocation.py:163-165 (generic "Out of memory."), 239-241 (prefill),
+#:   613-615 (decode) with base_prefix_cache.py:741@0.5.23
+#: 0.3.0 printed only "Decode out of memory happened" (no figures: the sglang_retraction
+#: signal). Not read: the SWA pools' "Available full tokens / Available swa tokens" pair.
+KV_ALLOC_FORMATS = {
+    "head": "{phase} out of memory. Try to lower your batch size.",
+    "asked": "Try to allocate {requested} tokens.",
+    "avaliable": "Avaliable tokens: {available}",
+    "available": "Available tokens: {available}",
+    "available_split": "Available tokens: {available} (available_size={free} + evictable_size={evictable})",
+}
+_ALLOC_HEAD = re.compile(r"\b(Prefill|Decode|)\s?(?:[Oo]ut of memory)\. Try to lower your batch size\.")
+_ALLOC_ASKED = re.compile(r"\bTry to allocate (\d{1,12}) tokens\.")
+_ALLOC_AVAILABLE = re.compile(
+    r"\bAva(?:li|il)able tokens: (\d{1,12})(?: \(available_size=(\d{1,12}) \+ evictable_size=(\d{1,12})\))?")
+#: how many messages after the head its figures may come (the f-string's next two lines)
+_ALLOC_LOOK_AHEAD = 4
+#: the same figures again within this many messages: the raised copy of a logged refusal
+_ALLOC_SAME = 40
+
+
 class FailureReader:
     """Feeds on log messages; `oom()` and `parallel()` are what they said about the failure."""
 
@@ -167,6 +196,10 @@ class FailureReader:
         self._open: dict | None = None
         self._count = 0
         self._parallel: ParallelError | None = None
+        self._alloc_open: dict | None = None
+        self._alloc: KvAllocFailure | None = None
+        self._alloc_count = 0
+        self._alloc_last: tuple[tuple | None, int] = (None, 0)
 
     def feed(self, message: str, counted: bool = True, line: str | None = None) -> None:
         """Read one message. `counted=False`: a copy another rank printed (read, not counted).
@@ -202,6 +235,40 @@ class FailureReader:
             self._phase = marker
         if self._parallel is None:
             self._parallel = parallel_error(message)
+        self._feed_alloc(message, counted)
+
+    def _feed_alloc(self, message: str, counted: bool) -> None:
+        """SGLang's allocator refusal: the head line, then "Try to allocate N tokens." and
+        "Avaliable/Available tokens: M" (several may share one line once a traceback joins them)."""
+        head = _ALLOC_HEAD.search(message) if "of memory. Try to lower" in message else None
+        if head is not None:
+            phase = head.group(1).lower() or None
+            self._alloc_open = {"phase": phase, "line": self._line, "example": message.strip()[:EXAMPLE_CHARS],
+                                "counted": counted}
+        opened = self._alloc_open
+        if opened is None:
+            return
+        if self._line - opened["line"] > _ALLOC_LOOK_AHEAD:
+            self._alloc_open = None
+            return
+        asked = _ALLOC_ASKED.search(message)
+        if asked is not None:
+            opened["requested"] = int(asked.group(1))
+        available = _ALLOC_AVAILABLE.search(message)
+        if available is not None and "requested" in opened:
+            # SGLang logs the message and then raises it: the traceback's copy of the same
+            # figures a few lines on is one refusal, not two
+            key = (opened["phase"], opened["requested"], int(available.group(1)))
+            if opened["counted"] and not (key == self._alloc_last[0] and self._line - self._alloc_last[1] <= _ALLOC_SAME):
+                self._alloc_count += 1
+            self._alloc_last = (key, self._line)
+            if self._alloc is None:
+                self._alloc = KvAllocFailure(
+                    phase=opened["phase"], requested=opened["requested"], available=int(available.group(1)),
+                    free=int(available.group(2)) if available.group(2) else None,
+                    evictable=int(available.group(3)) if available.group(3) else None,
+                    example=opened["example"])
+            self._alloc_open = None
 
     @staticmethod
     def _update(oom: dict, text: str) -> None:
@@ -226,3 +293,9 @@ class FailureReader:
 
     def parallel(self) -> ParallelError | None:
         return self._parallel
+
+    def kv_alloc(self) -> KvAllocFailure | None:
+        """The first allocator refusal that printed its figures, with how many the log has."""
+        if self._alloc is None:
+            return None
+        return KvAllocFailure(**{**self._alloc.__dict__, "count": max(1, self._alloc_count)})

@@ -361,6 +361,7 @@ class _LogReader:
             server_config=launch,
             oom=self.failures.oom(),
             parallel_error=self.failures.parallel(),
+            kv_alloc_failure=self.failures.kv_alloc(),
             pods=self.pod_text.result(),
             events=self.pod_text.events(),
             errors=self.errors.result(),

@@ -130,8 +130,14 @@ def _capacity_tokens(labels: dict[str, str]) -> int | None:
 
 
 def _vllm_failed(s: Samples) -> float | None:
-    # Only an explicit "error" finish counts; "abort" is mostly clients hanging up.
-    errors = [(ls, v) for ls, v in s.counter("vllm:request_success") if ls.get("finished_reason") == "error"]
+    """Requests that ended in an engine error, from the `error` finish reason (0.13+,
+    `runbooks.catalogs.engine_metrics`); None (unknown, never 0) where the series is absent: V1
+    before 0.13 and V0 export stop, length and abort only. Only an explicit error counts;
+    "abort" is mostly clients hanging up.
+    """
+    family, _, matcher = names("vllm", "finished_error")[0].partition("{")
+    label, _, value = matcher.rstrip("}").partition("=")
+    errors = [(ls, v) for ls, v in s.counter(family) if ls.get(label) == value.strip('"')]
     return combine(errors)
 
 

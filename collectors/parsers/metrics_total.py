@@ -37,6 +37,10 @@ def sum_server_metrics(per_pod: Sequence[ServerMetrics], source: str = "metrics-
         return ServerMetrics(source=source)
     engines = Counter(m.engine for m in pods if m.engine != "generic")
     fields: dict[str, object] = {name: _combine([getattr(m, name) for m in pods], sum) for name in _SUMMED}
+    # a pod that cannot count failed requests (vLLM before 0.13 has no error finish): the
+    # others' errors are still at least that many, but their zero is no "no errors" for it
+    if not fields["failed_requests_total"] and any(m.failed_requests_total is None for m in pods):
+        fields["failed_requests_total"] = None
     for name in _HISTOGRAMS:
         fields[name] = merge_histograms([getattr(m, name) for m in pods])
     return ServerMetrics(

@@ -74,6 +74,8 @@ class Panel:
     missing: str | None = None
     #: the numbers its description names (limits, lines, windows)
     params: dict[str, Any] = field(default_factory=dict)
+    #: a `dashboards.note` key worded after the description (with `params`), or None
+    note: str | None = None
 
     def metrics(self) -> tuple[str, ...]:
         """The metric names its queries read, in order of first use."""
@@ -276,7 +278,13 @@ def _service_row(s: EngineSeries) -> Row:
     if s.preemptions_gauge:
         lost.append(Target(f"max by ({POOL}) ({_pool(_engine(s, s.preemptions_gauge))})", POOL_LEGEND,
                            "retractions_interval"))
-    panels.append(Panel("rejects", "short", tuple(lost), width=12, params={"metric": s.rejects}))
+    params: dict[str, Any] = {"metric": s.rejects}
+    note = None
+    if s.errors_counted_since is not None:
+        # vLLM before 0.13 has no "error" finish: its line counts aborts only, errors unknown
+        note = "errors_unknown_before"
+        params["since"] = ".".join(str(p) for p in s.errors_counted_since)
+    panels.append(Panel("rejects", "short", tuple(lost), width=12, params=params, note=note))
     return Row("service", tuple(panels))
 
 
@@ -427,7 +435,8 @@ def _panel(p: Panel, pid: int, grid: dict[str, int], words: Words, engine: str) 
         targets.append({"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": t.expr,
                         "legendFormat": f"{t.legend} {series}", "range": True, "instant": False})
     return {"id": pid, "type": "timeseries", "title": title,
-            "description": words(f"dashboards.panel.{p.id}.description", engine=engine, **p.params),
+            "description": words(f"dashboards.panel.{p.id}.description", engine=engine, **p.params)
+            + (" " + words(f"dashboards.note.{p.note}", engine=engine, **p.params) if p.note else ""),
             "datasource": DATASOURCE, "gridPos": grid,
             "fieldConfig": {"defaults": defaults, "overrides": []},
             "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runbooks.catalogs.engine_metrics import names
+from runbooks.catalogs.engine_metrics import first_version, names
 
 ENGINES = ("vllm", "sglang", "tgi")
 
@@ -52,6 +52,10 @@ class EngineSeries:
     preallocates: bool
     #: rule id -> why the engine has no such rule (a catalog key under rules_cli.missing)
     missing: dict[str, str] = field(default_factory=dict)
+    #: the first version whose rejects series counts engine errors (vLLM's "error" finish
+    #: reason, `runbooks.catalogs.engine_metrics`); before it a flat line says nothing about
+    #: errors (unknown, not none). None: every version's series counts them
+    errors_counted_since: tuple[int, int, int] | None = None
     #: rule id -> the versions it can fire on, where older ones do not export what it reads (a
     #: catalog key under rules_cli.version; the facts in runbooks.catalogs.engine_metrics)
     version_limits: dict[str, str] = field(default_factory=dict)
@@ -78,6 +82,7 @@ SERIES: dict[str, EngineSeries] = {
         rejects_by="finished_reason",
         presence="vllm:num_requests_running|vllm:num_requests_waiting|vllm:cache_config_info",
         preallocates=True,
+        errors_counted_since=first_version("vllm", "finished_error"),
     ),
     "sglang": EngineSeries(
         engine="sglang",

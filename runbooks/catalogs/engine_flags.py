@@ -57,12 +57,13 @@ class Spelling:
 @dataclass(frozen=True)
 class FlagEntry:
     """A setting gpumem may write: `setting` is the name actions use, `kind` the value type
-    (int, float, bool, int_list)."""
+    (int, float, bool, int_list), `role` what actions and plans write it for (`ROLES`)."""
 
     engine: str
     setting: str
     kind: str
     spellings: tuple[Spelling, ...]
+    role: str | None = None
 
     def accepted(self, version: Version) -> tuple[Spelling, ...]:
         return tuple(s for s in self.spellings if s.accepts(version))
@@ -76,7 +77,8 @@ def _v(text: str) -> Version:
     return major, minor, patch
 
 
-def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, int | None]) -> FlagEntry:
+def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, int | None],
+         role: str | None = None) -> FlagEntry:
     """TGI spellings as (flag, since, until, line at since, line at v3.3.7 or at until)."""
     out = []
     for flag, since, until, first_line, last_line in spellings:
@@ -86,15 +88,15 @@ def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, i
             sources += (f"launcher/src/main.rs:{last_line}@v{last_tag}",)
         out.append(Spelling(flag, _v(since), _v(until) if until else None, sources,
                             env=flag.upper().replace("-", "_")))
-    return FlagEntry("tgi", setting, kind, tuple(out))
+    return FlagEntry("tgi", setting, kind, tuple(out), role)
 
 
 def _py(engine: str, setting: str, kind: str, since: str, first: str, last: str,
-        deprecated_from: str | None = None) -> FlagEntry:
+        deprecated_from: str | None = None, role: str | None = None) -> FlagEntry:
     newest = COVERED[engine][1]
     sources = (f"{first}@{since}", f"{last}@{'.'.join(map(str, newest))}")
     return FlagEntry(engine, setting, kind, (Spelling(
-        setting, _v(since), None, sources, deprecated_from=_v(deprecated_from) if deprecated_from else None),))
+        setting, _v(since), None, sources, deprecated_from=_v(deprecated_from) if deprecated_from else None),), role)
 
 
 _VLLM_ARGS = "vllm/engine/arg_utils.py"
@@ -107,40 +109,70 @@ FLAGS: dict[str, dict[str, FlagEntry]] = {
         # "Legacy version of [`Args::max_input_tokens`]" (launcher/src/main.rs:681@v3.3.7)
         _tgi("max-input-tokens", "int",
              ("max-input-length", "0.9.0", None, 128, 683),
-             ("max-input-tokens", "2.0.0", None, 226, 679)),
-        _tgi("max-total-tokens", "int", ("max-total-tokens", "0.9.0", None, 139, 695)),
-        _tgi("max-batch-size", "int", ("max-batch-size", "1.4.1", None, 285, 760)),
-        _tgi("max-batch-prefill-tokens", "int", ("max-batch-prefill-tokens", "0.9.0", None, 158, 715)),
-        _tgi("max-batch-total-tokens", "int", ("max-batch-total-tokens", "0.9.0", None, 178, 735)),
-        _tgi("cuda-memory-fraction", "float", ("cuda-memory-fraction", "0.9.4", None, 251, 813)),
-        _tgi("num-shard", "int", ("num-shard", "0.9.0", None, 86, 612)),
+             ("max-input-tokens", "2.0.0", None, 226, 679), role="input_length"),
+        _tgi("max-total-tokens", "int", ("max-total-tokens", "0.9.0", None, 139, 695), role="context_length"),
+        _tgi("max-batch-size", "int", ("max-batch-size", "1.4.1", None, 285, 760), role="concurrency"),
+        _tgi("max-batch-prefill-tokens", "int", ("max-batch-prefill-tokens", "0.9.0", None, 158, 715),
+             role="batch_prefill_tokens"),
+        _tgi("max-batch-total-tokens", "int", ("max-batch-total-tokens", "0.9.0", None, 178, 735),
+             role="batch_total_tokens"),
+        _tgi("cuda-memory-fraction", "float", ("cuda-memory-fraction", "0.9.4", None, 251, 813), role="memory_fraction"),
+        _tgi("num-shard", "int", ("num-shard", "0.9.0", None, 86, 612), role="tensor_parallel"),
         # 1.4.1-1.4.5 had a switch, off by default; from 2.0 a list of batch sizes ("0" disables)
-        _tgi("cuda-graphs", "int_list", ("cuda-graphs", "2.0.0", None, 313, 766)),
+        _tgi("cuda-graphs", "int_list", ("cuda-graphs", "2.0.0", None, 313, 766), role="no_cuda_graphs"),
         _tgi("enable-cuda-graphs", "bool", ("enable-cuda-graphs", "1.4.1", "1.4.5", 289, 289)),
     )},
     "vllm": {e.setting: e for e in (
-        _py("vllm", "max-model-len", "int", "0.2.7", f"{_VLLM_ARGS}:118", f"{_VLLM_ARGS}:991"),
-        _py("vllm", "max-num-seqs", "int", "0.2.7", f"{_VLLM_ARGS}:171", f"{_VLLM_ARGS}:1754"),
-        _py("vllm", "gpu-memory-utilization", "float", "0.2.7", f"{_VLLM_ARGS}:160", f"{_VLLM_ARGS}:1389"),
-        _py("vllm", "enforce-eager", "bool", "0.2.7", f"{_VLLM_ARGS}:194", f"{_VLLM_ARGS}:1000"),
-        _py("vllm", "tensor-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:133", f"{_VLLM_ARGS}:1209"),
-        _py("vllm", "pipeline-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:128", f"{_VLLM_ARGS}:1171"),
+        _py("vllm", "max-model-len", "int", "0.2.7", f"{_VLLM_ARGS}:118", f"{_VLLM_ARGS}:991",
+            role="context_length"),
+        _py("vllm", "max-num-seqs", "int", "0.2.7", f"{_VLLM_ARGS}:171", f"{_VLLM_ARGS}:1754",
+            role="concurrency"),
+        _py("vllm", "gpu-memory-utilization", "float", "0.2.7", f"{_VLLM_ARGS}:160", f"{_VLLM_ARGS}:1389",
+            role="memory_fraction"),
+        _py("vllm", "enforce-eager", "bool", "0.2.7", f"{_VLLM_ARGS}:194", f"{_VLLM_ARGS}:1000",
+            role="no_cuda_graphs"),
+        _py("vllm", "tensor-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:133", f"{_VLLM_ARGS}:1209",
+            role="tensor_parallel"),
+        _py("vllm", "pipeline-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:128", f"{_VLLM_ARGS}:1171",
+            role="pipeline_parallel"),
     )},
     "sglang": {e.setting: e for e in (
-        _py("sglang", "context-length", "int", "0.3.0", f"{_SGL_ARGS}:218", f"{_SGL_FIELDS}/model.py:110"),
-        _py("sglang", "max-running-requests", "int", "0.3.0", f"{_SGL_ARGS}:258", f"{_SGL_FIELDS}/schedule.py:31"),
-        _py("sglang", "mem-fraction-static", "float", "0.3.0", f"{_SGL_ARGS}:252", f"{_SGL_FIELDS}/schedule.py:27"),
-        _py("sglang", "tp-size", "int", "0.3.0", f"{_SGL_ARGS}:302", f"{_SGL_FIELDS}/parallel.py:45"),
-        _py("sglang", "pp-size", "int", "0.4.7", f"{_SGL_ARGS}:761", f"{_SGL_FIELDS}/parallel.py:59"),
+        _py("sglang", "context-length", "int", "0.3.0", f"{_SGL_ARGS}:218", f"{_SGL_FIELDS}/model.py:110",
+            role="context_length"),
+        _py("sglang", "max-running-requests", "int", "0.3.0", f"{_SGL_ARGS}:258", f"{_SGL_FIELDS}/schedule.py:31",
+            role="concurrency"),
+        _py("sglang", "mem-fraction-static", "float", "0.3.0", f"{_SGL_ARGS}:252", f"{_SGL_FIELDS}/schedule.py:27",
+            role="memory_fraction"),
+        _py("sglang", "tp-size", "int", "0.3.0", f"{_SGL_ARGS}:302", f"{_SGL_FIELDS}/parallel.py:45",
+            role="tensor_parallel"),
+        _py("sglang", "pp-size", "int", "0.4.7", f"{_SGL_ARGS}:761", f"{_SGL_FIELDS}/parallel.py:59",
+            role="pipeline_parallel"),
         # 0.5.22 made it a deprecated spelling of --cuda-graph-backend-{decode,prefill}=disabled,
         # still accepted ("its only command-line entry point", server_args.py:408@0.5.23)
         _py("sglang", "disable-cuda-graph", "bool", "0.3.0", f"{_SGL_ARGS}:406", f"{_SGL_ARGS}:411",
-            deprecated_from="0.5.22"),
+            deprecated_from="0.5.22", role="no_cuda_graphs"),
     )},
 }
 
 
 ENGINE_NAMES = {"tgi": "TGI", "vllm": "vLLM", "sglang": "SGLang"}
+
+#: what actions and plans write a setting for, per engine: role -> setting, read from the
+#: entries' `role` (the one place a written flag is named). Roles: context_length,
+#: concurrency, memory_fraction, tensor_parallel, pipeline_parallel, no_cuda_graphs and
+#: TGI's input_length, batch_total_tokens, batch_prefill_tokens.
+ROLES: dict[str, dict[str, str]] = {
+    engine: {e.role: e.setting for e in table.values() if e.role is not None} for engine, table in FLAGS.items()
+}
+
+
+def role_flag(engine: str, role: str) -> str | None:
+    """The setting `engine` has for `role` (None: the engine has none, e.g. TGI's pipeline).
+
+    >>> role_flag("tgi", "tensor_parallel"), role_flag("tgi", "pipeline_parallel")
+    ('num-shard', None)
+    """
+    return ROLES.get(engine, {}).get(role)
 
 
 def flag_entry(engine: str, flag: str) -> FlagEntry | None:

@@ -484,6 +484,27 @@ class ParallelError:
 
 
 @dataclass(frozen=True)
+class KvAllocFailure:
+    """SGLang's KV allocator refusing a batch: "Decode out of memory. Try to lower your batch
+    size." with the tokens asked and the tokens it could have given (free + evictable), read
+    from its own lines (see collectors.parsers.log_failures.KV_ALLOC_FORMATS). `phase`: decode,
+    prefill or None (0.5.23's generic "Out of memory."). `available` above `requested` says the
+    pool was not short: the failure is not KV pressure."""
+
+    phase: str | None
+    requested: int
+    available: int
+    free: int | None = None
+    evictable: int | None = None
+    count: int = 1
+    example: str | None = None
+
+    @property
+    def tokens_to_spare(self) -> bool:
+        return self.available >= self.requested
+
+
+@dataclass(frozen=True)
 class LaunchDevices:
     """The GPUs one launch in a log was given (see collectors.parsers.launch_devices).
 
@@ -547,6 +568,8 @@ class LogSignals:
     #: the first CUDA OOM that printed numbers (else the first), with the total count
     oom: CudaOom | None = None
     parallel_error: ParallelError | None = None
+    #: the first SGLang KV-allocator refusal with its figures, and how many the log holds
+    kv_alloc_failure: KvAllocFailure | None = None
     #: pods from `kubectl get pods` tables or `kubectl describe pod` output inside the log
     pods: tuple[PodState, ...] = ()
     #: events from `kubectl get events` tables or describe's Events: sections inside the log

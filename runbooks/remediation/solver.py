@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_fraction_static, version_text
-from runbooks.catalogs.engine_flags import Choice, choose_spelling
+from runbooks.catalogs.engine_flags import ROLES, Choice, choose_spelling, role_flag
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
 from runbooks.profile.detail import ProfileDetail
@@ -38,11 +38,11 @@ from runbooks.sizing.whatif import PlanError
 
 #: the memory fraction the safe template steps back to, per engine (never raised)
 SAFE_FRACTION = {"vllm": T.SAFE_VLLM_UTIL, "sglang": 0.85, "tgi": 0.95}
-#: each engine's flags for context length, concurrency and memory fraction
-ENGINE_FLAGS = {
-    "vllm": ("max-model-len", "max-num-seqs", "gpu-memory-utilization"),
-    "sglang": ("context-length", "max-running-requests", "mem-fraction-static"),
-    "tgi": ("max-total-tokens", "max-batch-size", "cuda-memory-fraction"),
+#: the roles of the three flags every safe plan sets (context length, concurrency, memory fraction)
+SAFE_ROLES = ("context_length", "concurrency", "memory_fraction")
+#: each engine's flags for those roles, from the flag table (`runbooks.catalogs.engine_flags`)
+ENGINE_FLAGS: dict[str, tuple[str, str, str]] = {
+    engine: (roles[SAFE_ROLES[0]], roles[SAFE_ROLES[1]], roles[SAFE_ROLES[2]]) for engine, roles in ROLES.items()
 }
 #: the headroom the safe flags keep free in the KV pool, unless told otherwise
 DEFAULT_HEADROOM = round(1 - T.SAFE_KV_TARGET_RATIO, 4)
@@ -108,8 +108,9 @@ class SafePlan:
     def _settings(self) -> list[tuple[str, int | float]]:
         length, seqs, fraction = self.flags
         out: list[tuple[str, int | float]] = []
-        if self.max_input_tokens is not None:
-            out.append(("max-input-tokens", self.max_input_tokens))
+        input_flag = role_flag(self.engine, "input_length")
+        if self.max_input_tokens is not None and input_flag is not None:
+            out.append((input_flag, self.max_input_tokens))
         out += [(length, self.max_model_len), (seqs, self.max_num_seqs)]
         if self.memory_fraction is not None:
             out.append((fraction, self.memory_fraction))

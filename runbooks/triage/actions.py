@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runbooks.catalogs import thresholds as T
+from runbooks.catalogs.engine_flags import ROLES, role_flag
 from runbooks.model.changes import (
     AddStartupProbe,
     Change,
@@ -134,7 +135,7 @@ def _plan_changes(ctx: TriageContext, plan: SafePlan, container: str | None) -> 
     length_flag, seqs_flag, fraction_flag = plan.flags
     out = []
     if plan.max_input_tokens is not None and plan.max_input_tokens != cfg.max_input_tokens:
-        out.append(SetArg(container, "max-input-tokens", cfg.max_input_tokens, plan.max_input_tokens))
+        out.append(SetArg(container, role_flag(plan.engine, "input_length"), cfg.max_input_tokens, plan.max_input_tokens))
     if plan.max_model_len != cfg.max_model_len:
         out.append(SetArg(container, length_flag, cfg.max_model_len, plan.max_model_len))
     if plan.max_num_seqs != cfg.max_num_seqs:
@@ -212,8 +213,9 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             current = _current_fraction(ctx, plan) if plan is not None else None
             if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
                 target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
-                add("lower_memory_fraction", flag="gpu-memory-utilization", current=current, target=target,
-                    changes=(SetArg(container, "gpu-memory-utilization", current, target),))
+                flag = plan.flags[2]
+                add("lower_memory_fraction", flag=flag, current=current, target=target,
+                    changes=(SetArg(container, flag, current, target),))
             if not startup_fix and not acts.keys() & {"set_safe_flags", "lower_memory_fraction"}:
                 margin_action(ctx, add, container)
     elif cause_id == "weights_too_large":
@@ -279,14 +281,15 @@ def engine_default(ctx: TriageContext, flag: str) -> float | int | None:
     else the default the catalogs know for its version; None when neither is known."""
     engine = engine_of(ctx)
     startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
-    if engine == "vllm" and flag == "gpu-memory-utilization":
+    role = next((r for r, f in ROLES.get(engine, {}).items() if f == flag), None)
+    if engine == "vllm" and role == "memory_fraction":
         printed = startup.gpu_memory_utilization if startup else None
         return printed if printed is not None else DEFAULT_FRACTION["vllm"]
-    if engine == "vllm" and flag == "max-num-seqs":
+    if engine == "vllm" and role == "concurrency":
         if startup is not None and startup.max_num_seqs:
             return startup.max_num_seqs
         return default_max_num_seqs(ctx) if engine_version(ctx) else None  # the default moved in V1
-    if engine == "tgi" and flag == "cuda-memory-fraction":
+    if engine == "tgi" and role == "memory_fraction":
         return 1.0
     return None
 

@@ -13,6 +13,7 @@ import math
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import parse_version, vllm_regime, vllm_v1_limits
+from runbooks.catalogs.engine_flags import FLAGS, role_flag
 from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
 from runbooks.triage.checks.concurrency import oom_phase
@@ -24,9 +25,9 @@ from runbooks.triage.context import TriageContext
 DEFAULT_FRACTION = {"vllm": 0.9, "sglang": 0.88}
 #: the most a raised fraction may be: past it there is no margin left for activations
 MAX_RAISED_FRACTION = {"vllm": 0.92, "sglang": 0.95}
-_TP_FLAG = {"vllm": "tensor-parallel-size", "sglang": "tp-size", "tgi": "num-shard"}
-_PP_FLAG = {"vllm": "pipeline-parallel-size", "sglang": "pp-size"}
-_NO_GRAPHS = {"vllm": ("enforce-eager", True), "sglang": ("disable-cuda-graph", True), "tgi": ("cuda-graphs", 0)}
+#: the value that turns CUDA graphs off, by the kind of the engine's no_cuda_graphs flag
+#: (a switch: set; TGI's list of batch sizes: 0)
+_GRAPHS_OFF = {"bool": True, "int_list": 0}
 
 
 def _engine_known(ctx: TriageContext) -> bool:
@@ -104,12 +105,12 @@ def _tgi_budget(ctx: TriageContext, add, container: str | None) -> None:
     total_tokens = cfg.max_batch_total_tokens if cfg else None
     if (logs.count("tgi_total_tokens_oom") or logs.count("tgi_max_total_tokens_oom")) and total_tokens:
         add("unset_batch_total_tokens", current=total_tokens,
-            changes=(SetArg(container, "max-batch-total-tokens", total_tokens, None),))
+            changes=(SetArg(container, role_flag("tgi", "batch_total_tokens"), total_tokens, None),))
     prefill = cfg.max_batch_prefill_tokens if cfg else None
     if logs.count("tgi_prefill_oom") and prefill:
         target = max(256, prefill // 2)
         add("lower_batch_prefill_tokens", current=prefill, target=target,
-            changes=(SetArg(container, "max-batch-prefill-tokens", prefill, target),))
+            changes=(SetArg(container, role_flag("tgi", "batch_prefill_tokens"), prefill, target),))
 
 
 def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str, flag: str,
@@ -152,8 +153,10 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
     phase = oom_phase(ctx)
     cfg = ctx.config
     if phase == "cudagraph":
-        flag, value = _NO_GRAPHS[engine]
-        add("limit_cuda_graphs", flag=flag, changes=(SetArg(container, flag, None, value),))
+        flag = role_flag(engine, "no_cuda_graphs")
+        if flag is not None:
+            value = _GRAPHS_OFF[FLAGS[engine][flag].kind]
+            add("limit_cuda_graphs", flag=flag, changes=(SetArg(container, flag, None, value),))
     if phase == "sampler_warmup":
         startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
         seqs_flag = ENGINE_FLAGS[engine][1]
@@ -212,18 +215,19 @@ def parallel_actions(ctx: TriageContext, add, container: str | None) -> None:
     cfg = ctx.config
     if err.kind in ("heads_indivisible", "kv_heads_indivisible") and err.heads and err.size:
         target = _power_of_two_divisor(err.heads, err.size)
-        flag = _TP_FLAG[engine]
+        flag = role_flag(engine, "tensor_parallel")
         add("fit_tp_to_heads", flag=flag, current=err.size, target=target, heads=err.heads,
             changes=(SetArg(container, flag, err.size, target),))
     elif err.kind == "layers_indivisible" and err.heads and err.size:
         target = _power_of_two_divisor(err.heads, err.size)
-        flag = _PP_FLAG.get(engine, "pipeline-parallel-size")
-        add("fit_pp_to_layers", flag=flag, current=err.size, target=target, layers=err.heads,
-            changes=(SetArg(container, flag, err.size, target),))
+        flag = role_flag(engine, "pipeline_parallel")
+        if flag is not None:  # TGI has no pipeline parallelism to fit
+            add("fit_pp_to_layers", flag=flag, current=err.size, target=target, layers=err.heads,
+                changes=(SetArg(container, flag, err.size, target),))
     elif err.kind == "gpus_insufficient":
         size = err.size or (cfg.tensor_parallel_size if cfg else None)
         gpus = err.gpus or ctx.gpus_requested or (len(ctx.evidence.gpus.devices) if ctx.evidence.gpus else None)
-        flag = _TP_FLAG[engine]
+        flag = role_flag(engine, "tensor_parallel")
         if size and gpus:
             add("fit_layout_to_gpus", flag=flag, current=size, gpus=gpus,
                 changes=(SetArg(container, flag, size, gpus),))

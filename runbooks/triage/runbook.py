@@ -11,11 +11,14 @@ from collections.abc import Callable
 from datetime import datetime
 
 from runbooks.catalogs import thresholds as T
+from runbooks.catalogs.engine_flags import role_flag
 from runbooks.model.evidence import Evidence
 from runbooks.model.report import Action, EdgeFlag, MemorySplit, Report
+from runbooks.remediation.solver import ENGINE_FLAGS
 from runbooks.triage.actions import safe_flags
 from runbooks.triage.checks import ROUNDS
 from runbooks.triage.context import GIB, TriageContext, build_context
+from runbooks.triage.failure_actions import engine_of
 from runbooks.triage.verdict import decide
 
 #: steps reported as progress ("3/7 kv_cache"): evidence, the five rounds, the verdict
@@ -109,16 +112,18 @@ def _flags_at_edge(ctx: TriageContext) -> tuple[EdgeFlag, ...]:
     if cfg is None:
         return ()
     safe = safe_flags(ctx)
+    # each flag spelled as the engine names it (the engine table's roles)
+    length_flag, seqs_flag, _ = ENGINE_FLAGS[engine_of(ctx)]
     out: list[EdgeFlag] = []
     if cfg.memory_fraction is not None and cfg.memory_fraction_kind == "total" and (
         cfg.memory_fraction >= T.VLLM_UTIL_EDGE
     ):
-        out.append(EdgeFlag("gpu-memory-utilization", f"{cfg.memory_fraction:g}",
+        out.append(EdgeFlag(role_flag("vllm", "memory_fraction"), f"{cfg.memory_fraction:g}",
                             f"{safe.get('gpu_memory_utilization', T.SAFE_VLLM_UTIL):g}", "edge_memory_fraction"))
     if cfg.memory_fraction is not None and cfg.memory_fraction_kind == "free_static" and (
         cfg.memory_fraction >= T.SGLANG_MFS_EDGE
     ):
-        out.append(EdgeFlag("mem-fraction-static", f"{cfg.memory_fraction:g}",
+        out.append(EdgeFlag(role_flag("sglang", "memory_fraction"), f"{cfg.memory_fraction:g}",
                             f"{safe.get('mem_fraction_static', 0.85):g}", "edge_memory_fraction"))
     cap = ctx.kv_capacity_tokens.value if ctx.kv_capacity_tokens else None
     prof = ctx.evidence.requests
@@ -129,12 +134,12 @@ def _flags_at_edge(ctx: TriageContext) -> tuple[EdgeFlag, ...]:
         else:
             over = cfg.max_num_seqs * cfg.max_model_len > 2 * cap
         if over and safe["max_num_seqs"] < cfg.max_num_seqs:
-            out.append(EdgeFlag("max-num-seqs", str(cfg.max_num_seqs), str(safe["max_num_seqs"]),
+            out.append(EdgeFlag(seqs_flag, str(cfg.max_num_seqs), str(safe["max_num_seqs"]),
                                 "edge_seqs_over_cache"))
     if cfg.max_model_len and prof is not None and prof.p99_input_tokens is not None and (
         cfg.max_model_len > 2 * (prof.p99_input_tokens + (prof.p99_output_tokens or 0))
     ):
-        out.append(EdgeFlag("max-model-len", str(cfg.max_model_len), str(safe["max_model_len"]), "edge_len_over_p99"))
+        out.append(EdgeFlag(length_flag, str(cfg.max_model_len), str(safe["max_model_len"]), "edge_len_over_p99"))
     return tuple(out)
 
 

@@ -31,7 +31,8 @@ _SEVERITY_FACTOR = {"critical": 1.0, "warning": 0.7, "info": 0.0}
 MIN_SCORE = 0.3
 #: findings that count against a cause when present
 _AGAINST = {
-    "kv_cache_pressure": ("kv_usage_ok", "kv_demand_ok"),
+    "kv_cache_pressure": ("kv_usage_ok", "kv_demand_ok", "kv_alloc_tokens_free"),
+    "params_near_edge": ("kv_alloc_tokens_free",),
     "weights_too_large": ("static_ok",),
     "mixed_pool": ("profile_ok",),
 }
@@ -50,7 +51,7 @@ ENGINE_DOWN = frozenset({"engine_not_started", "startup_capacity_error", "startu
                          "memory_held_elsewhere", "pods_restarting", "container_oomkilled",
                          "unexplained_failure_down"})
 #: findings that forbid "healthy": the engine is down, or the log states an error no rule explains
-NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
+NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked", "kv_alloc_failed", "kv_alloc_tokens_free"}
 #: findings that read the configuration, not a symptom: a fraction at its edge, GPUs visible
 #: or requested beyond the layout, TP past the KV heads, a liveness budget short of a load, an
 #: HPA on CPU only, a large rollout step. They say where trouble would come from, not that it
@@ -58,6 +59,10 @@ NOT_HEALTHY = ENGINE_DOWN | {"unexplained_failure", "kv_admission_blocked"}
 #: and the verdict rests on what the engine shows (health, or what to capture)
 FLAG_ONLY = frozenset({"memory_fraction_at_edge", "gpus_visible_unused", "liveness_kills_slow_start", "hpa_cpu_only",
                        "rollout_step_large", "tp_exceeds_kv_heads", "gpus_idle"})
+#: findings whose numbers say the failure seen is not a memory shortage, and the causes they
+#: contradict: such a cause is named only on findings other than FLAG_ONLY ones (a fraction at
+#: its edge does not explain a crash the engine's own figures say was not short of memory)
+CONTRADICTS = {"kv_alloc_tokens_free": frozenset({"kv_cache_pressure", "params_near_edge"})}
 #: evidence kinds the runbook wants together, and how much each adds to coverage
 _COVERAGE = {"gpus": 0.2, "logs": 0.2, "request_profile": 0.2, "server_config": 0.2, "server_metrics": 0.2}
 
@@ -91,6 +96,9 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
     for cause_id in CAUSE_IDS:
         support = [f for f in findings if cause_id in f.supports and _SEVERITY_FACTOR[f.severity] > 0]
         if not support or (not symptom and all(f.id in FLAG_ONLY for f in support)):
+            continue
+        contradicted = any(cause_id in CONTRADICTS.get(f.id, ()) for f in findings)
+        if contradicted and all(f.id in FLAG_ONLY for f in support):
             continue
         miss = 1.0
         for f in support:
@@ -155,6 +163,7 @@ _RULE_OUT_BY_FINDING = {
     "kv_admission_blocked": ("rule_out_kv_admission", ("waiting", "running", "usage_pct")),
     "preemptions_seen": ("rule_out_preemptions", ("count",)),
     "kv_rejects_logged": ("rule_out_kv_rejects", ("count",)),
+    "kv_alloc_failed": ("rule_out_kv_alloc", ("requested", "available")),
     "kv_demand_exceeds_capacity": ("rule_out_kv_demand", ("demand_tokens", "capacity_tokens")),
     "long_share_jumped": ("rule_out_long_share", ("before_pct", "after_pct")),
     "queue_and_rejects_rising": ("rule_out_queue_rejects", ("queue", "rejected")),

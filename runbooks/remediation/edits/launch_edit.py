@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runbooks.catalogs.engine_defaults import parse_version
-from runbooks.catalogs.engine_flags import choose_spelling
+from runbooks.catalogs.engine_flags import FLAGS, choose_spelling
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import (
     BOOLEAN_FLAGS,
@@ -87,12 +87,13 @@ from runbooks.remediation.edits.reader import ContainerReader, ContainerShapeErr
 
 POD_PATH = "/spec/template/spec"
 JSON_PATCH = "application/json-patch+json"
-#: settings an engine takes under two names; the one the spec already uses is the one edited
+#: settings an engine takes under two names (TGI's --max-input-tokens / --max-input-length),
+#: from the engine flag table: each spelling, then the others; the one the spec already uses
+#: is the one edited
 SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
-    "tgi": {
-        "max-input-tokens": ("max-input-tokens", "max-input-length"),
-        "max-input-length": ("max-input-length", "max-input-tokens"),
-    },
+    engine: {s.flag: (s.flag, *(o.flag for o in e.spellings if o.flag != s.flag))
+             for e in table.values() if len(e.spellings) > 1 for s in e.spellings}
+    for engine, table in FLAGS.items()
 }
 #: env var names an engine or its libraries read by themselves (never edited as a flag's value)
 _ENGINE_ENV_PREFIXES = ("VLLM_", "SGLANG_", "SGL_", "HF_", "CUDA_", "NCCL_", "PYTORCH_", "TORCH_")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 from runbooks.catalogs import thresholds as T
+from runbooks.catalogs.engine_flags import role_flag
+from runbooks.launch.flag_tables import MEMORY_FRACTION_KIND
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.model.units import GIB, MIB, pct
 from runbooks.triage.checks._util import gib, longest_above, missing
@@ -183,8 +185,9 @@ def _fraction_at_edge(cfg) -> Finding | None:
     edge = {"total": T.VLLM_UTIL_EDGE, "free_static": T.SGLANG_MFS_EDGE, "process": T.TGI_FRACTION_EDGE}.get(kind or "")
     if edge is None or frac < edge:
         return None
-    flag = {"total": "gpu-memory-utilization", "free_static": "mem-fraction-static",
-            "process": "cuda-memory-fraction"}[kind]
+    # the engine whose fraction is of this kind, and its flag from the engine table
+    engine = next(e for e, k in MEMORY_FRACTION_KIND.items() if k == kind)
+    flag = role_flag(engine, "memory_fraction")
     return Finding("memory_fraction_at_edge", ROUND, "warning",
                    (fact("flag_value", cfg.source, flag=flag, value=frac, edge=edge),),
                    ("params_near_edge",), 0.6)

@@ -59,6 +59,9 @@ def check(ctx: TriageContext) -> CheckResult:
                                     tuple(fact("log_signal", ev.logs.source, signal=s.key, count=s.count,
                                                example=s.example) for s in rejects),
                                     ("kv_cache_pressure",), 0.9))
+        alloc = kv_alloc_finding(ctx)
+        if alloc is not None:
+            findings.append(alloc)
 
     if prof is not None and prof.total > 0:
         used.append("request_profile")
@@ -100,6 +103,21 @@ def check(ctx: TriageContext) -> CheckResult:
         lacking.append(missing("request_profile", ev.issues, "access.log", "metrics.txt"))
 
     return CheckResult("kv_cache", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+def kv_alloc_finding(ctx: TriageContext) -> Finding | None:
+    """SGLang's allocator refusal with its figures: fewer tokens available than asked is the
+    pool running out (KV pressure); as many or more available contradicts pressure (a paging
+    or accounting fault of the engine's, e.g. sglang#4602 with --page-size 64)."""
+    logs = ctx.evidence.logs
+    alloc = logs.kv_alloc_failure if logs is not None else None
+    if alloc is None:
+        return None
+    f = fact("kv_alloc", logs.source, phase=alloc.phase or "scheduler", requested=alloc.requested,
+             available=alloc.available, count=alloc.count, example=alloc.example)
+    if alloc.tokens_to_spare:
+        return Finding("kv_alloc_tokens_free", ROUND, "warning", (f,))
+    return Finding("kv_alloc_failed", ROUND, "critical", (f,), ("kv_cache_pressure",), 0.9)
 
 
 def _demand_finding(ctx: TriageContext) -> Finding | None:
