@@ -66,7 +66,9 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
             stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy)
         elif request.verb == "apply":
             sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
-            stored = remediate.apply_now(store, writer, request.plan, actor)
+            stored = remediate.apply_now(store, writer, request.plan, actor,
+                                         stopgap_on_gitops=settings.remediation.stopgap_on_gitops,
+                                         argocd_namespace=settings.remediation.argocd_namespace)
             window = settings.remediation.watch_s if request.watch is None else request.watch
             if not request.no_watch and window > 0:
                 t = stored.plan.target

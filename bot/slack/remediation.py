@@ -530,7 +530,10 @@ class RemediationDesk:
         try:
             writer = self.writer_for(plan.target.cluster)
             remediate.apply_approved(store, writer, plan_id, actor, channel=channel, before_write=before_write,
-                                     on_dry_run=on_dry_run)
+                                     on_dry_run=on_dry_run,
+                                     stopgap_on_gitops=getattr(self.settings.remediation, "stopgap_on_gitops", ()),
+                                     argocd_namespace=getattr(self.settings.remediation, "argocd_namespace",
+                                                              "argocd"))
         except PlanMoved as e:  # another approval started it: that one reports
             log.info("plan %s: already %s, not applied again", plan_id, e.params.get("state"))
             return
