@@ -199,3 +199,20 @@ def test_any_value_gives_managers_never_a_traceback(obj):
     cat = Catalog.load("en")
     for m in out:
         assert isinstance(manager_line(cat, m.to_json()), str) and isinstance(patch_fate(cat, m.to_json()), str)
+
+
+def test_the_application_read_is_granted_by_the_reader_cluster_role(tmp_path):
+    """Under the reader's ClusterRole the read is allowed (the stand-in serves no argoproj.io
+    here, so it answers 404: "sync policy unknown", never a guess)."""
+    from collectors.kube.rest import KubeRest
+    from tests.support.fake_kube_rules import rule_allows
+    from tests.support.kube_fixtures import rbac_rules, running_scenario
+
+    rules = rbac_rules("ClusterRole")
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        sc.kube.grant(rules)
+        (m,) = with_sync_policy((ARGO,), KubeRest(sc.api()))
+        (call,) = [r for r in sc.kube.calls() if r.resource == "applications"]
+    assert (call.verb, call.api_group, call.namespace, call.name) == ("get", "argoproj.io", "argocd", "llm-serving")
+    assert any(rule_allows(rule, "get", "argoproj.io", "applications", None, "llm-serving") for rule in rules)
+    assert call.status == 404 and m.sync_unknown == "not_found"

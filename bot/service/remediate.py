@@ -349,9 +349,10 @@ STOPGAP_EVENT = "stopgap_on_gitops"
 def target_managers(writer: KubeWriter, kind: str, namespace: str, name: str,
                     argocd_namespace: str = ARGOCD_NAMESPACE) -> tuple[Manager, ...]:
     """Who manages the object as it is now (`collectors.kube.managers`), Argo CD's sync policy
-    read where the writer may read the Application (unknown, and said so, where not)."""
+    read with the writer's observer (the reader's identity in the bot, whose ClusterRole grants
+    get on argoproj.io applications; the operator's on the CLI): unknown, and said so, where not."""
     obj = writer.read(kind, namespace, name)
-    return with_sync_policy(managers_of(obj), writer.rest, argocd_namespace, writer.timeout_s)
+    return with_sync_policy(managers_of(obj), writer.observer, argocd_namespace, writer.timeout_s)
 
 
 def stopgap_allowed(namespace: str, stopgap_on_gitops: tuple[str, ...]) -> bool:
