@@ -111,3 +111,50 @@ def test_a_bad_switch_names_the_field(tmp_path, capsys):
     with pytest.raises(SettingsError, match=r"gpumem.yaml:2: remediation.stopgap_on_gitops.0: 'LLM_Prod' is not a "
                                             r"namespace name"):
         load_settings(path, {})
+
+
+def test_the_plan_names_the_manager_and_what_will_happen_to_a_patch(cluster, tmp_path, capsys):
+    managed(cluster, ARGO)
+    store = tmp_path / "gpumem.db"
+    rc, plan = run_cli(capsys, cluster, store, "plan", TARGET, "--set", "max-num-seqs=64", "--json")
+    assert rc == 0 and [(m["kind"], m["name"], m["sync_unknown"]) for m in plan["managers"]] == [
+        ("argocd", "llm-serving", "not_found")]
+    assert plan["managers"][0]["evidence"].startswith("annotation argocd.argoproj.io/tracking-id=llm-serving:")
+    assert "sync policy could not be read" in plan["managers"][0]["patch_fate"]
+    rc, text = run_cli(capsys, cluster, tmp_path / "b.db", "plan", TARGET, "--set", "max-num-seqs=64")
+    assert rc == 0
+    assert "Managed by:\n  - managed by Argo CD application llm-serving, sync policy unknown" in text
+    assert "gpumem apply refuses this plan unless remediation.stopgap_on_gitops names namespace llm" in text
+    assert cluster.kube.writes() == []
+
+
+def test_a_plain_deployment_plan_has_no_managers(cluster, tmp_path, capsys):
+    rc, plan = run_cli(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--set", "max-num-seqs=64", "--json")
+    assert rc == 0 and plan["managers"] == []
+
+
+@pytest.mark.parametrize("meta, expected", [
+    (ARGO, ["# A kustomize JSON6902 patch.", "#       target: {group: apps, version: v1, kind: Deployment, "
+                                           "name: vllm-server, namespace: llm}"]),
+    (HELM, ["# A Helm release renders this object: the chart's values path for these fields is not known",
+            "#   /spec/template/spec/containers/0/args/3: \"--max-num-seqs=64\""]),
+    (KSERVE, ["# InferenceService llm/llama writes this Deployment: change its spec.predictor.model.args",
+              "kind: InferenceService", "      args: ["])])
+def test_plan_out_writes_the_change_for_the_source_of_truth(cluster, tmp_path, capsys, meta, expected):
+    import yaml
+
+    managed(cluster, meta)
+    out = tmp_path / "change.yaml"
+    rc, text = run_cli(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--set", "max-num-seqs=64",
+                       "--out", str(out))
+    assert rc == 0 and f"is in {out}" in text
+    body = out.read_text(encoding="utf-8")
+    for line in expected:
+        assert line in body, body
+    doc = yaml.safe_load(body)  # valid YAML: the ops list, or the owner's object
+    if meta is KSERVE:
+        assert doc["spec"]["predictor"]["model"]["args"] == ["--max-num-seqs=64"]
+    else:
+        assert [o["op"] for o in doc] == ["replace"]  # the live values' tests left out
+        assert "/args/" in doc[0]["path"] and doc[0]["value"] == "--max-num-seqs=64"
+    assert cluster.kube.writes() == []

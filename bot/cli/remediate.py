@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from bot.cli.guard import live_guard
 from bot.cli.watch_progress import WatchProgress, is_live
@@ -15,6 +16,7 @@ from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
 from bot.grammar.slack import split_target
 from bot.render import remediation as render
 from bot.render import remediation_outcome as outcome
+from bot.render import source_of_truth
 from bot.render import split_pools as split_render
 from bot.render.i18n import Catalog
 from bot.service import remediate, split_pools
@@ -95,6 +97,15 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
         template = split_pools.template_of(store, stored.plan.id) if split_pools.is_split(stored.plan) else None
     finally:
         store.close()
+    out = getattr(request, "out", None)
+    if request.verb == "plan" and out:  # the change for the source of truth, beside the plan
+        try:
+            Path(out).write_text(source_of_truth.source_file(stored.plan), encoding="utf-8")
+        except OSError as e:
+            print(Catalog.load(lang).t("managers.out_failed", path=out, reason=e.strerror or type(e).__name__),
+                  file=sys.stderr)
+            return EXIT_USAGE
+        print(Catalog.load(lang).t("managers.out_written", path=out, plan=stored.plan.id), file=sys.stderr)
     if request.json:
         doc = render.plan_json(stored)
         if template is not None:

@@ -94,3 +94,27 @@ def refusal_line(cat: Catalog, code: str, params: dict[str, Any]) -> str:
                  namespace=namespace)
     managed = cat.t("managers.sep").join(manager_line(cat, m) for m in shown) or cat.t("managers.none")
     return cat.t("managers.apply.refused", target=target, managed=managed, what=what)
+
+
+def plan_manager_lines(cat: Catalog, managers: list[dict[str, Any]], namespace: str) -> list[str]:
+    """The plan's lines about who manages the object it writes: each manager with its evidence,
+    what will happen to the patch, and whether apply refuses it (none when nothing manages it)."""
+    if not managers:
+        return []
+    lines = [cat.t("managers.plan.heading")]
+    lines += [f"  - {manager_line(cat, m)} {cat.t('managers.evidence', evidence=m.get('evidence') or '-')}"
+              for m in managers]
+    lines += [f"  {patch_fate(cat, m)}" for m in managers]
+    kinds = {m.get("kind") for m in managers}
+    if "controller" in kinds:
+        lines.append("  " + cat.t("managers.plan.refuses_controller"))
+    elif kinds & {"argocd", "flux", "helm"}:
+        lines.append("  " + cat.t("managers.plan.refuses_gitops", namespace=namespace))
+        if any(m.get("kind") == "argocd" and m.get("self_heal") for m in managers):
+            lines.append("  " + cat.t("managers.plan.self_heal"))
+    return lines
+
+
+def managers_json(cat: Catalog, managers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`managers` in `--json`: each manager's fields, its line and what happens to a patch."""
+    return [{**m, "text": manager_line(cat, m), "patch_fate": patch_fate(cat, m)} for m in managers]

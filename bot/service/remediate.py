@@ -245,7 +245,7 @@ WRITER_READS = object()
 
 def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
               now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
-              reader: Any = WRITER_READS) -> StoredPlan:
+              reader: Any = WRITER_READS, argocd_namespace: str = ARGOCD_NAMESPACE) -> StoredPlan:
     """Read the object, build the plan with its preview (`bot.service.plan_preview`: nodes and
     pods read through `reader`, a KubeRest; by default the writer's own connection, as on the
     CLI where the operator's kubeconfig does both; None: not read), store it as proposed (with
@@ -258,8 +258,22 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas)
     rest = writer.rest if reader is WRITER_READS else reader
-    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s))
+    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s),
+                   managers=plan_managers(obj, plan, hpas or [], writer.observer if reader is WRITER_READS else reader,
+                                          argocd_namespace, writer.timeout_s))
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
+
+
+def plan_managers(obj: dict[str, Any], plan: Plan, hpas: list[dict[str, Any]], rest: Any,
+                  argocd_namespace: str = ARGOCD_NAMESPACE, timeout_s: float = 10.0) -> tuple[Manager, ...]:
+    """Who manages the object `plan` writes (the workload `obj`, or the HPA it patches; a plan
+    that creates objects: the workload's), Argo CD's sync policy read through `rest` (None: not
+    read, said as unknown)."""
+    written = obj
+    if plan.workload is not None and plan.patch_type == JSON_PATCH:
+        written = next((h for h in hpas if (h.get("metadata") or {}).get("name") == plan.target.name), {})
+    managers = managers_of(written)
+    return with_sync_policy(managers, rest, argocd_namespace, timeout_s) if managers else ()
 
 
 #: the change kinds a plan can be built from (`build_plan`)

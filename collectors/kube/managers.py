@@ -30,15 +30,16 @@ connection). The names are the tools' own:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from collectors.kube.client import Call
 from collectors.kube.objects import typed
 from collectors.kube.rest import KubeRest, path
 from runbooks.model.errors import NotPermitted, TargetNotFound
+from runbooks.model.managers import GITOPS, Manager, ManagerKind, blocks_writes
 
-ManagerKind = Literal["controller", "argocd", "flux", "helm", "ssa"]
+__all__ = ["GITOPS", "Manager", "ManagerKind", "blocks_writes", "managers_of", "with_sync_policy"]
 
 TRACKING_ID = "argocd.argoproj.io/tracking-id"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
@@ -56,35 +57,6 @@ ORDINARY_OWNERS = frozenset({("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet")
                              ("Pod", "DaemonSet"), ("Pod", "Job"), ("Job", "CronJob")})
 #: the namespace Argo CD runs in unless the config says otherwise
 ARGOCD_NAMESPACE = "argocd"
-#: the managers whose source of truth is a manifest elsewhere (a per-namespace switch may allow a stop-gap)
-GITOPS = ("argocd", "flux", "helm")
-
-
-@dataclass(frozen=True)
-class Manager:
-    """One thing that manages the object: its kind, its name (the Application, the Flux object,
-    the Helm release, the owner, the field manager) and what said so (`evidence`)."""
-
-    kind: ManagerKind
-    name: str
-    evidence: str
-    #: the Argo CD Application's, Flux object's or Helm release's namespace, where known
-    namespace: str | None = None
-    #: the owner's kind and apiVersion (controller), the Flux object's kind (flux)
-    owner_kind: str | None = None
-    api_version: str | None = None
-    #: Argo CD's sync policy as read from the Application: None = not read (yet)
-    automated: bool | None = None
-    self_heal: bool | None = None
-    #: why the sync policy is unknown: "forbidden" (403), "not_found" (404), "unreadable"
-    sync_unknown: str | None = None
-
-    @property
-    def gitops(self) -> bool:
-        return self.kind in GITOPS
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -250,11 +222,3 @@ def with_sync_policy(managers: tuple[Manager, ...], rest: KubeRest | None, argoc
         automated, self_heal = sync_policy(app)
         out.append(replace(m, namespace=namespace, automated=automated, self_heal=self_heal))
     return tuple(out)
-
-
-def blocks_writes(manager: Manager) -> bool:
-    """Whether a patch to the object would be undone by `manager`: a controller owner (at once),
-    Argo CD or Flux (at the next sync), a Helm release (at the next upgrade). Another
-    server-side-apply manager is named but does not block (it owns the fields it applies; a
-    later apply of its own may take them back)."""
-    return manager.kind in ("controller", "argocd", "flux", "helm")
