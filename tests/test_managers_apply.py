@@ -158,3 +158,30 @@ def test_plan_out_writes_the_change_for_the_source_of_truth(cluster, tmp_path, c
         assert [o["op"] for o in doc] == ["replace"]  # the live values' tests left out
         assert "/args/" in doc[0]["path"] and doc[0]["value"] == "--max-num-seqs=64"
     assert cluster.kube.writes() == []
+
+
+def test_triage_names_the_manager_in_the_terminal_and_in_json(cluster, tmp_path, capsys):
+    import json
+
+    from bot.main import main
+
+    managed(cluster, {**ARGO, "labels": {"app.kubernetes.io/instance": "llm-serving",
+                                         "argocd.argoproj.io/instance": "llm-serving"}})
+    argv = ["triage", TARGET, "--kubeconfig", str(cluster.kubeconfig), "--context", "prod"]
+    main([*argv, "--json", "--lang", "en"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [(m["kind"], m["name"]) for m in doc["managers"]] == [("argocd", "llm-serving")]
+    assert doc["managers"][0]["text"].startswith("managed by Argo CD application llm-serving")
+    main([*argv, "--lang", "zh"])
+    out = capsys.readouterr().out
+    assert "由Argo CD 应用 llm-serving管理" in out
+    assert cluster.kube.writes() == []
+
+
+def test_triage_of_a_plain_deployment_says_no_manager_was_found(cluster, tmp_path, capsys):
+    import json
+
+    from bot.main import main
+
+    main(["triage", TARGET, "--kubeconfig", str(cluster.kubeconfig), "--context", "prod", "--json", "--lang", "en"])
+    assert json.loads(capsys.readouterr().out)["managers"] == []

@@ -44,7 +44,7 @@ def sync_words(cat: Catalog, m: dict[str, Any]) -> str | None:
         return cat.t("managers.sync.automated")
     if m.get("automated") is False:
         return cat.t("managers.sync.manual")
-    return cat.t("managers.sync.unreadable")
+    return cat.t("managers.sync.not_read")
 
 
 def manager_line(cat: Catalog, m: dict[str, Any]) -> str:

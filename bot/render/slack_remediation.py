@@ -290,6 +290,22 @@ def patch_message(stored: StoredPlan, lang: str) -> Message | None:
     return B.message(head, [B.section(text)])
 
 
+def managers_message(stored: StoredPlan, lang: str) -> Message | None:
+    """The thread reply under a plan whose object something else manages: who (with the
+    evidence), what will happen to a patch, whether Approve will write it; None when nothing
+    but kubectl manages it. The change for its source of truth follows as a file
+    (`bot.render.source_of_truth`)."""
+    from bot.render.managers import plan_manager_lines
+
+    p = stored.plan
+    if not p.managers:
+        return None
+    cat = Catalog.load(lang)
+    lines = plan_manager_lines(cat, [m.to_json() for m in p.managers], p.target.namespace)
+    text = "\n".join(lines)
+    return B.message(text, [B.section(":warning: " + esc(text))])
+
+
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
     """The thread reply posted before the write: what a rollback restores, who, why."""
     cat = Catalog.load(lang)
