@@ -204,3 +204,14 @@ def test_the_handover_lists_an_applied_stopgap_as_drift_until_it_is_rolled_back(
     assert "Stop-gaps on GitOps-managed objects, drift to fold back" in handover_text(h, "en")
     rc, _ = run_cli(capsys, cluster, store_path, "rollback", plan["id"], "--yes", "--config", config(tmp_path, ["llm"]))
     assert rc == 0 and build_handover(Store.open(store_path)).drift == ()
+
+
+def test_plan_reads_the_application_in_the_configured_argocd_namespace(cluster, tmp_path, capsys):
+    managed(cluster, ARGO)
+    path = tmp_path / "gpumem.yaml"
+    path.write_text("remediation:\n  argocd_namespace: gitops\n")
+    rc, plan = run_cli(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--set", "max-num-seqs=64", "--json",
+                       "--config", str(path))
+    assert rc == 0 and plan["managers"][0]["namespace"] == "gitops"
+    (call,) = [r for r in cluster.kube.calls() if r.resource == "applications"]
+    assert (call.verb, call.api_group, call.namespace, call.name) == ("get", "argoproj.io", "gitops", "llm-serving")

@@ -65,7 +65,8 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
                                                  sets=request.set, replicas=request.replicas, container=request.container,
                                                  action=request.action, requested_by=actor, origin="cli",
                                                  other=remediate.explicit_changes(request), hpa_max=request.hpa_max)
-            stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy)
+            stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy,
+                                           argocd_namespace=settings.remediation.argocd_namespace)
         elif request.verb == "apply":
             sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
             stored = remediate.apply_now(store, writer, request.plan, actor,

@@ -354,7 +354,9 @@ class RemediationDesk:
         try:
             writer = self.writer_for(request.cluster)
             stored = split_pools.make_plan(self.store, writer, request, self.settings.remediation.policy,
-                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
+                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster),
+                                           argocd_namespace=getattr(self.settings.remediation, "argocd_namespace",
+                                                                    "argocd"))
         except WriterNotConfigured:
             self._refuse(respond, lang, "no_writer")
             return None
