@@ -37,7 +37,7 @@ def test_approve_refuses_a_deployment_argocd_tracks_and_the_thread_has_its_sourc
         assert b"# A kustomize JSON6902 patch." in upload["data"]
         _click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, APPROVER, thread_ts=plan_ts, n=102)
         refused = _wait_edit(fake, plan_ts, "Not applied, nothing was written")
-        assert "managed by Argo CD application llm-serving" in refused
+        assert "managed by Argo CD application llm-serving" in refused and "gpumem apply" not in refused
         assert sc.kube.writes() == [] and sc.kube.dry_runs() == []
         assert Store.open(tmp_path / "gpumem.db").get(plan_id).state == "failed"
 

@@ -337,6 +337,8 @@ def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str)
     key = f"slack_plan.error.{code}"
     if cat.has(key):
         return cat.t(key, params)
+    if code in ("managed_gitops", "managed_controller"):  # the shared refusal, without the terminal's lead
+        return _CLI_LEAD.sub("", fallback, count=1)
     if code.startswith("split_") and code not in _VALUES_INSIDE and cat.has(f"remediate_cli.error.{code}"):
         return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", params), count=1)
     return fallback
