@@ -77,13 +77,6 @@ def fates_text(cat: Catalog, managers: list[dict[str, Any]]) -> str:
     return " ".join(patch_fate(cat, m) for m in managers)
 
 
-def stopgap_note(cat: Catalog, managers: list[dict[str, Any]]) -> str:
-    """The plan's note on a stop-gap `remediation.stopgap_on_gitops` allows."""
-    if any(m.get("kind") == "argocd" and m.get("self_heal") for m in managers):
-        return cat.t("managers.apply.stopgap_self_heal")
-    return cat.t("managers.apply.stopgap")
-
-
 def refusal_line(cat: Catalog, code: str, params: dict[str, Any]) -> str:
     """The wording of a ManagedElsewhere: who manages the target, nothing was written, what to do."""
     managers = [m for m in params.get("managers") or [] if isinstance(m, dict)]
