@@ -21,8 +21,10 @@ from typing import Any
 
 from collectors.access_logs.fast import scan_access_log
 from collectors.errors import CollectorError, ParseError
+from collectors.kube.managers import managers_of
 from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
 from collectors.parsers.kube_tables import parse_kube_text, parse_pod_text
+from collectors.parsers.kube_yaml import load_yaml_documents
 from collectors.parsers.logs import read_server_log
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
@@ -192,7 +194,13 @@ def _facts_from_logs(fields: dict[str, Any]) -> None:
 
 
 def _deployment(path: Path) -> dict[str, Any]:
-    workload, config = parse_deployment(_read_text(path), source=path.name)
+    text = _read_text(path)
+    workload, config = parse_deployment(text, source=path.name)
+    # who manages it, from the same object (its ownerReferences, labels, annotations)
+    obj = next((o for o in load_yaml_documents(text, path.name) if o.get("kind") == workload.kind
+                and (o.get("metadata") or {}).get("name") == workload.name), None)
+    if obj is not None:
+        workload = dataclasses.replace(workload, managers=managers_of(obj))
     out: dict[str, Any] = {"workload": workload}
     if config is not None:
         out["server_config"] = config

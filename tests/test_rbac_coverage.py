@@ -70,7 +70,7 @@ def test_the_manifest_grants_reads_only_and_names_every_resource_it_is_used_for(
         ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
         ("", "pods"), ("", "pods/log"), ("", "pods/proxy"), ("", "events"), ("", "services"), ("", "nodes"),
         ("autoscaling", "horizontalpodautoscalers"), ("policy", "poddisruptionbudgets"),
-        ("networking.k8s.io", "ingresses"),
+        ("networking.k8s.io", "ingresses"), ("argoproj.io", "applications"),
     }
 
 

@@ -146,8 +146,8 @@ def test_on_a_terminal_the_watch_is_one_line_redrawn_in_place(cluster, tmp_path,
         f"Watch ended after 1:00 (window 1:00): held. Plan {plan}: watched.",
         "  watch: held: 2 of 2 updated and available, no restarts, no OOM in the new pods",
         f"Plan {plan}: watched"]
-    # 7 looks (0:00 to 1:00, every 10 s) and the apply's re-read; one write
-    assert _looks(cluster) - looks_before == 7 + 1 and len(cluster.kube.writes(verb="patch")) == 1
+    # 7 looks (0:00 to 1:00, every 10 s), the managers read before the write and the apply's re-read; one write
+    assert _looks(cluster) - looks_before == 7 + 2 and len(cluster.kube.writes(verb="patch")) == 1
 
 
 def test_on_a_narrow_terminal_the_line_is_cut_to_its_width_in_chinese_too(cluster, tmp_path, capsys):
@@ -221,8 +221,8 @@ def test_on_a_pipe_the_default_watch_prints_one_stamped_line_per_change(cluster,
     rc, out = _gpumem(cluster, store, err, "apply", plan, "--yes", lang=lang)  # the default window, 600 s
     assert rc == 0
     assert err.getvalue() == "".join(line + "\n" for line in lines)
-    # 3 lines for 61 looks (every 10 s for 10 minutes; the other read is the apply's own re-read)
-    assert _looks(cluster) - looks_before == 61 + 1
+    # 3 lines for 61 looks (every 10 s for 10 minutes; the other reads are the managers read and the apply's re-read)
+    assert _looks(cluster) - looks_before == 61 + 2
     assert out.splitlines()[0] == summary.format(plan=plan)
     assert Store.open(store).get(plan).state == "watched"
 

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from bot.cli.guard import live_guard
 from bot.cli.watch_progress import WatchProgress, is_live
@@ -15,6 +16,7 @@ from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
 from bot.grammar.slack import split_target
 from bot.render import remediation as render
 from bot.render import remediation_outcome as outcome
+from bot.render import source_of_truth
 from bot.render import split_pools as split_render
 from bot.render.i18n import Catalog
 from bot.service import remediate, split_pools
@@ -63,10 +65,13 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
                                                  sets=request.set, replicas=request.replicas, container=request.container,
                                                  action=request.action, requested_by=actor, origin="cli",
                                                  other=remediate.explicit_changes(request), hpa_max=request.hpa_max)
-            stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy)
+            stored = split_pools.make_plan(store, writer, planned, settings.remediation.policy,
+                                           argocd_namespace=settings.remediation.argocd_namespace)
         elif request.verb == "apply":
             sys.stderr.write(render.reconciled_text(reconcile_for_cli(request, store, deps), lang))
-            stored = remediate.apply_now(store, writer, request.plan, actor)
+            stored = remediate.apply_now(store, writer, request.plan, actor,
+                                         stopgap_on_gitops=settings.remediation.stopgap_on_gitops,
+                                         argocd_namespace=settings.remediation.argocd_namespace)
             window = settings.remediation.watch_s if request.watch is None else request.watch
             if not request.no_watch and window > 0:
                 t = stored.plan.target
@@ -93,6 +98,15 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
         template = split_pools.template_of(store, stored.plan.id) if split_pools.is_split(stored.plan) else None
     finally:
         store.close()
+    out = getattr(request, "out", None)
+    if request.verb == "plan" and out:  # the change for the source of truth, beside the plan
+        try:
+            Path(out).write_text(source_of_truth.source_file(stored.plan), encoding="utf-8")
+        except OSError as e:
+            print(Catalog.load(lang).t("managers.out_failed", path=out, reason=e.strerror or type(e).__name__),
+                  file=sys.stderr)
+            return EXIT_USAGE
+        print(Catalog.load(lang).t("managers.out_written", path=out, plan=stored.plan.id), file=sys.stderr)
     if request.json:
         doc = render.plan_json(stored)
         if template is not None:

@@ -14,6 +14,8 @@
       watch_s: 600                           # the watch window after a change
       auto_rollback: false                   # roll back a failed rollout by itself
       expiry_sweep_s: 60                     # how often the bot expires plans past their time
+      stopgap_on_gitops: [llm]               # namespaces where a plan may patch what Argo CD/Flux/Helm manage
+      argocd_namespace: argocd               # where Argo CD's Applications live (their sync policy is read)
       writer:                                # the least-privilege identity that writes
         kubeconfig: /etc/gpumem/writer/kubeconfig
         context: prod-writer
@@ -22,6 +24,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,7 @@ from bot.config.yaml_io import YamlDoc
 from runbooks.remediation.policy import ApprovalPolicy
 
 _ID = ("U", "W", "S")  # Slack user ids (U, W for Enterprise Grid) and user-group ids (S)
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,11 @@ class RemediationSettings:
     writer: WriterSettings = field(default_factory=WriterSettings)
     #: how often `gpumem serve` (its scheduler's leader) expires the plans past their time
     expiry_sweep_s: float = 60.0
+    #: namespaces ("*": all) where a plan may write a stop-gap to an object Argo CD, Flux or Helm
+    #: manages (it lasts until the next sync); never to a controller-owned one
+    stopgap_on_gitops: tuple[str, ...] = ()
+    #: the namespace of Argo CD's Applications (an Application's own namespace when its tracking id names one)
+    argocd_namespace: str = "argocd"
 
     @property
     def enabled(self) -> bool:
@@ -68,7 +77,16 @@ def store_settings(doc: YamlDoc, base: Path) -> StoreSettings:
 def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
     at = ("remediation",)
     doc.only_keys(at, ("enabled", "scopes", "approvers", "four_eyes", "two_approvals_for", "ttl_s", "watch_s",
-                       "auto_rollback", "writer", "expiry_sweep_s"))
+                       "auto_rollback", "writer", "expiry_sweep_s", "stopgap_on_gitops",
+                       "argocd_namespace"))
+    stopgap = doc.str_list((*at, "stopgap_on_gitops"))
+    for i, namespace in enumerate(stopgap):
+        if namespace != "*" and not _NAMESPACE.match(namespace):
+            doc.fail((*at, "stopgap_on_gitops", i),
+                     f"{namespace!r} is not a namespace name: list namespaces (lowercase, digits, '-') or \"*\"")
+    argocd_namespace = doc.opt_str((*at, "argocd_namespace")) or "argocd"
+    if not _NAMESPACE.match(argocd_namespace):
+        doc.fail((*at, "argocd_namespace"), f"{argocd_namespace!r} is not a namespace name")
     scopes = []
     for i in range(doc.list_len((*at, "scopes"))):
         where = (*at, "scopes", i)
@@ -95,7 +113,7 @@ def remediation_settings(doc: YamlDoc, base: Path) -> RemediationSettings:
                             two_approvals_for=doc.str_list((*at, "two_approvals_for")), ttl_s=ttl)
     return RemediationSettings(
         policy=policy, watch_s=numbers.get("watch_s", 600.0), auto_rollback=bool(doc.opt_bool((*at, "auto_rollback"))),
-        expiry_sweep_s=numbers.get("expiry_sweep_s", 60.0),
+        expiry_sweep_s=numbers.get("expiry_sweep_s", 60.0), stopgap_on_gitops=stopgap, argocd_namespace=argocd_namespace,
         writer=WriterSettings(kubeconfig=str(base / writer_config) if writer_config else None,
                               context=doc.opt_str((*at, "writer", "context"))))
 

@@ -53,6 +53,8 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
                                                    "NAMESPACE/NAME, e.g. cap_max_model_len (instead of the options "
                                                    "above)")
     p.add_argument("--container", help="the server container when the pod has several")
+    p.add_argument("--out", metavar="FILE", help="also write the change for the object's source of truth (a "
+                                                 "kustomize patch, a Helm values note, the owner's field) to FILE")
     split = p.add_argument_group("pool split (--split-pools)", "split long and short requests into two pools, in "
                                  "two plans: phase 1 creates NAME-long (Deployment and Service cloned from the "
                                  "original) and leaves the original alone; phase 2, once the gateway routes long "

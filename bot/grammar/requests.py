@@ -181,6 +181,8 @@ class PlanRequest:
     long_replicas: str | None = None
     service: str | None = None
     gpu: str | None = None
+    #: `--out FILE`: the change for the source of truth (`bot.render.source_of_truth`)
+    out: str | None = None
     context: str | None = None
     kubeconfig: str | None = None
     config: str | None = None

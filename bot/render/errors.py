@@ -11,6 +11,7 @@ from bot.render.i18n import Catalog
 from runbooks.model.errors import (
     EvidenceUnavailable,
     GpumemError,
+    ManagedElsewhere,
     NotPermitted,
     PartlyApplied,
     PlanMoved,
@@ -31,6 +32,10 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
     >>> line.split(". ")[0]
     'gpumem: Deployment llm/nope not found in context prod'
     """
+    if isinstance(error, ManagedElsewhere):  # who manages it, nothing written, what to do
+        from bot.render.managers import refusal_line
+
+        return refusal_line(cat, error.code, error.params)
     if isinstance(error, TargetNotFound):
         return cat.t("live.not_found", detail=str(error).rstrip("."))
     if isinstance(error, NotPermitted):

@@ -50,6 +50,9 @@ def handover_text(h: Any, lang: str) -> str:
                                    f"set as a stop-gap: {m.review} [{m.live}"
                                    + (f": live {m.live_value}" if m.live == "changed" else "") + "]"
                                    for m in h.temporary])
+    if getattr(h, "drift", ()):
+        section("handover.drift", [f"  {d.target}: {'; '.join(d.changes)} (plan {d.plan}, {d.state}, since {_hm(d.at)}; "
+                                   f"{', '.join(d.managers)})" for d in h.drift])
     section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"
                                for n in h.notes])
     if h.alerts:

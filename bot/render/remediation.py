@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.render import split_pools
 from bot.render.i18n import Catalog
+from bot.render.managers import managers_json, plan_manager_lines
 from bot.render.plan_preview import preview_json, preview_words
 from bot.store.db import StoredPlan
 from runbooks.remediation.preview import PlanPreview
@@ -27,7 +28,8 @@ def plan_json(stored: StoredPlan) -> dict[str, Any]:
             "patch_type": p.patch_type, "patch": [masked_op(op) for op in p.patch], "requested_by": p.requested_by,
             "approvals": list(stored.approvals), "approvals_needed": p.approvals_needed,
             "created_at": p.created_at.isoformat(), "expires_at": p.expires_at.isoformat(),
-            "content_hash": p.content_hash, "preview": preview_json(p.preview)}
+            "content_hash": p.content_hash, "preview": preview_json(p.preview),
+            "managers": managers_json(Catalog.load("en"), [m.to_json() for m in p.managers])}
 
 
 def masked_op(op: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +61,7 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
         lines.append(cat.t("remediate_cli.patch", patch_type=p.patch_type))
         lines += ["    " + json.dumps(masked_op(op), ensure_ascii=False) for op in p.patch]
     lines += preview_lines(p.preview, lang)
+    lines += plan_manager_lines(cat, [m.to_json() for m in p.managers], t.namespace)
     lines.append(cat.t("remediate_cli.expires", at=p.expires_at.strftime("%Y-%m-%d %H:%M:%SZ"),
                        needed=p.approvals_needed))
     nxt = {"proposed": "next_apply", "applied": "next_rollback", "watched": "next_rollback", "failed": "next_rollback"}

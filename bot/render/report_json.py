@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.managers import managers_json
 from bot.render.wording import cause_title
 from runbooks.model.report import Report
 from runbooks.model.serde import to_jsonable
@@ -24,4 +25,6 @@ def report_json(report: Report, lang: str = "en") -> dict[str, Any]:
         for c in report.checks for f in c.findings
     ]
     doc["not_checked"] = to_jsonable(report.not_checked)
+    if report.managers is not None:  # who manages the workload, each with its line and a patch's fate
+        doc["managers"] = managers_json(cat, [m.to_json() for m in report.managers])
     return doc

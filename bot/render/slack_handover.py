@@ -148,6 +148,8 @@ def handover_parent(h: Any, lang: str) -> Message:
     blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
     for key, lines in (("handover.incidents", [_incident(i) for i in h.incidents]),
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
+                       ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
+                                           f"{B.esc(', '.join(d.managers))})" for d in getattr(h, "drift", ())]),
                        ("handover.alerts", [_alert(a) for a in getattr(h, "alerts", ())])):
         if lines:
             blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))

@@ -290,6 +290,22 @@ def patch_message(stored: StoredPlan, lang: str) -> Message | None:
     return B.message(head, [B.section(text)])
 
 
+def managers_message(stored: StoredPlan, lang: str) -> Message | None:
+    """The thread reply under a plan whose object something else manages: who (with the
+    evidence), what will happen to a patch, whether Approve will write it; None when nothing
+    but kubectl manages it. The change for its source of truth follows as a file
+    (`bot.render.source_of_truth`)."""
+    from bot.render.managers import plan_manager_lines
+
+    p = stored.plan
+    if not p.managers:
+        return None
+    cat = Catalog.load(lang)
+    lines = plan_manager_lines(cat, [m.to_json() for m in p.managers], p.target.namespace)
+    text = "\n".join(lines)
+    return B.message(text, [B.section(":warning: " + esc(text))])
+
+
 def rollback_note_message(stored: StoredPlan, lang: str) -> Message:
     """The thread reply posted before the write: what a rollback restores, who, why."""
     cat = Catalog.load(lang)
@@ -321,6 +337,8 @@ def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str)
     key = f"slack_plan.error.{code}"
     if cat.has(key):
         return cat.t(key, params)
+    if code in ("managed_gitops", "managed_controller"):  # the shared refusal, without the terminal's lead
+        return _CLI_LEAD.sub("", fallback, count=1)
     if code.startswith("split_") and code not in _VALUES_INSIDE and cat.has(f"remediate_cli.error.{code}"):
         return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", params), count=1)
     return fallback

@@ -142,7 +142,7 @@ def _confidence_line(cat: Catalog, v: ReportView) -> str:
 
 
 def _service_line(cat: Catalog, v: ReportView, user: str | None, elapsed_s: float | None) -> str:
-    bits = [esc(x) for x in (v.target, v.service) if x] + [t(cat, "slack.diag.coverage", pct=v.coverage)]
+    bits = [esc(x) for x in (v.target, v.service, *v.managed) if x] + [t(cat, "slack.diag.coverage", pct=v.coverage)]
     if user:
         bits.append(_asked_by(cat, user))
     if elapsed_s is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.managers import manager_line
 from bot.render.wording import action_text, cause_title, fact_text, issue_text, pct, shift_label
 from runbooks.model.report import Action, Cause, Report
 
@@ -79,6 +80,8 @@ class ReportView:
     health: tuple[str, ...] = ()
     #: for "not enough evidence": the files that would decide it, with their commands
     capture: tuple[str, ...] = ()
+    #: who manages the workload ("managed by Argo CD application llm-serving, ..."), with the evidence
+    managed: tuple[str, ...] = ()
 
     def as_template_vars(self) -> dict[str, Any]:
         """The top-level names a jinja template sees (a shallow mapping of the fields)."""
@@ -189,6 +192,8 @@ def view(report: Report, lang: str) -> ReportView:
         sources=", ".join(report.sources),
         health=tuple(fact_text(cat, f) for f in v.health_evidence),
         capture=tuple(fact_text(cat, f) for f in v.capture_next),
+        managed=tuple(f"{manager_line(cat, m.to_json())} {cat.t('managers.evidence', evidence=m.evidence)}"
+                      for m in report.managers or ()),
     )
 
 

@@ -16,6 +16,7 @@ The template says "unknown" wherever nothing stored tells.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -92,6 +93,21 @@ class TemporaryMeasure:
     live: str
     live_value: Any = None
     review: str = "restore or make permanent"
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    """A stop-gap written to a GitOps-managed object (`remediation.stopgap_on_gitops`) and still
+    applied: the live object differs from its source of truth until the change is folded back
+    (or the next sync reverts it)."""
+
+    plan: str
+    target: str
+    #: who manages it: "argocd llm-serving", "flux apps", "helm vllm"
+    managers: tuple[str, ...]
+    changes: tuple[str, ...]
+    at: datetime
+    state: str
 
 
 @dataclass(frozen=True)
@@ -189,6 +205,8 @@ class Handover:
     watched: tuple[str, ...] = ()
     #: KV usage over the shift per watched service, for the chart (empty: no Prometheus, or nothing read)
     shift: tuple[ShiftSeries, ...] = ()
+    #: stop-gaps on GitOps-managed objects still applied: drift to fold back into the source of truth
+    drift: tuple[DriftItem, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (README "Shift handovers")."""
@@ -215,6 +233,7 @@ class Handover:
             "state_issue": self.state_issue,
             "alerts": [asdict(a) for a in self.alerts],
             "watched": list(self.watched),
+            "drift": [asdict(d) for d in self.drift],
         }
         return conv(doc)
 
@@ -287,7 +306,28 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
     alerts = alert_items(store, start, now, channel)
     watch_next = _watch_next(changes, temporary, state or (), incidents, alerts)
     return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch_next, services, state,
-                    issue, late, alerts, tuple(dict.fromkeys(watch)), shift)
+                    issue, late, alerts, tuple(dict.fromkeys(watch)), shift, drift_items(store, plans))
+
+
+#: the audit event `bot.service.remediate` records for a stop-gap on a GitOps-managed object
+STOPGAP_EVENT = "stopgap_on_gitops"
+
+
+def drift_items(store: Store, plans: list[StoredPlan]) -> tuple[DriftItem, ...]:
+    """The stop-gaps on GitOps-managed objects whose plans are still applied or watched (not
+    rolled back or failed), oldest first, whenever they were written: drift outlives a shift."""
+    states = {p.plan.id: p for p in plans}
+    out = []
+    rows = store.db.execute("SELECT at, detail FROM audit WHERE event = ? ORDER BY id", [STOPGAP_EVENT]).fetchall()
+    for at, raw in rows:
+        detail = json.loads(raw or "{}")
+        stored = states.get(str(detail.get("plan")))
+        if stored is None or stored.state not in ("applied", "watched"):
+            continue
+        managers = tuple(f"{m.get('kind')} {m.get('name')}" for m in detail.get("managers") or [] if isinstance(m, dict))
+        out.append(DriftItem(stored.plan.id, _target(stored), managers, tuple(str(c) for c in detail.get("changes") or []),
+                             datetime.fromisoformat(at), stored.state))
+    return tuple(out)
 
 
 def alert_items(store: Store, since: datetime, until: datetime, channel: str | None) -> tuple[AlertItem, ...]:

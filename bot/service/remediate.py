@@ -30,6 +30,7 @@ from bot.service.container_reader import CONTAINER_READER
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
+from collectors.kube.managers import ARGOCD_NAMESPACE, Manager, blocks_writes, managers_of, with_sync_policy
 from runbooks.catalogs.models import find_model
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import BOOLEAN_FLAGS
@@ -45,7 +46,15 @@ from runbooks.model.changes import (
     SetArg,
     change_of,
 )
-from runbooks.model.errors import GpumemError, OutcomeUnknown, PlanExpired, PlanMoved, StaleObject, UsageError
+from runbooks.model.errors import (
+    GpumemError,
+    ManagedElsewhere,
+    OutcomeUnknown,
+    PlanExpired,
+    PlanMoved,
+    StaleObject,
+    UsageError,
+)
 from runbooks.model.secrets import redact_text, secret_name
 from runbooks.remediation.edits import hpa as hpa_edits
 from runbooks.remediation.edits.common import invalid
@@ -236,7 +245,7 @@ WRITER_READS = object()
 
 def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: ApprovalPolicy,
               now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
-              reader: Any = WRITER_READS) -> StoredPlan:
+              reader: Any = WRITER_READS, argocd_namespace: str = ARGOCD_NAMESPACE) -> StoredPlan:
     """Read the object, build the plan with its preview (`bot.service.plan_preview`: nodes and
     pods read through `reader`, a KubeRest; by default the writer's own connection, as on the
     CLI where the operator's kubeconfig does both; None: not read), store it as proposed (with
@@ -249,8 +258,22 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas)
     rest = writer.rest if reader is WRITER_READS else reader
-    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s))
+    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s),
+                   managers=plan_managers(obj, plan, hpas or [], writer.observer if reader is WRITER_READS else reader,
+                                          argocd_namespace, writer.timeout_s))
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
+
+
+def plan_managers(obj: dict[str, Any], plan: Plan, hpas: list[dict[str, Any]], rest: Any,
+                  argocd_namespace: str = ARGOCD_NAMESPACE, timeout_s: float = 10.0) -> tuple[Manager, ...]:
+    """Who manages the object `plan` writes (the workload `obj`, or the HPA it patches; a plan
+    that creates objects: the workload's), Argo CD's sync policy read through `rest` (None: not
+    read, said as unknown)."""
+    written = obj
+    if plan.workload is not None and plan.patch_type == JSON_PATCH:
+        written = next((h for h in hpas if (h.get("metadata") or {}).get("name") == plan.target.name), {})
+    managers = managers_of(written)
+    return with_sync_policy(managers, rest, argocd_namespace, timeout_s) if managers else ()
 
 
 #: the change kinds a plan can be built from (`build_plan`)
@@ -304,7 +327,8 @@ def _cause(plan: Plan, verb: str) -> str:
 
 
 def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
-              channel: str | None = None) -> StoredPlan:
+              channel: str | None = None, stopgap_on_gitops: tuple[str, ...] = (),
+              argocd_namespace: str = ARGOCD_NAMESPACE) -> StoredPlan:
     """Apply a plan the operator approves by running this (the CLI): proposed -> approved ->
     applying -> applied, the rollback note in the audit before the write, every actuator guard.
     A refusal records the plan as failed (nothing written) or leaves it for a re-plan."""
@@ -318,7 +342,8 @@ def apply_now(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: d
         stored = store.get(plan_id)
         if stored.state == "proposed":  # a plan that needs two approvals: the CLI gives one
             raise UsageError("needs_more_approvals", plan=plan_id, needed=plan.approvals_needed)
-    return apply_approved(store, writer, plan_id, actor, now=now, channel=channel)
+    return apply_approved(store, writer, plan_id, actor, now=now, channel=channel,
+                          stopgap_on_gitops=stopgap_on_gitops, argocd_namespace=argocd_namespace)
 
 
 def rollback_note(plan: Plan) -> dict[str, Any]:
@@ -331,10 +356,53 @@ def rollback_note(plan: Plan) -> dict[str, Any]:
 
 #: the audit event of a plan whose write was sent and whose outcome nobody could read
 OUTCOME_UNKNOWN = "outcome_unknown"
+#: the audit event of a stop-gap written to a GitOps-managed object (`remediation.stopgap_on_gitops`)
+STOPGAP_EVENT = "stopgap_on_gitops"
+
+
+def target_managers(writer: KubeWriter, kind: str, namespace: str, name: str,
+                    argocd_namespace: str = ARGOCD_NAMESPACE) -> tuple[Manager, ...]:
+    """Who manages the object as it is now (`collectors.kube.managers`), Argo CD's sync policy
+    read with the writer's observer (the reader's identity in the bot, whose ClusterRole grants
+    get on argoproj.io applications; the operator's on the CLI): unknown, and said so, where not."""
+    obj = writer.read(kind, namespace, name)
+    return with_sync_policy(managers_of(obj), writer.observer, argocd_namespace, writer.timeout_s)
+
+
+def stopgap_allowed(namespace: str, stopgap_on_gitops: tuple[str, ...]) -> bool:
+    return namespace in stopgap_on_gitops or "*" in stopgap_on_gitops
+
+
+def managed_guard(writer: KubeWriter, plan: Plan, stopgap_on_gitops: tuple[str, ...] = (),
+                  argocd_namespace: str = ARGOCD_NAMESPACE) -> tuple[Manager, ...]:
+    """Refuse (ManagedElsewhere) a plan whose object something else manages: a controller owner
+    always (`managed_controller`: it puts the spec back at once), Argo CD, Flux or Helm unless
+    the namespace is in `stopgap_on_gitops` (`managed_gitops`). Returns the GitOps managers of
+    an allowed stop-gap (empty: nothing manages it). A plan that creates its object reads the
+    workload it is for."""
+    if plan.patch_type == JSON_PATCH:
+        where = plan.target
+    elif plan.workload is not None:
+        where = plan.workload
+    else:
+        return ()
+    managers = target_managers(writer, where.kind, where.namespace, where.name, argocd_namespace)
+    blocking = tuple(m for m in managers if blocks_writes(m))
+    if not blocking:
+        return ()
+    params = {"target": f"{where.namespace}/{where.kind}/{where.name}", "plan": plan.id,
+              "managers": [m.to_json() for m in managers]}
+    if any(m.kind == "controller" for m in blocking):
+        raise ManagedElsewhere("managed_controller", **params)
+    if not stopgap_allowed(where.namespace, stopgap_on_gitops):
+        raise ManagedElsewhere("managed_gitops", **params)
+    return blocking
+
 
 
 def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, now: datetime | None = None,
-                   channel: str | None = None, before_write: Any = None, on_dry_run: Any = None) -> StoredPlan:
+                   channel: str | None = None, before_write: Any = None, on_dry_run: Any = None,
+                   stopgap_on_gitops: tuple[str, ...] = (), argocd_namespace: str = ARGOCD_NAMESPACE) -> StoredPlan:
     """Apply an approved plan: approved -> applying (one transaction: a second caller gets
     PlanMoved and writes nothing), the rollback note committed to the audit and handed
     to `before_write(note)` (Slack posts it in the thread), then re-read, dry run (`on_dry_run()`
@@ -344,9 +412,24 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
     applied (the audit's `unclear` says why it was read again); provably not -> failed
     (TemporaryError `not_applied`, re-raised); the object unreadable -> OutcomeUnknown is
     re-raised and the plan stays `applying`, with an `outcome_unknown` audit row that lets the
-    reconcile pass (`bot.service.reconcile`) settle it at once."""
+    reconcile pass (`bot.service.reconcile`) settle it at once.
+
+    Before anything is recorded as sent, `managed_guard` reads who manages the object: a
+    controller owner, Argo CD, Flux or Helm -> ManagedElsewhere, the plan failed, nothing
+    written; a GitOps-managed one in a namespace of `stopgap_on_gitops` is written, with a
+    `stopgap_on_gitops` audit row the handover lists as drift."""
     plan = store.get(plan_id).plan
     store.move(plan_id, "applying", actor=actor, expect="approved", channel=channel, now=now)
+    try:
+        stopgap = managed_guard(writer, plan, stopgap_on_gitops, argocd_namespace)
+    except GpumemError as e:  # managed elsewhere (or unreadable): refused before any write
+        store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
+                   detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
+        raise
+    if stopgap:  # allowed by remediation.stopgap_on_gitops: drift to fold back into the source
+        store.record(STOPGAP_EVENT, actor=actor, channel=channel, now=now,
+                     detail={"plan": plan_id, "target": str(plan.target), "managers": [m.to_json() for m in stopgap],
+                             "changes": [c.describe() for c in plan.changes]})
     note = rollback_note(plan)
     store.record("rollback_note", actor=actor, channel=channel, now=now, detail=note)
     try:

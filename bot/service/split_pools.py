@@ -209,13 +209,14 @@ def replan_request(store: Store, stored: StoredPlan, user: str, *, watch_s: floa
 
 def make_plan(store: Store, writer: KubeWriter, request: PlanRequest | SplitRequest, policy: ApprovalPolicy,
               now: datetime | None = None, channel: str | None = None, thread_ts: str | None = None,
-              reader: Any = WRITER_READS) -> StoredPlan:
+              reader: Any = WRITER_READS, argocd_namespace: str = "argocd") -> StoredPlan:
     """The stored plan for any plan request: a pool split's phase (`make_split_plan`), or any other
-    plan (`bot.service.remediate.make_plan`, with its preview read through `reader`)."""
+    plan (`bot.service.remediate.make_plan`, with its preview read through `reader` and an Argo
+    CD Application's sync policy from `argocd_namespace`)."""
     if isinstance(request, SplitRequest):
         return make_split_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts)
     return remediate.make_plan(store, writer, request, policy, now=now, channel=channel, thread_ts=thread_ts,
-                               reader=reader)
+                               reader=reader, argocd_namespace=argocd_namespace)
 
 
 def make_split_plan(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,

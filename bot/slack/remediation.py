@@ -33,6 +33,7 @@ from bot.grammar.slack import Command, CommandError, Target, parse_target
 from bot.render import slack_remediation as P
 from bot.render import slack_split as S
 from bot.render import slack_verbs as V
+from bot.render import source_of_truth
 from bot.render.errors import error_line
 from bot.render.i18n import Catalog
 from bot.render.slack_plan_notices import RECONCILED_STAGES
@@ -353,7 +354,9 @@ class RemediationDesk:
         try:
             writer = self.writer_for(request.cluster)
             stored = split_pools.make_plan(self.store, writer, request, self.settings.remediation.policy,
-                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster))
+                                           channel=channel, thread_ts=thread, reader=self.reader_for(request.cluster),
+                                           argocd_namespace=getattr(self.settings.remediation, "argocd_namespace",
+                                                                    "argocd"))
         except WriterNotConfigured:
             self._refuse(respond, lang, "no_writer")
             return None
@@ -376,6 +379,11 @@ class RemediationDesk:
         exact = P.patch_message(stored, lang)
         if exact is not None:  # the exact patch, under the plan message (best effort: the hash binds it)
             self.poster.post(channel, exact, thread_ts=thread or ts)
+        managed = P.managers_message(stored, lang)
+        if managed is not None:  # who manages it, and the change for its source of truth as a file
+            self.poster.post(channel, managed, thread_ts=thread or ts)
+            self.poster.upload(channel, thread or ts, source_of_truth.filename(stored.plan),
+                               source_of_truth.source_file(stored.plan), title=source_of_truth.filename(stored.plan))
         return stored.plan.id
 
     def _plan_failed(self, respond: Callable[..., Any], lang: str, e: GpumemError) -> None:
@@ -530,7 +538,10 @@ class RemediationDesk:
         try:
             writer = self.writer_for(plan.target.cluster)
             remediate.apply_approved(store, writer, plan_id, actor, channel=channel, before_write=before_write,
-                                     on_dry_run=on_dry_run)
+                                     on_dry_run=on_dry_run,
+                                     stopgap_on_gitops=getattr(self.settings.remediation, "stopgap_on_gitops", ()),
+                                     argocd_namespace=getattr(self.settings.remediation, "argocd_namespace",
+                                                              "argocd"))
         except PlanMoved as e:  # another approval started it: that one reports
             log.info("plan %s: already %s, not applied again", plan_id, e.params.get("state"))
             return

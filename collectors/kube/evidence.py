@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import yaml
 
 from collectors.errors import ParseError
+from collectors.kube.managers import managers_of
 from collectors.kube.pod_reads import scrub
 from collectors.kube.snapshot import KubeSnapshot
 from collectors.parsers.kube_events import events_from_objects
@@ -103,7 +104,7 @@ def snapshot_evidence(snap: KubeSnapshot) -> Evidence:
     if snap.workload is not None:
         found = guarded("deployment.yaml", lambda: workload_from_object(snap.workload, "deployment.yaml"))
         if found is not None:
-            fields["workload"] = found[0]
+            fields["workload"] = replace(found[0], managers=managers_of(snap.workload))
             if found[1] is not None:
                 fields["server_config"] = found[1]
     fields["pods"] = guarded("pods.yaml", lambda: pods_from_objects(list(snap.pods), "pods.yaml")) or ()

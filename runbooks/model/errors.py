@@ -212,6 +212,19 @@ class NotPermitted(GpumemError):
         return f"{self.code}: {self.permission}"
 
 
+class ManagedElsewhere(UsageError):
+    """The object is managed by something that puts its spec back (a controller owner, Argo CD,
+    Flux, a Helm release): gpumem does not write it. `managers` lists who (as JSON); the plan's
+    source-of-truth rendering says what to change instead. Exit 2; nothing was written.
+
+    >>> ManagedElsewhere("managed_gitops", target="llm/Deployment/vllm", managers=[]).code
+    'managed_gitops'
+    """
+
+    def __init__(self, code: str = "managed_gitops", /, **params: Any):
+        super().__init__(code, **params)
+
+
 class StaleObject(GpumemError):
     """The object is not the one the plan was made against: it changed between reading it and
     acting on it (HTTP 409, a `test` of an old value that failed, another resourceVersion), or

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from runbooks.model.managers import Manager
+
 ENGINES = ("vllm", "tgi", "sglang")
 
 #: kinds of ReadIssue; renderers word each one.
@@ -387,6 +389,9 @@ class Workload:
     labels: dict[str, str] = field(default_factory=dict)
     generation: int | None = None
     revision: str | None = None
+    #: who manages the object besides kubectl (`collectors.kube.managers`): None = not read
+    #: (a manifest file), () = read, none found
+    managers: tuple[Manager, ...] | None = None
 
 
 # --------------------------------------------------------------------- logs

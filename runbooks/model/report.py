@@ -14,6 +14,7 @@ from typing import Any
 from runbooks.model.budget import Budget
 from runbooks.model.changes import Change
 from runbooks.model.evidence import ReadIssue, RequestProfile
+from runbooks.model.managers import Manager
 
 #: causes in the runbook's root-cause matrix, in its order
 CAUSE_IDS = (
@@ -172,6 +173,9 @@ class Report:
     actions: tuple[Action, ...] = ()
     read_issues: tuple[ReadIssue, ...] = ()
     sources: tuple[str, ...] = ()
+    #: who manages the workload besides kubectl (a controller owner, Argo CD, Flux, Helm,
+    #: server-side apply); None: not read (a bundle or manifest without the live object)
+    managers: tuple[Manager, ...] | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runbooks.model.changes import Change
+from runbooks.model.managers import Manager
 from runbooks.model.serde import to_jsonable
 from runbooks.remediation.preview import PlanPreview
 
@@ -103,6 +104,10 @@ class Plan:
     #: content hash (it is what was read about the cluster, not what is applied); None in plans
     #: stored before it existed
     preview: PlanPreview | None = None
+    #: who manages the object written (`runbooks.model.managers`: a controller owner, Argo CD,
+    #: Flux, Helm, server-side apply) as read when the plan was made; not part of the content
+    #: hash (apply reads them again and refuses on them); () in plans stored before
+    managers: tuple[Manager, ...] = ()
 
     @property
     def content_hash(self) -> str:

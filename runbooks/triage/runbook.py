@@ -65,6 +65,7 @@ def triage(evidence: Evidence, now: datetime | None = None, on_step: Progress | 
         actions=tuple(actions.values()),
         read_issues=evidence.issues,
         sources=evidence.sources,
+        managers=evidence.workload.managers if evidence.workload else None,
     )
 
 
