@@ -9,6 +9,11 @@ answered with a 5xx, stalled past the client's deadline, or its connection dropp
 refused for a number of requests (`refuse_reads`), and an RBAC mode that denies what the granted rules do not
 allow. Every request is recorded so tests can assert on the calls made.
 
+Custom resources (KServe InferenceService, LeaderWorkerSet, Argo CD Application) are stored and
+served like the built-in kinds, validated against their CRDs' schemas (tests/data/crd_schemas;
+422 naming the field) and patched by JSON or merge patch only (strategic merge: 415, as for
+any custom resource).
+
 It takes writes as kube-apiserver does (see fake_kube_rules for the wire details): POST
 create (409 AlreadyExists), PUT replace and PATCH (JSON patch, merge patch, strategic merge
 patch; 415 for other types) on objects and their `status` and `scale` subresources, with
@@ -497,6 +502,8 @@ class FakeKube(LoopbackServer):
             patch_type = (req.content_type or "").split(";")[0].strip().lower()
             if patch_type not in rules.PATCH_TYPES:
                 raise rules.Refusal(415, rules.unsupported_media_type())
+            if kind in rules.CUSTOM_KINDS and patch_type not in rules.CUSTOM_PATCH_TYPES:
+                raise rules.Refusal(415, rules.unsupported_media_type(rules.CUSTOM_PATCH_TYPES))
             patch = rules.decode_patch(patch_type, req.body, req.query.get("fieldValidation"))
 
             def change(current: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,11 @@ True
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,7 +41,20 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
     "Ingress": ("networking.k8s.io", "v1", "ingresses", True),
     # leader election (gpumem's scheduler): stored, read and updated like any object
     "Lease": ("coordination.k8s.io", "v1", "leases", True),
+    # custom resources (their CRDs' schemas in tests/data/crd_schemas): merge and JSON patch only
+    "InferenceService": ("serving.kserve.io", "v1beta1", "inferenceservices", True),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),
+    "Application": ("argoproj.io", "v1alpha1", "applications", True),
 }
+#: custom resource kind -> its schema, cut from the upstream CRD (tests.support.crd_cut)
+CUSTOM_KINDS = {
+    "InferenceService": "inferenceservice-serving-v1beta1.json",
+    "LeaderWorkerSet": "leaderworkerset-leaderworkerset-v1.json",
+    "Application": "application-argoproj-v1alpha1.json",
+}
+#: what kube-apiserver accepts as a PATCH of a custom resource (no strategic merge: a CRD has no
+#: Go struct with patch tags); server-side apply is not modelled here
+CUSTOM_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json")
 #: (group, resource) -> kind
 RESOURCE_KINDS = {(g, r): k for k, (g, _v, r, _n) in KINDS.items()}
 #: versions served per group
@@ -50,6 +65,9 @@ GROUP_VERSIONS = {
     "policy": ("v1",),
     "networking.k8s.io": ("v1",),
     "coordination.k8s.io": ("v1",),
+    "serving.kserve.io": ("v1beta1",),
+    "leaderworkerset.x-k8s.io": ("v1",),
+    "argoproj.io": ("v1alpha1",),
 }
 
 # Field selectors the real API server accepts per resource (others: 400 "field label not supported").
@@ -1145,6 +1163,8 @@ def validate(kind: str, obj: dict[str, Any]) -> list[FieldError]:
     """The validation errors (422) kube-apiserver finds in an object of the stand-in's kinds, in
     its order: a subset of ValidateDeployment, ValidateHorizontalPodAutoscaler, ValidateService
     (replica counts, selectors against template labels, containers, ports)."""
+    if kind in CUSTOM_KINDS:
+        return validate_custom(kind, obj)
     errors: list[FieldError] = []
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     if kind == "Deployment":
@@ -1262,3 +1282,44 @@ def pod_template_hash(template: dict[str, Any]) -> str:
     for byte in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
         h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
     return safe_encode(str(h))
+
+
+_CRD_SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "crd_schemas"
+
+
+@functools.cache
+def _custom_validator(kind: str) -> Any:
+    import jsonschema
+
+    schema = json.loads((_CRD_SCHEMAS / CUSTOM_KINDS[kind]).read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _dotted(path: Any) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def validate_custom(kind: str, obj: dict[str, Any]) -> list[FieldError]:
+    """The CRD's OpenAPI schema checked as kube-apiserver checks a custom resource: a wrong type,
+    a missing required field or a value outside an enum, each as the field error it reports
+    (`spec.predictor.minReplicas: Invalid value: "string": ...`); status is not the client's."""
+    body = {k: v for k, v in obj.items() if k != "status"}
+    errors: list[FieldError] = []
+    for error in sorted(_custom_validator(kind).iter_errors(body), key=lambda e: list(map(str, e.absolute_path))):
+        path = _dotted(error.absolute_path)
+        if error.validator == "required":
+            missing = error.message.split("'")[1] if "'" in error.message else ""
+            errors.append(required(f"{path}.{missing}" if path else missing))
+        elif error.validator == "enum":
+            errors.append(not_supported(path, error.instance, [str(v) for v in error.validator_value]))
+        elif error.validator == "type":
+            expected = error.validator_value
+            expected = expected if isinstance(expected, str) else " or ".join(expected)
+            got = _json_kind(error.instance).split()[0]
+            errors.append(invalid_value(path, got, f'{path} in body must be of type {expected}: "{got}"'))
+        else:
+            errors.append(invalid_value(path, error.instance, error.message))
+    return errors
