@@ -127,3 +127,14 @@ def test_a_leaderworkerset_without_a_worker_template_is_refused(sc):
     assert refused.value.status == 422
     causes = json.loads(refused.value.body)["details"]["causes"]
     assert [c["field"] for c in causes] == ["spec.leaderWorkerTemplate.workerTemplate"]
+
+
+def test_discovery_names_the_custom_groups_and_their_resources(sc):
+    api = sc.api()
+    groups = {g.name: g.preferred_version.version for g in k8s.ApisApi(api).get_api_versions().groups}
+    assert groups["serving.kserve.io"] == "v1beta1" and groups["leaderworkerset.x-k8s.io"] == "v1"
+    assert groups["argoproj.io"] == "v1alpha1" and groups["apps"] == "v1"
+    listing = _api(sc).get_api_resources(GROUP, VERSION)
+    assert [(r.name, r.kind, r.namespaced) for r in listing.resources] == [(PLURAL, "InferenceService", True)]
+    apps = k8s.AppsV1Api(api).get_api_resources()
+    assert {"statefulsets", "statefulsets/scale", "deployments"} <= {r.name for r in apps.resources}

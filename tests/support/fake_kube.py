@@ -9,6 +9,7 @@ answered with a 5xx, stalled past the client's deadline, or its connection dropp
 refused for a number of requests (`refuse_reads`), and an RBAC mode that denies what the granted rules do not
 allow. Every request is recorded so tests can assert on the calls made.
 
+Discovery (/api, /apis, /apis/GROUP, /api/v1 and /apis/GROUP/VERSION) names what is served.
 Custom resources (KServe InferenceService, LeaderWorkerSet, Argo CD Application) are stored and
 served like the built-in kinds, validated against their CRDs' schemas (tests/data/crd_schemas;
 422 naming the field) and patched by JSON or merge patch only (strategic merge: 415, as for
@@ -1620,6 +1621,9 @@ class _Handler(BaseHTTPRequestHandler):
         if req.verb is None:
             if req.path in ("/version", "/version/"):
                 return self._json(200, {"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"})
+            found = rules.discovery(req.path.split("?")[0], kube.served)
+            if found is not None:
+                return self._json(200, found)
             return self._json(404, rules.no_such_resource())
         if not kube.authorize(req):
             return self._json(403, rules.forbidden(kube.user, req.verb, req.api_group or "", req.resource or "",

@@ -1323,3 +1323,50 @@ def validate_custom(kind: str, obj: dict[str, Any]) -> list[FieldError]:
         else:
             errors.append(invalid_value(path, error.instance, error.message))
     return errors
+
+
+# ------------------------------------------------------------------------- discovery
+
+_SUBRESOURCES = {"Pod": ("log", "proxy", "status"), "Deployment": ("scale", "status"),
+                 "StatefulSet": ("scale", "status"), "ReplicaSet": ("scale", "status")}
+
+
+def _group_entry(group: str, served: Any) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in GROUP_VERSIONS[group] if served(group, v)]
+    preferred = next((v for v in versions if v["version"] == next(
+        (ver for g, ver, _r, _n in KINDS.values() if g == group), None)), versions[0] if versions else None)
+    return {"name": group, "versions": versions, "preferredVersion": preferred}
+
+
+def discovery(path: str, served: Any) -> dict[str, Any] | None:
+    """The discovery documents (aggregated discovery not modelled): /api, /apis, /apis/GROUP and
+    /api/v1 or /apis/GROUP/VERSION with the kinds served there; None for any other path."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["api"]:
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [_group_entry(g, served) for g in GROUP_VERSIONS if g]}
+    if len(parts) == 2 and parts[0] == "apis" and parts[1] in GROUP_VERSIONS and parts[1]:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(parts[1], served)}
+    if parts == ["api", "v1"]:
+        group, version = "", "v1"
+    elif len(parts) == 3 and parts[0] == "apis" and parts[1] in GROUP_VERSIONS and parts[1]:
+        group, version = parts[1], parts[2]
+    else:
+        return None
+    if not served(group, version):
+        return None
+    resources = []
+    for kind, (g, v, plural, namespaced) in KINDS.items():
+        if g != group or (version != v and not (group == "autoscaling" and kind == "HorizontalPodAutoscaler")):
+            continue
+        verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+        resources.append({"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
+                          "verbs": verbs})
+        resources += [{"name": f"{plural}/{sub}", "singularName": "", "namespaced": namespaced,
+                       "kind": {"scale": "Scale", "log": "Pod", "proxy": "Pod"}.get(sub, kind),
+                       "verbs": ["get"] if sub in ("log", "proxy") else ["get", "patch", "update"]}
+                      for sub in _SUBRESOURCES.get(kind, ())]
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
