@@ -21,6 +21,7 @@ GROUP, VERSION, PLURAL = "serving.kserve.io", "v1beta1", "inferenceservices"
 @pytest.fixture
 def sc(tmp_path):
     with running_scenario(None, tmp_path) as scenario:
+        scenario.kube.managed_fields = True
         scenario.kube.add(copy.deepcopy(ISVC), copy.deepcopy(LWS), copy.deepcopy(APP))
         yield scenario
 
@@ -138,3 +139,28 @@ def test_discovery_names_the_custom_groups_and_their_resources(sc):
     assert [(r.name, r.kind, r.namespaced) for r in listing.resources] == [(PLURAL, "InferenceService", True)]
     apps = k8s.AppsV1Api(api).get_api_resources()
     assert {"statefulsets", "statefulsets/scale", "deployments"} <= {r.name for r in apps.resources}
+
+
+def test_managed_fields_move_a_changed_field_to_its_writer_with_the_time(sc):
+    from tests.support.fake_kube_rules import owner_of_field
+
+    api = _api(sc)
+    api.patch_namespaced_custom_object(GROUP, VERSION, "llm", PLURAL, "llama",
+                                       {"spec": {"predictor": {"model": {"args": ["--max-num-seqs=64"]}}}},
+                                       field_manager="gpumem")
+    first = _isvc(sc)["metadata"]["managedFields"]
+    args = ("spec", "predictor", "model", "args")
+    assert owner_of_field(first, args) == ("gpumem", first[0]["time"])
+    assert owner_of_field(first, ("spec", "predictor", "minReplicas")) is None
+    api.patch_namespaced_custom_object(GROUP, VERSION, "llm", PLURAL, "llama",
+                                       {"spec": {"predictor": {"model": {"args": ["--max-num-seqs=128"]}}}},
+                                       field_manager="kserve-controller")
+    after = _isvc(sc)["metadata"]["managedFields"]
+    assert [e["manager"] for e in after] == ["kserve-controller"]  # gpumem's entry owned only args: dropped
+    assert owner_of_field(after, args)[0] == "kserve-controller"
+    assert after[0]["operation"] == "Update" and after[0]["apiVersion"] == "serving.kserve.io/v1beta1"
+    # a write that changes nothing moves nothing
+    api.patch_namespaced_custom_object(GROUP, VERSION, "llm", PLURAL, "llama",
+                                       {"spec": {"predictor": {"model": {"args": ["--max-num-seqs=128"]}}}},
+                                       field_manager="gpumem")
+    assert _isvc(sc)["metadata"]["managedFields"] == after

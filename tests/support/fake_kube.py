@@ -32,7 +32,10 @@ on uid and resourceVersion are checked, 409 Conflict when one does not hold); de
 Deployment collects its ReplicaSets and their pods at once (no finalizers, no grace period).
 Collection deletes (DELETE without a name) answer 405.
 
-Not modelled: server-side apply (415), managedFields and fieldManager, unknown-field
+managedFields (with `managed_fields = True`): a write moves the fields it changes (maps walked, lists whole) to its field
+manager (`?fieldManager=`, else the User-Agent up to its first "/"), operation Update, with the time.
+
+Not modelled: server-side apply (415), unknown-field
 checks (fieldValidation=Strict), conversion between API versions, graceful pod termination (a
 scaled-down pod is gone at once), HPA metrics (only its bounds act).
 
@@ -86,6 +89,7 @@ class Request:
     name: str | None = None
     status: int = 0
     content_type: str | None = None  # as sent, parameters and all
+    user_agent: str | None = None  # the client's User-Agent header (names the field manager)
     body: str = ""  # the request body as text ("" for none)
     dry_run: bool = False  # ?dryRun= was given: validated and answered, nothing stored
 
@@ -238,6 +242,8 @@ class FakeKube(LoopbackServer):
     upstreams: dict[tuple[str, str, int], str] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     disabled_versions: set[str] = field(default_factory=set)
+    manager: str = "unknown"  # the field manager of the write in progress (managedFields)
+    managed_fields: bool = False  # keep managedFields (off by default: older tests diff whole objects)
     #: the controllers' time (seconds); a ManualClock lets a test move it by hand
     clock: Callable[[], float] = time.monotonic
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -480,6 +486,9 @@ class FakeKube(LoopbackServer):
         if (req.subresource == "scale" and kind not in SCALABLE) or (
                 req.subresource == "status" and kind not in rules.STATUS_KINDS):
             raise rules.Refusal(404, rules.no_such_resource())
+        # the field manager: ?fieldManager=, else the client's User-Agent up to its first "/" (as the
+        # real server names it); the controllers of the stand-in write under their own names
+        self.manager = req.query.get("fieldManager") or (req.user_agent or "unknown").split("/")[0]
         dry = req.query.get("dryRun")
         if dry is not None and dry != "All":
             options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
@@ -646,7 +655,7 @@ class FakeKube(LoopbackServer):
         errors = []
         if meta.get("uid") and old_meta.get("uid") and meta["uid"] != old_meta["uid"]:
             errors.append(rules.invalid_value("metadata.uid", meta["uid"], "field is immutable"))
-        for system in ("uid", "creationTimestamp", "generation"):  # rest.BeforeUpdate
+        for system in ("uid", "creationTimestamp", "generation", "managedFields"):  # rest.BeforeUpdate
             _keep(meta, old_meta, system)
         rules.apply_defaults(kind, new)
         baseline = copy.deepcopy(old)  # what etcd holds (stored objects are always defaulted)
@@ -666,6 +675,10 @@ class FakeKube(LoopbackServer):
         if dry_run:  # answered as it would be stored: new generation, same resourceVersion
             return 200, new
         t = self.now()
+        paths = rules.changed_fields(baseline, new)
+        if paths and self.managed_fields:
+            meta["managedFields"] = rules.managed_after(old_meta.get("managedFields") or [], self.manager,
+                                                        new["apiVersion"], self.wall(t), paths)
         self._store(kind, new)
         self._after_write(kind, baseline, new, t)
         return 200, copy.deepcopy(new)
@@ -1586,6 +1599,7 @@ class _Handler(BaseHTTPRequestHandler):
         if method != "GET" and self.headers.get("Content-Length"):
             raw = self.rfile.read(int(self.headers["Content-Length"]))
         req = dataclasses.replace(parse_request(method, self.path), content_type=self.headers.get("Content-Type"),
+                                  user_agent=self.headers.get("User-Agent"),
                                   body=raw.decode("utf-8", errors="replace"))
         target = self.path
         delay = kube._delay_for(target)

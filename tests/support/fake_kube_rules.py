@@ -1370,3 +1370,79 @@ def discovery(path: str, served: Any) -> dict[str, Any] | None:
                       for sub in _SUBRESOURCES.get(kind, ())]
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+
+# ------------------------------------------------------------------------- managedFields
+
+_SYSTEM_META = frozenset({"resourceVersion", "generation", "uid", "creationTimestamp", "managedFields", "name",
+                          "namespace", "selfLink"})
+
+
+def changed_fields(old: Any, new: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The leaf fields a write changed, maps walked and lists taken whole (as an atomic list such
+    as `args` is owned); status and the system's metadata are nobody's to own here."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: set[tuple[str, ...]] = set()
+        for key in set(old) | set(new):
+            if (not prefix and key in ("status", "apiVersion", "kind")) or (prefix == ("metadata",)
+                                                                            and key in _SYSTEM_META):
+                continue
+            if key in new and (key not in old or not json_equal(old[key], new[key])):
+                out |= changed_fields(old.get(key), new[key], (*prefix, key))
+        return out
+    return {prefix} if prefix else set()
+
+
+def _owns(fields: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """The entry owns the field itself, or a whole field above it (a leaf `{}`: a list, a value)."""
+    node: Any = fields
+    for step in path:
+        node = node.get(f"f:{step}") if isinstance(node, dict) else None
+        if node is None:
+            return False
+        if node == {}:
+            return True
+    return True
+
+
+def _drop(fields: dict[str, Any], path: tuple[str, ...]) -> None:
+    if not path:
+        return
+    key = f"f:{path[0]}"
+    if key in fields:
+        if len(path) == 1:
+            del fields[key]
+        else:
+            _drop(fields[key], path[1:])
+            if fields[key] == {}:
+                del fields[key]
+
+
+def managed_after(entries: list[dict[str, Any]], manager: str, api_version: str, time: str,
+                  paths: set[tuple[str, ...]]) -> list[dict[str, Any]]:
+    """managedFields after `manager` wrote `paths` (operation Update): the fields move to it from
+    any other manager, an entry left owning nothing is dropped, its own entry gets the time."""
+    out = copy.deepcopy(entries)
+    for entry in out:
+        if entry.get("manager") != manager:
+            for p in paths:
+                _drop(entry.setdefault("fieldsV1", {}), p)
+    mine = next((e for e in out if e.get("manager") == manager and e.get("operation") == "Update"), None)
+    if mine is None:
+        mine = {"manager": manager, "operation": "Update", "apiVersion": api_version, "fieldsType": "FieldsV1",
+                "fieldsV1": {}}
+        out.append(mine)
+    mine["time"], mine["apiVersion"] = time, api_version
+    for p in paths:
+        node = mine["fieldsV1"]
+        for step in p:
+            node = node.setdefault(f"f:{step}", {})
+    return [e for e in out if e.get("fieldsV1")]
+
+
+def owner_of_field(entries: list[dict[str, Any]], path: tuple[str, ...]) -> tuple[str, str] | None:
+    """(manager, time) of the entry that owns `path` (or a field above it), None: no owner."""
+    for entry in entries:
+        if path and _owns(entry.get("fieldsV1") or {}, path):
+            return entry.get("manager", ""), entry.get("time", "")
+    return None
