@@ -10,6 +10,7 @@ refused for a number of requests (`refuse_reads`), and an RBAC mode that denies 
 allow. Every request is recorded so tests can assert on the calls made.
 
 Discovery (/api, /apis, /apis/GROUP, /api/v1 and /apis/GROUP/VERSION) names what is served.
+Other managers (`reverters`, `Reverter`): a field put back `after_s` after another manager changed it.
 Custom resources (KServe InferenceService, LeaderWorkerSet, Argo CD Application) are stored and
 served like the built-in kinds, validated against their CRDs' schemas (tests/data/crd_schemas;
 422 naming the field) and patched by JSON or merge patch only (strategic merge: 415, as for
@@ -226,6 +227,24 @@ class _Fault:
 
 
 @dataclass
+class Reverter:
+    """Another manager that owns a field of an object and puts it back `after_s` seconds after
+    anyone else changes it, writing under its own field manager: a controller rewriting what it
+    derives from its owner (`kserve-controller` and a Deployment's container args), or a GitOps
+    tool re-applying its stored manifest on its next sync (`argocd-controller`)."""
+
+    kind: str
+    namespace: str
+    name: str
+    path: tuple[str | int, ...]  # the field, e.g. ("spec", "template", "spec", "containers", 0, "args")
+    value: Any  # what it puts back
+    manager: str
+    after_s: float = 10.0
+    changed_at: float | None = None
+    reverts: int = 0
+
+
+@dataclass
 class FakeKube(LoopbackServer):
     """The API server state: objects, logs, proxy upstreams, latency, failures, RBAC; and the
     controllers' state (Deployment, ReplicaSet, HPA, scheduler, kubelet) on `clock`.
@@ -244,6 +263,7 @@ class FakeKube(LoopbackServer):
     disabled_versions: set[str] = field(default_factory=set)
     manager: str = "unknown"  # the field manager of the write in progress (managedFields)
     managed_fields: bool = False  # keep managedFields (off by default: older tests diff whole objects)
+    reverters: list[Reverter] = field(default_factory=list)  # other managers that put a field back
     #: the controllers' time (seconds); a ManualClock lets a test move it by hand
     clock: Callable[[], float] = time.monotonic
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -738,6 +758,10 @@ class FakeKube(LoopbackServer):
             spec.setdefault("ipFamilyPolicy", "SingleStack")
 
     def _after_write(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any], t: float) -> None:
+        for r in self.reverters:
+            if r.kind == kind and (new["metadata"].get("namespace") or "", new["metadata"]["name"]) == (
+                    r.namespace, r.name) and self.manager != r.manager:
+                r.changed_at = t
         """What the controllers notice of a stored write."""
         meta = new["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
@@ -780,7 +804,37 @@ class FakeKube(LoopbackServer):
             offer(self._deadline(key, w), lambda t, key=key: self._time_out(key, t))
         for key, due in sorted(self._hpa_due.items()):
             offer(due, lambda t, key=key: self._sync_hpa(key, t))
+        for r in self.reverters:
+            offer(self._revert_due(r), lambda t, r=r: self._revert(r, t))
         return best
+
+    def _revert_due(self, r: Reverter) -> float | None:
+        """When `r` puts its field back: `after_s` after the write that changed it (the controller's
+        reconcile, the GitOps tool's next self-heal sync); None while the field holds its value."""
+        group, _v, resource, _n = rules.KINDS[r.kind]
+        obj = self.objects.get((group, resource), {}).get((r.namespace, r.name))
+        if obj is None or r.changed_at is None:
+            return None
+        value: Any = obj
+        for step in r.path:
+            value = value[step] if isinstance(value, list) else (value or {}).get(step)
+        return None if rules.json_equal(value, r.value) else r.changed_at + r.after_s
+
+    def _revert(self, r: Reverter, t: float) -> None:
+        group, version, resource, _n = rules.KINDS[r.kind]
+
+        def put_back(current: dict[str, Any]) -> dict[str, Any]:
+            node: Any = current
+            for step in r.path[:-1]:
+                node = node[step]
+            node[r.path[-1]] = copy.deepcopy(r.value)
+            return current
+        manager, self.manager = self.manager, r.manager
+        try:
+            self._update(r.kind, group, version, resource, r.namespace, r.name, None, put_back, "patch", False)
+        finally:
+            self.manager = manager
+        r.changed_at, r.reverts = None, r.reverts + 1
 
     def _deployment(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.objects.get(("apps", "deployments"), {}).get(key)
