@@ -71,7 +71,6 @@ def test_the_manifest_grants_reads_only_and_names_every_resource_it_is_used_for(
         ("", "pods"), ("", "pods/log"), ("", "pods/proxy"), ("", "events"), ("", "services"), ("", "nodes"),
         ("autoscaling", "horizontalpodautoscalers"), ("policy", "poddisruptionbudgets"),
         ("networking.k8s.io", "ingresses"),
-        ("serving.kserve.io", "inferenceservices"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
     }
 
 

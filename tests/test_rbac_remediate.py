@@ -27,13 +27,7 @@ def test_the_role_grants_no_update_and_deletes_only_what_gpumem_creates():
         "delete only what a pool split or an HPA on queue depth creates")
     resources = {(g, res) for r in RULES for g in r["apiGroups"] for res in r["resources"]}
     assert resources == {("apps", "deployments"), ("apps", "statefulsets"), ("autoscaling", "horizontalpodautoscalers"),
-                         ("", "services"), ("serving.kserve.io", "inferenceservices"),
-                         ("leaderworkerset.x-k8s.io", "leaderworkersets")}
-    owners = {(v, g, res) for v, g, res in _granted() if g in ("serving.kserve.io", "leaderworkerset.x-k8s.io")}
-    assert owners == {("get", "serving.kserve.io", "inferenceservices"), ("patch", "serving.kserve.io", "inferenceservices"),
-                      ("get", "leaderworkerset.x-k8s.io", "leaderworkersets"),
-                      ("patch", "leaderworkerset.x-k8s.io", "leaderworkersets")}, (
-        "the custom resources that own a spec: read again and patched, never created, updated or deleted")
+                         ("", "services")}
     assert {(g, res) for v, g, res in _granted() if v == "list"} == {
         ("autoscaling", "horizontalpodautoscalers")}, "list: only to find the HPA that scales a workload"
     kinds = [d["kind"] for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
@@ -154,9 +148,7 @@ def test_every_kind_uses_only_granted_calls_and_all_of_the_hpa_grant(tmp_path, c
                   ("delete", "", "services"), ("get", "", "services")}
     # StatefulSets get the same get and patch as Deployments (`gpumem plan --kind StatefulSet`)
     statefulsets = {("get", "apps", "statefulsets"), ("patch", "apps", "statefulsets")}
-    # the owners' custom resources (InferenceService, LeaderWorkerSet): none in these scenarios
-    custom = {(v, g, res) for v, g, res in _granted() if g in ("serving.kserve.io", "leaderworkerset.x-k8s.io")}
-    assert used == _granted() - pool_split - statefulsets - custom
+    assert used == _granted() - pool_split - statefulsets
 
 
 def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
