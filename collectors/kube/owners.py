@@ -22,6 +22,20 @@ from runbooks.model import errors
 
 #: what a triage can take: the owners gpumem follows a pod to
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+#: the objects that own a workload's spec, whose controllers rewrite the Deployment or StatefulSet
+#: from them: kind -> (group, version, plural)
+SPEC_OWNER_KINDS = {
+    "InferenceService": ("serving.kserve.io", "v1beta1", "inferenceservices"),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+}
+#: the kinds a pod's owner chain may pass through on its way to a spec owner, with where they live
+_CHAIN_KINDS = {
+    "Pod": ("", "v1", "pods"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+}
+_MAX_HOPS = 6
 
 
 def controller_of(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -68,3 +82,34 @@ def _get(rest: KubeRest, call: Call, where: str, timeout_s: float) -> dict[str, 
         reason, detail = classify_transport_error(e)
         raise errors.EvidenceUnavailable("unreachable", source=call.source, reason=reason,
                                          detail=f"{call.source}: {detail}") from e
+
+
+def owner_chain_of_pod(rest: KubeRest, namespace: str, pod: str,
+                       timeout_s: float = 5.0) -> tuple[tuple[str, str], ...]:
+    """The pod's controllers, nearest first, up to the object that owns the spec: Pod ->
+    ReplicaSet -> Deployment -> InferenceService; Pod -> StatefulSet -> LeaderWorkerSet (a
+    LeaderWorkerSet's worker StatefulSet is owned by its leader pod, so that chain reads Pod ->
+    StatefulSet -> Pod -> StatefulSet -> LeaderWorkerSet). One GET per hop, each with its deadline;
+    the chain ends at a spec owner (not read), at an object with no controller, or at a kind
+    gpumem does not follow. Failures are typed as in `workload_of_pod`."""
+    chain: list[tuple[str, str]] = []
+    kind, name = "Pod", pod
+    for _ in range(_MAX_HOPS):
+        group, version, plural = _CHAIN_KINDS[kind]
+        where = path("api", version, "namespaces", namespace, plural, name) if not group else \
+            path("apis", group, version, "namespaces", namespace, plural, name)
+        owner = controller_of(_get(rest, Call("get", plural, namespace, name, group=group), where, timeout_s))
+        if owner is None:
+            break
+        chain.append(owner)
+        if owner[0] not in _CHAIN_KINDS:
+            break
+        kind, name = owner
+    return tuple(chain)
+
+
+def spec_owner_of_pod(rest: KubeRest, namespace: str, pod: str, timeout_s: float = 5.0) -> tuple[str, str] | None:
+    """(kind, name) of the InferenceService or LeaderWorkerSet whose controller writes `pod`'s
+    workload, or None when the pod's workload is its own source of truth (or is run by neither)."""
+    chain = owner_chain_of_pod(rest, namespace, pod, timeout_s)
+    return next((link for link in chain if link[0] in SPEC_OWNER_KINDS), None)

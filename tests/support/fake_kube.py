@@ -9,6 +9,13 @@ answered with a 5xx, stalled past the client's deadline, or its connection dropp
 refused for a number of requests (`refuse_reads`), and an RBAC mode that denies what the granted rules do not
 allow. Every request is recorded so tests can assert on the calls made.
 
+Discovery (/api, /apis, /apis/GROUP, /api/v1 and /apis/GROUP/VERSION) names what is served.
+Other managers (`reverters`, `Reverter`): a field put back `after_s` after another manager changed it.
+Custom resources (KServe InferenceService, LeaderWorkerSet, Argo CD Application) are stored and
+served like the built-in kinds, validated against their CRDs' schemas (tests/data/crd_schemas;
+422 naming the field) and patched by JSON or merge patch only (strategic merge: 415, as for
+any custom resource).
+
 It takes writes as kube-apiserver does (see fake_kube_rules for the wire details): POST
 create (409 AlreadyExists), PUT replace and PATCH (JSON patch, merge patch, strategic merge
 patch; 415 for other types) on objects and their `status` and `scale` subresources, with
@@ -26,7 +33,10 @@ on uid and resourceVersion are checked, 409 Conflict when one does not hold); de
 Deployment collects its ReplicaSets and their pods at once (no finalizers, no grace period).
 Collection deletes (DELETE without a name) answer 405.
 
-Not modelled: server-side apply (415), managedFields and fieldManager, unknown-field
+managedFields (with `managed_fields = True`): a write moves the fields it changes (maps walked, lists whole) to its field
+manager (`?fieldManager=`, else the User-Agent up to its first "/"), operation Update, with the time.
+
+Not modelled: server-side apply (415), unknown-field
 checks (fieldValidation=Strict), conversion between API versions, graceful pod termination (a
 scaled-down pod is gone at once), HPA metrics (only its bounds act).
 
@@ -80,6 +90,7 @@ class Request:
     name: str | None = None
     status: int = 0
     content_type: str | None = None  # as sent, parameters and all
+    user_agent: str | None = None  # the client's User-Agent header (names the field manager)
     body: str = ""  # the request body as text ("" for none)
     dry_run: bool = False  # ?dryRun= was given: validated and answered, nothing stored
 
@@ -216,6 +227,24 @@ class _Fault:
 
 
 @dataclass
+class Reverter:
+    """Another manager that owns a field of an object and puts it back `after_s` seconds after
+    anyone else changes it, writing under its own field manager: a controller rewriting what it
+    derives from its owner (`kserve-controller` and a Deployment's container args), or a GitOps
+    tool re-applying its stored manifest on its next sync (`argocd-controller`)."""
+
+    kind: str
+    namespace: str
+    name: str
+    path: tuple[str | int, ...]  # the field, e.g. ("spec", "template", "spec", "containers", 0, "args")
+    value: Any  # what it puts back
+    manager: str
+    after_s: float = 10.0
+    changed_at: float | None = None
+    reverts: int = 0
+
+
+@dataclass
 class FakeKube(LoopbackServer):
     """The API server state: objects, logs, proxy upstreams, latency, failures, RBAC; and the
     controllers' state (Deployment, ReplicaSet, HPA, scheduler, kubelet) on `clock`.
@@ -232,6 +261,9 @@ class FakeKube(LoopbackServer):
     upstreams: dict[tuple[str, str, int], str] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     disabled_versions: set[str] = field(default_factory=set)
+    manager: str = "unknown"  # the field manager of the write in progress (managedFields)
+    managed_fields: bool = False  # keep managedFields (off by default: older tests diff whole objects)
+    reverters: list[Reverter] = field(default_factory=list)  # other managers that put a field back
     #: the controllers' time (seconds); a ManualClock lets a test move it by hand
     clock: Callable[[], float] = time.monotonic
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -474,6 +506,9 @@ class FakeKube(LoopbackServer):
         if (req.subresource == "scale" and kind not in SCALABLE) or (
                 req.subresource == "status" and kind not in rules.STATUS_KINDS):
             raise rules.Refusal(404, rules.no_such_resource())
+        # the field manager: ?fieldManager=, else the client's User-Agent up to its first "/" (as the
+        # real server names it); the controllers of the stand-in write under their own names
+        self.manager = req.query.get("fieldManager") or (req.user_agent or "unknown").split("/")[0]
         dry = req.query.get("dryRun")
         if dry is not None and dry != "All":
             options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
@@ -497,6 +532,8 @@ class FakeKube(LoopbackServer):
             patch_type = (req.content_type or "").split(";")[0].strip().lower()
             if patch_type not in rules.PATCH_TYPES:
                 raise rules.Refusal(415, rules.unsupported_media_type())
+            if kind in rules.CUSTOM_KINDS and patch_type not in rules.CUSTOM_PATCH_TYPES:
+                raise rules.Refusal(415, rules.unsupported_media_type(rules.CUSTOM_PATCH_TYPES))
             patch = rules.decode_patch(patch_type, req.body, req.query.get("fieldValidation"))
 
             def change(current: dict[str, Any]) -> dict[str, Any]:
@@ -638,7 +675,7 @@ class FakeKube(LoopbackServer):
         errors = []
         if meta.get("uid") and old_meta.get("uid") and meta["uid"] != old_meta["uid"]:
             errors.append(rules.invalid_value("metadata.uid", meta["uid"], "field is immutable"))
-        for system in ("uid", "creationTimestamp", "generation"):  # rest.BeforeUpdate
+        for system in ("uid", "creationTimestamp", "generation", "managedFields"):  # rest.BeforeUpdate
             _keep(meta, old_meta, system)
         rules.apply_defaults(kind, new)
         baseline = copy.deepcopy(old)  # what etcd holds (stored objects are always defaulted)
@@ -658,6 +695,10 @@ class FakeKube(LoopbackServer):
         if dry_run:  # answered as it would be stored: new generation, same resourceVersion
             return 200, new
         t = self.now()
+        paths = rules.changed_fields(baseline, new)
+        if paths and self.managed_fields:
+            meta["managedFields"] = rules.managed_after(old_meta.get("managedFields") or [], self.manager,
+                                                        new["apiVersion"], self.wall(t), paths)
         self._store(kind, new)
         self._after_write(kind, baseline, new, t)
         return 200, copy.deepcopy(new)
@@ -717,6 +758,10 @@ class FakeKube(LoopbackServer):
             spec.setdefault("ipFamilyPolicy", "SingleStack")
 
     def _after_write(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any], t: float) -> None:
+        for r in self.reverters:
+            if r.kind == kind and (new["metadata"].get("namespace") or "", new["metadata"]["name"]) == (
+                    r.namespace, r.name) and self.manager != r.manager:
+                r.changed_at = t
         """What the controllers notice of a stored write."""
         meta = new["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
@@ -759,7 +804,37 @@ class FakeKube(LoopbackServer):
             offer(self._deadline(key, w), lambda t, key=key: self._time_out(key, t))
         for key, due in sorted(self._hpa_due.items()):
             offer(due, lambda t, key=key: self._sync_hpa(key, t))
+        for r in self.reverters:
+            offer(self._revert_due(r), lambda t, r=r: self._revert(r, t))
         return best
+
+    def _revert_due(self, r: Reverter) -> float | None:
+        """When `r` puts its field back: `after_s` after the write that changed it (the controller's
+        reconcile, the GitOps tool's next self-heal sync); None while the field holds its value."""
+        group, _v, resource, _n = rules.KINDS[r.kind]
+        obj = self.objects.get((group, resource), {}).get((r.namespace, r.name))
+        if obj is None or r.changed_at is None:
+            return None
+        value: Any = obj
+        for step in r.path:
+            value = value[step] if isinstance(value, list) else (value or {}).get(step)
+        return None if rules.json_equal(value, r.value) else r.changed_at + r.after_s
+
+    def _revert(self, r: Reverter, t: float) -> None:
+        group, version, resource, _n = rules.KINDS[r.kind]
+
+        def put_back(current: dict[str, Any]) -> dict[str, Any]:
+            node: Any = current
+            for step in r.path[:-1]:
+                node = node[step]
+            node[r.path[-1]] = copy.deepcopy(r.value)
+            return current
+        manager, self.manager = self.manager, r.manager
+        try:
+            self._update(r.kind, group, version, resource, r.namespace, r.name, None, put_back, "patch", False)
+        finally:
+            self.manager = manager
+        r.changed_at, r.reverts = None, r.reverts + 1
 
     def _deployment(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.objects.get(("apps", "deployments"), {}).get(key)
@@ -1578,6 +1653,7 @@ class _Handler(BaseHTTPRequestHandler):
         if method != "GET" and self.headers.get("Content-Length"):
             raw = self.rfile.read(int(self.headers["Content-Length"]))
         req = dataclasses.replace(parse_request(method, self.path), content_type=self.headers.get("Content-Type"),
+                                  user_agent=self.headers.get("User-Agent"),
                                   body=raw.decode("utf-8", errors="replace"))
         target = self.path
         delay = kube._delay_for(target)
@@ -1613,6 +1689,9 @@ class _Handler(BaseHTTPRequestHandler):
         if req.verb is None:
             if req.path in ("/version", "/version/"):
                 return self._json(200, {"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"})
+            found = rules.discovery(req.path.split("?")[0], kube.served)
+            if found is not None:
+                return self._json(200, found)
             return self._json(404, rules.no_such_resource())
         if not kube.authorize(req):
             return self._json(403, rules.forbidden(kube.user, req.verb, req.api_group or "", req.resource or "",

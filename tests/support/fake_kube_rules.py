@@ -12,9 +12,11 @@ True
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,7 +41,20 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
     "Ingress": ("networking.k8s.io", "v1", "ingresses", True),
     # leader election (gpumem's scheduler): stored, read and updated like any object
     "Lease": ("coordination.k8s.io", "v1", "leases", True),
+    # custom resources (their CRDs' schemas in tests/data/crd_schemas): merge and JSON patch only
+    "InferenceService": ("serving.kserve.io", "v1beta1", "inferenceservices", True),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),
+    "Application": ("argoproj.io", "v1alpha1", "applications", True),
 }
+#: custom resource kind -> its schema, cut from the upstream CRD (tests.support.crd_cut)
+CUSTOM_KINDS = {
+    "InferenceService": "inferenceservice-serving-v1beta1.json",
+    "LeaderWorkerSet": "leaderworkerset-leaderworkerset-v1.json",
+    "Application": "application-argoproj-v1alpha1.json",
+}
+#: what kube-apiserver accepts as a PATCH of a custom resource (no strategic merge: a CRD has no
+#: Go struct with patch tags); server-side apply is not modelled here
+CUSTOM_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json")
 #: (group, resource) -> kind
 RESOURCE_KINDS = {(g, r): k for k, (g, _v, r, _n) in KINDS.items()}
 #: versions served per group
@@ -50,6 +65,9 @@ GROUP_VERSIONS = {
     "policy": ("v1",),
     "networking.k8s.io": ("v1",),
     "coordination.k8s.io": ("v1",),
+    "serving.kserve.io": ("v1beta1",),
+    "leaderworkerset.x-k8s.io": ("v1",),
+    "argoproj.io": ("v1alpha1",),
 }
 
 # Field selectors the real API server accepts per resource (others: 400 "field label not supported").
@@ -1145,6 +1163,8 @@ def validate(kind: str, obj: dict[str, Any]) -> list[FieldError]:
     """The validation errors (422) kube-apiserver finds in an object of the stand-in's kinds, in
     its order: a subset of ValidateDeployment, ValidateHorizontalPodAutoscaler, ValidateService
     (replica counts, selectors against template labels, containers, ports)."""
+    if kind in CUSTOM_KINDS:
+        return validate_custom(kind, obj)
     errors: list[FieldError] = []
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     if kind == "Deployment":
@@ -1262,3 +1282,167 @@ def pod_template_hash(template: dict[str, Any]) -> str:
     for byte in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
         h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
     return safe_encode(str(h))
+
+
+_CRD_SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "crd_schemas"
+
+
+@functools.cache
+def _custom_validator(kind: str) -> Any:
+    import jsonschema
+
+    schema = json.loads((_CRD_SCHEMAS / CUSTOM_KINDS[kind]).read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _dotted(path: Any) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def validate_custom(kind: str, obj: dict[str, Any]) -> list[FieldError]:
+    """The CRD's OpenAPI schema checked as kube-apiserver checks a custom resource: a wrong type,
+    a missing required field or a value outside an enum, each as the field error it reports
+    (`spec.predictor.minReplicas: Invalid value: "string": ...`); status is not the client's."""
+    body = {k: v for k, v in obj.items() if k != "status"}
+    errors: list[FieldError] = []
+    for error in sorted(_custom_validator(kind).iter_errors(body), key=lambda e: list(map(str, e.absolute_path))):
+        path = _dotted(error.absolute_path)
+        if error.validator == "required":
+            missing = error.message.split("'")[1] if "'" in error.message else ""
+            errors.append(required(f"{path}.{missing}" if path else missing))
+        elif error.validator == "enum":
+            errors.append(not_supported(path, error.instance, [str(v) for v in error.validator_value]))
+        elif error.validator == "type":
+            expected = error.validator_value
+            expected = expected if isinstance(expected, str) else " or ".join(expected)
+            got = _json_kind(error.instance).split()[0]
+            errors.append(invalid_value(path, got, f'{path} in body must be of type {expected}: "{got}"'))
+        else:
+            errors.append(invalid_value(path, error.instance, error.message))
+    return errors
+
+
+# ------------------------------------------------------------------------- discovery
+
+_SUBRESOURCES = {"Pod": ("log", "proxy", "status"), "Deployment": ("scale", "status"),
+                 "StatefulSet": ("scale", "status"), "ReplicaSet": ("scale", "status")}
+
+
+def _group_entry(group: str, served: Any) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in GROUP_VERSIONS[group] if served(group, v)]
+    preferred = next((v for v in versions if v["version"] == next(
+        (ver for g, ver, _r, _n in KINDS.values() if g == group), None)), versions[0] if versions else None)
+    return {"name": group, "versions": versions, "preferredVersion": preferred}
+
+
+def discovery(path: str, served: Any) -> dict[str, Any] | None:
+    """The discovery documents (aggregated discovery not modelled): /api, /apis, /apis/GROUP and
+    /api/v1 or /apis/GROUP/VERSION with the kinds served there; None for any other path."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["api"]:
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [_group_entry(g, served) for g in GROUP_VERSIONS if g]}
+    if len(parts) == 2 and parts[0] == "apis" and parts[1] in GROUP_VERSIONS and parts[1]:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(parts[1], served)}
+    if parts == ["api", "v1"]:
+        group, version = "", "v1"
+    elif len(parts) == 3 and parts[0] == "apis" and parts[1] in GROUP_VERSIONS and parts[1]:
+        group, version = parts[1], parts[2]
+    else:
+        return None
+    if not served(group, version):
+        return None
+    resources = []
+    for kind, (g, v, plural, namespaced) in KINDS.items():
+        if g != group or (version != v and not (group == "autoscaling" and kind == "HorizontalPodAutoscaler")):
+            continue
+        verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+        resources.append({"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
+                          "verbs": verbs})
+        resources += [{"name": f"{plural}/{sub}", "singularName": "", "namespaced": namespaced,
+                       "kind": {"scale": "Scale", "log": "Pod", "proxy": "Pod"}.get(sub, kind),
+                       "verbs": ["get"] if sub in ("log", "proxy") else ["get", "patch", "update"]}
+                      for sub in _SUBRESOURCES.get(kind, ())]
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+
+# ------------------------------------------------------------------------- managedFields
+
+_SYSTEM_META = frozenset({"resourceVersion", "generation", "uid", "creationTimestamp", "managedFields", "name",
+                          "namespace", "selfLink"})
+
+
+def changed_fields(old: Any, new: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The leaf fields a write changed, maps walked and lists taken whole (as an atomic list such
+    as `args` is owned); status and the system's metadata are nobody's to own here."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: set[tuple[str, ...]] = set()
+        for key in set(old) | set(new):
+            if (not prefix and key in ("status", "apiVersion", "kind")) or (prefix == ("metadata",)
+                                                                            and key in _SYSTEM_META):
+                continue
+            if key in new and (key not in old or not json_equal(old[key], new[key])):
+                out |= changed_fields(old.get(key), new[key], (*prefix, key))
+        return out
+    return {prefix} if prefix else set()
+
+
+def _owns(fields: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """The entry owns the field itself, or a whole field above it (a leaf `{}`: a list, a value)."""
+    node: Any = fields
+    for step in path:
+        node = node.get(f"f:{step}") if isinstance(node, dict) else None
+        if node is None:
+            return False
+        if node == {}:
+            return True
+    return True
+
+
+def _drop(fields: dict[str, Any], path: tuple[str, ...]) -> None:
+    if not path:
+        return
+    key = f"f:{path[0]}"
+    if key in fields:
+        if len(path) == 1:
+            del fields[key]
+        else:
+            _drop(fields[key], path[1:])
+            if fields[key] == {}:
+                del fields[key]
+
+
+def managed_after(entries: list[dict[str, Any]], manager: str, api_version: str, time: str,
+                  paths: set[tuple[str, ...]]) -> list[dict[str, Any]]:
+    """managedFields after `manager` wrote `paths` (operation Update): the fields move to it from
+    any other manager, an entry left owning nothing is dropped, its own entry gets the time."""
+    out = copy.deepcopy(entries)
+    for entry in out:
+        if entry.get("manager") != manager:
+            for p in paths:
+                _drop(entry.setdefault("fieldsV1", {}), p)
+    mine = next((e for e in out if e.get("manager") == manager and e.get("operation") == "Update"), None)
+    if mine is None:
+        mine = {"manager": manager, "operation": "Update", "apiVersion": api_version, "fieldsType": "FieldsV1",
+                "fieldsV1": {}}
+        out.append(mine)
+    mine["time"], mine["apiVersion"] = time, api_version
+    for p in paths:
+        node = mine["fieldsV1"]
+        for step in p:
+            node = node.setdefault(f"f:{step}", {})
+    return [e for e in out if e.get("fieldsV1")]
+
+
+def owner_of_field(entries: list[dict[str, Any]], path: tuple[str, ...]) -> tuple[str, str] | None:
+    """(manager, time) of the entry that owns `path` (or a field above it), None: no owner."""
+    for entry in entries:
+        if path and _owns(entry.get("fieldsV1") or {}, path):
+            return entry.get("manager", ""), entry.get("time", "")
+    return None
