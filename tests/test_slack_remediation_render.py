@@ -159,7 +159,8 @@ def test_the_body_shows_target_version_diff_risk_rollback_and_expiry():
     for words in ("Deployment llm/vllm-server", "prod", "resourceVersion 41, generation 7", "<@U0ONCALL>",
                   "`--max-model-len 8192 -&gt; 4096`", "rolling update", "Restores --max-model-len 4096 -&gt; 8192",
                   "<!date^1796092140^", "0 of 1", "/gpumem rollback p-0a1b2c3d",
-                  "max concurrency 136.84 -&gt; 273.68 full-length requests", "Blast radius",
+                  "requests at once per pod 128 -&gt; 128 (after: capped by --max-num-seqs 128; the KV cache holds "
+                  "273 requests of 4096 tokens)", "Blast radius",
                   "restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0)",
                   "fits: the spare GPUs hold every extra pod at once"):
         assert words in text, words

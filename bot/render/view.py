@@ -11,7 +11,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bot.render.i18n import Catalog
-from bot.render.wording import action_text, cause_title, fact_text, issue_text, pct, shift_label
+from bot.render.wording import (
+    action_text,
+    budget_concurrency,
+    cause_title,
+    fact_text,
+    issue_text,
+    pct,
+    shift_label,
+)
 from runbooks.model.report import Action, Cause, Report
 
 
@@ -122,8 +130,8 @@ def _budget_lines(cat: Catalog, report: Report) -> list[str]:
         return []
     lines = [
         cat.t("budget.line", kv_cache_gib=_r(b.kv_cache_gib), kv_cache_tokens=b.kv_cache_tokens,
-              kv_bytes_per_token=b.kv_bytes_per_token, max_concurrency=_r(b.max_concurrency),
-              max_model_len=b.max_model_len),
+              kv_bytes_per_token=b.kv_bytes_per_token,
+              concurrency=budget_concurrency(cat, b)),
         cat.t("budget.static", weights_gib=_r(b.weights_gib), activation_gib=_r(b.activation_gib),
               non_torch_gib=_r(b.non_torch_gib), cudagraph_gib=_r(b.cudagraph_gib), headroom_gib=_r(b.headroom_gib)),
     ]
