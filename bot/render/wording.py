@@ -11,7 +11,8 @@ from runbooks.model.units import pct as pct  # the one pct; renderers import it 
 from runbooks.remediation.solver import ENGINE_FLAGS
 
 #: fact parameters whose values are themselves catalog keys
-_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind"}
+_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
+           "admitted": "demand_admitted", "pool": "pool_basis"}
 _EXAMPLE_CHARS = 160
 
 
