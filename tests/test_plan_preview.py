@@ -108,7 +108,7 @@ def test_the_plan_text_shows_the_budget_and_the_blast_radius(cluster, tmp_path, 
                   "requests at once across the service 256 -> 128 (2 -> 2 pods)", "Blast radius:",
                   f"restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0): {INCIDENT_POD_A}, "
                   f"{INCIDENT_POD_B}",
-                  "GPUs at once: 1 extra pod(s) x 1 nvidia.com/gpu = 1; spare on the 2 nodes that fit: 11",
+                  "GPUs at once: 1 extra pod x 1 nvidia.com/gpu = 1; spare on the 2 nodes that fit: 11",
                   "fits: the spare GPUs hold every extra pod at once"):
         assert words in text, words
     rc, zh = _run(capsys, cluster, tmp_path, "plan", TARGET, "--set", "max-num-seqs=64", lang="zh")
@@ -134,7 +134,7 @@ def test_a_replica_change_restarts_nothing_and_scales_the_service_total(cluster,
     assert (blast["pods_added"], blast["pods_removed"], blast["extra_pods"], blast["gpus_needed"]) == (2, 0, 2, 2)
     assert blast["outcome"] == "fits"
     rc, text = _run(capsys, cluster, tmp_path, "plan", TARGET, "--replicas", "1")
-    assert "restarts no pod" in text and "removes 1 pods (2 -> 1)" in text
+    assert "restarts no pod" in text and "removes 1 pod (2 -> 1)" in text
     assert "no extra GPU needed" in text
 
 

@@ -347,7 +347,7 @@ def test_phase1_lists_the_objects_the_routing_and_both_templates_never_a_body():
     msg = P.plan_message(*SPLIT_CASES["phase1_proposed"][:1], "en", "proposed", split=SPLIT1)
     text = json.dumps(msg["blocks"], ensure_ascii=False)
     for words in ("Pool split, phase 1 of 2: create vllm-server-long beside vllm-server",
-                  "Deployment llm/vllm-server-long: 1 replica(s), --max-model-len 27648, --max-num-seqs 34, "
+                  "Deployment llm/vllm-server-long: 1 replica, --max-model-len 27648, --max-num-seqs 34, "
                   "pod labels app=vllm-server-long, gpumem.io/pool=long, track=stable",
                   "Service llm/vllm-server-long: ports 80-&gt;http, selector app=vllm-server-long, gpumem.io/pool=long",
                   "Requests with more than 2048 prompt tokens -&gt; Service llm/vllm-server-long:80; all others "
