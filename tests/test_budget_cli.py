@@ -68,8 +68,11 @@ def test_text_leads_with_the_verdict_and_splits_one_gpus_memory(capsys):
     budget = compute_budget(find_model(QWEN), INCIDENT_INPUTS)
     assert out.startswith("gpumem budget · vllm 0.6.6 (vllm-v0) · Qwen/Qwen2.5-7B-Instruct · A100-SXM4-80GB, "
                           "79.15 GiB per GPU · TP 1 × PP 1\n")
-    assert (f"== Verdict: starts. KV cache {budget.kv_cache_gib:.2f} GiB = {budget.kv_cache_tokens:,} tokens, "
-            f"room for {budget.max_concurrency:.2f}x requests at max-model-len 8192") in out
+    # the cache holds 136.84 requests of 8192; --max-num-seqs 128 caps what runs at once
+    assert budget.max_concurrency == pytest.approx(136.84, abs=0.01)
+    assert (f"== Verdict: starts. KV cache {budget.kv_cache_gib:.2f} GiB = {budget.kv_cache_tokens:,} tokens; "
+            "128 requests at once (capped by --max-num-seqs 128; the KV cache holds 136 requests of 8192 "
+            "tokens)") in out
     assert f"  weights                             {budget.weights_gib:.2f} GiB" in out
     assert "engine budget 75.19 GiB of 79.15 GiB (--gpu-memory-utilization 0.95)" in out
     assert "  - block_size = 16 (vLLM default on CUDA)" in out
@@ -175,7 +178,26 @@ def test_what_if_text_shows_both_side_by_side(capsys):
     table = out.split("== What if", 1)[1]
     assert table.splitlines()[1].split() == ["before", "after"]
     assert f"{before.kv_cache_tokens:,}" in table and f"{after.kv_cache_tokens:,}" in table
-    assert "  starts                          yes           yes" in table
+    assert "  starts                          yes                    yes" in table
+    # 4096 tokens: the cache holds twice as many, but --max-num-seqs 32 caps it: the cost shows
+    assert "  requests at once                128 (--max-num-seqs)   32 (--max-num-seqs)" in table
+
+
+def test_concurrency_is_the_engines_cap_or_the_cache_in_whole_requests(capsys):
+    """min(--max-num-seqs, what the KV cache holds), floored, in the JSON of every engine."""
+    rc, doc = _json(capsys, *INCIDENT_FLAGS, "--what-if", "max-num-seqs=256")
+    assert rc == 0
+    before, after = doc["before"], doc["after"]
+    assert (before["kv_requests"], before["concurrency"], before["concurrency_limit"]) == (136, 128, "max_num_seqs")
+    # more sequences take more CUDA-graph memory: the cache then holds 135, below the cap of 256
+    assert (after["kv_requests"], after["concurrency"], after["concurrency_limit"]) == (135, 135, "kv_cache")
+    for engine, seqs_flag in (("sglang", "--max-running-requests"), ("tgi", "--max-batch-size")):
+        rc, doc = _json(capsys, "--engine", engine, "--model", QWEN, "--gpu", "A100-80GB", "--max-model-len", "8192",
+                        "--max-num-seqs", "8")
+        assert (doc["concurrency"], doc["concurrency_limit"]) == (8, "max_num_seqs"), engine
+        rc, out, _ = _run(capsys, "--engine", engine, "--model", QWEN, "--gpu", "A100-80GB", "--max-model-len",
+                          "8192", "--max-num-seqs", "8")
+        assert f"8 requests at once (capped by {seqs_flag} 8;" in out, engine
 
 
 def test_what_if_that_fixes_a_failing_launch_exits_0(capsys):

@@ -195,3 +195,35 @@ def test_the_cli_and_slack_refuse_the_same_targets_in_the_same_words(target, key
     assert main(["triage", target, "--lang", "en"]) == 2
     worded = Catalog.load("en").t(f"slack.error.{key}", slack.value.params).rstrip(".")
     assert capsys.readouterr().err.strip() == f"gpumem: {worded}"
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    from bot.grammar.commands import parse_argv
+
+    with pytest.raises(SystemExit) as e:
+        parse_argv(argv)
+    assert e.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("argv", "hint"), [
+    (["triag"], "did you mean 'triage'?"),
+    (["dashbords"], "did you mean 'dashboards'?"),
+    (["triage", "--bundel", "x"], "--bundel: did you mean --bundle?"),
+    (["plans", "--jsn"], "--jsn: did you mean --json?"),
+    (["budget", "--engine", "vlm"], "did you mean 'vllm'?"),
+])
+def test_a_near_miss_gets_did_you_mean(capsys, argv, hint):
+    assert _usage_error(capsys, argv).endswith(hint)
+
+
+def test_a_word_near_nothing_gets_no_guess(capsys):
+    line = _usage_error(capsys, ["zzzzqqq"])
+    assert "invalid choice: 'zzzzqqq'" in line and "did you mean" not in line
+
+
+def test_bundle_given_a_file_names_the_folder_to_pass(capsys, tmp_path):
+    (tmp_path / "logs.txt").write_text("x")
+    line = _usage_error(capsys, ["triage", "--bundle", str(tmp_path / "logs.txt")])
+    assert line.endswith(f"logs.txt is a file; --bundle wants the folder holding the bundle's files (nvidia-smi.txt, "
+                         f"metrics.txt, deployment.yaml, logs.txt, ...): --bundle {tmp_path}")

@@ -77,7 +77,13 @@ def test_a_flag_change_predicts_what_gpumem_budget_predicts_and_restarts_every_p
     assert budget["after"]["headroom_gib"] > budget["before"]["headroom_gib"] + 3.9
     assert (budget["model"], budget["gpu"], budget["engine"]) == ("Qwen/Qwen2.5-7B-Instruct", "A100-SXM4-80GB",
                                                                   "vllm")
-    assert budget["service_max_concurrency_before"] == pytest.approx(2 * budget["before"]["max_concurrency"])
+    # requests at once: min(--max-num-seqs, what the cache holds at 8192), whole requests; halving
+    # max-num-seqs halves it, per pod and across the 2 pods
+    assert budget["before"]["max_concurrency"] == pytest.approx(136.8398)
+    assert (budget["before"]["kv_requests"], budget["before"]["concurrency"],
+            budget["before"]["concurrency_limit"]) == (136, 128, "max_num_seqs")
+    assert (budget["after"]["concurrency"], budget["after"]["concurrency_limit"]) == (64, "max_num_seqs")
+    assert (budget["service_max_concurrency_before"], budget["service_max_concurrency_after"]) == (256, 128)
     assert budget["missing"] == [] and budget["computed"] is True
     blast = plan["preview"]["blast_radius"]
     assert blast["template_changed"] is True
@@ -97,10 +103,12 @@ def test_the_plan_text_shows_the_budget_and_the_blast_radius(cluster, tmp_path, 
     assert rc == 0
     for words in ("Predicted budget per pod (Qwen/Qwen2.5-7B-Instruct on A100-SXM4-80GB, vllm",
                   "KV cache tokens 1,120,992 -> 1,120,992", "headroom 3.30 GiB -> 3.35 GiB",
-                  "max-num-seqs 128 -> 64", "Blast radius:",
+                  "max-num-seqs 128 -> 64", "requests at once per pod 128 -> 64 (after: capped by --max-num-seqs 64; "
+                  "the KV cache holds 136 requests of 8192 tokens)",
+                  "requests at once across the service 256 -> 128 (2 -> 2 pods)", "Blast radius:",
                   f"restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0): {INCIDENT_POD_A}, "
                   f"{INCIDENT_POD_B}",
-                  "GPUs at once: 1 extra pod(s) x 1 nvidia.com/gpu = 1; spare on the 2 nodes that fit: 11",
+                  "GPUs at once: 1 extra pod x 1 nvidia.com/gpu = 1; spare on the 2 nodes that fit: 11",
                   "fits: the spare GPUs hold every extra pod at once"):
         assert words in text, words
     rc, zh = _run(capsys, cluster, tmp_path, "plan", TARGET, "--set", "max-num-seqs=64", lang="zh")
@@ -118,14 +126,15 @@ def test_a_replica_change_restarts_nothing_and_scales_the_service_total(cluster,
     assert (budget["replicas_before"], budget["replicas_after"]) == (2, 4)
     per_pod = budget["before"]["max_concurrency"]
     assert per_pod == pytest.approx(136.8398)
-    assert (budget["service_max_concurrency_before"], budget["service_max_concurrency_after"]) == (
-        pytest.approx(2 * per_pod), pytest.approx(4 * per_pod))
+    # whole requests, capped by --max-num-seqs 128 per pod: 2 x 128 -> 4 x 128, never 2 x 136.84
+    assert budget["before"]["concurrency"] == 128
+    assert (budget["service_max_concurrency_before"], budget["service_max_concurrency_after"]) == (256, 512)
     blast = plan["preview"]["blast_radius"]
     assert (blast["template_changed"], blast["restart_pods"]) == (False, [])
     assert (blast["pods_added"], blast["pods_removed"], blast["extra_pods"], blast["gpus_needed"]) == (2, 0, 2, 2)
     assert blast["outcome"] == "fits"
     rc, text = _run(capsys, cluster, tmp_path, "plan", TARGET, "--replicas", "1")
-    assert "restarts no pod" in text and "removes 1 pods (2 -> 1)" in text
+    assert "restarts no pod" in text and "removes 1 pod (2 -> 1)" in text
     assert "no extra GPU needed" in text
 
 

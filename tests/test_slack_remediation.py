@@ -142,7 +142,7 @@ def test_triage_plan_second_approver_dry_run_apply_watch_held_then_rollback(tmp_
         assert labels[-1].startswith("Plan: Raise the container memory limit")
         plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
         posted = fake.messages[(CHANNEL, plan_ts)]
-        assert posted["thread_ts"] == ts and "Waiting for 1 approval(s)" in posted["text"]
+        assert posted["thread_ts"] == ts and "Waiting for 1 approval from" in posted["text"]
         assert "`--max-model-len 8192 -&gt; 4096`" in json.dumps(posted["blocks"], ensure_ascii=False)
         assert _patches(sc) == 0 and sc.kube.dry_runs() == []
 

@@ -159,7 +159,8 @@ def test_the_body_shows_target_version_diff_risk_rollback_and_expiry():
     for words in ("Deployment llm/vllm-server", "prod", "resourceVersion 41, generation 7", "<@U0ONCALL>",
                   "`--max-model-len 8192 -&gt; 4096`", "rolling update", "Restores --max-model-len 4096 -&gt; 8192",
                   "<!date^1796092140^", "0 of 1", "/gpumem rollback p-0a1b2c3d",
-                  "max concurrency 136.84 -&gt; 273.68 full-length requests", "Blast radius",
+                  "requests at once per pod 128 -&gt; 128 (after: capped by --max-num-seqs 128; the KV cache holds "
+                  "273 requests of 4096 tokens)", "Blast radius",
                   "restarts all 2 pods (rolling update, maxSurge 1, maxUnavailable 0)",
                   "fits: the spare GPUs hold every extra pod at once"):
         assert words in text, words
@@ -346,7 +347,7 @@ def test_phase1_lists_the_objects_the_routing_and_both_templates_never_a_body():
     msg = P.plan_message(*SPLIT_CASES["phase1_proposed"][:1], "en", "proposed", split=SPLIT1)
     text = json.dumps(msg["blocks"], ensure_ascii=False)
     for words in ("Pool split, phase 1 of 2: create vllm-server-long beside vllm-server",
-                  "Deployment llm/vllm-server-long: 1 replica(s), --max-model-len 27648, --max-num-seqs 34, "
+                  "Deployment llm/vllm-server-long: 1 replica, --max-model-len 27648, --max-num-seqs 34, "
                   "pod labels app=vllm-server-long, gpumem.io/pool=long, track=stable",
                   "Service llm/vllm-server-long: ports 80-&gt;http, selector app=vllm-server-long, gpumem.io/pool=long",
                   "Requests with more than 2048 prompt tokens -&gt; Service llm/vllm-server-long:80; all others "
@@ -418,3 +419,47 @@ def test_the_mixed_pool_diagnosis_offers_a_plan_button_for_the_split():
     (button,) = block["elements"]
     assert P.parse_plan_value(button["value"]) == ("llm/vllm-server", "prod", "split_pools",
                                                    (SplitPools("vllm", "threshold", None, 2048),))
+
+
+def _first_section(msg: dict) -> str:
+    return msg["blocks"][0]["text"]["text"]
+
+
+def _field(msg: dict, label: str) -> str | None:
+    for block in msg["blocks"]:
+        for f in block.get("fields", ()):
+            head, _, body = f["text"].partition("\n")
+            if head == f"*{label}*":
+                return body
+    return None
+
+
+def test_the_plan_message_leads_with_the_change_and_the_triages_own_risk():
+    msg = P.plan_message(_stored(), "en", "proposed", approvers=("U0ANA", "S0SRE"))
+    head = "Approve `--max-model-len 8192 -&gt; 4096` on llm/vllm-server? (needs 1 of: <@U0ANA>, <!subteam^S0SRE>)"
+    assert _first_section(msg).startswith(f":clipboard: *{head}*\n")
+    # the notification (what a phone shows) leads with the same question
+    assert msg["text"].startswith("Approve --max-model-len 8192 -> 4096 on llm/vllm-server? (needs 1 of: ")
+    text = json.dumps(msg["blocks"], ensure_ascii=False)
+    # the triage's risk for capping the context, with the plan's value, not the generic rollout text
+    assert "requests longer than 4096 tokens get HTTP 400; tell the callers" in text
+    assert "The pods restart one at a time" not in text
+    assert _field(msg, "Expires") is not None and _field(msg, "Next step") is None
+    # two approvals needed, one given: the headline asks for the one left
+    two = P.plan_message(_stored(approvals=("U0APPROVER",), needed=2), "en", "partly_approved",
+                         users=("U0APPROVER",), approvers=("U0ANA",))
+    assert "(needs 1 of: <@U0ANA>)" in _first_section(two)
+
+
+@pytest.mark.parametrize("stage", ["held", "rolled_back", "rejected", "expired", "failed"])
+def test_a_plan_that_no_longer_waits_shows_its_next_step_not_its_expiry(stage):
+    stored, params = STAGES[stage]
+    msg = P.plan_message(stored, "en", stage, **params)
+    assert _field(msg, "Expires") is None
+    step = _field(msg, "Next step")
+    assert step, stage
+    if stage in ("rolled_back", "rejected"):
+        assert "`/gpumem triage llm/vllm-server`" in step
+    assert _first_section(msg).split("\n", 1)[0].endswith("*`--max-model-len 8192 -&gt; 4096` on llm/vllm-server*")
+    zh = P.plan_message(stored, "zh", stage, **params)
+    assert _field(zh, "下一步") and _field(zh, "过期时间") is None

@@ -93,7 +93,7 @@ def test_an_unreadable_outcome_says_unknown_then_the_leaders_reconcile_pass_sett
         finally:
             scheduler.shutdown()
         edited = _wait_edit(fake, plan_ts, "reconciled by reading the object again")
-        assert edited.startswith(f"Plan {plan_id} · Deployment llm/vllm-server: Applied; reconciled")
+        assert edited.startswith("--max-model-len 8192 -> 4096 on llm/vllm-server: Applied; reconciled")
         assert _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)]
         assert store.get(plan_id).state == "applied"
         assert [r.actor for r in store.plan_audit(plan_id) if r.to_state == "applied"] == [RECONCILE_ACTOR]

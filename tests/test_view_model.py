@@ -46,7 +46,8 @@ def test_the_view_is_typed_and_worded_once():
     assert isinstance(first, ActionView)
     assert (first.id, first.title, first.changes) == (
         "lower_max_num_seqs", "Lower --max-num-seqs from 128 to 115", ("--max-num-seqs 128 -> 115",))
-    assert v.budget[0].startswith("KV cache")
+    # the engine measured the pool: the budget builds on it, never shows a second pool figure
+    assert v.budget[0].startswith("on the engine's measured pool of 1,108,880 tokens")
 
 
 def test_terminal_and_slack_show_the_same_worded_lines():

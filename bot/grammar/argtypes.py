@@ -203,3 +203,28 @@ def namespace_name(text: str) -> str:
     if len(text) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name: lower-case letters, digits and '-'")
     return text
+
+
+def bundle_folder(text: str) -> str:
+    """An evidence bundle's folder; a file (one of the bundle's own, most often) is refused with
+    the folder to pass instead. A path that does not exist is left to the use case to word.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "logs.txt").write_text("x")
+    1
+    >>> bundle_folder(str(d)) == str(d)
+    True
+    >>> try:
+    ...     bundle_folder(str(d / "logs.txt"))
+    ... except argparse.ArgumentTypeError as e:
+    ...     print(str(e).replace(str(d), "D"))
+    D/logs.txt is a file; --bundle wants the folder holding the bundle's files (nvidia-smi.txt, metrics.txt, deployment.yaml, logs.txt, ...): --bundle D
+    """
+    from pathlib import Path
+
+    path = Path(text)
+    if path.is_file():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a file; --bundle wants the folder holding the bundle's files (nvidia-smi.txt, metrics.txt, "
+            f"deployment.yaml, logs.txt, ...): --bundle {path.parent}")
+    return text

@@ -13,6 +13,8 @@ the same way without one surface importing another, into the same typed request
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -55,7 +57,8 @@ def _triage(sub: argparse._SubParsersAction, verb: str) -> None:
                        description="Diagnose GPU memory trouble: the verdict first, then the evidence, "
                                    "then the next actions. Live with NAMESPACE/DEPLOYMENT, offline with --bundle.")
     p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT (live triage)")
-    p.add_argument("--bundle", metavar="DIR", help="an evidence bundle folder (offline triage)")
+    p.add_argument("--bundle", metavar="DIR", type=argtypes.bundle_folder,
+                   help="an evidence bundle folder (offline triage)")
     p.add_argument("--save-bundle", metavar="DIR", help="live: also keep the collected bundle in DIR")
     add_live_flags(p)
     add_common(p)
@@ -317,9 +320,65 @@ VERBS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
 }
 
 
+class GpumemParser(argparse.ArgumentParser):
+    """argparse with "did you mean": a verb, a choice or a flag a letter or two off gets the
+    nearest known one added to the error (stdlib difflib).
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+    ...     build_parser().parse_args(["triag"])
+    >>> err.getvalue().strip().splitlines()[-1].endswith("did you mean 'triage'?")
+    True
+    """
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        import sys
+
+        self._argv = list(args) if args is not None else sys.argv[1:]
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        hint = did_you_mean(self, message, getattr(self, "_argv", None) or [])
+        super().error(message + hint)
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+
+
+def _verb_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for word in argv:
+                if word in action.choices:
+                    return action.choices[word]
+    return None
+
+
+def did_you_mean(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> str:
+    """"; did you mean 'triage'?" for an argparse error about a near miss, else ""."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        near = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+        return f"; did you mean '{near[0]}'?" if near else ""
+    unknown = re.match(r"unrecognized arguments: (.*)", message)
+    if unknown:
+        verb = _verb_parser(parser, argv)
+        known = _options(verb) if verb is not None else _options(parser)
+        hints = []
+        for word in unknown.group(1).split():
+            if word.startswith("--"):
+                near = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+                if near:
+                    hints.append(f"{word}: did you mean {near[0]}?")
+        return "; " + "; ".join(hints) if hints else ""
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole `gpumem` argument tree."""
-    p = argparse.ArgumentParser(prog="gpumem", description="GPU memory triage for LLM serving on Kubernetes.")
+    p = GpumemParser(prog="gpumem", description="GPU memory triage for LLM serving on Kubernetes.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, add in VERBS.items():
         add(sub, verb)

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
-from bot.render.wording import pct
+from bot.render.wording import budget_concurrency, concurrency_short, pct
 from bot.service.outcomes import BudgetPage as Page
 from bot.service.outcomes import BudgetSide as Side
 from runbooks.model.budget import Budget, BudgetInputs
@@ -21,7 +21,7 @@ BUDGET_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_gib"
                "kv_bytes_per_token", "kv_cache_tokens", "max_concurrency", "fits", "failure")
 _EXTRA_KEYS = ("failure_id", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
                "gpu_blocks", "budget_gib", "static_gib", "headroom_gib", "free_gib", "gpu_total_gib", "regime",
-               "lora_gib", "max_batch_total_tokens")
+               "lora_gib", "max_batch_total_tokens", "concurrency", "concurrency_limit", "kv_requests")
 _ROWS = (("weights", "weights_gib"), ("activation", "activation_gib"), ("non_torch", "non_torch_gib"),
          ("cudagraph", "cudagraph_gib"), ("kv", "kv_cache_gib"))
 
@@ -172,7 +172,7 @@ def verdict_line(cat: Catalog, b: Budget) -> str:
     if not b.fits:
         return cat.t("budget_cli.verdict.overcommitted", over_gib=round(-b.headroom_gib, 2))
     return cat.t("budget_cli.verdict.starts", kv_cache_gib=round(b.kv_cache_gib, 2), kv_cache_tokens=b.kv_cache_tokens,
-                 max_concurrency=round(b.max_concurrency, 2), max_model_len=_flag_value(b.max_model_len))
+                 concurrency=budget_concurrency(cat, b))
 
 
 def memory_lines(cat: Catalog, side: Side) -> list[str]:
@@ -233,10 +233,11 @@ def what_if_lines(cat: Catalog, page: Page) -> list[str]:
     rows: list[tuple[str, str, str]] = []
     for name, key in _ROWS:
         rows.append((cat.t(f"budget_cli.row.{name}"), _gib(getattr(before, key)), _gib(getattr(after, key))))
-    for name, key in (("kv_tokens", "kv_cache_tokens"), ("concurrency", "max_concurrency"),
-                      ("headroom", "headroom_gib")):
-        fmt = _gib if key.endswith("_gib") else _fmt
-        rows.append((cat.t(f"budget_cli.what_if.{name}"), fmt(getattr(before, key)), fmt(getattr(after, key))))
+    rows.append((cat.t("budget_cli.what_if.kv_tokens"), _fmt(before.kv_cache_tokens), _fmt(after.kv_cache_tokens)))
+    # requests at once: min(the engine's cap, what the cache holds), so lowering the cap shows its cost
+    rows.append((cat.t("budget_cli.what_if.concurrency"),
+                 *(concurrency_short(cat, b.engine, b.concurrency, b.concurrency_limit) for b in (before, after))))
+    rows.append((cat.t("budget_cli.what_if.headroom"), _gib(before.headroom_gib), _gib(after.headroom_gib)))
     yes, no = cat.t("budget_cli.what_if.yes"), cat.t("budget_cli.what_if.no")
     rows.append((cat.t("budget_cli.what_if.starts"), yes if before.fits else no, yes if after.fits else no))
     label_w = max(_width(r[0]) for r in rows) + 2
@@ -261,7 +262,7 @@ def plan_lines(cat: Catalog, page: Page) -> dict[str, Any]:
         "why": [reason_text(cat, plan, r) for r in plan.reasons],
         "predicted": cat.t("budget_cli.plan.predicted", kv_cache_gib=round(b.kv_cache_gib, 2),
                            kv_cache_tokens=b.kv_cache_tokens, headroom_gib=round(b.headroom_gib, 2),
-                           max_concurrency=round(b.max_concurrency, 2), max_model_len=_flag_value(b.max_model_len)),
+                           concurrency=budget_concurrency(cat, b)),
         "problem": None,
     }
     if not plan.feasible:
@@ -279,7 +280,7 @@ def page_text(page: Page, lang: str) -> str:
                   pp=inp.pp)
     view = {
         "t": cat.t, "title": title,
-        "notes": [cat.t(f"budget_cli.note.{k}", p) for k, p in page.notes],
+        "notes": [*(cat.t(f"budget_cli.note.{k}", p) for k, p in page.notes), cat.t("budget_cli.computed")],
         "before": side_view(cat, page.before),
         "after": side_view(cat, page.after) if page.after is not None else None,
         "changed": ", ".join(f"{k} {_flag_value(v['before'])} → {_flag_value(v['after'])}"

@@ -13,6 +13,7 @@ All wording lives in the catalogs; code passes keys and values.
 
 from __future__ import annotations
 
+import re
 import string
 from functools import cache
 from importlib import resources
@@ -57,6 +58,29 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+#: English nouns the catalogs count ("{count} lines"): "1 lines" reads "1 line"
+_NOUNS = ("lines", "pods", "restarts", "requests", "preemptions", "nodes", "approvals", "replicas", "GPUs",
+          "minutes", "changes", "rejects", "plans", "alerts", "notes", "incidents", "services", "errors",
+          "containers", "files", "buckets", "seconds", "hours", "days")
+_ONE = re.compile(r"(?<![\d.,])1 ((?:[A-Z]{2,}\w* ){0,2})(" + "|".join(_NOUNS) + r")\b")
+_PAREN_ONE = re.compile(r"(?<![\d.,])1 (extra )?(\w+)\(s\)")
+_PAREN_MANY = re.compile(r"(\d[\d,]*) (extra )?(\w+)\(s\)")
+
+
+def plural_en(text: str) -> str:
+    """Counted English nouns agree with their number: "1 lines" -> "1 line", "1 approval(s)" ->
+    "1 approval", "2 approval(s)" -> "2 approvals".
+
+    >>> plural_en("1 lines in the log; 5 restarts across 1 pods; 0.1 lines; 21 pods; 1 CUDA OOM lines")
+    '1 line in the log; 5 restarts across 1 pod; 0.1 lines; 21 pods; 1 CUDA OOM line'
+    >>> plural_en("Waiting for 1 approval(s); 2 extra pod(s)")
+    'Waiting for 1 approval; 2 extra pods'
+    """
+    text = _ONE.sub(lambda m: f"1 {m.group(1)}{m.group(2)[:-1]}", text)
+    text = _PAREN_ONE.sub(lambda m: f"1 {m.group(1) or ''}{m.group(2)}", text)
+    return _PAREN_MANY.sub(lambda m: f"{m.group(1)} {m.group(2) or ''}{m.group(3)}s", text)
+
+
 class Catalog:
     def __init__(self, lang: str, messages: dict[str, str]):
         self.lang = lang
@@ -81,7 +105,8 @@ class Catalog:
             raise MissingMessage(f"{self.lang}: no message for {key!r}") from None
         values = dict(params or {})
         values.update(more)
-        return _FMT.vformat(template, (), values)
+        text = _FMT.vformat(template, (), values)
+        return plural_en(text) if self.lang == "en" else text
 
     def t_or(self, key: str, fallback: str, params: dict[str, Any] | None = None) -> str:
         return self.t(key, params) if key in self.messages else fallback

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.wording import concurrency_limit_text, concurrency_text
 from runbooks.model.serde import to_jsonable
-from runbooks.remediation.preview import BlastRadius, BudgetPreview, Note, PlanPreview
+from runbooks.remediation.preview import BlastRadius, BudgetFigures, BudgetPreview, Note, PlanPreview
 from runbooks.remediation.solver import ENGINE_FLAGS
 
 #: budget-resolution codes with their own wording; any other is `missing.other`
@@ -50,6 +51,11 @@ def _gib(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _at_once(cat: Catalog, engine: str | None, f: BudgetFigures) -> str:
+    return concurrency_text(cat, engine, f.concurrency, f.concurrency_limit, f.kv_requests, f.max_num_seqs,
+                            f.max_model_len)
+
+
 def budget_words(cat: Catalog, b: BudgetPreview) -> tuple[str, list[str], list[str]]:
     """(title, lines, warnings) of the predicted budget."""
     if not b.computed:
@@ -57,13 +63,15 @@ def budget_words(cat: Catalog, b: BudgetPreview) -> tuple[str, list[str], list[s
         lines = [_missing(cat, m) for m in b.missing]
         if b.before is not None:
             lines.insert(0, cat.t("plan_preview.budget.before_only", kv=b.before.kv_cache_tokens,
-                                  concurrency=b.before.max_concurrency, headroom=_gib(b.before.headroom_gib)))
+                                  concurrency=_at_once(cat, b.engine, b.before), headroom=_gib(b.before.headroom_gib)))
         return title, lines, []
     before, after = b.before, b.after
     assert before is not None and after is not None
     title = cat.t("plan_preview.budget.title", model=b.model, gpu=b.gpu, engine=b.engine)
     lines = [cat.t("plan_preview.budget.kv", before=before.kv_cache_tokens, after=after.kv_cache_tokens),
-             cat.t("plan_preview.budget.concurrency", before=before.max_concurrency, after=after.max_concurrency),
+             cat.t("plan_preview.budget.concurrency", before=before.concurrency, after=after.concurrency,
+                   limit=concurrency_limit_text(cat, b.engine, after.concurrency_limit, after.kv_requests,
+                                                after.max_num_seqs, after.max_model_len)),
              cat.t("plan_preview.budget.headroom", before=_gib(before.headroom_gib), after=_gib(after.headroom_gib))]
     total_before, total_after = b.service_concurrency()
     if total_before is not None and total_after is not None:
@@ -158,6 +166,15 @@ def preview_words(preview: PlanPreview, lang: str, shown: int | None = None) -> 
     return PreviewWords(title, tuple(budget), tuple(blast), tuple(warnings))
 
 
+def _figures_json(f: BudgetFigures | None) -> dict[str, Any] | None:
+    """One side's figures, with the requests it runs at once (whole; min of the engine's cap and
+    what the KV cache holds) and what caps them."""
+    if f is None:
+        return None
+    return {**to_jsonable(f), "concurrency": f.concurrency, "concurrency_limit": f.concurrency_limit,
+            "kv_requests": f.kv_requests}
+
+
 def preview_json(preview: PlanPreview | None) -> dict[str, Any] | None:
     """The preview's JSON (`gpumem plan --json` under `preview`; None for a plan stored before
     previews existed)."""
@@ -168,7 +185,7 @@ def preview_json(preview: PlanPreview | None) -> dict[str, Any] | None:
     if b is not None:
         total_before, total_after = b.service_concurrency()
         doc["budget"] = {"computed": b.computed, "model": b.model, "gpu": b.gpu, "engine": b.engine,
-                         "before": to_jsonable(b.before), "after": to_jsonable(b.after),
+                         "before": _figures_json(b.before), "after": _figures_json(b.after),
                          "replicas_before": b.replicas_before, "replicas_after": b.replicas_after,
                          "service_max_concurrency_before": total_before,
                          "service_max_concurrency_after": total_after,

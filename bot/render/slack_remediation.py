@@ -191,6 +191,50 @@ def _buttons(cat: Catalog, stored: StoredPlan, stage: str, split: dict[str, Any]
     return []
 
 
+def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[str] = ()) -> str:
+    """What the message leads with, the change itself: "Approve `--max-model-len 8192 -> 4096` on
+    llm/vllm-server? (needs 1 of: @ana, @bo)" while it waits, else "`...` on llm/vllm-server"; a
+    plan with no change of its own (a pool split's phase 1) leads with its id and kind."""
+    p = stored.plan
+    tgt = p.target
+    if not p.changes or p.action_id == S.ACTION:
+        return t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
+    changes = "; ".join(B.code(c.describe()) for c in p.changes)
+    if stage in _WAITING:
+        if not approvers:  # the status line under it says who may approve
+            return t(cat, "slack_plan.headline.waiting_anyone", raw={"changes": changes}, namespace=tgt.namespace,
+                     name=tgt.name)
+        who = ", ".join(mention(a) for a in approvers)
+        left = max(1, p.approvals_needed - len(stored.approvals))
+        return t(cat, "slack_plan.headline.waiting", raw={"changes": changes, "approvers": who},
+                 namespace=tgt.namespace, name=tgt.name, needed=left)
+    return t(cat, "slack_plan.headline.other", raw={"changes": changes}, namespace=tgt.namespace, name=tgt.name)
+
+
+def action_risks(cat: Catalog, plan: Any) -> list[str]:
+    """The triage's own risk for the plan's action (`action.<id>.risk`, e.g. "requests longer
+    than 4096 tokens get HTTP 400"), its values from the plan's one change; else the generic
+    risk of each change kind (how the rollout goes)."""
+    key = f"action.{plan.action_id}.risk"
+    if cat.has(key):
+        params: dict[str, Any] = {}
+        if len(plan.changes) == 1:
+            c = plan.changes[0]
+            params = {"flag": getattr(c, "flag", None), "current": c.old, "target": c.new}
+        text = cat.t(key, params)
+        if "n/a" not in text:
+            return [esc(text)]
+    kinds = dict.fromkeys(c.kind for c in plan.changes)
+    return [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
+
+
+def next_step(cat: Catalog, stored: StoredPlan, stage: str) -> str:
+    """What to do next once the plan no longer waits (in place of its expiry)."""
+    tgt = stored.plan.target
+    return t(cat, f"slack_plan.next.{stage}", raw={"triage": B.code(f"/gpumem triage {tgt.namespace}/{tgt.name}")},
+             plan=stored.plan.id)
+
+
 def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any] | None = None,
                  **params: Any) -> Message:
     """The plan message at `stage` (`STAGES`); `params` fill its status line (`users`: the ids it
@@ -203,7 +247,8 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     cat = Catalog.load(lang)
     p = stored.plan
     tgt = p.target
-    title = t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
+    approvers = tuple(params.pop("approvers", ()) or ())
+    title = headline(cat, stored, stage, approvers)
     symptoms = params.pop("symptoms", None)
     line = _stage_line(cat, stored, stage, dict(params))
     blocks: list[Block] = [B.section(f"{_EMOJI[stage]} *{title}*\n{line}")]
@@ -215,7 +260,8 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
         (cat.t("slack_plan.field.version"), t(cat, "slack_plan.field.version_value", rv=p.resource_version,
                                               generation=p.generation)),
         (cat.t("slack_plan.field.requested_by"), mention(p.requested_by)),
-        (cat.t("slack_plan.field.expires"), slack_date(p.expires_at)),
+        ((cat.t("slack_plan.field.expires"), slack_date(p.expires_at)) if stage in _WAITING
+         else (cat.t("slack_plan.field.next"), next_step(cat, stored, stage))),
         (cat.t("slack_plan.field.approvals"), t(cat, "slack_plan.field.approvals_value", count=len(stored.approvals),
                                                 needed=p.approvals_needed)),
     ]))
@@ -225,8 +271,7 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     else:
         blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
         blocks += preview_sections(stored, lang)
-        kinds = dict.fromkeys(c.kind for c in p.changes)
-        risks = [t(cat, f"slack_plan.risk_{k}") for k in kinds if cat.has(f"slack_plan.risk_{k}")]
+        risks = action_risks(cat, p)
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
     blocks += B.text_sections(cat.t("slack_plan.rollback"),
                               [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])

@@ -213,7 +213,7 @@ def _why_blocks(cat: Catalog, v: ReportView) -> list[Block]:
         if top.rule_out:
             blocks += B.text_sections(cat.t("section.rule_out"), B.bullets(map(esc, top.rule_out)))
     for c in v.other_causes:
-        title = f"{cat.t('section.other_causes')} · {c.title} ({c.label} {c.confidence:.2f})"
+        title = f"{cat.t('section.other_causes')} · {c.title} ({cat.t('confidence_words', label=c.label)})"
         blocks += B.text_sections(title, B.bullets(map(esc, c.evidence[:4])))
     if v.misjudgements:
         blocks += B.text_sections(cat.t("section.misjudgements"), B.bullets(map(esc, v.misjudgements)))

@@ -12,7 +12,17 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.managers import manager_line
-from bot.render.wording import action_text, cause_title, fact_text, issue_text, pct, shift_label
+from bot.render.wording import (
+    action_text,
+    budget_concurrency,
+    cause_title,
+    concurrency_text,
+    fact_text,
+    issue_text,
+    pct,
+    shift_label,
+)
+from runbooks.model.budget import concurrency_limit_of, concurrency_of
 from runbooks.model.report import Action, Cause, Report
 
 
@@ -107,8 +117,10 @@ def _memory_lines(cat: Catalog, report: Report) -> list[str]:
     if mem is None:
         return lines
     if mem.static_gib is not None:
-        lines.append(cat.t(f"memory.line_{mem.basis}", static_gib=mem.static_gib, weights_gib=mem.weights_gib,
-                           dynamic_gib=mem.dynamic_gib, total_gib=_r(mem.gpu_total_gib)))
+        pooled = mem.basis == "engine_log" and mem.kv_tokens_measured and mem.kv_cache_tokens
+        lines.append(cat.t(f"memory.line_{mem.basis}{'_pool' if pooled else ''}", static_gib=mem.static_gib,
+                           weights_gib=mem.weights_gib, dynamic_gib=mem.dynamic_gib, total_gib=_r(mem.gpu_total_gib),
+                           kv_cache_tokens=mem.kv_cache_tokens))
     elif mem.gpu_used_gib is not None:
         lines.append(cat.t("memory.line_gpus", used_gib=_r(mem.gpu_used_gib), total_gib=_r(mem.gpu_total_gib)))
     if mem.gpu_used_gib is not None and mem.gpu_total_gib and mem.static_gib is not None:
@@ -123,13 +135,29 @@ def _budget_lines(cat: Catalog, report: Report) -> list[str]:
     b = report.budget
     if b is None:
         return []
-    lines = [
-        cat.t("budget.line", kv_cache_gib=_r(b.kv_cache_gib), kv_cache_tokens=b.kv_cache_tokens,
-              kv_bytes_per_token=b.kv_bytes_per_token, max_concurrency=_r(b.max_concurrency),
-              max_model_len=b.max_model_len),
-        cat.t("budget.static", weights_gib=_r(b.weights_gib), activation_gib=_r(b.activation_gib),
-              non_torch_gib=_r(b.non_torch_gib), cudagraph_gib=_r(b.cudagraph_gib), headroom_gib=_r(b.headroom_gib)),
-    ]
+    # one value per fact: where the engine reported its pool (and its start-up split), the
+    # memory section shows those measured figures and this section only what gpumem computes
+    # beside them (requests at once on the measured pool, the terms the engine did not print)
+    mem = report.memory
+    measured_split = mem is not None and mem.basis == "engine_log"
+    if mem is not None and mem.kv_tokens_measured and mem.kv_cache_tokens:
+        length = b.max_model_len or 0
+        kv_conc = mem.kv_cache_tokens / length if length else 0.0
+        first = cat.t("budget.line_measured_pool", kv_cache_tokens=mem.kv_cache_tokens,
+                      kv_bytes_per_token=b.kv_bytes_per_token,
+                      concurrency=concurrency_text(cat, b.engine, concurrency_of(kv_conc, b.max_num_seqs),
+                                                   concurrency_limit_of(kv_conc, b.max_num_seqs),
+                                                   concurrency_of(kv_conc, None), b.max_num_seqs, b.max_model_len))
+    elif measured_split:  # the engine's KV GiB is above; the pool here is still gpumem's
+        first = cat.t("budget.line_beside_measured", kv_cache_tokens=b.kv_cache_tokens,
+                      kv_bytes_per_token=b.kv_bytes_per_token, concurrency=budget_concurrency(cat, b))
+    else:
+        first = cat.t("budget.line", kv_cache_gib=_r(b.kv_cache_gib), kv_cache_tokens=b.kv_cache_tokens,
+                      kv_bytes_per_token=b.kv_bytes_per_token, concurrency=budget_concurrency(cat, b))
+    static = "budget.static_beside_measured" if measured_split else "budget.static"
+    lines = [first, cat.t(static, weights_gib=_r(b.weights_gib), activation_gib=_r(b.activation_gib),
+                          non_torch_gib=_r(b.non_torch_gib), cudagraph_gib=_r(b.cudagraph_gib),
+                          headroom_gib=_r(b.headroom_gib))]
     if b.failure:
         lines.append(cat.t("budget.fails", failure=b.failure))
     return lines

@@ -8,9 +8,11 @@ from bot.render.i18n import Catalog
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
+from runbooks.remediation.solver import ENGINE_FLAGS
 
 #: fact parameters whose values are themselves catalog keys
-_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind"}
+_NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
+           "admitted": "demand_admitted", "pool": "pool_basis"}
 _EXAMPLE_CHARS = 160
 
 
@@ -70,3 +72,41 @@ def cause_title(cat: Catalog, cause_id: str, kubernetes: bool = True, prefix: st
     if cause_id == "platform_amplifier" and not kubernetes:
         return cat.t(f"{prefix}.platform_amplifier_host")
     return cat.t(f"{prefix}.{cause_id}")
+
+
+def counted(cat: Catalog, key: str, count: int, params: dict[str, Any] | None = None, **more: Any) -> str:
+    """`key` worded for `count`: `key_one` where the catalog has it and count is 1."""
+    one = f"{key}_one"
+    return cat.t(one if count == 1 and cat.has(one) else key, params, count=count, **more)
+
+
+def concurrency_limit_text(cat: Catalog, engine: str | None, limit: str, kv: int, seqs: int | None,
+                           length: int | None) -> str:
+    """Why a pod runs no more requests at once: the engine's cap (its own flag) or the KV cache."""
+    flag = ENGINE_FLAGS.get((engine or "vllm").lower(), ENGINE_FLAGS["vllm"])[1]
+    key = limit if limit == "max_num_seqs" or seqs else "kv_cache_no_cap"
+    return cat.t(f"concurrency.limit.{key}", flag=flag, seqs=seqs, kv=kv, length=length)
+
+
+def concurrency_text(cat: Catalog, engine: str | None, count: int, limit: str, kv: int, seqs: int | None,
+                     length: int | None) -> str:
+    """"128 requests at once (capped by --max-num-seqs 128; the KV cache holds 136 requests of 8192 tokens)".
+
+    >>> cat = Catalog.load("en")
+    >>> concurrency_text(cat, "sglang", 1, "kv_cache", 1, 4096, 32768)
+    '1 request at once (what the KV cache holds at 32,768 tokens; --max-running-requests 4096 allows more)'
+    """
+    return counted(cat, "concurrency.at_once", count,
+                   limit=concurrency_limit_text(cat, engine, limit, kv, seqs, length))
+
+
+def concurrency_short(cat: Catalog, engine: str | None, count: int, limit: str) -> str:
+    """"128 (--max-num-seqs)": a table cell."""
+    flag = ENGINE_FLAGS.get((engine or "vllm").lower(), ENGINE_FLAGS["vllm"])[1]
+    return f"{count} ({cat.t(f'concurrency.short.{limit}', flag=flag)})"
+
+
+def budget_concurrency(cat: Catalog, b: Any) -> str:
+    """`concurrency_text` of a `Budget` or a plan's `BudgetFigures` (engine given for figures)."""
+    return concurrency_text(cat, getattr(b, "engine", None), b.concurrency, b.concurrency_limit, b.kv_requests,
+                            b.max_num_seqs, b.max_model_len)

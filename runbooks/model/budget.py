@@ -5,6 +5,7 @@ All memory figures are GiB (2^30 bytes) per GPU, as the engines print them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: stable ids of start-up failures the budget predicts (renderers word them)
@@ -126,9 +127,61 @@ class Budget:
     #: TGI: the batch token budget the router runs with (inferred at warm-up, or as given)
     max_batch_total_tokens: int | None = None
 
+    @property
+    def kv_requests(self) -> int:
+        """Requests of `max_model_len` the KV cache holds at once, in whole requests (the floor
+        of `max_concurrency`, the engine's own "Maximum concurrency ... 136.84x")."""
+        return whole_requests(self.max_concurrency)
+
+    @property
+    def concurrency(self) -> int:
+        """Requests the engine runs at once: min(its cap (vLLM --max-num-seqs, SGLang
+        --max-running-requests, TGI --max-batch-size), what the KV cache holds at full length).
+
+        >>> b = Budget("vllm", 14.0, 1.0, 0.5, 0.4, 59.2, 57344, 1108880, 136.84, 8192, 75.0, 16.0, 79.15, 2.0, True,
+        ...            max_num_seqs=128)
+        >>> b.kv_requests, b.concurrency, b.concurrency_limit
+        (136, 128, 'max_num_seqs')
+        """
+        return concurrency_of(self.max_concurrency, self.max_num_seqs)
+
+    @property
+    def concurrency_limit(self) -> str:
+        """What caps `concurrency`: "max_num_seqs" (the engine's flag) or "kv_cache"."""
+        return concurrency_limit_of(self.max_concurrency, self.max_num_seqs)
+
     def assumption(self, name: str) -> str | None:
         """The value assumed for `name`, or None when it was given."""
         for key, value in self.assumptions:
             if key == name:
                 return value
         return None
+
+
+def whole_requests(kv_concurrency: float) -> int:
+    """Whole full-length requests in a fractional KV concurrency (never rounded up).
+
+    >>> whole_requests(136.84), whole_requests(0.29), whole_requests(-1.0)
+    (136, 0, 0)
+    """
+    return max(0, math.floor(kv_concurrency + 1e-9))
+
+
+def concurrency_of(kv_concurrency: float, max_num_seqs: int | None) -> int:
+    """min(the engine's concurrency cap, the whole requests the KV cache holds); the cache alone
+    when no cap is known.
+
+    >>> concurrency_of(136.84, 128), concurrency_of(273.68, 64), concurrency_of(22.9, None)
+    (128, 64, 22)
+    """
+    kv = whole_requests(kv_concurrency)
+    return min(kv, max_num_seqs) if max_num_seqs else kv
+
+
+def concurrency_limit_of(kv_concurrency: float, max_num_seqs: int | None) -> str:
+    """"max_num_seqs" when the engine's cap binds (at or below the cache), else "kv_cache".
+
+    >>> concurrency_limit_of(136.84, 128), concurrency_limit_of(136.84, 256)
+    ('max_num_seqs', 'kv_cache')
+    """
+    return "max_num_seqs" if max_num_seqs and max_num_seqs <= whole_requests(kv_concurrency) else "kv_cache"

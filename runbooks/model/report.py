@@ -142,6 +142,10 @@ class MemorySplit:
     #: where the split came from: "engine_log" (what the engine printed) or "budget" (computed)
     basis: str = "budget"
     kv_cache_usage_ratio: float | None = None
+    #: the KV pool in tokens the findings use: the engine's own figure (its /metrics or start-up
+    #: log) where it reported one, else the budget's; `kv_tokens_measured` says which
+    kv_cache_tokens: int | None = None
+    kv_tokens_measured: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runbooks.model.budget import Budget
+from runbooks.model.budget import Budget, concurrency_limit_of, concurrency_of
 
 #: blast-radius outcomes, from good to bad (renderers word them)
 OUTCOMES = ("no_gpu", "not_checked", "no_extra", "fits", "slower", "unavailable", "pending", "stuck")
@@ -50,7 +50,16 @@ class Note:
 
 @dataclass(frozen=True)
 class BudgetFigures:
-    """What a plan shows of one side of `gpumem budget`, per pod (figures as its JSON rounds them)."""
+    """What a plan shows of one side of `gpumem budget`, per pod (figures as its JSON rounds them).
+
+    `max_concurrency` is what the KV cache holds at full length (fractional, as vLLM logs it);
+    `concurrency` what the pod runs at once: min(`max_num_seqs`, the whole requests the cache
+    holds), so halving the engine's cap shows its cost.
+
+    >>> f = BudgetFigures(1108880, 136.84, 2.0, 128, 8192, True)
+    >>> f.kv_requests, f.concurrency, f.concurrency_limit
+    (136, 128, 'max_num_seqs')
+    """
 
     kv_cache_tokens: int
     max_concurrency: float
@@ -61,6 +70,18 @@ class BudgetFigures:
     failure_id: str | None = None
     #: the engine's own words for why it would not start (as `gpumem budget` prints them)
     failure: str | None = None
+
+    @property
+    def kv_requests(self) -> int:
+        return concurrency_of(self.max_concurrency, None)
+
+    @property
+    def concurrency(self) -> int:
+        return concurrency_of(self.max_concurrency, self.max_num_seqs)
+
+    @property
+    def concurrency_limit(self) -> str:
+        return concurrency_limit_of(self.max_concurrency, self.max_num_seqs)
 
     @classmethod
     def of(cls, budget: Budget) -> BudgetFigures:
@@ -102,17 +123,18 @@ class BudgetPreview:
     def computed(self) -> bool:
         return self.before is not None and self.after is not None
 
-    def service_concurrency(self) -> tuple[float | None, float | None]:
-        """Max concurrency of the whole service (per pod x replicas), before and after.
+    def service_concurrency(self) -> tuple[int | None, int | None]:
+        """Requests the whole service runs at once (each pod's `concurrency` x replicas), before
+        and after, in whole requests.
 
-        >>> f = BudgetFigures(1000, 10.0, 2.0, 64, 100, True)
+        >>> f = BudgetFigures(1000, 10.5, 2.0, 64, 100, True)
         >>> BudgetPreview(f, f, replicas_before=2, replicas_after=3).service_concurrency()
-        (20.0, 30.0)
+        (20, 30)
         """
-        def total(figures: BudgetFigures | None, replicas: int | None) -> float | None:
+        def total(figures: BudgetFigures | None, replicas: int | None) -> int | None:
             if figures is None or replicas is None:
                 return None
-            return round(figures.max_concurrency * replicas, 4)
+            return figures.concurrency * replicas
 
         return total(self.before, self.replicas_before), total(self.after, self.replicas_after)
 

@@ -75,16 +75,19 @@ def _memory_split(ctx: TriageContext) -> MemorySplit | None:
     used = ctx.gpu_used_gib.value if ctx.gpu_used_gib else None
     kv_ratio = ctx.kv_usage_ratio.value if ctx.kv_usage_ratio else None
     startup = ev.logs.startup if ev.logs else None
+    pool = ctx.kv_capacity_tokens
+    tokens = dict(kv_cache_tokens=int(pool.value) if pool is not None and pool.value else None,
+                  kv_tokens_measured=pool is not None and pool.source != "budget")
     if startup is not None and startup.weights_gib is not None and startup.kv_cache_gib is not None:
         static = startup.weights_gib + sum(
             x or 0.0 for x in (startup.activation_gib, startup.non_torch_gib, startup.cudagraph_gib)
         )
         return MemorySplit(total or startup.total_gpu_gib, used, round(static, 2), round(startup.kv_cache_gib, 2),
-                           round(startup.weights_gib, 2), "engine_log", kv_ratio)
+                           round(startup.weights_gib, 2), "engine_log", kv_ratio, **tokens)
     b = ctx.budget
     if b is not None:
         return MemorySplit(total, used, round(b.static_gib, 2), round(b.kv_cache_gib, 2), round(b.weights_gib, 2),
-                           "budget", kv_ratio)
+                           "budget", kv_ratio, **tokens)
     if total is None:
         # a reading in use against an unknown card says nothing about the split (and would
         # print as "of n/a GiB"); the in-use figure stays in the concurrency round's facts

@@ -5,6 +5,7 @@ from __future__ import annotations
 from runbooks.catalogs import thresholds as T
 from runbooks.model.report import CheckResult, Finding, fact
 from runbooks.model.units import pct
+from runbooks.remediation.solver import ENGINE_FLAGS, request_lengths
 from runbooks.triage.checks._util import longest_above, missing
 from runbooks.triage.context import TriageContext
 
@@ -121,24 +122,38 @@ def kv_alloc_finding(ctx: TriageContext) -> Finding | None:
 
 
 def _demand_finding(ctx: TriageContext) -> Finding | None:
-    """KV the live mix needs (concurrent requests x p95 length) against what the pool holds."""
+    """KV the live mix needs (requests at once x the p95 request) against what the pool holds.
+
+    Requests at once are the running and waiting ones, never more than the engine's cap
+    (--max-num-seqs and its kin: the rest wait outside the cache); the p95 request is the
+    exact p95 of input + output where the profile has it, as `gpumem budget --profile` takes it
+    (`request_lengths`), so both say the same. The pool is the engine's own figure where it
+    reported one, else gpumem's budget; the fact says which."""
     prof = ctx.evidence.requests
     cap = ctx.kv_capacity_tokens
     if prof is None or cap is None or not cap.value or prof.p95_input_tokens is None:
         return None
-    concurrent = None
+    cfg = ctx.config
+    seqs = cfg.max_num_seqs if cfg is not None and cfg.max_num_seqs else None
+    if seqs is None and ctx.budget is not None and ctx.budget.max_num_seqs:
+        seqs = ctx.budget.max_num_seqs
+    engine = ((cfg.engine if cfg is not None else None) or "vllm").lower()
+    seqs_flag = ENGINE_FLAGS.get(engine, ENGINE_FLAGS["vllm"])[1]
+    concurrent, admitted = None, "live"
     if ctx.running is not None:
         concurrent = ctx.running.value + (ctx.queue_depth.value if ctx.queue_depth else 0)
-    cfg = ctx.config
-    if not concurrent and cfg is not None and cfg.max_num_seqs:
-        concurrent = cfg.max_num_seqs
+        if seqs and concurrent > seqs:
+            concurrent, admitted = seqs, f"cap:--{seqs_flag} {seqs}"
+    if not concurrent and seqs:
+        concurrent, admitted = seqs, f"full:--{seqs_flag} {seqs}"
     if not concurrent:
         return None
-    per_request = prof.p95_input_tokens + (prof.p95_output_tokens or 0)
-    demand = concurrent * per_request
+    _, per_request, _ = request_lengths(prof)
+    demand = int(concurrent) * int(per_request)
     ratio = demand / cap.value
     f = fact("kv_demand", cap.source, concurrent=int(concurrent), tokens_per_request=int(per_request),
-             demand_tokens=int(demand), capacity_tokens=int(cap.value), demand_pct=pct(ratio))
+             demand_tokens=int(demand), capacity_tokens=int(cap.value), demand_pct=pct(ratio), admitted=admitted,
+             pool="computed" if cap.source == "budget" else "measured")
     if ratio >= 1.0:
         return Finding("kv_demand_exceeds_capacity", ROUND, "critical", (f,), ("kv_cache_pressure",), 0.85)
     if ratio >= T.SAFE_KV_TARGET_RATIO:
