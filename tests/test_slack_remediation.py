@@ -143,6 +143,9 @@ def test_triage_plan_second_approver_dry_run_apply_watch_held_then_rollback(tmp_
         plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
         posted = fake.messages[(CHANNEL, plan_ts)]
         assert posted["thread_ts"] == ts and "Waiting for 1 approval from" in posted["text"]
+        # the headline and the notification name who may approve (the requester is not one: four-eyes)
+        assert posted["text"].startswith("Approve --max-model-len 8192 -> 4096 on llm/vllm-server? "
+                                         f"(needs 1 of: <@{APPROVER}>, <@{SECOND}>, <!subteam^S0SRE>): ")
         assert "`--max-model-len 8192 -&gt; 4096`" in json.dumps(posted["blocks"], ensure_ascii=False)
         assert _patches(sc) == 0 and sc.kube.dry_runs() == []
 

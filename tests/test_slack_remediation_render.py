@@ -66,8 +66,9 @@ def _stored(state: str = "proposed", approvals: tuple[str, ...] = (), needed: in
 
 #: each stage as the desk renders it, with the parameters it passes
 STAGES = {
-    "proposed": (_stored(), {}),
-    "partly_approved": (_stored(approvals=("U0APPROVER",), needed=2), {"users": ("U0APPROVER",)}),
+    "proposed": (_stored(), {"approvers": ("U0APPROVER", "U0SECOND", "S0SRE"), "approvers_configured": True}),
+    "partly_approved": (_stored(approvals=("U0APPROVER",), needed=2),
+                        {"users": ("U0APPROVER",), "approvers": ("U0SECOND", "S0SRE"), "approvers_configured": True}),
     "approved": (_stored("approved", ("U0APPROVER",)), {"users": ("U0APPROVER",)}),
     "dry_run_ok": (_stored("applying", ("U0APPROVER",)), {}),
     "watching": (_stored("applied", ("U0APPROVER",)), {"minutes": 10, "updated": 1, "available": 1, "replicas": 2}),
@@ -451,6 +452,21 @@ def test_the_plan_message_leads_with_the_change_and_the_triages_own_risk():
     assert "(needs 1 of: <@U0ANA>)" in _first_section(two)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_waiting_plan_nobody_may_approve_says_so_in_words_in_the_headline_and_the_notification(lang):
+    unset = P.plan_message(_stored(), lang, "proposed", approvers=(), approvers_configured=False)
+    left = P.plan_message(_stored(), lang, "proposed", approvers=(), approvers_configured=True)
+    unknown = P.plan_message(_stored(), lang, "proposed")
+    words = {"en": ("remediation.approvers names no approver for llm", "nobody else may approve"),
+             "zh": ("remediation.approvers 没有为 llm 配置审批人", "已无其他人可批准")}[lang]
+    assert words[0] in _first_section(unset).split("\n", 1)[0] and words[0] in unset["text"]
+    assert words[1] in _first_section(left).split("\n", 1)[0] and words[1] in left["text"]
+    assert words[1] not in unset["text"] and words[0] not in left["text"]
+    # not told who may approve: the question alone, no claim about approvers
+    first = _first_section(unknown).split("\n", 1)[0]
+    assert first.endswith(("?*", "？*")) and words[0] not in first and words[1] not in first
+
+
 @pytest.mark.parametrize("stage", ["held", "rolled_back", "rejected", "expired", "failed"])
 def test_a_plan_that_no_longer_waits_shows_its_next_step_not_its_expiry(stage):
     stored, params = STAGES[stage]
@@ -463,3 +479,27 @@ def test_a_plan_that_no_longer_waits_shows_its_next_step_not_its_expiry(stage):
     assert _first_section(msg).split("\n", 1)[0].endswith("*`--max-model-len 8192 -&gt; 4096` on llm/vllm-server*")
     zh = P.plan_message(stored, "zh", stage, **params)
     assert _field(zh, "下一步") and _field(zh, "过期时间") is None
+
+
+def _settings(approvers: dict, four_eyes: bool = True):
+    from types import SimpleNamespace
+
+    from runbooks.remediation.policy import ApprovalPolicy
+
+    policy = ApprovalPolicy(enabled=True, approvers=approvers, four_eyes=four_eyes)
+    return SimpleNamespace(remediation=SimpleNamespace(policy=policy))
+
+
+def test_who_may_still_approve_is_what_the_policy_allows_less_the_requester_and_who_approved():
+    from bot.service.approvals import may_still_approve
+
+    both = {"llm": ("U0ONCALL", "U0ANA", "S0SRE"), "*": ("U0BO", "U0ANA")}
+    # the namespace's list then "*" (once each); the requester out under four-eyes
+    assert may_still_approve(_settings(both), _stored()) == (("U0ANA", "S0SRE", "U0BO"), True)
+    assert may_still_approve(_settings(both, four_eyes=False), _stored()) == (
+        ("U0ONCALL", "U0ANA", "S0SRE", "U0BO"), True)
+    # one approval given: that user may not approve again
+    assert may_still_approve(_settings(both), _stored(approvals=("U0ANA",), needed=2)) == (("S0SRE", "U0BO"), True)
+    # only the requester listed: nobody else may; no list for the namespace: nobody at all
+    assert may_still_approve(_settings({"llm": ("U0ONCALL",)}), _stored()) == ((), True)
+    assert may_still_approve(_settings({"other": ("U0ANA",)}), _stored()) == ((), False)

@@ -62,6 +62,8 @@ _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:
           "rollback_unknown": ":grey_question:", "reconciled_rolled_back": ":leftwards_arrow_with_hook:",
           "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:"}
 _WAITING = ("proposed", "partly_approved")
+#: the stages whose headline asks for an approval
+WAITING_STAGES = _WAITING
 _ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied", "rollback_not_applied",
                "partly_applied", "watch_stopped")
 _REPLAN = ("changed", "not_applied", "expired", "reconciled_failed")
@@ -191,18 +193,25 @@ def _buttons(cat: Catalog, stored: StoredPlan, stage: str, split: dict[str, Any]
     return []
 
 
-def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[str] = ()) -> str:
+def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[str] | None = None,
+             configured: bool = True) -> str:
     """What the message leads with, the change itself: "Approve `--max-model-len 8192 -> 4096` on
     llm/vllm-server? (needs 1 of: @ana, @bo)" while it waits, else "`...` on llm/vllm-server"; a
-    plan with no change of its own (a pool split's phase 1) leads with its id and kind."""
+    plan with no change of its own (a pool split's phase 1) leads with its id and kind.
+    `approvers`: who may still approve (None: not known, the question alone; empty: nobody may,
+    said in words, `configured` telling whether the namespace names no approver at all)."""
     p = stored.plan
     tgt = p.target
     if not p.changes or p.action_id == S.ACTION:
         return t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
     changes = "; ".join(B.code(c.describe()) for c in p.changes)
     if stage in _WAITING:
-        if not approvers:  # the status line under it says who may approve
+        if approvers is None:  # not known here: the status line under it says who may approve
             return t(cat, "slack_plan.headline.waiting_anyone", raw={"changes": changes}, namespace=tgt.namespace,
+                     name=tgt.name)
+        if not approvers:
+            key = "waiting_no_other" if configured else "waiting_unconfigured"
+            return t(cat, f"slack_plan.headline.{key}", raw={"changes": changes}, namespace=tgt.namespace,
                      name=tgt.name)
         who = ", ".join(mention(a) for a in approvers)
         left = max(1, p.approvals_needed - len(stored.approvals))
@@ -247,8 +256,9 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     cat = Catalog.load(lang)
     p = stored.plan
     tgt = p.target
-    approvers = tuple(params.pop("approvers", ()) or ())
-    title = headline(cat, stored, stage, approvers)
+    approvers = params.pop("approvers", None)
+    configured = bool(params.pop("approvers_configured", True))
+    title = headline(cat, stored, stage, None if approvers is None else tuple(approvers), configured)
     symptoms = params.pop("symptoms", None)
     line = _stage_line(cat, stored, stage, dict(params))
     blocks: list[Block] = [B.section(f"{_EMOJI[stage]} *{title}*\n{line}")]

@@ -125,6 +125,17 @@ def _policy(settings: Any) -> ApprovalPolicy:
     return settings.remediation.policy
 
 
+def may_still_approve(settings: Any, stored: StoredPlan) -> tuple[tuple[str, ...], bool]:
+    """Who may still approve the plan as the policy decides it (`decide`): the namespace's approvers
+    (user and group ids, in config order) less the users who approved it already and, under four-eyes,
+    the requester; and whether the namespace has any approver configured at all (none: nobody may)."""
+    policy = _policy(settings)
+    configured = approvers_for(policy, stored.plan.target.namespace)
+    left = tuple(i for i in configured if i not in stored.approvals
+                 and not (policy.four_eyes and i == stored.plan.requested_by))
+    return left, bool(configured)
+
+
 def approve(store: Any, settings: Any, plan_id: str, user: str, user_groups: tuple[str, ...],
             channel: str | None = None, now: datetime | None = None) -> StoredPlan | Refusal:
     """`user`'s approval of the plan as stored (its content hash), or why not. An expired plan is

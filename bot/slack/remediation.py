@@ -718,6 +718,8 @@ class RemediationDesk:
     def _message(self, stored: Any, lang: str, stage: str, **params: Any) -> dict[str, Any]:
         """The plan message at `stage`; a pool split's with the template values it recorded."""
         split = split_pools.template_of(self.store, stored.plan.id) if split_pools.is_split(stored.plan) else None
+        if stage in P.WAITING_STAGES:  # the headline names who may still approve, as the policy decides it
+            params["approvers"], params["approvers_configured"] = approvals.may_still_approve(self.settings, stored)
         return P.plan_message(stored, lang, stage, split=split, **params)
 
     def _target_refusal(self, target: Any, context: str | None, channel: str) -> Any:
