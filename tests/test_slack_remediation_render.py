@@ -503,3 +503,20 @@ def test_who_may_still_approve_is_what_the_policy_allows_less_the_requester_and_
     # only the requester listed: nobody else may; no list for the namespace: nobody at all
     assert may_still_approve(_settings({"llm": ("U0ONCALL",)}), _stored()) == ((), True)
     assert may_still_approve(_settings({"other": ("U0ANA",)}), _stored()) == ((), False)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_terminal_plan_leads_with_the_same_one_line_headline(lang):
+    from bot.render.remediation import plan_text
+
+    lines = plan_text(_stored(), lang).splitlines()
+    assert lines[0] == {
+        "en": "Approve `--max-model-len 8192 -> 4096` on llm/vllm-server? (needs 1 approval: "
+              "gpumem apply p-0a1b2c3d --yes)",
+        "zh": "批准在 llm/vllm-server 上执行 `--max-model-len 8192 -> 4096`？（需 1 个批准：gpumem apply p-0a1b2c3d --yes）",
+    }[lang]
+    assert lines[1].startswith({"en": "Plan p-0a1b2c3d: ", "zh": "计划 p-0a1b2c3d："}[lang])
+    # two needed, one given: the one left; once it no longer waits, the plan's state leads (no question)
+    two = plan_text(_stored(approvals=("U0APPROVER",), needed=2), "en").splitlines()[0]
+    assert "(needs 1 approval: gpumem apply p-0a1b2c3d --yes)" in two
+    assert plan_text(_stored("applied", ("U0APPROVER",)), "en").splitlines()[0].startswith("Plan p-0a1b2c3d: ")

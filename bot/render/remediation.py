@@ -50,7 +50,8 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
     cat = Catalog.load(lang)
     p = stored.plan
     t = p.target
-    lines = [cat.t("remediate_cli.title", plan=p.id, state=cat.t(f"remediate_cli.state.{stored.state}")),
+    lines = [*headline_lines(cat, stored),
+             cat.t("remediate_cli.title", plan=p.id, state=cat.t(f"remediate_cli.state.{stored.state}")),
              cat.t("remediate_cli.target", kind=t.kind, namespace=t.namespace, name=t.name,
                    cluster=t.cluster or "-", rv=p.resource_version, generation=p.generation),
              cat.t("remediate_cli.changes")]
@@ -68,6 +69,20 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
     if stored.state in nxt:
         lines.append(cat.t(f"remediate_cli.{nxt[stored.state]}", plan=p.id))
     return "\n".join(lines) + "\n"
+
+
+def headline_lines(cat: Catalog, stored: StoredPlan) -> list[str]:
+    """The one line a plan leads with, as the Slack message does: "Approve `--max-model-len 8192 ->
+    4096` on llm/vllm-server? (needs 1 approval: gpumem apply p-… --yes)" while it waits for
+    approval; none once it no longer waits (an apply's output leads with its outcome) nor for a plan
+    with no change of its own (a pool split's phase 1)."""
+    p = stored.plan
+    if not p.changes or split_pools.is_create(p) or stored.state != "proposed":
+        return []
+    changes = "; ".join(f"`{c.describe()}`" for c in p.changes)
+    left = max(1, p.approvals_needed - len(stored.approvals))
+    return [cat.t("remediate_cli.headline", changes=changes, namespace=p.target.namespace, name=p.target.name,
+                  needed=left, plan=p.id)]
 
 
 def preview_lines(preview: PlanPreview | None, lang: str) -> list[str]:
