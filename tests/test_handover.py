@@ -264,3 +264,19 @@ def test_the_chinese_handover_is_chinese_but_for_flags_metrics_and_names(shift):
         assert not words, sorted(set(words))
     assert "已回滚" in texts[1] and "重启 1 次" in texts[1]
     assert "已回滚" in texts[0] and "KV cache 压力（优先级：最高）" in texts[0] and "重启 1 次" in texts[0]
+
+
+def test_alerts_in_the_handover_say_severity_and_outcomes_in_words():
+    from dataclasses import replace
+
+    from bot.render.handover import alert_line
+    from bot.render.i18n import Catalog
+    from bot.render.slack_handover import handover_parent
+    from bot.service.handover import AlertItem, Handover
+    a = AlertItem("GpumemKVCacheHigh", "llm/vllm-server", "warning", 3, 3, 0, T0, NOW, "triaged 1, duplicate 2")
+    assert alert_line(Catalog.load("en"), a).endswith("warning  x3  firing 3, resolved 0  (1 triaged, 2 seen before)")
+    zh = alert_line(Catalog.load("zh"), a)
+    assert "警告" in zh and "已分诊 1 条、重复 2 条" in zh and "triaged" not in zh and "warning" not in zh
+    ho = replace(Handover("C1", T0, NOW, "since"), alerts=(a,))
+    parent = json.dumps(handover_parent(ho, "zh")["blocks"], ensure_ascii=False)
+    assert "已分诊 1 条、重复 2 条" in parent and "firing" not in parent and "warning" not in parent

@@ -42,6 +42,17 @@ def severity_word(cat: Catalog, severity: str | None) -> str:
     return cat.t_or(f"handover.severity.{severity}", severity) if severity else "-"
 
 
+def outcomes_word(cat: Catalog, outcomes: str) -> str:
+    """An AlertItem's "triaged 1, duplicate 2" (as the JSON has it) in words; a part the
+    catalogs do not know is left as stored."""
+    parts = []
+    for part in (p.strip() for p in str(outcomes or "").split(",") if p.strip()):
+        name, _, count = part.rpartition(" ")
+        key = f"handover.outcome.{name}"
+        parts.append(cat.t(key, count=int(count)) if count.isdigit() and cat.has(key) else part)
+    return ("、" if cat.lang == "zh" else ", ").join(parts)
+
+
 def pct_word(cat: Catalog, value: float | None) -> str:
     return cat.t("handover.not_measured") if value is None else f"{value:.0%}"
 
@@ -198,7 +209,7 @@ def alert_line(cat: Catalog, a: Any) -> str:
     """One `bot.service.handover.AlertItem` as a line."""
     return "  " + cat.t("handover.alert_line", first=_hm(a.first_at), last=_hm(a.last_at), alertname=a.alertname,
                         target=a.target or "-", severity=severity_word(cat, a.severity), count=a.count, firing=a.firing,
-                        resolved=a.resolved, outcomes=a.outcomes)
+                        resolved=a.resolved, outcomes=outcomes_word(cat, a.outcomes))
 
 
 def notes_json(notes: list[Note]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from bot.render import slack_blocks as B
 from bot.render.handover import (
     cause_word,
     count_word,
+    outcomes_word,
     pct_word,
     priority_word,
     service_fields,
@@ -129,7 +130,7 @@ def _alert(cat: Catalog, a: Any) -> str:
     """One `bot.service.handover.AlertItem`: name, target, how many, what became of them."""
     return (f"{_z(a.last_at)} *{B.esc(a.alertname)}* `{B.esc(a.target or '-')}` {B.esc(severity_word(cat, a.severity))} "
             f"×{a.count} " + B.esc(cat.t("slack.handover.alert_counts", firing=a.firing, resolved=a.resolved,
-                                          outcomes=a.outcomes)))
+                                          outcomes=outcomes_word(cat, a.outcomes))))
 
 
 def _top(cat: Catalog, lines: Sequence[str]) -> list[str]:
