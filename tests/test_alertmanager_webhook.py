@@ -470,7 +470,7 @@ def test_every_alert_is_recorded_and_shows_in_the_handover(tmp_path):
         assert "llm/vllm-server: alert GpumemKVCacheHigh fired 2 time(s) and has not resolved" in ho.watch_next
         text = handover_text(ho, "en")
         assert "Alerts received (3):" in text
-        assert "GpumemKVCacheHigh  llm/vllm-server  warning  x2  firing 2, resolved 0  (duplicate 1, triaged 1)" in text
+        assert "GpumemKVCacheHigh  llm/vllm-server  warning  x2  firing 2, resolved 0  (1 seen before, 1 triaged)" in text
         assert "收到的告警（3）：" in handover_text(ho, "zh")
         doc = ho.to_json()
         assert {a["alertname"] for a in doc["alerts"]} == {"GpumemKVCacheHigh", "GpumemQueueDeep", "Watchdog"}

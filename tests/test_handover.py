@@ -58,7 +58,7 @@ def shift() -> Store:
     store.add_plan(_plan("p-wait", (SetArg("vllm", "gpu-memory-utilization", 0.9, 0.85),), name="third",
                          at=NOW - timedelta(minutes=5)), now=NOW - timedelta(minutes=5))
     record_triage(store, Report(target="llm/vllm-server", model="Qwen2.5-72B", engine="vllm", gpu="H100 80GB",
-                                verdict=Verdict("kv_cache", priority="highest")), actor="cli:ana", now=T0 - timedelta(minutes=2))
+                                verdict=Verdict("kv_cache_pressure", priority="highest")), actor="cli:ana", now=T0 - timedelta(minutes=2))
     add_note(store, "U042", "max-num-seqs lowered while the batch job runs", target="llm/vllm-server", channel="C1",
              now=T0 + timedelta(minutes=1))
     return store
@@ -67,7 +67,7 @@ def shift() -> Store:
 def test_the_handover_lists_incidents_changes_stopgaps_notes_and_what_to_watch(shift):
     ho = build_handover(shift, channel="C1", since=T0 - timedelta(hours=1), now=NOW)
     assert ho.since_from == "since"
-    assert [(i.target, i.verdict, i.priority) for i in ho.incidents] == [("llm/vllm-server", "kv_cache", "highest")]
+    assert [(i.target, i.verdict, i.priority) for i in ho.incidents] == [("llm/vllm-server", "kv_cache_pressure", "highest")]
     changes = {c.plan: c for c in ho.changes}
     assert {p: c.state for p, c in changes.items()} == {"p-seqs": "applied", "p-scale": "applied",
                                                         "p-back": "rolled_back", "p-wait": "proposed"}
@@ -82,7 +82,7 @@ def test_the_handover_lists_incidents_changes_stopgaps_notes_and_what_to_watch(s
     assert ho.state is None  # no Prometheus configured
     text = handover_text(ho, "en")
     assert "llm/vllm-server: max-num-seqs 64 since 2026-12-01 02:14Z (6.0 h), set as a stop-gap: " \
-           "restore or make permanent [unconfirmed]" in text
+           "restore or make permanent [not confirmed on the live object]" in text
 
 
 def test_the_template_fills_what_is_stored_and_says_unknown_for_the_rest(shift):
@@ -90,7 +90,7 @@ def test_the_template_fills_what_is_stored_and_says_unknown_for_the_rest(shift):
     services = {s.target: s for s in ho.services}
     vllm = services["llm/vllm-server"]
     assert vllm.model_precision == "Qwen2.5-72B (precision unknown)"
-    assert vllm.pool == "vllm, H100 80GB" and vllm.layer == "kv_cache"
+    assert vllm.pool == "vllm, H100 80GB" and vllm.layer == "kv_cache_pressure"
     assert vllm.request_profile == "unknown" and vllm.oom_rejects == "unknown"
     assert vllm.flags_changed == ("--max-num-seqs 128 -> 64 (p-seqs, applied)", "replicas 1 -> 2 (p-scale, applied)")
     assert vllm.pools_split == "not split"
@@ -168,7 +168,7 @@ def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom)
     # the same Deployment name in another namespace is its own service, never mixed into llm's
     assert (by["staging/vllm-server"].kv_usage_peak, by["staging/vllm-server"].queue_now) == (1.0, 500)
     store = Store.memory()
-    record_triage(store, Report(target="llm/vllm-server", verdict=Verdict("kv_cache")), actor="t",
+    record_triage(store, Report(target="llm/vllm-server", verdict=Verdict("kv_cache_pressure")), actor="t",
                   now=prom.end - timedelta(minutes=5))
     add_note(store, "U1", "sglang fine", target=f"{h.SGL_NS}/sgl", now=prom.end - timedelta(minutes=4))
     ho = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end,
@@ -183,7 +183,7 @@ def test_a_channels_watch_list_picks_the_services_and_their_shift_chart(prom):
     client = PrometheusClient(prom.url, timeout_s=10)
     store = Store.memory()
     # the shift triaged SGLang only; the channel watches vLLM (and a service with no series)
-    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache")), actor="t",
+    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache_pressure")), actor="t",
                   now=prom.end - timedelta(minutes=5))
     watch = ("llm/vllm-server", "llm/not-deployed")
     ho = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end, watch=watch,
@@ -207,3 +207,76 @@ def test_a_channels_watch_list_picks_the_services_and_their_shift_chart(prom):
     touched = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end,
                              read_state=lambda t, s, u: prometheus_state(client, t, s, u))
     assert [s.target for s in touched.state] == [f"{h.SGL_NS}/sgl"] and touched.shift == ()
+
+
+# ----------------------------------------------------------------------------- words, not ids
+
+import re  # noqa: E402
+
+from bot.service.handover import ServiceState  # noqa: E402
+
+#: ids a reader should never see in prose: plan states and cause ids
+RAW_IDS = ("rolled_back", "kv_cache_pressure", "(highest)", "n/a", "None", "proposed", "applied", "unconfirmed")
+
+
+def _with_state(ho, restarts=1, preemptions=None):
+    from dataclasses import replace
+    st = ServiceState("llm/vllm-server", kv_usage_peak=None, kv_usage_now=0.5, queue_peak=4.0,
+                      queue_now=0.0, preemptions=preemptions, oom_kills=2.0, restarts=restarts)
+    return replace(ho, state=(st,))
+
+
+def test_the_english_handover_says_states_causes_and_counts_in_words(shift):
+    ho = _with_state(build_handover(shift, channel="C1", since=T0 - timedelta(hours=1), now=NOW))
+    text = handover_text(ho, "en")
+    assert "p-back  rolled back  llm/other" in text and "rolled_back" not in text
+    assert "KV-cache pressure (highest priority)" in text and "kv_cache_pressure" not in text
+    assert "p-wait  proposed  llm/third" in text
+    assert "1 restart," not in text and text.rstrip().endswith("1 restart")
+    assert "2 OOM kills" in text and "preemptions not measured" in text and "KV peak not measured (now 50%, headroom at the peak not measured)" in text
+    assert "n/a" not in text and "None" not in text
+    assert "2 restarts" in handover_text(_with_state(ho, restarts=2), "en")
+
+
+#: ASCII a zh handover may carry: flags, metric-like names with _, workload names and ids,
+#: numbers with units, times, the people's ids, and the engine/model/GPU names the evidence gave
+_ZH_ALLOWED = re.compile(r"--[\w-]+|[a-z]+_[\w]+|[\w.-]+/[\w.-]+|\d[\d.,:]*(?:Z|GiB|GB|h|%)?|p-\w+|U\w+|C\w+"
+                         r"|max-[\w-]+|replicas|Prometheus|OOM|KV|cache|p50|p95|token|GitOps|vllm|H100|80GB|Qwen2\.5-72B"
+                         r"|gpumem|cli:\w+")
+
+
+def test_the_chinese_handover_is_chinese_but_for_flags_metrics_and_names(shift):
+    from bot.render.slack_handover import handover_parent, handover_thread
+    ho = _with_state(build_handover(shift, channel="C1", since=T0 - timedelta(hours=1), now=NOW))
+    zh_notes = tuple(n for n in ho.notes if False)  # notes are the people's own words, left as written
+    from dataclasses import replace
+    ho = replace(ho, notes=zh_notes)
+    thread, _ = handover_thread(ho, "zh")
+    texts = [handover_text(ho, "zh"), json.dumps([handover_parent(ho, "zh"), *thread], ensure_ascii=False)]
+    slack = texts[1]
+    # the Block Kit around the words is not prose: keep only the "text" values
+    texts[1] = " ".join(re.findall(r'"text": "((?:[^"\\]|\\.)*)"', slack))
+    for text in texts:
+        for raw in RAW_IDS:
+            assert raw not in text, raw
+        prose = re.sub(r"&\w+;|[`*~<>@:]|mrkdwn|plain_text", " ", _ZH_ALLOWED.sub(" ", text))
+        words = re.findall(r"[A-Za-z]{2,}", prose)
+        assert not words, sorted(set(words))
+    assert "已回滚" in texts[1] and "重启 1 次" in texts[1]
+    assert "已回滚" in texts[0] and "KV cache 压力（优先级：最高）" in texts[0] and "重启 1 次" in texts[0]
+
+
+def test_alerts_in_the_handover_say_severity_and_outcomes_in_words():
+    from dataclasses import replace
+
+    from bot.render.handover import alert_line
+    from bot.render.i18n import Catalog
+    from bot.render.slack_handover import handover_parent
+    from bot.service.handover import AlertItem, Handover
+    a = AlertItem("GpumemKVCacheHigh", "llm/vllm-server", "warning", 3, 3, 0, T0, NOW, "triaged 1, duplicate 2")
+    assert alert_line(Catalog.load("en"), a).endswith("warning  x3  firing 3, resolved 0  (1 triaged, 2 seen before)")
+    zh = alert_line(Catalog.load("zh"), a)
+    assert "警告" in zh and "已分诊 1 条、重复 2 条" in zh and "triaged" not in zh and "warning" not in zh
+    ho = replace(Handover("C1", T0, NOW, "since"), alerts=(a,))
+    parent = json.dumps(handover_parent(ho, "zh")["blocks"], ensure_ascii=False)
+    assert "已分诊 1 条、重复 2 条" in parent and "firing" not in parent and "warning" not in parent

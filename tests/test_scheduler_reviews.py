@@ -168,7 +168,8 @@ def test_the_slack_handover_marks_unconfirmed_stopgaps_and_only_read_ones_as_con
         for text in (parent, thread):
             assert text.count(word) == 2 and note in text
             assert "confirmed live" not in text and "已在线上确认" not in text
-        assert "restore or make permanent [unconfirmed]" in thread  # the template's review line says so too
+        assert {"en": "restore or make permanent [not confirmed on the live object]",
+                "zh": "恢复原值或转为长期配置［未在线上对象确认］"}[lang] in thread  # the template's review line too
     with running_scenario("vllm-incident", tmp_path) as sc:
         live = build_handover(store, channel=CHANNEL, since=T0, now=now, read_object=KubeWriter(sc.api()).read)
     parent = json.dumps(handover_parent(live, "en")["blocks"])

@@ -40,7 +40,7 @@ def _shift(store: Store, channel: str = CHANNEL, notes: int = 1, t0: datetime = 
         store.move(p.id, "applying", actor="U2", now=t0)
         store.move(p.id, "applied", actor="U2", now=t0)
     record_triage(store, Report(target="llm/vllm-server", model="Qwen2.5-72B", engine="vllm", gpu="H100 80GB",
-                                verdict=Verdict("kv_cache", priority="highest")), actor="U0ONCALL", channel=channel,
+                                verdict=Verdict("kv_cache_pressure", priority="highest")), actor="U0ONCALL", channel=channel,
                   now=t0 - timedelta(minutes=2))
     for i in range(notes):
         add_note(store, "U042", f"max-num-seqs lowered while the batch job runs ({i})", target="llm/vllm-server",
@@ -100,7 +100,7 @@ def test_slash_handover_posts_parent_and_thread_and_records_it(tmp_path):
     parents = [c for c in posts if not c.args.get("thread_ts")]
     assert [c.args["channel"] for c in parents] == [CHANNEL, ZH_CHANNEL]
     en, zh = parents
-    assert "Shift handover" in en.args["text"] and "2 incident(s)" in en.args["text"]
+    assert "Shift handover" in en.args["text"] and "2 incidents, 1 change, 1 stop-gap, 2 to watch." in en.args["text"]
     assert "交接班" in zh.args["text"]
     thread = fake.thread(CHANNEL, en.response["ts"])
     body = json.dumps([c.args.get("blocks") for c in thread], ensure_ascii=False)
@@ -126,7 +126,7 @@ def test_the_handover_shows_the_channels_watched_services_and_charts_the_shift(t
     db = tmp_path / "gpumem.db"
     store = Store.open(db)
     # the shift triaged SGLang only; the channel watches the vLLM service
-    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache")), actor="U0ONCALL",
+    record_triage(store, Report(target=f"{h.SGL_NS}/sgl", verdict=Verdict("kv_cache_pressure")), actor="U0ONCALL",
                   channel=CHANNEL, now=datetime.now(UTC) - timedelta(minutes=30))
     store.close()
     extra = f"store:\n  path: {db}\nprometheus:\n  url: {prom.url}\n  timeout_s: 20\n"
@@ -139,9 +139,9 @@ def test_the_handover_shows_the_channels_watched_services_and_charts_the_shift(t
         drain(bot)
     thread = json.dumps([c.args.get("blocks") for c in fake.thread(CHANNEL, parent.response["ts"])])
     # the history ends 5 minutes before now: the peaks and counts of the shift, no reading "now"
-    assert "`llm/vllm-server` KV 97% (n/a, headroom 3%), queue 18 (n/a), preemptions 90" in thread
-    assert "restarts 3" in thread
-    assert f"`{h.SGL_NS}/sgl` KV" not in thread  # triaged, but not watched: no state line
+    assert "`llm/vllm-server` KV 97% (now not measured, headroom 3%), queue 18 (now not measured), 90 preemptions" in thread
+    assert "3 restarts" in thread
+    assert f"`{h.SGL_NS}/sgl` KV " not in thread  # triaged, but not watched: no state line
     (upload,) = fake.uploads.values()
     assert upload["filename"] == "gpumem-shift.png" and upload["thread_ts"] == parent.response["ts"]
     assert upload["channel"] == CHANNEL and "KV cache usage" in upload["title"]

@@ -60,8 +60,8 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 #: English nouns the catalogs count ("{count} lines"): "1 lines" reads "1 line"
 _NOUNS = ("lines", "pods", "restarts", "requests", "preemptions", "nodes", "approvals", "replicas", "GPUs",
-          "minutes", "changes", "rejects", "plans", "alerts", "notes", "incidents", "services", "errors",
-          "containers", "files", "buckets", "seconds", "hours", "days")
+          "minutes", "changes", "stop-gaps", "rejects", "plans", "alerts", "notes", "incidents", "services", "errors",
+          "containers", "kills", "times", "files", "buckets", "seconds", "hours", "days")
 _ONE = re.compile(r"(?<![\d.,])1 ((?:[A-Z]{2,}\w* ){0,2})(" + "|".join(_NOUNS) + r")\b")
 _PAREN_ONE = re.compile(r"(?<![\d.,])1 (extra )?(\w+)\(s\)")
 _PAREN_MANY = re.compile(r"(\d[\d,]*) (extra )?(\w+)\(s\)")

@@ -10,6 +10,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.render import slack_blocks as B
+from bot.render.handover import (
+    cause_word,
+    count_word,
+    outcomes_word,
+    pct_word,
+    priority_word,
+    service_fields,
+    severity_word,
+    state_word,
+    watch_words,
+)
 from bot.render.i18n import Catalog
 from bot.store.notes import Note
 
@@ -20,7 +31,7 @@ MAX_LISTED_NOTES = 40
 
 
 def _hm(at: Any) -> str:
-    return at.strftime("%Y-%m-%d %H:%M") if at is not None else "?"
+    return at.strftime("%Y-%m-%d %H:%M") if at is not None else "-"
 
 
 def note_line(n: Note) -> str:
@@ -68,8 +79,6 @@ def note_list_message(lang: str, notes: Sequence[Note]) -> Message:
 TOP_ITEMS = 3
 #: thread replies at most; past that the detail is attached as a file
 MAX_HANDOVER_THREAD = 6
-_FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
-           "rollback_needed", "temporary_review")
 
 
 def _z(at: Any) -> str:
@@ -111,14 +120,17 @@ def _unconfirmed(cat: Catalog, h: Any) -> list[dict[str, Any]]:
         if count else []
 
 
-def _incident(i: Any) -> str:
-    return f"{_z(i.at)} `{B.esc(i.target or '-')}` {B.esc(i.verdict or '-')} ({B.esc(i.priority or '-')})"
+def _incident(cat: Catalog, i: Any) -> str:
+    target = f"`{B.esc(i.target)}`" if i.target else B.esc(cat.t("handover.target_unknown"))
+    return f"{_z(i.at)} {target} " + B.esc(cat.t("slack.handover.incident", cause=cause_word(cat, i.verdict),
+                                                   priority=priority_word(cat, i.priority)))
 
 
-def _alert(a: Any) -> str:
+def _alert(cat: Catalog, a: Any) -> str:
     """One `bot.service.handover.AlertItem`: name, target, how many, what became of them."""
-    return (f"{_z(a.last_at)} *{B.esc(a.alertname)}* `{B.esc(a.target or '-')}` {B.esc(a.severity or '-')} "
-            f"×{a.count} (firing {a.firing}, resolved {a.resolved}; {B.esc(a.outcomes)})")
+    return (f"{_z(a.last_at)} *{B.esc(a.alertname)}* `{B.esc(a.target or '-')}` {B.esc(severity_word(cat, a.severity))} "
+            f"×{a.count} " + B.esc(cat.t("slack.handover.alert_counts", firing=a.firing, resolved=a.resolved,
+                                          outcomes=outcomes_word(cat, a.outcomes))))
 
 
 def _top(cat: Catalog, lines: Sequence[str]) -> list[str]:
@@ -146,16 +158,16 @@ def handover_parent(h: Any, lang: str) -> Message:
     counts = [cat.t("handover.incidents", count=len(h.incidents)), cat.t("handover.changes", count=len(h.changes)),
               cat.t("handover.temporary", count=len(h.temporary)), cat.t("handover.notes", count=len(h.notes))]
     blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
-    for key, lines in (("handover.incidents", [_incident(i) for i in h.incidents]),
+    for key, lines in (("handover.incidents", [_incident(cat, i) for i in h.incidents]),
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
                        ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
                                            f"{B.esc(', '.join(d.managers))})" for d in getattr(h, "drift", ())]),
-                       ("handover.alerts", [_alert(a) for a in getattr(h, "alerts", ())])):
+                       ("handover.alerts", [_alert(cat, a) for a in getattr(h, "alerts", ())])):
         if lines:
             blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))
             if key == "handover.temporary":
                 blocks += _unconfirmed(cat, h)
-    watch = [B.esc(w) for w in h.watch_next]
+    watch = [B.esc(w) for w in watch_words(cat, h)]
     blocks += B.text_sections(cat.t("handover.watch"), _top(cat, watch) if watch else [cat.t("handover.none").strip()])
     blocks.append(B.context(B.esc(cat.t("slack.handover.thread_hint"))))
     summary = cat.t("slack.handover.summary", incidents=len(h.incidents), changes=len(h.changes),
@@ -176,32 +188,33 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
         blocks.extend(B.text_sections(title, lines or [cat.t("handover.none").strip()]))
 
     for s in h.services:
-        lines = []
-        for key in _FIELDS:
-            value = getattr(s, key)
-            if isinstance(value, tuple):
-                value = "; ".join(value) or "none"
-            lines.append(f"{B.esc(cat.t('handover.field.' + key))}: {B.esc(value)}")
+        lines = [B.esc(cat.t("handover.field_line", label=label, value=value))
+                 for label, value in service_fields(cat, h, s)]
         group(f"{s.target} · {cat.t('handover.services').rstrip(':：')}", lines)
     group(cat.t("handover.notes", count=len(h.notes)), [note_line(n) for n in h.notes])
     group(cat.t("handover.temporary", count=len(h.temporary)), [_stopgap(cat, m) for m in h.temporary])
     blocks += _unconfirmed(cat, h)
     group(cat.t("handover.changes", count=len(h.changes)),
-          [f"`{B.esc(c.plan)}` {B.esc(c.state)} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
+          [f"`{B.esc(c.plan)}` {B.esc(state_word(cat, c.state))} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
            f"({B.esc(c.requested_by)})" for c in h.changes])
     if getattr(h, "alerts", ()):
-        group(cat.t("handover.alerts", count=len(h.alerts)), [_alert(a) for a in h.alerts])
+        group(cat.t("handover.alerts", count=len(h.alerts)), [_alert(cat, a) for a in h.alerts])
     group(cat.t("handover.incidents", count=len(h.incidents)),
-          [_incident(i) + f" <@{B.esc(i.actor)}>" if i.actor[:1] in "UW" else _incident(i) for i in h.incidents])
+          [_incident(cat, i) + f" <@{B.esc(i.actor)}>" if i.actor[:1] in "UW" else _incident(cat, i)
+           for i in h.incidents])
     if h.state is None or h.state_issue:
         said = cat.t("handover.state_none") if h.state is None else cat.t("handover.state_issue", issue=h.state_issue)
         blocks += [B.divider(), B.context(B.esc(B.clip(said, 2000)))]
     else:
         group(cat.t("handover.state"), [
-            f"`{B.esc(st.target)}` KV {_pct(st.kv_usage_peak)} ({_pct(st.kv_usage_now)}, headroom "
-            f"{_pct(st.headroom)}), queue {_n(st.queue_peak)} "
-            f"({_n(st.queue_now)}), preemptions {_n(st.preemptions)}, OOM {_n(st.oom_kills)}, "
-            f"restarts {_n(getattr(st, 'restarts', None))}" for st in h.state])
+            f"`{B.esc(st.target)}` " + B.esc(cat.t(
+                "slack.handover.state_line", kv_peak=pct_word(cat, st.kv_usage_peak),
+                kv_now=pct_word(cat, st.kv_usage_now), headroom=pct_word(cat, st.headroom),
+                queue_peak=pct_word(cat, None) if st.queue_peak is None else f"{st.queue_peak:.0f}",
+                queue_now=pct_word(cat, None) if st.queue_now is None else f"{st.queue_now:.0f}",
+                preemptions=count_word(cat, "preemptions", st.preemptions),
+                oom_kills=count_word(cat, "oom_kills", st.oom_kills),
+                restarts=count_word(cat, "restarts", getattr(st, "restarts", None)))) for st in h.state])
     pages = B.paginate(blocks)
     overflow = len(pages) > MAX_HANDOVER_THREAD
     if overflow:
@@ -209,14 +222,6 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
         pages.append([B.section(B.esc(cat.t("slack.handover.overflow")))])
     title = cat.t("slack.handover.header")
     return tuple(B.message(f"{title} ({i}/{len(pages)})", page) for i, page in enumerate(pages, 1)), overflow
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
-
-
-def _n(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f}"
 
 
 # ----------------------------------------------------------------------------- review reminders

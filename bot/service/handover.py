@@ -207,6 +207,11 @@ class Handover:
     shift: tuple[ShiftSeries, ...] = ()
     #: stop-gaps on GitOps-managed objects still applied: drift to fold back into the source of truth
     drift: tuple[DriftItem, ...] = ()
+    #: `watch_next` as (catalog key under handover.watch_item, values) for the renderers' words;
+    #: not in the JSON (which keeps the English `watch_next`)
+    watch_items: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: each service's template fields as (catalog key under handover.tpl, values), by target; not in the JSON
+    service_words: tuple[tuple[str, dict[str, list[tuple[str, dict[str, Any]]]]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (README "Shift handovers")."""
@@ -289,7 +294,8 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
                      | {c.target for c in changes} | {m.target for m in temporary}
                      | {n.target for n in notes if n.target})
     watched = list(dict.fromkeys(watch)) or targets
-    services = tuple(_template(t, journal, plans, temporary, now) for t in sorted({*targets, *watched}))
+    templates = [_template(t, journal, plans, temporary, now) for t in sorted({*targets, *watched})]
+    services = tuple(t for t, _w in templates)
     state: tuple[ServiceState, ...] | None = None
     issue = None
     if read_state is not None and watched:
@@ -304,9 +310,11 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
         except Exception as e:  # the chart is a picture of the state above: its loss is logged only
             log.warning("handover: the shift chart's series could not be read: %s", e)
     alerts = alert_items(store, start, now, channel)
-    watch_next = _watch_next(changes, temporary, state or (), incidents, alerts)
-    return Handover(channel, start, now, since_from, incidents, changes, temporary, notes, watch_next, services, state,
-                    issue, late, alerts, tuple(dict.fromkeys(watch)), shift, drift_items(store, plans))
+    watch_items = _watch(changes, temporary, state or (), incidents, alerts)
+    return Handover(channel, start, now, since_from, incidents, changes, temporary, notes,
+                    tuple(line for line, _k, _v in watch_items), services, state, issue, late, alerts,
+                    tuple(dict.fromkeys(watch)), shift, drift_items(store, plans),
+                    tuple((k, v) for _line, k, v in watch_items), tuple((t.target, w) for t, w in templates))
 
 
 #: the audit event `bot.service.remediate` records for a stop-gap on a GitOps-managed object
@@ -441,7 +449,9 @@ def _launch_config(obj: dict[str, Any], container: str | None) -> ServerConfig |
 
 
 def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary: tuple[TemporaryMeasure, ...],
-              now: datetime) -> ServiceTemplate:
+              now: datetime) -> tuple[ServiceTemplate, dict[str, list[tuple[str, dict[str, Any]]]]]:
+    """The template for one service, and its fields as (catalog key under handover.tpl, values)
+    for the renderers' words."""
     namespace, name = target.split("/", 1)
     last: TriageRecord | None = journal.last_triage(namespace, name, until=now)
     mine = [p for p in plans if _target(p) == target]
@@ -482,11 +492,33 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
                            f"{' (estimated)' if prof.get('estimated') else ''}")
     else:
         request_profile = UNKNOWN
+    words: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "model_precision": [("model_precision", {"model": model, "precision": precision})] if model or precision
+        else [("unknown", {})],
+        "pool": [("pool", {"pool": pool})] if pool_bits else [("unknown", {})],
+        "oom_rejects": [("unknown", {})] if oom is None and rejects is None
+        else [("oom_rejects", {"oom": bool(oom), "rejects": bool(rejects)})],
+        "request_profile": [("request_profile", {
+            "p50": _tok(prof.get("p50_input_tokens")), "p95": _tok(prof.get("p95_input_tokens")),
+            "share": None if prof.get("long_share") is None else f"{prof['long_share']:.0%}",
+            "estimated": bool(prof.get("estimated"))})] if prof else [("unknown", {})],
+        "layer": [("cause", {"cause": s.get("verdict")})] if s.get("verdict") else [("unknown", {})],
+        "flags_changed": [("flag", {"change": c.describe(), "plan": p.plan.id, "state": p.state})
+                          for p in applied for c in p.plan.changes] or [("none", {})],
+        "pools_split": [("split" if split else ("not_split" if applied else "unknown"), {})],
+        "rollback_needed": [("rollback_failed", {"plans": ", ".join(p.plan.id for p in failed)})] if failed
+        else [("rollback_stopgap", {"items": ", ".join(f"{m.plan} ({m.what})" for m in temps)})] if temps
+        else [("rollback_no_stopgaps", {})] if applied
+        else [("rollback_nothing", {})] if mine else [("unknown", {})],
+        "temporary_review": [("review", {"what": m.what, "value": m.value, "at": m.since.strftime("%H:%M") + "Z",
+                                         "review": m.review, "live": m.live, "live_value": m.live_value})
+                             for m in temps] or [("none_in_place", {})],
+    }
     return ServiceTemplate(
         target=target, model_precision=model_precision, pool=pool, oom_rejects=oom_rejects,
         request_profile=request_profile, layer=s.get("verdict") or UNKNOWN, flags_changed=flags,
         pools_split="split (split_pools applied)" if split else ("not split" if applied else UNKNOWN),
-        rollback_needed=rollback, temporary_review=review, last_triage=last.at if last else None)
+        rollback_needed=rollback, temporary_review=review, last_triage=last.at if last else None), words
 
 
 def _live_note(m: TemporaryMeasure) -> str:
@@ -504,29 +536,48 @@ def _tok(value: Any) -> str:
 def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
                 state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
                 alerts: tuple[AlertItem, ...] = ()) -> tuple[str, ...]:
-    """What the next shift should look at first, derived from the rest."""
-    watch = []
+    """What the next shift should look at first, derived from the rest (English, for the JSON)."""
+    return tuple(line for line, _key, _values in _watch(changes, temporary, state, incidents, alerts))
+
+
+def _watch(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
+           state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
+           alerts: tuple[AlertItem, ...] = ()) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each thing to watch as (English line, catalog key, values), without repeats."""
+    watch: list[tuple[str, str, dict[str, Any]]] = []
     for c in changes:
+        v = {"plan": c.plan, "target": c.target, "changes": "; ".join(c.changes)}
         if c.state in ("proposed", "approved"):
-            watch.append(f"{c.plan} on {c.target} awaits {'apply' if c.state == 'approved' else 'approval'}: "
-                         + "; ".join(c.changes))
+            watch.append((f"{c.plan} on {c.target} awaits {'apply' if c.state == 'approved' else 'approval'}: "
+                          + "; ".join(c.changes), "awaits_apply" if c.state == "approved" else "awaits_approval", v))
         elif c.state == "failed":
-            watch.append(f"{c.plan} on {c.target} failed: decide on rollback")
+            watch.append((f"{c.plan} on {c.target} failed: decide on rollback", "failed", v))
     for m in temporary:
         hours = m.age_s / 3600
-        watch.append(f"{m.target}: {m.what} {m.value} is a stop-gap for {hours:.1f} h ({m.live}): {m.review}")
+        watch.append((f"{m.target}: {m.what} {m.value} is a stop-gap for {hours:.1f} h ({m.live}): {m.review}",
+                      "stopgap", {"target": m.target, "what": m.what, "value": m.value, "hours": f"{hours:.1f}",
+                                  "live": m.live if m.live in ("confirmed", "changed") else "unconfirmed",
+                                  "live_value": m.live_value, "review": m.review}))
     for s in state:
         if s.oom_kills:
-            watch.append(f"{s.target}: {s.oom_kills:.0f} OOM kill(s) this shift")
+            watch.append((f"{s.target}: {s.oom_kills:.0f} OOM kill(s) this shift", "oom",
+                          {"target": s.target, "count": int(s.oom_kills)}))
         elif s.kv_usage_peak is not None and s.kv_usage_peak >= 0.9:
-            watch.append(f"{s.target}: KV cache peaked at {s.kv_usage_peak:.0%}")
+            watch.append((f"{s.target}: KV cache peaked at {s.kv_usage_peak:.0%}", "kv_peak",
+                          {"target": s.target, "pct": f"{s.kv_usage_peak:.0%}"}))
     for a in alerts:
         if a.firing and not a.resolved and a.target:
-            watch.append(f"{a.target}: alert {a.alertname} fired {a.firing} time(s) and has not resolved")
+            watch.append((f"{a.target}: alert {a.alertname} fired {a.firing} time(s) and has not resolved", "alert",
+                          {"target": a.target, "alertname": a.alertname, "count": a.firing}))
     open_high = [i for i in incidents if i.priority in ("highest", "high")]
     for i in open_high[-3:]:
-        watch.append(f"{i.target}: {i.verdict} ({i.priority}) at {i.at.strftime('%H:%M')}Z")
-    return tuple(dict.fromkeys(watch))
+        watch.append((f"{i.target}: {i.verdict} ({i.priority}) at {i.at.strftime('%H:%M')}Z", "incident",
+                      {"target": i.target, "cause": i.verdict, "priority": i.priority,
+                       "at": i.at.strftime("%H:%M") + "Z"}))
+    seen: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    for item in watch:
+        seen.setdefault(item[0], item)
+    return list(seen.values())
 
 
 # ----------------------------------------------------------------------------- Prometheus
