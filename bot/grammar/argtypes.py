@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from runbooks.alerts.engines import ENGINES
 from runbooks.alerts.promql import is_label_name
@@ -220,7 +221,6 @@ def bundle_folder(text: str) -> str:
     ...     print(str(e).replace(str(d), "D"))
     D/logs.txt is a file; --bundle wants the folder holding the bundle's files (nvidia-smi.txt, metrics.txt, deployment.yaml, logs.txt, ...): --bundle D
     """
-    from pathlib import Path
 
     path = Path(text)
     if path.is_file():

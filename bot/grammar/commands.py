@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -333,7 +334,6 @@ class GpumemParser(argparse.ArgumentParser):
     """
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        import sys
 
         self._argv = list(args) if args is not None else sys.argv[1:]
         return super().parse_known_args(args, namespace)

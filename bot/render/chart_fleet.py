@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.render.chart_memory import _drawable
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
 from runbooks.alerts.fleet import LINES, Ranked
@@ -115,7 +116,6 @@ def _figure(bars: list[Bar], title: str, lang: str) -> Any:
     from matplotlib.patches import Patch
 
     from bot.render.chart_layout import fit_title, outside_legend
-    from bot.render.chart_memory import _drawable
 
     cat = Catalog.load(lang)
     height = 2.7 + 0.42 * len(bars)  # inches: title 0.6, bars, axis and its label 0.8, legend 1.0

@@ -14,6 +14,8 @@ import io
 from datetime import UTC
 from typing import Any
 
+from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks
+from bot.render.chart_memory import _drawable
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import BUCKETS
 from runbooks.profile.detail import ProfileDetail
@@ -67,8 +69,6 @@ def _figure(detail: ProfileDetail, source: str, total: int, lang: str) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from bot.render.chart_layout import fit_axis_label, fit_title
-    from bot.render.chart_memory import _drawable
 
     cat = Catalog.load(lang)
     fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")
@@ -83,7 +83,6 @@ def _figure(detail: ProfileDetail, source: str, total: int, lang: str) -> Any:
 
 
 def _draw(fig: Any, ax: Any, detail: ProfileDetail, cat: Catalog) -> None:
-    from bot.render.chart_layout import outside_legend, thin_date_ticks
 
     slices = [s for s in detail.slices if s.total]
     shares = {b: [100.0 * s.share(b) for s in slices] for b in BUCKETS}

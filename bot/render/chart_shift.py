@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.render.chart_memory import _drawable
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
 from runbooks.catalogs.thresholds import KV_USAGE_HIGH_RATIO
@@ -88,7 +89,6 @@ def _figure(lines: list[Any], since: datetime, until: datetime, lang: str) -> An
     from matplotlib.figure import Figure
 
     from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks, wrap_label
-    from bot.render.chart_memory import _drawable
 
     cat = Catalog.load(lang)
     fig = Figure(figsize=(11, 5.2), dpi=100, layout="constrained")

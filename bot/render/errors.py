@@ -8,6 +8,7 @@ terminal and in a channel.
 from __future__ import annotations
 
 from bot.render.i18n import Catalog
+from bot.render.managers import refusal_line
 from runbooks.model.errors import (
     EvidenceUnavailable,
     GpumemError,
@@ -33,7 +34,6 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
     'gpumem: Deployment llm/nope not found in context prod'
     """
     if isinstance(error, ManagedElsewhere):  # who manages it, nothing written, what to do
-        from bot.render.managers import refusal_line
 
         return refusal_line(cat, error.code, error.params)
     if isinstance(error, TargetNotFound):

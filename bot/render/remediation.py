@@ -13,6 +13,7 @@ from bot.render.managers import managers_json, plan_manager_lines
 from bot.render.plan_preview import preview_json, preview_words
 from bot.store.db import StoredPlan
 from runbooks.remediation.preview import PlanPreview
+from runbooks.remediation.split import masked
 
 
 def plan_json(stored: StoredPlan) -> dict[str, Any]:
@@ -41,7 +42,6 @@ def masked_op(op: dict[str, Any]) -> dict[str, Any]:
     >>> masked_op({"op": "create", "value": {"env": [{"name": "HF_TOKEN", "value": "hf_x"}]}})
     {'op': 'create', 'value': {'env': [{'name': 'HF_TOKEN', 'value': '<redacted>'}]}}
     """
-    from runbooks.remediation.split import masked
 
     return {k: (masked(v) if k == "value" else v) for k, v in op.items()}
 

@@ -28,6 +28,7 @@ from typing import Any
 from bot.render import slack_blocks as B
 from bot.render import slack_split as S
 from bot.render.i18n import Catalog
+from bot.render.managers import plan_manager_lines
 from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, masked_op, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
@@ -350,7 +351,6 @@ def managers_message(stored: StoredPlan, lang: str) -> Message | None:
     evidence), what will happen to a patch, whether Approve will write it; None when nothing
     but kubectl manages it. The change for its source of truth follows as a file
     (`bot.render.source_of_truth`)."""
-    from bot.render.managers import plan_manager_lines
 
     p = stored.plan
     if not p.managers:

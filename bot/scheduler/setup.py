@@ -69,6 +69,7 @@ def make_elector(settings: Settings, identity: str) -> LeaderElector | FileLockE
         if not (s.lock_path or settings.store.path):
             raise SettingsError("scheduler.lock_path: the file lock needs a path (or store.path, beside which it goes)")
         return FileLockElector(s.lock_path or f"{settings.store.path}.lock", identity)
+    # lazy: the lease client pulls in the Kubernetes client (~650 ms, -X importtime), paid only where the lease elects the leader
     from bot.service.lease import lease_client
 
     namespace = lease_namespace(settings)
@@ -99,6 +100,7 @@ def scheduler_from_settings(settings: Settings, job: Job, remind: Remind | None 
     store = Store.open(settings.store.path)
     reviews = None
     if remind is not None and posts:
+        # lazy: the review reader and its store queries (~1 s with the service layer, -X importtime) are paid by the first sweep
         from bot.service.reviews import due_reviews
 
         channel = review_channel(settings)

@@ -27,7 +27,13 @@ from bot.grammar.slack import ParserFactory, slack_parser
 from bot.render import slack_remediation as P
 from bot.render.slack_fleet import TRIAGE_ACTION
 from bot.render.slack_triage import RERUN_ACTION
+from bot.service.alerts import PodResolver
+from bot.service.approvals import bot_reader, plannable_actions
+from bot.service.fleet import fleet_reader
+from bot.service.handover import live_object_reader, prometheus_reader, prometheus_series_reader
+from bot.service.reconcile import reconcile_applying
 from bot.service.runners import TriageRunner
+from bot.slack.alerts import AlertDesk
 from bot.slack.api import SlackPoster, make_client
 from bot.slack.drain import Stopping, run_bounded
 from bot.slack.gate import RequestGate
@@ -35,7 +41,9 @@ from bot.slack.gate import install as install_gate
 from bot.slack.handlers import Handlers
 from bot.slack.jobs import JobPool
 from bot.slack.limits import ServeLimits
+from bot.slack.plan_notices import PlanNotices, StartupNotices
 from bot.slack.work import SharedStore, Work
+from bot.store.db import Store
 from bot.telemetry.metrics import BotMetrics
 from bot.verbs.worker import VerbRunner
 
@@ -196,7 +204,6 @@ def open_bot_store(settings: Settings) -> SharedStore | None:
     never creates the default file under $XDG_STATE_HOME on its own)."""
     if not settings.store.path:
         return None
-    from bot.store.db import Store
 
     return SharedStore(Store.open(settings.store.path))
 
@@ -204,8 +211,6 @@ def open_bot_store(settings: Settings) -> SharedStore | None:
 def reconcile_at_start(settings: Settings, store: SharedStore) -> list[Any]:
     """The plans a stopped bot or CLI left `applying`, settled by reading each object with the
     reader identity (`bot.service.reconcile`; nothing is written). Logged; never stops the start."""
-    from bot.service.approvals import bot_reader
-    from bot.service.reconcile import reconcile_applying
 
     try:
         done = reconcile_applying(store.each_call(), lambda cluster: bot_reader(settings, cluster))
@@ -240,7 +245,6 @@ def check_audit_at_start(store: SharedStore, metrics: BotMetrics) -> Any:
 
 def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
     """The "Plan" buttons under a diagnosis: the actions gpumem can apply where remediation is on."""
-    from bot.service.approvals import plannable_actions
 
     def buttons(report: Any, lang: str, target: str, context: str | None) -> list[Any]:
         return P.plan_buttons(report, lang, target, context, plannable_actions(report, settings, target, context))
@@ -270,13 +274,11 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     work = Work(poster, runner, verb_runner, metrics, d.triage_s, d.verb_s, d.progress_interval_s,
                 secrets=secrets_of(settings), store=store)
     if store is not None:
-        from bot.service.handover import live_object_reader, prometheus_reader, prometheus_series_reader
 
         work.read_state = prometheus_reader(settings)
         work.read_series = prometheus_series_reader(settings)
         work.watched = settings.watched
         work.read_object = live_object_reader(settings)
-    from bot.service.fleet import fleet_reader
 
     work.fleet_reader = fleet_reader(settings)
     if store is not None and settings.remediation.enabled:
@@ -289,14 +291,11 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     bot = Bot(settings, metrics, client, poster, pool, work, handlers, app, limits or ServeLimits(), stopping,
               store)
     if store is not None:
-        from bot.slack.plan_notices import PlanNotices, StartupNotices
 
         bot.notices = PlanNotices(settings, poster, store)
         if reconciled:  # their plan messages are edited after the HTTP face is up, with the background
             bot.background.append(StartupNotices(bot.notices, reconciled))
     if settings.alerts.token is not None:
-        from bot.service.alerts import PodResolver
-        from bot.slack.alerts import AlertDesk
 
         bot.alerts = AlertDesk(settings, work, pool, poster, metrics, store, stopping,
                                resolve_pod=PodResolver(settings)).start()

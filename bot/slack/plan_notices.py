@@ -53,6 +53,7 @@ class PlanNotices:
         """The reconcile pass: plans left `applying` (and rollbacks whose outcome was unknown)
         read again (`bot.service.reconcile`; nothing is written) and each settled one's message
         edited; what it found (`Reconciled`, the unknown ones included)."""
+        # lazy: reconcile pulls in the remediation use case and the Kubernetes client (~1.5 s, -X importtime, under load), paid by the first settle pass
         from bot.service.reconcile import reconcile_applying
 
         done = reconcile_applying(self.shared.each_call(), self.reader_for, now=now or self.now())

@@ -11,6 +11,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from bot.render.triage_charts import CHARTS, warm_charts
+from bot.service.runners import BundleRunner, ProcessRunner, live_runner
+from bot.slack.app import build_bot, secrets_of
+from bot.slack.limits import ServeLimits
+from bot.slack.work import warm_up
+from bot.verbs.worker import WorkerVerbRunner
 from runbooks.model.errors import TargetNotFound
 
 log = logging.getLogger("gpumem.serve")
@@ -24,11 +30,6 @@ def build_from_settings(settings: Any, environ: Mapping[str, str], limits: Any =
     neither the first command pays for that nor do triages compete with the acks for the GIL.
     This returns once they are warm: the HTTP face is started after it.
     """
-    from bot.service.runners import ProcessRunner
-    from bot.slack.app import build_bot, secrets_of
-    from bot.slack.limits import ServeLimits
-    from bot.slack.work import warm_up
-    from bot.verbs.worker import WorkerVerbRunner
 
     runner = ProcessRunner(choose_runner(settings), settings.workers.pool_size, secrets=secrets_of(settings))
     try:
@@ -69,9 +70,6 @@ class ConfiguredRunner:
 
     def _built(self) -> tuple[Any, Any]:
         if self._runners is None:
-            from bot.render.triage_charts import CHARTS
-            from bot.service.runners import BundleRunner, live_runner
-
             settings = self.settings
             live = live_runner(settings, CHARTS)
             bundles = (BundleRunner(settings.bundles, CHARTS, lang=settings.slack.default_lang)
@@ -83,8 +81,6 @@ class ConfiguredRunner:
 
     def warm(self) -> None:
         """Build the runners (the live one imports the Kubernetes client) and warm the bundle one."""
-        from bot.render.triage_charts import warm_charts
-
         _, bundles = self._built()
         if bundles is not None:
             bundles.warm()

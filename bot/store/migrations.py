@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from sqlite_utils import Database, Migrations
 
+from bot.store.chain import build, ensure_triggers
+
 MIGRATIONS = Migrations("gpumem")
 
 
@@ -83,7 +85,6 @@ def _audit_hash_chain(db: Database) -> None:
     """Each audit row carries the hash of the row before it and of its own content
     (`bot.store.chain`). The rows already there are chained as they stand now: the chain starts
     here. The append-only triggers are dropped only while those rows get their hashes."""
-    from bot.store.chain import build, ensure_triggers
 
     db["audit"].add_column("prev_hash", str)
     db["audit"].add_column("row_hash", str)

@@ -25,6 +25,7 @@ model (where the engine labels one) and pod, each narrowing the next. Titles are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +80,6 @@ class Panel:
 
     def metrics(self) -> tuple[str, ...]:
         """The metric names its queries read, in order of first use."""
-        import re
 
         seen: dict[str, None] = {}
         for t in self.targets:
