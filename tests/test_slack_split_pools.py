@@ -89,7 +89,7 @@ def test_button_phase1_approval_two_creates_routing_confirmed_phase2_one_patch_a
         R._click(bot, fake, button["action_id"], button["value"], ts, SECOND, n=1)
         first, first_ts = _posted_in_thread(fake, ts, 1)
         posted = json.dumps(fake.messages[(CHANNEL, first_ts)]["blocks"], ensure_ascii=False)
-        for words in (f"Deployment llm/{LONG}: 1 replica(s), --max-model-len 27648, --max-num-seqs",
+        for words in (f"Deployment llm/{LONG}: 1 replica, --max-model-len 27648, --max-num-seqs",
                       f"Service llm/{LONG}: ports 80-&gt;http, selector app={LONG}, gpumem.io/pool=long",
                       f"Requests with more than 2048 prompt tokens -&gt; Service llm/{LONG}:80",
                       "the profile's p99 of 27,433 tokens rounded up", "request profile: triage llm/vllm-server",

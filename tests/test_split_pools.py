@@ -255,7 +255,7 @@ def test_the_plan_text_fills_both_runbook_templates(cluster, tmp_path, capsys):
     rc, text = _run(capsys, cluster, tmp_path / "gpumem.db", "plan", TARGET, "--split-pools", "--threshold", "3000")
     assert rc == 0
     for line in ("short pool service: llm/vllm-server (Deployment vllm-server, 2 replicas)",
-                 "long pool service: llm/vllm-server-long (Deployment vllm-server-long, 1 replica(s))",
+                 "long pool service: llm/vllm-server-long (Deployment vllm-server-long, 1 replica)",
                  "routing rule: requests with more than 3000 prompt tokens -> Service vllm-server-long:80; "
                  "all others -> Service vllm-server:80",
                  "max-model-len per pool: short 4096",
