@@ -394,7 +394,7 @@ def test_500_alerts_in_one_request_are_acked_at_once_and_start_only_the_allowed_
         triage_parents = [p for p in parents if p.args["text"].startswith("10 alerts firing for")]
         busy = [p for p in parents if "not triaged now" in p.args["text"]]
         assert len(triage_parents) == 2 and len(busy) == 1 and len(parents) == 3
-        assert busy[0].args["text"].startswith("480 alert(s) not triaged now: gpumem's alert triages are all taken "
+        assert busy[0].args["text"].startswith("480 alerts not triaged now: gpumem's alert triages are all taken "
                                                "(2 at once). Targets: llm/svc-00, llm/svc-01")
         assert _outcomes(s.records()) == {"triaged": 2, "joined": 18, "busy": 480}
         assert len(s.records()) == 500

@@ -161,7 +161,7 @@ def test_ctrl_c_mid_sampling_keeps_what_was_printed_as_valid_json():
     rc = snapshot(args, "en", Io(nvml=nvml, now=clock.now, sleep=sleep, host=lambda: "n", out=out, err=err))
     assert rc == 0
     assert len(json.loads(out.getvalue())) == 2
-    assert err.getvalue() == "Stopped after 2 sample(s).\n"
+    assert err.getvalue() == "Stopped after 2 samples.\n"
     assert nvml.shutdown_calls == 1
 
 

@@ -36,6 +36,11 @@ _AGAINST = {
     "weights_too_large": ("static_ok",),
     "mixed_pool": ("profile_ok",),
 }
+#: findings gpumem computes (the p95 mix against the pool): an estimate that weighs against a
+#: cause only where no measured reading of the engine supports it
+_COMPUTED = frozenset({"kv_demand_ok"})
+#: the engine's own measured signs of KV pressure (its usage gauge, preemptions, its refusals)
+_MEASURED_PRESSURE = frozenset({"kv_usage_high", "preemptions_seen", "kv_rejects_logged", "kv_alloc_failed"})
 #: what would rule each cause out: catalog keys, worded by the renderers
 _RULE_OUT = {
     "weights_too_large": ("rule_out_weights",),
@@ -104,7 +109,8 @@ def decide(checks: tuple[CheckResult, ...], ctx: TriageContext) -> Verdict:
         for f in support:
             miss *= 1.0 - f.weight * _SEVERITY_FACTOR[f.severity]
         score = 1.0 - miss
-        against = [f for f in findings if f.id in _AGAINST.get(cause_id, ())]
+        against = [f for f in findings if f.id in _AGAINST.get(cause_id, ())
+                   and not (f.id in _COMPUTED and any(g.id in _MEASURED_PRESSURE for g in support))]
         score *= 0.8 ** len(against)
         if score < MIN_SCORE:
             continue
@@ -165,6 +171,7 @@ _RULE_OUT_BY_FINDING = {
     "kv_rejects_logged": ("rule_out_kv_rejects", ("count",)),
     "kv_alloc_failed": ("rule_out_kv_alloc", ("requested", "available")),
     "kv_demand_exceeds_capacity": ("rule_out_kv_demand", ("demand_tokens", "capacity_tokens")),
+    "kv_demand_near_capacity": ("rule_out_kv_demand", ("demand_tokens", "capacity_tokens")),
     "long_share_jumped": ("rule_out_long_share", ("before_pct", "after_pct")),
     "queue_and_rejects_rising": ("rule_out_queue_rejects", ("queue", "rejected")),
     "memory_fraction_at_edge": ("rule_out_fraction", ("flag", "value", "edge")),
