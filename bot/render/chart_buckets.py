@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from bot.render.chart_layout import fit_axis_label, fit_title, wrap_labels
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from bot.render.wording import shift_label
@@ -55,7 +56,6 @@ def _figure(profile: RequestProfile, title: str, lang: str) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from bot.render.chart_layout import fit_axis_label, fit_title, wrap_labels
 
     cat = Catalog.load(lang)
     fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")

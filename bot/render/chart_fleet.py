@@ -8,6 +8,7 @@ start-up). The alert lines are drawn where they sit in headroom: GpumemKVCacheHi
 100% - 90% = 10%, GpumemGPUMemoryHigh at 100% - 95% = 5%; a bar at or under its own line is
 red. Services with neither reading are left out (named in the footnote's count). The legend sits
 below the axes, the names get the room they need, the title is fitted (`bot.render.chart_layout`).
+matplotlib (~450 ms to import, -X importtime) is imported only when a chart is drawn.
 
 >>> from runbooks.alerts.fleet import Service, rank
 >>> rows = headroom_rows(rank([Service("llm", "a", ("vllm",), {"kv_now": 0.95, "kv_max": 0.97}),
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.render.chart_memory import _drawable
+from bot.render.chart_layout import fit_title, outside_legend
+from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
 from runbooks.alerts.fleet import LINES, Ranked
@@ -84,7 +86,6 @@ def fleet_figure(rows: Sequence[Ranked], title: str, lang: str = "en") -> Any:
     when no row has a memory reading."""
     import matplotlib
 
-    from bot.render.chart_memory import _rc, chart_lang
 
     bars = headroom_rows(rows)[:MAX_BARS]
     if not bars:
@@ -99,7 +100,6 @@ def fleet_figure(rows: Sequence[Ranked], title: str, lang: str = "en") -> Any:
 def _draw(bars: list[Bar], title: str, lang: str) -> bytes:
     import matplotlib
 
-    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
     with matplotlib.rc_context(_rc(lang)):
@@ -115,7 +115,6 @@ def _figure(bars: list[Bar], title: str, lang: str) -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from bot.render.chart_layout import fit_title, outside_legend
 
     cat = Catalog.load(lang)
     height = 2.7 + 0.42 * len(bars)  # inches: title 0.6, bars, axis and its label 0.8, legend 1.0

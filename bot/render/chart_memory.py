@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks
 from bot.render.i18n import Catalog
 from runbooks.catalogs.thresholds import GPU_MEM_PINNED_RATIO
 from runbooks.model.evidence import MemoryHistory, MemorySeries
@@ -92,7 +93,6 @@ def _figure(history: MemoryHistory, title: str, lang: str) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from bot.render.chart_layout import fit_axis_label, fit_title
 
     cat = Catalog.load(lang)
     fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")
@@ -135,7 +135,6 @@ def _draw(fig: Any, ax: Any, history: MemoryHistory, cat: Catalog) -> bool:
     from matplotlib.lines import Line2D
     from matplotlib.transforms import blended_transform_factory
 
-    from bot.render.chart_layout import outside_legend, thin_date_ticks
 
     series = [s for s in history.series if s.points]
     if not series:

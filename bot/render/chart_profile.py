@@ -15,7 +15,7 @@ from datetime import UTC
 from typing import Any
 
 from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks
-from bot.render.chart_memory import _drawable
+from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import BUCKETS
 from runbooks.profile.detail import ProfileDetail
@@ -43,7 +43,6 @@ def render_profile_chart(detail: ProfileDetail, source: str, total: int, lang: s
     if not detail.slices:
         raise ValueError("no slices to draw")
     matplotlib = _matplotlib()
-    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
     with matplotlib.rc_context(_rc(lang)):
@@ -56,7 +55,6 @@ def render_profile_chart(detail: ProfileDetail, source: str, total: int, lang: s
 def profile_figure(detail: ProfileDetail, source: str, total: int, lang: str = "en") -> Any:
     """The chart's drawn Figure (what `render_profile_chart` saves), for looking at its layout."""
     matplotlib = _matplotlib()
-    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
     with matplotlib.rc_context(_rc(lang)):

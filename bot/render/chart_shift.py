@@ -4,6 +4,7 @@ One line per service (`bot.service.handover.ShiftSeries`: the most used engine o
 each step), the GpumemKVCacheHigh line marked, the services closest to it first in the legend
 (beside the axes, long names wrapped; the axis label and title fitted: `bot.render.chart_layout`).
 At most MAX_LINES services are drawn; the handover's state section lists them all.
+matplotlib (~450 ms to import, -X importtime) is imported only when a chart is drawn.
 
 >>> from datetime import UTC, datetime, timedelta
 >>> from bot.service.handover import ShiftSeries
@@ -25,7 +26,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.render.chart_memory import _drawable
+from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks, wrap_label
+from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
 from runbooks.catalogs.thresholds import KV_USAGE_HIGH_RATIO
@@ -59,7 +61,6 @@ def shift_figure(series: Sequence[Any], since: datetime, until: datetime, lang: 
     no service has a point."""
     import matplotlib
 
-    from bot.render.chart_memory import _rc, chart_lang
 
     lines = drawn(*series)
     if not lines:
@@ -74,7 +75,6 @@ def shift_figure(series: Sequence[Any], since: datetime, until: datetime, lang: 
 def _draw(lines: list[Any], since: datetime, until: datetime, lang: str) -> bytes:
     import matplotlib
 
-    from bot.render.chart_memory import _rc, chart_lang
 
     lang = chart_lang(lang)
     with matplotlib.rc_context(_rc(lang)):
@@ -88,7 +88,6 @@ def _figure(lines: list[Any], since: datetime, until: datetime, lang: str) -> An
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks, wrap_label
 
     cat = Catalog.load(lang)
     fig = Figure(figsize=(11, 5.2), dpi=100, layout="constrained")
