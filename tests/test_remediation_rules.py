@@ -22,7 +22,7 @@ def test_the_happy_path_is_one_way():
 
 
 def test_final_states_go_nowhere_and_every_state_is_known():
-    assert {"rolled_back", "rejected", "expired", "superseded"} == FINAL
+    assert {"rolled_back", "rejected", "expired", "superseded", "reverted"} == FINAL
     assert set(TRANSITIONS) == set(STATES)
     assert all(nxt <= set(STATES) for nxt in TRANSITIONS.values())
     assert WRITTEN.isdisjoint({"proposed", "approved"})

@@ -19,20 +19,30 @@ cache usage, queue and the preemptions of the last `PREEMPTION_WINDOW_S`. It ans
 - `held`: rolled out, the new pods ready, no restart, none of those lines or symptoms;
 - `rolling_out`: not decided yet.
 
-`watch` looks every `poll_s` until the window ends or the rollout fails, and returns the last
-look ("held" only at the end of the window: a change that fails in minute 9 did not hold).
+With `written` (`WrittenObject`: the object the plan wrote and how to compare it with the plan), each
+look also re-reads that object, and a field the plan changed that no longer holds what gpumem
+wrote makes the look `reverted`, whatever the rollout says: another writer put it back (a
+controller that derives the field from its owner, a GitOps sync). Who and when come from the
+object's managedFields (`field_owner`: the entry that owns the field, its manager and time);
+where they name nobody but gpumem, the revert says the manager is not recorded, with the time
+the watch saw it.
+
+`watch` looks every `poll_s` until the window ends, the rollout fails or a field is reverted,
+and returns the last look ("held" only at the end of the window: a change that fails in minute
+9 did not hold).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.actuator.writer import KubeWriter
+from bot.actuator.writer import FIELD_MANAGER, KubeWriter
 from collectors.kube.client import Call
 from collectors.kube.objects import typed as typed_failure
 from collectors.kube.rest import path
@@ -98,6 +108,163 @@ class Symptoms:
 
 
 @dataclass(frozen=True)
+class Reverted:
+    """A field the plan changed that no longer holds what gpumem wrote, as a look found it: its
+    JSON pointer, the value before gpumem, gpumem's, the value now (a credential masked), and
+    who wrote it: the managedFields entry that owns the field now (`manager`, its `operation`
+    and `at`, RFC 3339), or None when managedFields name nobody but gpumem. `seen_at`: when the
+    watch saw it (UTC, RFC 3339)."""
+
+    path: str
+    before: Any
+    gpumem: Any
+    now: Any
+    manager: str | None
+    at: str | None
+    seen_at: str
+    operation: str | None = None
+
+    @property
+    def put_back(self) -> bool:
+        """Whether the value is back to what it was before gpumem (else a third value)."""
+        return _same(self.now, self.before)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "gpumem": self.gpumem, "now": self.now,
+                "manager": self.manager, "operation": self.operation, "at": self.at, "seen_at": self.seen_at,
+                "put_back": self.put_back}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Reverted | None:
+        """The revert a `to_json` wrote (an audit row); None for anything else."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("path"), str) or not isinstance(doc.get("seen_at"), str):
+            return None
+
+        def text(key: str) -> str | None:
+            value = doc.get(key)
+            return value if isinstance(value, str) and value else None
+
+        return cls(doc["path"], doc.get("before"), doc.get("gpumem"), doc.get("now"), text("manager"), text("at"),
+                   doc["seen_at"], text("operation"))
+
+
+#: compares the object a plan wrote with the plan: (row with path, before, gpumem, now; whether
+#: the value now is gpumem's), per field the plan changed (`bot.actuator.apply.three_way`'s rows)
+Compare = Callable[[dict[str, Any]], Sequence[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class WrittenObject:
+    """The object a plan wrote (a Deployment, the HPA that scales it), for the watch to re-read
+    at each look, and `compare`: its rows per changed field (`bot.actuator.apply.three_way`)."""
+
+    kind: str
+    name: str
+    compare: Compare
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _steps(pointer: str) -> list[str]:
+    return [raw.replace("~1", "/").replace("~0", "~") for raw in pointer.lstrip("/").split("/")] if pointer else []
+
+
+def _element_key(node: dict[str, Any], index: int, element: Any) -> str | None:
+    """The fieldsV1 key of list element `index` (`element`, as the object has it): `k:{...}` of
+    an associative list (its merge keys match the element's), `v:VALUE` of a set, `i:N`."""
+    for key in node:
+        if key.startswith("k:") and isinstance(element, dict):
+            try:
+                keys = json.loads(key[2:])
+            except ValueError:
+                continue
+            if isinstance(keys, dict) and keys and all(_same(element.get(k), v) for k, v in keys.items()):
+                return key
+        elif key.startswith("v:"):
+            try:
+                if _same(json.loads(key[2:]), element):
+                    return key
+            except ValueError:
+                continue
+        elif key == f"i:{index}":
+            return key
+    return None
+
+
+def _owns(fields: Any, steps: list[str], obj: Any) -> bool:
+    """Whether a managedFields entry's fieldsV1 owns the field at `steps` of `obj`: the field
+    itself, or a whole field above it (an atomic list such as `args`, or a leaf `{}`)."""
+    node, value = fields, obj
+    for step in steps:
+        if not isinstance(node, dict):
+            return False
+        if isinstance(value, list):
+            index = int(step) if step.isdigit() else -1
+            element = value[index] if 0 <= index < len(value) else None
+            key = _element_key(node, index, element)
+            value = element
+        else:
+            key = f"f:{step}"
+            value = value.get(step) if isinstance(value, dict) else None
+        child = node.get(key) if key is not None else None
+        if child is None:
+            return False
+        if child == {}:
+            return True
+        node = child
+    return isinstance(node, dict) and "." in node
+
+
+def field_owner(obj: dict[str, Any], pointer: str) -> tuple[str, str | None, str | None] | None:
+    """(manager, operation, time) of the managedFields entry that owns the field at JSON pointer
+    `pointer` of `obj`, the newest when several do (server-side apply shares a field); None when
+    no entry does (no managedFields, or none covering the field).
+
+    >>> obj = {"spec": {"template": {"spec": {"containers": [{"name": "vllm", "args": ["--x"]}]}}},
+    ...        "metadata": {"managedFields": [{"manager": "kubectl", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+    ...            "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+    ...          {"manager": "argocd-controller", "operation": "Update", "time": "2026-01-01T14:02:00Z",
+    ...            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+    ...                'k:{"name":"vllm"}': {".": {}, "f:args": {}}}}}}}}]}}
+    >>> field_owner(obj, "/spec/template/spec/containers/0/args/0")
+    ('argocd-controller', 'Update', '2026-01-01T14:02:00Z')
+    >>> field_owner(obj, "/spec/replicas")[0], field_owner(obj, "/spec/paused")
+    ('kubectl', None)
+    """
+    steps = _steps(pointer)
+    found = []
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if isinstance(entry, dict) and steps and _owns(entry.get("fieldsV1") or {}, steps, obj):
+            found.append((str(entry.get("manager") or ""), entry.get("operation"), entry.get("time")))
+    if not found:
+        return None
+    manager, operation, at = max(found, key=lambda f: str(f[2] or ""))
+    return manager, operation if isinstance(operation, str) else None, at if isinstance(at, str) else None
+
+
+def reverted_fields(obj: dict[str, Any], compare: Compare, seen_at: str) -> tuple[Reverted, ...]:
+    """The fields of `obj` the plan changed that no longer hold gpumem's value, each with its
+    writer from managedFields (None when they name nobody, or only gpumem)."""
+    out = []
+    for row in compare(obj):
+        if _same(row.get("now"), row.get("gpumem")):
+            continue
+        owner = field_owner(obj, str(row.get("path") or ""))
+        if owner is not None and owner[0] in ("", FIELD_MANAGER):
+            owner = None
+        out.append(Reverted(str(row.get("path") or ""), row.get("before"), row.get("gpumem"), row.get("now"),
+                            owner[0] if owner else None, owner[2] if owner else None, seen_at,
+                            owner[1] if owner else None))
+    return tuple(out)
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
 class Look:
     outcome: str
     observed_generation: int | None
@@ -115,6 +282,8 @@ class Look:
     notes: tuple[str, ...] = field(default=())
     #: Prometheus at this look (None: no Prometheus configured)
     symptoms: Symptoms | None = None
+    #: the fields the plan changed that another writer put back (outcome `reverted`)
+    reverted: tuple[Reverted, ...] = ()
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -223,10 +392,17 @@ def _pct(value: float) -> str:
 
 
 def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
-         baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None) -> Look:
+         baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None,
+         written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now) -> Look:
     """One look at a Deployment after a write that made `generation`, judging only what the
-    change produced when `baseline` (taken right before the write) is given."""
+    change produced when `baseline` (taken right before the write) is given; with `written`, a
+    field of the written object that no longer holds gpumem's value makes it `reverted`."""
     obj = writer.read("Deployment", namespace, name)
+    reverted: tuple[Reverted, ...] = ()
+    if written is not None:
+        target = obj if (written.kind, written.name) == ("Deployment", name) else writer.read(
+            written.kind, namespace, written.name)
+        reverted = reverted_fields(target, written.compare, seen_at())
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     replicas = int(spec.get("replicas") or 0)
     observed = status.get("observedGeneration")
@@ -292,7 +468,9 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
         if seen.preemptions is not None and seen.preemptions > 0:
             notes.append(f"{seen.preemptions:.0f} preemptions in the last {max(1, round(seen.window_s / 60))} min")
             metric_symptom = True
-    if deadline or restarts or ooms:
+    if reverted:  # the change is not on the object any more: what its rollout does is not its own
+        outcome = "reverted"
+    elif deadline or restarts or ooms:
         outcome = "failed"
     elif rolled_out and (pressure or metric_symptom):
         outcome = "symptoms_remain"
@@ -301,7 +479,8 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     else:
         outcome = "rolling_out"
     return Look(outcome, observed, replicas, counts["updatedReplicas"], counts["readyReplicas"],
-                counts["availableReplicas"], tuple(sorted(new_pods)), restarts, ooms, pressure, tuple(notes), seen)
+                counts["availableReplicas"], tuple(sorted(new_pods)), restarts, ooms, pressure, tuple(notes), seen,
+                reverted)
 
 
 def _read(symptoms: Callable[[], Symptoms] | None) -> Symptoms | None:
@@ -316,14 +495,16 @@ def _read(symptoms: Callable[[], Symptoms] | None) -> Symptoms | None:
 def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None, window_s: float,
           poll_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep, on_look: Callable[[Look], None] | None = None,
-          baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None) -> Look:
-    """Look until the window ends or the change fails; the last look decides."""
+          baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None,
+          written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now) -> Look:
+    """Look until the window ends, the change fails or another writer reverts it; the last look
+    decides."""
     end = clock() + window_s
     while True:
-        seen = look(writer, namespace, name, generation, baseline, symptoms)
+        seen = look(writer, namespace, name, generation, baseline, symptoms, written, seen_at)
         if on_look is not None:
             on_look(seen)
-        if seen.outcome == "failed" or clock() >= end:
+        if seen.outcome in ("failed", "reverted") or clock() >= end:
             return seen if seen.outcome != "rolling_out" else Look(**{**seen.__dict__, "outcome": "failed",
                                                                        "notes": (*seen.notes, "not rolled out "
                                                                                  "within the watch window")})

@@ -21,9 +21,9 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan
+from bot.actuator.apply import apply_plan, rollback_ops, rollback_plan, three_way
 from bot.actuator.split_apply import apply_creates, delete_created
-from bot.actuator.watch import Baseline, watch
+from bot.actuator.watch import Baseline, WrittenObject, watch
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.service.connections import Endpoint, kube_api
 from bot.service.container_reader import CONTAINER_READER
@@ -460,9 +460,11 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
                 poll_s: float = 10.0, clock: Any = None, sleep: Any = None, on_look: Any = None,
                 symptoms: Any = None) -> tuple[StoredPlan, Any]:
     """Watch an applied plan's rollout for `window_s`: held or symptoms remain -> watched, failed
-    -> failed (rolled back at once when `auto_rollback`, and the audit says so). The watch judges
-    only what the change produced, against the pods recorded right before the write; with
-    `symptoms` (`bot.service.watch_metrics.symptoms_reader`) each look reads Prometheus too."""
+    -> failed (rolled back at once when `auto_rollback`, and the audit says so), a field the plan
+    changed put back by another writer -> reverted (never rolled back: the change is gone; the
+    audit row names the fields, the manager and the time). The watch judges only what the
+    change produced, against the pods recorded right before the write; with `symptoms`
+    (`bot.service.watch_metrics.symptoms_reader`) each look reads Prometheus too."""
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
@@ -474,16 +476,22 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     else:
         generation = applied.get("generation")
         watched = watched_name(plan)
+    written = (WrittenObject(plan.target.kind, plan.target.name, partial(three_way, plan))
+               if plan.patch_type == JSON_PATCH else None)  # a created object has no field to put back
     seen = watch(writer, plan.target.namespace, watched, generation, window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
-                 baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms)
+                 baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms, written=written)
     detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
                               "oom_lines": seen.oom_lines}
+    if seen.reverted:
+        detail["reverted"] = [r.to_json() for r in seen.reverted]
     if seen.symptoms is not None:
         detail["prometheus"] = {"kv_usage": seen.symptoms.kv_usage, "queue": seen.symptoms.queue,
                                 "preemptions": seen.symptoms.preemptions, "error": seen.symptoms.error}
     if seen.outcome in ("held", "symptoms_remain"):
         return store.move(plan_id, "watched", actor="gpumem", expect="applied", detail=detail), seen
+    if seen.outcome == "reverted":  # nothing of gpumem's to roll back: fold it into the source of truth
+        return store.move(plan_id, "reverted", actor="gpumem", expect="applied", detail=detail), seen
     stored = store.move(plan_id, "failed", actor="gpumem", expect="applied", detail=detail)
     if auto_rollback:
         _undo(store, writer, stored, "auto-rollback")

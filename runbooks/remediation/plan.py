@@ -5,6 +5,7 @@ A plan moves in one direction through
 
     proposed -> approved -> applying -> applied -> watched
                                              \\-> failed
+                                             \\-> reverted (another writer put a changed field back)
     (and rolled_back after applied, watched or failed)
 
 and ends early as rejected, expired or superseded. A plan stays `applying` when its write was
@@ -36,19 +37,21 @@ from runbooks.remediation.preview import PlanPreview
 
 #: every state a plan can be in
 STATES = ("proposed", "approved", "applying", "applied", "watched", "rolled_back",
-          "rejected", "expired", "failed", "superseded")
+          "rejected", "expired", "failed", "superseded", "reverted")
 #: state -> the states it may move to
 TRANSITIONS: dict[str, frozenset[str]] = {
     "proposed": frozenset({"approved", "rejected", "expired", "superseded"}),
     "approved": frozenset({"applying", "rejected", "expired", "superseded"}),
     "applying": frozenset({"applied", "failed"}),
-    "applied": frozenset({"watched", "failed", "rolled_back"}),
+    "applied": frozenset({"watched", "failed", "rolled_back", "reverted"}),
     "watched": frozenset({"rolled_back"}),
     "failed": frozenset({"rolled_back"}),
     "rolled_back": frozenset(),
     "rejected": frozenset(),
     "expired": frozenset(),
     "superseded": frozenset(),
+    # the change is off the object (its rollback's tests would refuse): nothing more for gpumem to do
+    "reverted": frozenset(),
 }
 #: states from which nothing more happens to the object
 FINAL = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)

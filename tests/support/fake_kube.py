@@ -264,6 +264,8 @@ class FakeKube(LoopbackServer):
     manager: str = "unknown"  # the field manager of the write in progress (managedFields)
     managed_fields: bool = False  # keep managedFields (off by default: older tests diff whole objects)
     reverters: list[Reverter] = field(default_factory=list)  # other managers that put a field back
+    #: steps on the clock of their own (`tests.support.gitops_timer`): `due(kube)` -> time or None, `fire(kube, t)`
+    timers: list[Any] = field(default_factory=list)
     #: the controllers' time (seconds); a ManualClock lets a test move it by hand
     clock: Callable[[], float] = time.monotonic
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -806,6 +808,8 @@ class FakeKube(LoopbackServer):
             offer(due, lambda t, key=key: self._sync_hpa(key, t))
         for r in self.reverters:
             offer(self._revert_due(r), lambda t, r=r: self._revert(r, t))
+        for timer in self.timers:
+            offer(timer.due(self), lambda t, timer=timer: timer.fire(self, t))
         return best
 
     def _revert_due(self, r: Reverter) -> float | None:
