@@ -136,7 +136,8 @@ def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
     assert main(["handover", "--since", "1h", "--store", str(db), "--offline", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"channel", "since", "until", "since_from", "late", "incidents", "changes", "temporary",
-                        "notes", "watch_next", "services", "state", "state_issue", "alerts", "watched", "drift"}
+                        "notes", "watch_next", "services", "state", "state_issue", "alerts", "watched", "drift",
+                        "reverted"}
     assert set(doc["temporary"][0]) == {"plan", "target", "what", "old", "value", "since", "age_s", "live",
                                         "live_value", "review"}
     assert set(doc["changes"][0]) == {"plan", "target", "state", "action", "changes", "requested_by", "approvers",

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.actuator.watch import Reverted
 from bot.render import slack_blocks as B
 from bot.render import slack_remediation as P
 from bot.render.i18n import Catalog
@@ -102,6 +103,11 @@ STAGES = {
                        {"reason": "Deployment/vllm-server-long is there with gpumem.io/plan naming the plan; "
                                   "Service/vllm-server-long is not there"}),
     "watch_stopped": (_stored("applied", ("U0APPROVER",)), {"error_id": "3f9a1c07"}),
+    "reverted": (_stored("reverted", ("U0APPROVER",)),
+                 {"notes": (), "replicas": 2, "reverted": (Reverted(
+                     "/spec/template/spec/containers/0/args/1", "--max-model-len=8192", "--max-model-len=4096",
+                     "--max-model-len=8192", "argocd-controller", "2026-12-01T02:17:40Z", "2026-12-01T02:18:00Z",
+                     "Update"),)}),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.remediation import revert_words
 from bot.store.notes import Note
 
 _FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
@@ -91,6 +92,8 @@ def watch_words(cat: Catalog, h: Any) -> list[str]:
             v["review"] = review_word(cat, v["review"])
         elif key == "incident":
             v["cause"], v["priority"] = cause_word(cat, v["cause"]), priority_word(cat, v["priority"])
+        elif key == "reverted":
+            v["reverted"], v["fold"] = revert_words(cat, v), cat.t("remediate_cli.revert_fold")
         out.append(cat.t(f"handover.watch_item.{key}", v))
     return out
 
@@ -137,6 +140,12 @@ def service_fields(cat: Catalog, h: Any, s: Any) -> list[tuple[str, str]]:
     return out
 
 
+def reverted_line(cat: Catalog, r: Any) -> str:
+    """A `bot.service.handover.RevertItem`: the change, its plan, who put it back and when, what to do."""
+    return cat.t("handover.reverted_line", target=r.target, changes="; ".join(r.changes), plan=r.plan,
+                 reverted=revert_words(cat, r), fold=cat.t("remediate_cli.revert_fold"))
+
+
 def state_line(cat: Catalog, st: Any) -> str:
     return cat.t("handover.state_line", target=st.target, kv_peak=pct_word(cat, st.kv_usage_peak),
                  kv_now=pct_word(cat, st.kv_usage_now), headroom=pct_word(cat, st.headroom),
@@ -181,6 +190,8 @@ def handover_text(h: Any, lang: str) -> str:
         section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes="; ".join(d.changes),
                                                 plan=d.plan, state=state_word(cat, d.state), at=_hm(d.at),
                                                 managers=", ".join(d.managers)) for d in h.drift])
+    if getattr(h, "reverted", ()):
+        section("handover.reverted", ["  " + reverted_line(cat, r) for r in h.reverted])
     section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"
                                for n in h.notes])
     if h.alerts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.render import split_pools
@@ -104,7 +105,45 @@ def look_json(look: Any) -> dict[str, Any]:
             "updated": look.updated, "ready": look.ready, "available": look.available,
             "new_pods": list(look.new_pods), "restarts": look.restarts, "oom_lines": look.oom_lines,
             "pressure_lines": look.pressure_lines, "notes": list(look.notes),
-            "prometheus": symptoms_json(getattr(look, "symptoms", None))}
+            "prometheus": symptoms_json(getattr(look, "symptoms", None)),
+            "reverted": [r.to_json() for r in getattr(look, "reverted", ())]}
+
+
+def utc_clock(at: str | None) -> str:
+    """An RFC 3339 time as the clock reads it in UTC ("14:02 UTC"); as given when it is not one.
+
+    >>> utc_clock("2026-03-09T14:02:41Z"), utc_clock("2026-03-09T16:02:00+02:00"), utc_clock("soon")
+    ('14:02 UTC', '14:02 UTC', 'soon')
+    """
+    try:
+        moment = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+    except ValueError:
+        return str(at)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%H:%M UTC")
+
+
+def _get(r: Any, key: str) -> Any:
+    return r.get(key) if isinstance(r, dict) else getattr(r, key, None)
+
+
+def revert_words(cat: Catalog, r: Any) -> str:
+    """Who put a field back and when (`bot.actuator.watch.Reverted`, or its JSON in the audit):
+    "reverted by argocd-controller at 14:02 UTC" from managedFields; the time the watch saw it
+    when they record no time; "reverted by another writer, seen at ... (manager not recorded)"
+    when they name nobody."""
+    manager, at, seen = _get(r, "manager"), _get(r, "at"), _get(r, "seen_at")
+    if manager and at:
+        return cat.t("remediate_cli.revert_by", manager=manager, at=utc_clock(at))
+    if manager:
+        return cat.t("remediate_cli.revert_by_untimed", manager=manager, at=utc_clock(seen))
+    return cat.t("remediate_cli.revert_unnamed", at=utc_clock(seen))
+
+
+def reverts_words(cat: Catalog, reverted: Sequence[Any]) -> str:
+    """The reverts of one plan in words, each writer once ("reverted by kserve-controller at ...")."""
+    return "; ".join(dict.fromkeys(revert_words(cat, r) for r in reverted))
 
 
 def symptoms_json(symptoms: Any) -> dict[str, Any] | None:
@@ -131,11 +170,21 @@ def look_text(look: Any, lang: str, rolled_back: bool = False) -> str:
     line = cat.t(f"remediate_cli.watch.{outcome}", updated=look.updated, available=look.available,
                  replicas=look.replicas)
     out = line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
+    reverted = getattr(look, "reverted", ())
+    for r in reverted:
+        out += cat.t("remediate_cli.reverted_line", path=r.path, before=_plain(r.before), gpumem=_plain(r.gpumem),
+                     now=_plain(r.now), reverted=revert_words(cat, r)) + "\n"
+    if reverted:
+        out += cat.t("remediate_cli.reverted_next", fold=cat.t("remediate_cli.revert_fold")) + "\n"
     symptoms = getattr(look, "symptoms", None)
     if symptoms is not None:
         key = "remediate_cli.watch_metrics_unread" if symptoms.error else "remediate_cli.watch_metrics"
         out += cat.t(key, symptoms_values(symptoms)) + "\n"
     return out
+
+
+def _plain(value: Any) -> str:
+    return "-" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def reconciled_text(rows: Any, lang: str) -> str:

@@ -16,12 +16,14 @@ from bot.render.handover import (
     outcomes_word,
     pct_word,
     priority_word,
+    reverted_line,
     service_fields,
     severity_word,
     state_word,
     watch_words,
 )
 from bot.render.i18n import Catalog
+from bot.render.remediation import revert_words
 from bot.store.notes import Note
 
 Message = dict[str, Any]
@@ -162,6 +164,8 @@ def handover_parent(h: Any, lang: str) -> Message:
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
                        ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
                                            f"{B.esc(', '.join(d.managers))})" for d in getattr(h, "drift", ())]),
+                       ("handover.reverted", [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r))
+                                              for r in getattr(h, "reverted", ())]),
                        ("handover.alerts", [_alert(cat, a) for a in getattr(h, "alerts", ())])):
         if lines:
             blocks += B.text_sections(cat.t(key, count=len(lines)), _top(cat, lines))
@@ -194,6 +198,9 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
     group(cat.t("handover.notes", count=len(h.notes)), [note_line(n) for n in h.notes])
     group(cat.t("handover.temporary", count=len(h.temporary)), [_stopgap(cat, m) for m in h.temporary])
     blocks += _unconfirmed(cat, h)
+    if getattr(h, "reverted", ()):
+        group(cat.t("handover.reverted", count=len(h.reverted)),
+              [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r)) for r in h.reverted])
     group(cat.t("handover.changes", count=len(h.changes)),
           [f"`{B.esc(c.plan)}` {B.esc(state_word(cat, c.state))} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
            f"({B.esc(c.requested_by)})" for c in h.changes])
@@ -239,11 +246,18 @@ def review_message(reminder: Any, lang: str) -> Message:
     who = cat.t("slack.review.who", requested_by=f"<@{reminder.requested_by}>"
                 if reminder.requested_by[:1] in "UW" and reminder.requested_by.isalnum()
                 else B.esc(reminder.requested_by), approvers=", ".join(people) or "-")
+    reverted = getattr(reminder, "reverted", None)
+    if reverted is not None:  # put back by another manager: not running, and not gpumem's to restore
+        live = cat.t("slack.review.reverted", reverted=revert_words(cat, reverted))
+        mark, ask = f":leftwards_arrow_with_hook: {B.esc(live)}", cat.t("slack.review.ask_reverted",
+                                                                         fold=cat.t("remediate_cli.revert_fold"))
+    else:
+        live = cat.t("slack.handover.live." + (m.live if m.live in LIVE_MARKS else "unconfirmed"), value=m.live_value)
+        mark, ask = live_mark(cat, m), cat.t("slack.review.ask", plan=m.plan)
     blocks = [
         B.header(B.clip(title, B.HEADER_CHARS)),
-        B.section(B.clip(f"{B.esc(what)}\n{live_mark(cat, m)}", B.SECTION_CHARS)),
-        B.section(B.clip(B.esc(cat.t("slack.review.ask", plan=m.plan)), B.SECTION_CHARS)),
+        B.section(B.clip(f"{B.esc(what)}\n{mark}", B.SECTION_CHARS)),
+        B.section(B.clip(B.esc(ask), B.SECTION_CHARS)),
         B.context(B.clip(who, 2000)),
     ]
-    live = cat.t("slack.handover.live." + (m.live if m.live in LIVE_MARKS else "unconfirmed"), value=m.live_value)
     return B.message(B.clip(f"{title}: {what} ({live})", B.FALLBACK_CHARS), blocks)

@@ -4,6 +4,7 @@ stage of its life, the rollback note, the refusals, `/gpumem plans`.
 The plan message is one message edited through its stages:
 
     proposed -> partly_approved -> approved -> dry_run_ok -> watching -> held | symptoms_remain | failed
+                                                                     | reverted (another writer put it back)
     (and rejected, expired, superseded, changed, not_applied, rolled_back, failed_rolled_back;
     reconciled_applied / reconciled_failed: a plan left `applying`, settled by reading the object
     again; unknown: a write whose answer was lost and whose object could not be read again;
@@ -30,7 +31,7 @@ from bot.render import slack_split as S
 from bot.render.i18n import Catalog
 from bot.render.managers import plan_manager_lines
 from bot.render.plan_preview import preview_words
-from bot.render.remediation import differences_lines, masked_op, symptoms_values
+from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text
@@ -53,7 +54,7 @@ MAX_PLAN_BUTTONS = 5
 STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
           "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded",
           "reconciled_applied", "reconciled_failed", "unknown", "rollback_unknown", "reconciled_rolled_back",
-          "rollback_not_applied", "partly_applied", "watch_stopped")
+          "rollback_not_applied", "partly_applied", "watch_stopped", "reverted")
 _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
           "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
           "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
@@ -61,7 +62,8 @@ _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:
           "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:",
           "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:", "unknown": ":grey_question:",
           "rollback_unknown": ":grey_question:", "reconciled_rolled_back": ":leftwards_arrow_with_hook:",
-          "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:"}
+          "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:",
+          "reverted": ":leftwards_arrow_with_hook:"}
 _WAITING = ("proposed", "partly_approved")
 #: the stages whose headline asks for an approval
 WAITING_STAGES = _WAITING
@@ -166,6 +168,8 @@ def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, 
               **params}
     if "notes" in values:
         values["notes"] = "; ".join(values["notes"]) or "-"
+    if stage == "reverted" or "reverted" in values:  # the watch's reverts: who put the change back, when
+        values["reverted"] = reverts_words(cat, values.get("reverted") or ()) or "-"
     return t(cat, f"slack_plan.stage.{stage}", raw=raw, **values)
 
 
@@ -249,7 +253,8 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
                  **params: Any) -> Message:
     """The plan message at `stage` (`STAGES`); `params` fill its status line (`users`: the ids it
     names; `updated`, `available`, `replicas`, `minutes` while watching; `notes`; `reason`; `symptoms`: the
-    watch's Prometheus reading, shown under the status line while watching and at the result).
+    watch's Prometheus reading, shown under the status line while watching and at the result;
+    `reverted`: the watch's reverts, `bot.actuator.watch.Reverted`, at stage `reverted`).
     `split`: a pool split's template values (`bot.service.split_pools.template_of`), shown in place
     of the change list; a split plan without them shows no object at all, only its id and kind."""
     if stage not in STAGES:
@@ -284,8 +289,9 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
         blocks += preview_sections(stored, lang)
         risks = action_risks(cat, p)
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
-    blocks += B.text_sections(cat.t("slack_plan.rollback"),
-                              [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])
+    if stage != "reverted":  # another writer put the old values back: no rollback of gpumem's is left
+        blocks += B.text_sections(cat.t("slack_plan.rollback"),
+                                  [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])
     blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
     blocks += _buttons(cat, stored, stage, split if p.action_id == S.ACTION else None)
     return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)

@@ -5,6 +5,9 @@ Everything comes from the store (triages, plans and their audit, notes), so a ha
 given with no cluster at all; what needs one says so:
 - a temporary measure (a stop-gap flag or replica change from an applied plan not rolled back)
   is `confirmed` against the live object when a reader is given, else `unconfirmed`;
+- a change another manager put back during its watch (a plan `reverted`: a controller, Argo
+  CD's self-heal) is listed with who and when, as the watch read them from managedFields, to
+  be folded into the source of truth;
 - the Prometheus state of the watched services (KV cache usage, queue, preemptions, OOM kills
   and restarts over the shift) is read with a constant number of queries (`PROM_QUERIES`) for
   all of them at once, and their KV usage over the shift (the chart) with one range query. The
@@ -48,7 +51,8 @@ STOPGAP_FLAGS = ("max-num-seqs", "max-model-len", "max_num_seqs", "max_model_len
 #: plan states reported as changes, and what a handover calls them
 log = logging.getLogger("gpumem.handover")
 
-CHANGE_STATES = ("applied", "watched", "rolled_back", "failed", "expired", "proposed", "approved", "rejected")
+CHANGE_STATES = ("applied", "watched", "rolled_back", "failed", "expired", "proposed", "approved", "rejected",
+                 "reverted")
 UNKNOWN = "unknown"
 
 #: Prometheus reads for all services of a handover at once: name -> what it measures
@@ -108,6 +112,25 @@ class DriftItem:
     changes: tuple[str, ...]
     at: datetime
     state: str
+
+
+@dataclass(frozen=True)
+class RevertItem:
+    """A plan whose change another manager put back during its watch (state `reverted`): the
+    object is back to what its source of truth says, so the change holds only once it is folded
+    into it (or planned where it is declared)."""
+
+    plan: str
+    target: str
+    changes: tuple[str, ...]
+    #: who put it back, from managedFields (the first reverted field's); None: not recorded
+    manager: str | None
+    #: when that manager wrote (RFC 3339, from managedFields); None: not recorded
+    at: str | None
+    #: when the watch saw it (RFC 3339)
+    seen_at: str
+    #: the fields as the watch saw them: path, before, gpumem, now, manager, operation, at, seen_at, put_back
+    fields: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +235,8 @@ class Handover:
     watch_items: tuple[tuple[str, dict[str, Any]], ...] = ()
     #: each service's template fields as (catalog key under handover.tpl, values), by target; not in the JSON
     service_words: tuple[tuple[str, dict[str, list[tuple[str, dict[str, Any]]]]], ...] = ()
+    #: changes another manager put back during their watch, in the window: fold them into the source of truth
+    reverted: tuple[RevertItem, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (README "Shift handovers")."""
@@ -239,6 +264,7 @@ class Handover:
             "alerts": [asdict(a) for a in self.alerts],
             "watched": list(self.watched),
             "drift": [asdict(d) for d in self.drift],
+            "reverted": [asdict(r) for r in self.reverted],
         }
         return conv(doc)
 
@@ -310,11 +336,13 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
         except Exception as e:  # the chart is a picture of the state above: its loss is logged only
             log.warning("handover: the shift chart's series could not be read: %s", e)
     alerts = alert_items(store, start, now, channel)
-    watch_items = _watch(changes, temporary, state or (), incidents, alerts)
+    reverted = revert_items(store, plans, start, now)
+    watch_items = _watch(changes, temporary, state or (), incidents, alerts, reverted)
     return Handover(channel, start, now, since_from, incidents, changes, temporary, notes,
                     tuple(line for line, _k, _v in watch_items), services, state, issue, late, alerts,
                     tuple(dict.fromkeys(watch)), shift, drift_items(store, plans),
-                    tuple((k, v) for _line, k, v in watch_items), tuple((t.target, w) for t, w in templates))
+                    tuple((k, v) for _line, k, v in watch_items), tuple((t.target, w) for t, w in templates),
+                    reverted)
 
 
 #: the audit event `bot.service.remediate` records for a stop-gap on a GitOps-managed object
@@ -336,6 +364,37 @@ def drift_items(store: Store, plans: list[StoredPlan]) -> tuple[DriftItem, ...]:
         out.append(DriftItem(stored.plan.id, _target(stored), managers, tuple(str(c) for c in detail.get("changes") or []),
                              datetime.fromisoformat(at), stored.state))
     return tuple(out)
+
+
+def reverted_detail(store: Store, plan_id: str) -> tuple[datetime, list[dict[str, Any]]] | None:
+    """When a plan became `reverted` and the fields its watch found put back (the audit row
+    `bot.service.remediate.watch_after` wrote); None when it never did."""
+    row = store.db.execute("SELECT at, detail FROM audit WHERE plan_id = ? AND to_state = 'reverted' ORDER BY id DESC "
+                           "LIMIT 1", [plan_id]).fetchone()
+    if row is None:
+        return None
+    fields = (json.loads(row[1] or "{}") or {}).get("reverted") or []
+    return datetime.fromisoformat(row[0]), [f for f in fields if isinstance(f, dict)]
+
+
+def revert_item(p: StoredPlan, fields: list[dict[str, Any]], at: datetime) -> RevertItem:
+    """The item of a reverted plan: who put it back and when (the first field a manager is recorded for)."""
+    named = next((f for f in fields if f.get("manager")), fields[0] if fields else {})
+    return RevertItem(p.plan.id, _target(p), tuple(c.describe() for c in p.plan.changes),
+                      named.get("manager") or None, named.get("at") or None,
+                      str(named.get("seen_at") or at.isoformat()), tuple(fields))
+
+
+def revert_items(store: Store, plans: list[StoredPlan], since: datetime, until: datetime) -> tuple[RevertItem, ...]:
+    """The plans reverted by another manager in [since, until], oldest first."""
+    out = []
+    for p in plans:
+        if p.state != "reverted":
+            continue
+        found = reverted_detail(store, p.plan.id)
+        if found is not None and since <= found[0] <= until:
+            out.append((found[0], revert_item(p, found[1], found[0])))
+    return tuple(item for _at, item in sorted(out, key=lambda pair: (pair[0], pair[1].plan)))
 
 
 def alert_items(store: Store, since: datetime, until: datetime, channel: str | None) -> tuple[AlertItem, ...]:
@@ -456,7 +515,9 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
     last: TriageRecord | None = journal.last_triage(namespace, name, until=now)
     mine = [p for p in plans if _target(p) == target]
     applied = sorted((p for p in mine if p.state in ("applied", "watched", "failed")), key=lambda p: p.plan.created_at)
-    flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in applied for c in p.plan.changes)
+    changed = sorted((p for p in mine if p.state in ("applied", "watched", "failed", "reverted")),
+                     key=lambda p: p.plan.created_at)
+    flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in changed for c in p.plan.changes)
     split = any(p.plan.action_id == "split_pools" for p in applied)
     temps = [m for m in temporary if m.target == target]
     failed = [p for p in mine if p.state == "failed"]
@@ -504,7 +565,7 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
             "estimated": bool(prof.get("estimated"))})] if prof else [("unknown", {})],
         "layer": [("cause", {"cause": s.get("verdict")})] if s.get("verdict") else [("unknown", {})],
         "flags_changed": [("flag", {"change": c.describe(), "plan": p.plan.id, "state": p.state})
-                          for p in applied for c in p.plan.changes] or [("none", {})],
+                          for p in changed for c in p.plan.changes] or [("none", {})],
         "pools_split": [("split" if split else ("not_split" if applied else "unknown"), {})],
         "rollback_needed": [("rollback_failed", {"plans": ", ".join(p.plan.id for p in failed)})] if failed
         else [("rollback_stopgap", {"items": ", ".join(f"{m.plan} ({m.what})" for m in temps)})] if temps
@@ -540,11 +601,31 @@ def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasu
     return tuple(line for line, _key, _values in _watch(changes, temporary, state, incidents, alerts))
 
 
+def revert_phrase(manager: str | None, at: str | None, seen_at: str) -> str:
+    """Who put a change back and when, in English (the JSON's `watch_next`); the renderers word
+    it from the values (`bot.render.remediation.revert_words`)."""
+    def clock(t: str | None) -> str:
+        try:
+            return datetime.fromisoformat(str(t).replace("Z", "+00:00")).astimezone(UTC).strftime("%H:%M UTC")
+        except ValueError:
+            return str(t)
+    if manager and at:
+        return f"reverted by {manager} at {clock(at)}"
+    if manager:
+        return f"reverted by {manager}, seen at {clock(seen_at)}"
+    return f"reverted by another writer, seen at {clock(seen_at)} (manager not recorded)"
+
+
 def _watch(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
            state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
-           alerts: tuple[AlertItem, ...] = ()) -> list[tuple[str, str, dict[str, Any]]]:
+           alerts: tuple[AlertItem, ...] = (), reverted: tuple[RevertItem, ...] = ()) -> list[tuple[str, str, dict[str, Any]]]:
     """Each thing to watch as (English line, catalog key, values), without repeats."""
     watch: list[tuple[str, str, dict[str, Any]]] = []
+    for r in reverted:  # first: the change the shift believes in is not on the cluster
+        said = revert_phrase(r.manager, r.at, r.seen_at)
+        watch.append((f"{r.target}: {'; '.join(r.changes)} ({r.plan}) {said}: fold the change into the source of truth",
+                      "reverted", {"target": r.target, "changes": "; ".join(r.changes), "plan": r.plan,
+                                   "manager": r.manager, "at": r.at, "seen_at": r.seen_at}))
     for c in changes:
         v = {"plan": c.plan, "target": c.target, "changes": "; ".join(c.changes)}
         if c.state in ("proposed", "approved"):

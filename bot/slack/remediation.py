@@ -608,7 +608,7 @@ class RemediationDesk:
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
         self.poster.update(channel, ts, self._message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
-                                                       symptoms=seen.symptoms))
+                                                       symptoms=seen.symptoms, reverted=seen.reverted))
 
     # ------------------------------------------------------------------ Roll back
 
