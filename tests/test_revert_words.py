@@ -110,6 +110,9 @@ def test_the_handover_lists_the_revert_first_in_what_to_watch(store):
     assert h.watch_next[0] == ("llm/vllm-server: --max-num-seqs 128 -> 64 (p-argo) reverted by argocd-controller at "
                                "14:02 UTC: fold the change into the source of truth")
     assert [c.state for c in h.changes] == ["reverted"] and h.temporary == () and h.drift == ()
+    (service,) = h.services
+    assert service.rollback_needed == ("no: p-argo reverted by another manager; fold it into the source of truth")
+    assert service.flags_changed == ("--max-num-seqs 128 -> 64 (p-argo, reverted)",)
     doc = h.to_json()
     assert doc["reverted"][0]["manager"] == "argocd-controller" and doc["reverted"][0]["fields"][0]["path"] == ARGO.path
     en = handover_text(h, "en")
@@ -118,7 +121,8 @@ def test_the_handover_lists_the_revert_first_in_what_to_watch(store):
             "fold the change into the source of truth") in en
     zh = handover_text(h, "zh")
     assert "被其他管理者改回、需并入真实来源的改动（1）：" in zh and "已被 argocd-controller 于 14:02 UTC 改回" in zh
-    assert "--max-num-seqs 128 -> 64 (p-argo, 已被改回)" in zh or "已被改回" in zh
+    assert "已改参数：--max-num-seqs 128 -> 64（p-argo，已被改回）" in zh
+    assert "是否需要回滚：不需要：p-argo 已被其他管理者改回；请把这项改动并入真实来源" in zh
     parent = handover_parent(h, "en")
     assert block_errors(parent["blocks"]) == [] and "reverted by argocd-controller at 14:02 UTC" in str(parent["blocks"])
     (page,), _overflow = handover_thread(h, "zh")

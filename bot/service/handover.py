@@ -518,6 +518,7 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
     changed = sorted((p for p in mine if p.state in ("applied", "watched", "failed", "reverted")),
                      key=lambda p: p.plan.created_at)
     flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in changed for c in p.plan.changes)
+    reverted = [p for p in changed if p.state == "reverted"]
     split = any(p.plan.action_id == "split_pools" for p in applied)
     temps = [m for m in temporary if m.target == target]
     failed = [p for p in mine if p.state == "failed"]
@@ -527,6 +528,8 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
         rollback = "if the stop-gap is not made permanent: " + ", ".join(f"{m.plan} ({m.what})" for m in temps)
     elif applied:
         rollback = "no: applied changes are not stop-gaps"
+    elif reverted:
+        rollback = f"no: {', '.join(p.plan.id for p in reverted)} reverted by another manager; fold it into the source of truth"
     else:
         rollback = "no: nothing applied" if mine else UNKNOWN
     review = "; ".join(f"{m.what} {m.value} since {m.since.strftime('%H:%M')}Z: {m.review}{_live_note(m)}"
@@ -570,6 +573,7 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
         "rollback_needed": [("rollback_failed", {"plans": ", ".join(p.plan.id for p in failed)})] if failed
         else [("rollback_stopgap", {"items": ", ".join(f"{m.plan} ({m.what})" for m in temps)})] if temps
         else [("rollback_no_stopgaps", {})] if applied
+        else [("rollback_reverted", {"plans": ", ".join(p.plan.id for p in reverted)})] if reverted
         else [("rollback_nothing", {})] if mine else [("unknown", {})],
         "temporary_review": [("review", {"what": m.what, "value": m.value, "at": m.since.strftime("%H:%M") + "Z",
                                          "review": m.review, "live": m.live, "live_value": m.live_value})
