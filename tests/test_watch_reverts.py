@@ -10,6 +10,8 @@ import copy
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.actuator.watch import Reverted, field_owner, reverted_fields
 from bot.actuator.writer import KubeWriter
@@ -212,3 +214,53 @@ def test_a_revert_round_trips_through_the_audit_json():
                  "Update")
     assert Reverted.from_json(r.to_json()) == r and not r.put_back
     assert Reverted.from_json({"path": 3}) is None and Reverted.from_json(None) is None
+
+
+# ------------------------------------------------------------------ managedFields are outside input
+
+_LEAF = st.none() | st.booleans() | st.integers() | st.text(max_size=6)
+_FIELD_KEYS = st.sampled_from(["f:spec", "f:template", "f:containers", "f:args", "f:replicas", ".", "f:metadata",
+                               'k:{"name":"vllm"}', 'k:{"name":', "v:\"x\"", "v:[", "i:0", "f:0"]) | st.text(max_size=6)
+_TREES = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_FIELD_KEYS, inner,
+                                                                                          max_size=4), max_leaves=20)
+_POINTERS = st.lists(st.sampled_from(["spec", "template", "containers", "0", "1", "args", "3", "²", "٣", "~1", ""])
+                     | st.text(max_size=4), max_size=8).map(lambda steps: "/" + "/".join(steps))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["manager", "operation", "time", "fieldsV1", "subresource"]), _TREES,
+                                max_size=5) | _TREES, max_size=4), _TREES, _POINTERS)
+def test_field_owner_reads_any_managed_fields_without_a_traceback(entries, spec, pointer):
+    obj = {"metadata": {"managedFields": entries}, "spec": spec}
+    found = field_owner(obj, pointer)
+    assert found is None or (isinstance(found[0], str) and all(x is None or isinstance(x, str) for x in found[1:]))
+    rows = [{"path": pointer, "before": 1, "gpumem": 2, "now": spec}]
+    for r in reverted_fields(obj, lambda _obj: rows, "2026-03-09T21:00:00Z"):
+        assert r.manager is None or isinstance(r.manager, str)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TREES)
+def test_a_revert_read_back_from_any_audit_json_is_one_or_none(doc):
+    r = Reverted.from_json(doc)
+    assert r is None or isinstance(r, Reverted)
+
+
+def test_a_scale_plan_whose_hpa_minimum_is_put_back_is_reverted_by_that_manager(cluster, tmp_path):
+    # the plan raises the HPA's minReplicas (and maxReplicas); a sync puts the minimum back
+    clock = manual_clock(cluster, ready_after_s=20.0)
+    cluster.kube.managed_fields = True
+    cluster.kube.reverters.append(Reverter("HorizontalPodAutoscaler", NS, "vllm-server-queue", ("spec", "minReplicas"),
+                                           2, "argocd-controller", after_s=15))
+    store = Store.open(tmp_path / "gpumem.db")
+    writer = KubeWriter(cluster.api("prod"))
+    request = remediate.PlanRequest(NS, NAME, replicas=3, requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    assert stored.plan.target.kind == "HorizontalPodAutoscaler"
+    remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    final, seen = remediate.watch_after(store, writer, stored.plan.id, 600, auto_rollback=True, poll_s=30,
+                                        clock=clock, sleep=clock.advance)
+    assert seen.outcome == "reverted" and final.state == "reverted"
+    (r,) = seen.reverted
+    assert (r.path, r.before, r.gpumem, r.now, r.manager) == ("/spec/minReplicas", 2, 3, 2, "argocd-controller")
+    assert len(cluster.kube.writes()) == 1  # the HPA patch; no rollback

@@ -201,7 +201,7 @@ def _owns(fields: Any, steps: list[str], obj: Any) -> bool:
         if not isinstance(node, dict):
             return False
         if isinstance(value, list):
-            index = int(step) if step.isdigit() else -1
+            index = int(step) if step.isascii() and step.isdigit() else -1
             element = value[index] if 0 <= index < len(value) else None
             key = _element_key(node, index, element)
             value = element
