@@ -264,3 +264,13 @@ def test_a_scale_plan_whose_hpa_minimum_is_put_back_is_reverted_by_that_manager(
     (r,) = seen.reverted
     assert (r.path, r.before, r.gpumem, r.now, r.manager) == ("/spec/minReplicas", 2, 3, 2, "argocd-controller")
     assert len(cluster.kube.writes()) == 1  # the HPA patch; no rollback
+
+
+def test_a_value_shown_masked_is_compared_unmasked():
+    # the row shows the element masked in its context; the object holds exactly what gpumem wrote
+    obj = {"spec": {"args": ["--api-key", "<written>"]}}
+    rows = [{"path": "/spec/args/1", "before": "old", "gpumem": "<written>", "now": "<redacted>"}]
+    ops = ({"op": "test", "path": "/spec/args/1", "value": "old"},
+           {"op": "replace", "path": "/spec/args/1", "value": "<written>"})
+    assert reverted_fields(obj, lambda _obj: rows, "t", ops) == ()
+    assert len(reverted_fields({"spec": {"args": ["--api-key", "old"]}}, lambda _obj: rows, "t", ops)) == 1

@@ -161,6 +161,9 @@ class WrittenObject:
     kind: str
     name: str
     compare: Compare
+    #: the plan's patch: each `replace`/`add` value is compared with the object unmasked (the
+    #: rows' values are masked for showing; a masked value must not read as a revert)
+    ops: tuple[dict[str, Any], ...] = ()
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -244,12 +247,33 @@ def field_owner(obj: dict[str, Any], pointer: str) -> tuple[str, str | None, str
     return manager, operation if isinstance(operation, str) else None, at if isinstance(at, str) else None
 
 
-def reverted_fields(obj: dict[str, Any], compare: Compare, seen_at: str) -> tuple[Reverted, ...]:
-    """The fields of `obj` the plan changed that no longer hold gpumem's value, each with its
-    writer from managedFields (None when they name nobody, or only gpumem)."""
+def _pointer(obj: Any, pointer: str) -> Any:
+    for key in _steps(pointer):
+        if isinstance(obj, list):
+            obj = obj[int(key)] if key.isascii() and key.isdigit() and int(key) < len(obj) else None
+        elif isinstance(obj, dict):
+            obj = obj.get(key)
+        else:
+            return None
+    return obj
+
+
+def _held(obj: dict[str, Any], ops: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    """Per path a `replace` or `add` of `ops` writes, whether `obj` holds that value (unmasked)."""
+    return {str(op.get("path")): _same(_pointer(obj, str(op.get("path") or "")), op.get("value"))
+            for op in ops if op.get("op") in ("replace", "add")}
+
+
+def reverted_fields(obj: dict[str, Any], compare: Compare, seen_at: str,
+                    ops: Sequence[dict[str, Any]] = ()) -> tuple[Reverted, ...]:
+    """The fields of `obj` the plan changed that no longer hold gpumem's value (compared
+    unmasked against the plan's `ops` where given), each with its writer from managedFields
+    (None when they name nobody, or only gpumem)."""
+    held = _held(obj, ops)
     out = []
     for row in compare(obj):
-        if _same(row.get("now"), row.get("gpumem")):
+        path = str(row.get("path") or "")
+        if held.get(path, _same(row.get("now"), row.get("gpumem"))):
             continue
         owner = field_owner(obj, str(row.get("path") or ""))
         if owner is not None and owner[0] in ("", FIELD_MANAGER):
@@ -402,7 +426,7 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     if written is not None:
         target = obj if (written.kind, written.name) == ("Deployment", name) else writer.read(
             written.kind, namespace, written.name)
-        reverted = reverted_fields(target, written.compare, seen_at())
+        reverted = reverted_fields(target, written.compare, seen_at(), written.ops)
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     replicas = int(spec.get("replicas") or 0)
     observed = status.get("observedGeneration")

@@ -476,7 +476,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     else:
         generation = applied.get("generation")
         watched = watched_name(plan)
-    written = (WrittenObject(plan.target.kind, plan.target.name, partial(three_way, plan))
+    written = (WrittenObject(plan.target.kind, plan.target.name, partial(three_way, plan), plan.patch)
                if plan.patch_type == JSON_PATCH else None)  # a created object has no field to put back
     seen = watch(writer, plan.target.namespace, watched, generation, window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
