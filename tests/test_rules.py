@@ -50,9 +50,13 @@ def _doc(capsys, *argv: str):
     return yaml.safe_load(out)
 
 
+def _groups_of(doc) -> list[dict]:
+    return doc["groups"] if "groups" in doc else doc["spec"]["groups"]
+
+
 def _rules_of(doc) -> list[dict]:
-    groups = doc["groups"] if "groups" in doc else doc["spec"]["groups"]
-    return [r for g in groups for r in g["rules"]]
+    """The alerting rules (the fleet's recording rules apart)."""
+    return [r for g in _groups_of(doc) for r in g["rules"] if "alert" in r]
 
 
 # ---------------------------------------------------------------------- what is written
@@ -68,7 +72,7 @@ def test_default_is_a_prometheusrule_holding_the_same_groups_as_the_rule_file(ca
 
 def test_each_engine_gets_its_group_and_the_kubernetes_group_is_always_there(capsys):
     doc = _doc(capsys, "-o", "rules")
-    names = {g["name"]: [r["alert"] for r in g["rules"]] for g in doc["groups"]}
+    names = {g["name"]: [r["alert"] for r in g["rules"]] for g in doc["groups"] if g["name"] != "gpumem-fleet"}
     assert names == {
         "gpumem-vllm": ["GpumemKVCacheHigh", "GpumemQueueDeep", "GpumemPreemptionsRising", "GpumemTTFTP99High",
                         "GpumemLongShareJump"],
@@ -78,7 +82,26 @@ def test_each_engine_gets_its_group_and_the_kubernetes_group_is_always_there(cap
         "gpumem-kubernetes": ["GpumemOOMKilled", "GpumemRestartBurst", "GpumemGPUMemoryHigh"],
     }
     tgi = _doc(capsys, "-o", "rules", "--engine", "tgi")
-    assert [g["name"] for g in tgi["groups"]] == ["gpumem-tgi", "gpumem-kubernetes"]
+    assert [g["name"] for g in tgi["groups"]] == ["gpumem-tgi", "gpumem-kubernetes", "gpumem-fleet"]
+    bare = _doc(capsys, "-o", "rules", "--engine", "tgi", "--no-recording-rules")
+    assert [g["name"] for g in bare["groups"]] == ["gpumem-tgi", "gpumem-kubernetes"]
+
+
+def test_the_fleets_recording_rules_follow_the_level_metric_operations_naming(capsys):
+    (fleet,) = [g for g in _doc(capsys, "-o", "rules")["groups"] if g["name"] == "gpumem-fleet"]
+    assert fleet["interval"] == "1m" and len(fleet["rules"]) == 23
+    for rule in fleet["rules"]:
+        assert set(rule) <= {"record", "expr", "labels"} and "alert" not in rule
+        level, metric, operations = rule["record"].split(":")
+        assert level in ("namespace_deployment", "namespace_deployment_le"), rule["record"]
+        assert metric.startswith(("gpumem_", "kube_pod_")) and operations
+    per_engine = [r for r in fleet["rules"] if "labels" in r]
+    assert {r["labels"]["engine"] for r in per_engine} == {"vllm", "sglang", "tgi"}
+    assert all(f"gpumem_{r['labels']['engine']}_" in r["record"] for r in per_engine)
+    # the fleet reads namespace and deployment, whatever labels the alerts are given
+    relabelled = _doc(capsys, "-o", "rules", "--namespace-label", "team_ns", "--deployment-label", "workload")
+    (again,) = [g for g in relabelled["groups"] if g["name"] == "gpumem-fleet"]
+    assert again == fleet
 
 
 def test_every_alert_routes_back_to_gpumem_with_the_workload_labels(capsys):
@@ -164,7 +187,7 @@ def test_gpu_memory_leaves_out_every_engine_that_preallocates(capsys):
 
 
 JSON_KEYS = {"schema_version", "output", "lang", "engines", "namespace_label", "deployment_label", "runbook_url",
-             "rules", "not_written", "version_limited", "document"}
+             "rules", "recording_rules", "not_written", "version_limited", "document"}
 
 
 def test_json_has_the_documented_keys(capsys):

@@ -233,6 +233,8 @@ def _rules(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--object-label", type=argtypes.object_label, action="append", default=None, metavar="KEY=VALUE",
                    help="-o prometheusrule: a label on the object for the operator's ruleSelector, "
                         "e.g. release=kube-prometheus-stack (repeatable)")
+    p.add_argument("--no-recording-rules", dest="recording_rules", action="store_false",
+                   help="leave out the recording rules the fleet view reads (group gpumem-fleet)")
     add_common(p)
 
 

@@ -306,6 +306,7 @@ class RulesRequest:
     runbook_url: str = "README.md"
     name: str | None = None
     object_label: tuple[tuple[str, str], ...] | None = None
+    recording_rules: bool = True
     json: bool = False
     lang: str | None = None
 

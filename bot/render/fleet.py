@@ -63,6 +63,7 @@ def fleet_text(outcome: FleetOutcome, lang: str) -> str:
     lines.append(cat.t("fleet_cli.lines", lines=", ".join(
         f"{cat.t(f'fleet_cli.column.{c}')} {value_text(c, LINES[c])}" for c in COLUMNS if c != "kv_max")))
     lines.append(cat.t("fleet_cli.rule"))
+    lines.append(read_from_text(outcome, cat))
     for m in outcome.missing:
         cols = ", ".join(cat.t(f"fleet_cli.column.{c}") for c in m.columns)
         lines.append(cat.t("fleet_cli.not_read", columns=cols, query=m.query, kind=m.kind, message=m.message))
@@ -88,6 +89,14 @@ def fleet_text(outcome: FleetOutcome, lang: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def read_from_text(outcome: FleetOutcome, cat: Catalog) -> str:
+    """Where the readings came from: the recording rules, or the raw series and why."""
+    reason = outcome.read_from_reason if outcome.read_from == "raw" else "loaded"
+    kind, message = outcome.rules_issue or ("", "")
+    return cat.t(f"fleet_cli.read_from.{reason}", count=outcome.missing_records, minutes=outcome.window_s // 60,
+                 kind=kind, message=message)
+
+
 def _width(text: str) -> int:
     # CJK headers take two columns in a terminal
     return sum(2 if ord(ch) > 0x2E80 else 1 for ch in text)
@@ -108,6 +117,8 @@ def fleet_json(outcome: FleetOutcome, lang: str) -> dict[str, Any]:
         "not_read": [{"query": m.query, "columns": list(m.columns), "kind": m.kind, "message": m.message}
                      for m in outcome.missing],
         "queries": dict(outcome.queries),
+        "read_from": outcome.read_from,
+        "read_from_reason": outcome.read_from_reason,
         "services": [{
             "rank": row.rank,
             "namespace": row.namespace,

@@ -14,6 +14,7 @@ import yaml
 
 from bot.render.i18n import Catalog
 from bot.service.outcomes import RulesOutcome
+from runbooks.alerts.fleet_queries import RECORDING_GROUP, RECORDING_INTERVAL_S, Recording
 from runbooks.alerts.promql import duration
 from runbooks.alerts.rules import Rule
 
@@ -52,11 +53,22 @@ def rule_object(rule: Rule, outcome: RulesOutcome, cat: Catalog) -> dict[str, An
     return out
 
 
+def recording_object(rec: Recording) -> dict[str, Any]:
+    """One recording rule as Prometheus reads it: record, expr, and the engine label when it is one engine's."""
+    out: dict[str, Any] = {"record": rec.record, "expr": rec.expr}
+    if rec.engine:
+        out["labels"] = {"engine": rec.engine}
+    return out
+
+
 def document(outcome: RulesOutcome, lang: str) -> dict[str, Any]:
     """The rule file (`groups:`) or the monitoring.coreos.com/v1 PrometheusRule holding it."""
     cat = Catalog.load(lang)
     groups = [{"name": name, "rules": [rule_object(r, outcome, cat) for r in rules]}
               for name, rules in outcome.ruleset.groups().items()]
+    if outcome.recordings:
+        groups.append({"name": RECORDING_GROUP, "interval": duration(RECORDING_INTERVAL_S),
+                       "rules": [recording_object(r) for r in outcome.recordings]})
     if outcome.output == "rules":
         return {"groups": groups}
     labels = {"app.kubernetes.io/name": "gpumem", "app.kubernetes.io/component": "alert-rules",
@@ -91,6 +103,8 @@ def rules_yaml(outcome: RulesOutcome, lang: str) -> str:
               for s in not_written(outcome, lang)]
     lines += [cat.t("rules_cli.version_limited", engine=ENGINE_NAMES[s["engine"]], alert=s["alert"], reason=s["text"])
               for s in version_limited(outcome, lang)]
+    if outcome.recordings:
+        lines.append(cat.t("rules_cli.recording", count=len(outcome.recordings), group=RECORDING_GROUP))
     lines.append(cat.t("rules_cli.check_rules" if outcome.output == "rules" else "rules_cli.check_prometheusrule"))
     head = "".join(f"# {line}\n" for line in lines)
     return head + yaml.dump(document(outcome, lang), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
@@ -110,6 +124,7 @@ def rules_json(outcome: RulesOutcome, lang: str) -> dict[str, Any]:
         "runbook_url": outcome.runbook_url,
         "rules": [{"id": r.id, "alert": r.alert, "group": r.group, "engine": r.engine, "severity": r.severity,
                    "for_s": r.for_s} for r in rs.rules],
+        "recording_rules": [{"record": r.record, "engine": r.engine} for r in outcome.recordings],
         "not_written": not_written(outcome, lang),
         "version_limited": version_limited(outcome, lang),
         "document": document(outcome, lang),

@@ -1,7 +1,7 @@
 """The fleet use case (`gpumem fleet`): which services are closest to trouble, fleet-wide.
 
 A fixed number of PromQL queries (`collectors.prometheus.fleet`), whatever the number of
-services, ranked by the runbook's lines (`runbooks.alerts.fleet`). A query that fails costs
+services, read from gpumem's recording rules where Prometheus has them loaded, ranked by the runbook's lines (`runbooks.alerts.fleet`). A query that fails costs
 its columns, never the view; only when none answers is there nothing to show (exit 3)."""
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ def fleet_view(client: PrometheusClient, *, now: datetime, engines: Sequence[str
     missing = tuple(Missing(n.query, n.columns, n.issue.kind, n.issue.message) for n in readings.not_read)
     return FleetOutcome(rows=ranked[:top] if top else ranked, total=len(ranked), missing=missing,
                         queries=dict(readings.queries), at=now, window_s=window,
-                        namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()))
+                        namespaces=tuple(sorted(set(namespaces))), engines=tuple(engines or ()),
+                        read_from="recorded" if readings.recorded else "raw",
+                        read_from_reason=readings.recorded_reason, missing_records=readings.missing_records,
+                        rules_issue=(readings.rules_issue.kind, readings.rules_issue.message)
+                        if readings.rules_issue else None)
 
 
 def fleet_client(request: FleetRequest, deps: Deps) -> PrometheusClient:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from runbooks.alerts.dashboards import Dashboard
 from runbooks.alerts.fleet import COLUMNS, Ranked
+from runbooks.alerts.fleet_queries import Recording
 from runbooks.alerts.rules import RuleSet
 from runbooks.model.evidence import ProfileShift, RequestProfile
 from runbooks.profile.detail import ProfileDetail
@@ -43,6 +44,8 @@ class RulesOutcome:
     runbook_url: str
     name: str = DEFAULT_OBJECT_NAME
     object_labels: dict[str, str] = field(default_factory=dict)
+    #: the fleet view's recording rules (`runbooks.alerts.fleet_queries`), empty with --no-recording-rules
+    recordings: tuple[Recording, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,14 @@ class FleetOutcome:
     window_s: int
     namespaces: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
+    #: "recorded" (gpumem's recording rules) or "raw" (the raw series)
+    read_from: str = "raw"
+    #: why: loaded, not_loaded, window, unread (collectors.prometheus.fleet)
+    read_from_reason: str = "not_loaded"
+    #: recording rules the view needs that are not loaded
+    missing_records: int = 0
+    #: the rules API's answer, when it gave none: (kind, message)
+    rules_issue: tuple[str, str] | None = None
 
     @property
     def not_read(self) -> tuple[str, ...]:

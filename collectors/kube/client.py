@@ -35,21 +35,14 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from collectors.errors import CollectorError
+from collectors.kube.errors import KubeConfigError as KubeConfigError
+from collectors.kube.errors import KubeError as KubeError
 from runbooks.model import errors
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.secrets import redact_text
 
 #: enough connections for every pod's logs and metrics at once
 DEFAULT_POOL_MAXSIZE = 64
-
-
-class KubeError(CollectorError):
-    """Base of the live Kubernetes collector's errors."""
-
-
-class KubeConfigError(KubeError):
-    """No usable kubeconfig, context or in-cluster service account."""
 
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None,

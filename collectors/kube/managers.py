@@ -31,13 +31,13 @@ connection). The names are the tools' own:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collectors.kube.client import Call
-from collectors.kube.objects import typed
-from collectors.kube.rest import KubeRest, path
 from runbooks.model.errors import NotPermitted, TargetNotFound
 from runbooks.model.managers import GITOPS, Manager, ManagerKind, blocks_writes
+
+if TYPE_CHECKING:
+    from collectors.kube.rest import KubeRest
 
 __all__ = ["GITOPS", "Manager", "ManagerKind", "blocks_writes", "managers_of", "with_sync_policy"]
 
@@ -171,6 +171,8 @@ def _ssa(field_managers: list[tuple[str, str]], found: set[str]) -> list[Manager
 
 
 def application_path(namespace: str, name: str) -> str:
+    from collectors.kube.rest import path  # with the client: see with_sync_policy
+
     return path("apis", "argoproj.io", "v1alpha1", "namespaces", namespace, "applications", name)
 
 
@@ -195,6 +197,11 @@ def with_sync_policy(managers: tuple[Manager, ...], rest: KubeRest | None, argoc
     """`managers` with each Argo CD Application's sync policy read (in its own namespace when the
     tracking id names one, else `argocd_namespace`); a 403 or 404 or no answer leaves it
     unknown, with the reason (`sync_unknown`), never a guess."""
+    # the Kubernetes client is imported here, where a cluster is read: it costs 0.3-0.5 s
+    # (-X importtime), which an offline triage of a bundle (managers_of alone) does not pay
+    from collectors.kube.client import Call
+    from collectors.kube.objects import typed
+
     out = []
     for m in managers:
         if m.kind != "argocd":

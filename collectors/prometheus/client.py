@@ -198,7 +198,8 @@ class PrometheusClient:
     `base_url` may carry a path prefix ("https://mon.example/prometheus"). Authentication is
     a bearer token or (user, password) basic auth; `verify` is True, False or a CA bundle path;
     `headers` adds fixed headers (e.g. X-Scope-OrgID for a multi-tenant backend).
-    `queries_sent` counts the requests made, for callers that budget them.
+    `queries_sent` counts the queries made, for callers that budget them (`rules_reads` the
+    rules API's requests).
 
     >>> PrometheusClient("http://127.0.0.1:9090", bearer_token="s3cret")
     PrometheusClient('http://127.0.0.1:9090', auth=bearer)
@@ -228,6 +229,8 @@ class PrometheusClient:
         self._local = threading.local()  # one Session per thread: Sessions are not thread-safe
         self._lock = threading.Lock()
         self.queries_sent = 0
+        #: requests to the rules API (`recording_rules`), apart from the queries
+        self.rules_reads = 0
 
     def __repr__(self) -> str:
         return f"PrometheusClient({_safe_url(self.base_url)!r}, auth={self._auth_kind})"
@@ -259,13 +262,33 @@ class PrometheusClient:
             self._local.session = session
         return session
 
-    def _call(self, path: str, params: dict[str, str]) -> QueryResult:
+    def recording_rules(self) -> frozenset[str]:
+        """The names of the recording rules the server has loaded and that are not failing
+        (`/api/v1/rules?type=record`); PrometheusError when it cannot say."""
+        url = self.base_url + "/api/v1/rules"
+        where = f"{_safe_url(url)}"
         with self._lock:
-            self.queries_sent += 1
+            self.rules_reads += 1
+        resp = self._request(url, {"type": "record"}, where)
+        try:
+            return read_recording_rules(resp.content, where, resp.status_code)
+        except PrometheusError as e:
+            raise PrometheusError(e.kind, e.message, self._secrets) from None
+
+    def _call(self, path: str, params: dict[str, str]) -> QueryResult:
         url = self.base_url + path
         where = f"{_safe_url(url)}"
+        with self._lock:
+            self.queries_sent += 1
+        resp = self._request(url, params, where)
         try:
-            if len(params["query"]) > _MAX_GET_QUERY_CHARS:
+            return _read_response(resp, where)
+        except PrometheusError as e:
+            raise PrometheusError(e.kind, e.message, self._secrets) from None
+
+    def _request(self, url: str, params: dict[str, str], where: str) -> requests.Response:
+        try:
+            if len(params.get("query", "")) > _MAX_GET_QUERY_CHARS:
                 resp = self._session().post(url, data=params, timeout=self.timeout_s)
             else:
                 resp = self._session().get(url, params=params, timeout=self.timeout_s)
@@ -277,10 +300,7 @@ class PrometheusClient:
             raise PrometheusError("unreachable", f"{where}: cannot connect") from None
         except requests.RequestException as e:
             raise PrometheusError("unreachable", f"{where}: {type(e).__name__}") from None
-        try:
-            return _read_response(resp, where)
-        except PrometheusError as e:
-            raise PrometheusError(e.kind, e.message, self._secrets) from None
+        return resp
 
 
 def _read_response(resp: requests.Response, where: str) -> QueryResult:
@@ -295,16 +315,48 @@ def _read_response(resp: requests.Response, where: str) -> QueryResult:
             return parse_query_response(doc, source=where)
         except ParseError as e:
             raise PrometheusError("unreadable", e.message) from None
-    status = resp.status_code
+    raise _status_error(resp.status_code, where, "query")
+
+
+def _status_error(status: int, where: str, api: str) -> PrometheusError:
+    """What an answer that is not the API's JSON means, by its HTTP status."""
     if status in (401, 403):
-        raise PrometheusError("forbidden", f"{where}: HTTP {status}")
+        return PrometheusError("forbidden", f"{where}: HTTP {status}")
     if status == 404:
-        raise PrometheusError("not_found", f"{where}: HTTP 404 (is the base URL's path prefix right?)")
+        return PrometheusError("not_found", f"{where}: HTTP 404 (is the base URL's path prefix right?)")
     if status in (502, 503, 504):
-        raise PrometheusError("unreachable", f"{where}: HTTP {status} from a proxy or the server")
+        return PrometheusError("unreachable", f"{where}: HTTP {status} from a proxy or the server")
     if status >= 400:
-        raise PrometheusError("unreadable", f"{where}: HTTP {status}")
-    raise PrometheusError("unreadable", f"{where}: the answer is not the query API's JSON")
+        return PrometheusError("unreadable", f"{where}: HTTP {status}")
+    return PrometheusError("unreadable", f"{where}: the answer is not the {api} API's JSON")
+
+
+def read_recording_rules(body: bytes, where: str, status: int = 200) -> frozenset[str]:
+    """The `name`s of the healthy recording rules in a `/api/v1/rules` answer (a rule whose
+    last evaluation failed writes nothing, so it does not count). PrometheusError `not_found`
+    for a backend without the rules API, `forbidden`, or `unreadable` naming what is wrong."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeError, RecursionError):
+        raise _status_error(status, where, "rules") from None
+    if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
+        raise _status_error(status, where, "rules")
+    if doc["status"] == "error":
+        raise PrometheusError(_kind_of_error_type(doc.get("errorType")), f"{where}: {_text(doc.get('error'))}")
+    data = doc.get("data")
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
+        raise PrometheusError("unreadable", f"{where}: data.groups is not a list")
+    names: set[str] = set()
+    for i, group in enumerate(groups):
+        rules = group.get("rules") if isinstance(group, dict) else None
+        if not isinstance(rules, list):
+            raise PrometheusError("unreadable", f"{where}: data.groups[{i}].rules is not a list")
+        for rule in rules:
+            if (isinstance(rule, dict) and rule.get("type") == "recording" and isinstance(rule.get("name"), str)
+                    and rule.get("health") != "err"):
+                names.add(rule["name"])
+    return frozenset(names)
 
 
 def _unix(at: datetime | float) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from runbooks.alerts.promql import re2_escape
+
 #: DCGM framebuffer series, MiB (the 1.x `-o` names too)
 FB_NAMES = "DCGM_FI_DEV_FB_(USED|FREE|RESERVED)|dcgm_fb_(used|free)"
 RESTART_NAMES = "kube_pod_container_status_(restarts_total|last_terminated_reason|last_terminated_timestamp)"
@@ -34,13 +36,6 @@ GENERATION_NAMES = (
 )
 #: labels that identify a GPU (or a MIG slice) in DCGM series, after relabelling
 DEVICE_LABELS = ("Hostname", "UUID", "gpu", "GPU_I_PROFILE", "GPU_I_ID")
-
-_RE2_SPECIAL = set("\\.+*?()|[]{}^$")
-
-
-def re2_escape(text: str) -> str:
-    """Escape RE2 metacharacters (Prometheus regexes are RE2, fully anchored)."""
-    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in text)
 
 
 def pod_regex(pods: Sequence[str]) -> str:

@@ -77,6 +77,18 @@ def le_at_most(limit: int) -> str:
     return f"({'|'.join(below)})([.][0-9]+)?|{digits}([.]0+)?"
 
 
+_RE2_SPECIAL = set("\\.+*?()|[]{}^$")
+
+
+def re2_escape(text: str) -> str:
+    """Escape RE2 metacharacters (Prometheus regexes are RE2, fully anchored).
+
+    >>> re2_escape("team.a")
+    'team\\\\.a'
+    """
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in text)
+
+
 def selector(names: str, *matchers: str) -> str:
     """`{__name__=~"names", matchers...}`: one or more metric names (a regex) and more matchers."""
     return "{" + ",".join((f"__name__=~{string(names)}", *matchers)) + "}"

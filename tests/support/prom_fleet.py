@@ -24,6 +24,7 @@ from typing import IO
 from urllib.parse import parse_qs, urlsplit
 
 import requests
+import yaml
 
 from tests.support.loopback import LoopbackServer
 from tests.support.prom_harness import (
@@ -32,8 +33,11 @@ from tests.support.prom_harness import (
     _histogram,
     _labels,
     _Writer,
+    backfill_rules,
     build_blocks,
     serving,
+    start_prometheus,
+    stop_prometheus,
 )
 
 WINDOW_S = 3600
@@ -289,12 +293,47 @@ def run_fleet_prometheus(workdir: Path, fleet: Fleet, end_s: int) -> Iterator[Pr
         yield PromServer(url=url, end_s=end_s, data_dir=data)
 
 
+def write_recording_rules(path: Path, engines: tuple[str, ...] | None = None) -> Path:
+    """The recording-rule group of what `gpumem rules -o rules` writes, alone, as a rule file."""
+    from bot.render.rules import document
+    from bot.service.outcomes import RulesOutcome
+    from runbooks.alerts.engines import ENGINES
+    from runbooks.alerts.fleet_queries import RECORDING_GROUP, recording_rules
+    from runbooks.alerts.rules import build_rules
+
+    chosen = engines or ENGINES
+    outcome = RulesOutcome(build_rules(chosen), "rules", "README.md", recordings=recording_rules(chosen))
+    groups = [g for g in document(outcome, "en")["groups"] if g["name"] == RECORDING_GROUP]
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def run_recorded_fleet_prometheus(workdir: Path, fleet: Fleet, end_s: int, *, backfill_s: int = 4200,
+                                  engines: tuple[str, ...] | None = None) -> Iterator[PromServer]:
+    """`fleet`'s history with gpumem's recording rules evaluated over its last `backfill_s`
+    (promtool), served by a Prometheus that has the rules loaded."""
+    source = workdir / "fleet.om.txt"
+    source.write_text(fleet_openmetrics(fleet, end_s))
+    data = workdir / "data"
+    build_blocks(source, data, "the fleet", timeout_s=300)
+    rules = write_recording_rules(workdir / "gpumem-fleet.rules.yml", engines)
+    with serving(data, workdir) as url:
+        # promtool's end is exclusive: one interval more, so that the last evaluation is at end_s
+        backfill_rules(rules, url, end_s - backfill_s, end_s + 60, data, workdir, timeout_s=600)
+    proc, url = start_prometheus(data, workdir, rule_files=(rules,))
+    try:
+        yield PromServer(url=url, end_s=end_s, data_dir=data)
+    finally:
+        stop_prometheus(proc)
+
+
 # ------------------------------------------------------------------ a proxy that counts, or breaks one query
 
 
 class BreakingProxy(LoopbackServer):
     """Forwards the query API to `upstream` and keeps every PromQL it received (`received`, in
-    arrival order), except queries whose PromQL contains `marker`: those get HTTP `status` (500
+    arrival order; other API calls' paths in `other`), except queries whose PromQL contains `marker`: those get HTTP `status` (500
     by default), or, with `delay_s`, an answer that late. Without a marker it only counts."""
 
     thread_name = "prom-proxy"
@@ -303,6 +342,8 @@ class BreakingProxy(LoopbackServer):
         self.upstream, self.marker, self.status, self.delay_s = upstream, marker, status, delay_s
         self.broken: list[str] = []
         self.received: list[str] = []
+        #: paths of the other API calls (the rules API), forwarded as they came
+        self.other: list[str] = []
         self._lock = threading.Lock()
 
     class handler(BaseHTTPRequestHandler):
@@ -312,6 +353,18 @@ class BreakingProxy(LoopbackServer):
             pass
 
         def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            if not path.endswith(("/query", "/query_range")):  # the rules API: forwarded, counted apart
+                proxy = self.server_state
+                with proxy._lock:
+                    proxy.other.append(path)
+                try:
+                    resp = requests.get(proxy.upstream + self.path, timeout=30)
+                except requests.RequestException:
+                    self._answer(502, b"upstream unreachable", "text/plain")
+                    return
+                self._answer(resp.status_code, resp.content, resp.headers.get("Content-Type", "application/json"))
+                return
             self._serve(parse_qs(urlsplit(self.path).query))
 
         def do_POST(self) -> None:

@@ -314,12 +314,15 @@ def build_blocks(source: Path, data: Path, what: str, timeout_s: float | None = 
 
 
 def start_prometheus(data: Path, workdir: Path, query_log: Path | None = None,
-                     ready_s: float = 30.0) -> tuple[subprocess.Popen, str]:
+                     ready_s: float = 30.0, rule_files: tuple[Path, ...] = ()) -> tuple[subprocess.Popen, str]:
     """A Prometheus serving the TSDB `data` on a free loopback port (its log in `workdir`; each
-    query written to `query_log` when given), once it answers /-/ready: (process, URL)."""
+    query written to `query_log` when given; `rule_files` loaded), once it answers /-/ready:
+    (process, URL)."""
     config = workdir / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\n"
-                      + (f"  query_log_file: {query_log}\n" if query_log else "") + "scrape_configs: []\n")
+                      + (f"  query_log_file: {query_log}\n" if query_log else "")
+                      + ("rule_files:\n" + "".join(f"  - {f}\n" for f in rule_files) if rule_files else "")
+                      + "scrape_configs: []\n")
     port = free_port()
     log_path = workdir / "prometheus.log"
     with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
@@ -335,6 +338,24 @@ def start_prometheus(data: Path, workdir: Path, query_log: Path | None = None,
         stop_prometheus(proc)
         raise
     return proc, url
+
+
+def backfill_rules(rule_file: Path, url: str, start_s: int, end_s: int, data: Path, workdir: Path,
+                   eval_interval_s: int = 60, timeout_s: float | None = None) -> None:
+    """Evaluate the recording rules of `rule_file` against the Prometheus at `url` from `start_s`
+    to `end_s` (`promtool tsdb create-blocks-from rules`) and put the blocks into the TSDB `data`
+    (the server must be restarted to read them); RuntimeError if promtool fails."""
+    out = workdir / "recorded-blocks"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    built = subprocess.run([_require("promtool"), "tsdb", "create-blocks-from", "rules", "--quiet", f"--url={url}",
+                            f"--start={start_s}", f"--end={end_s}", f"--eval-interval={eval_interval_s}s",
+                            f"--output-dir={out}", str(rule_file)], capture_output=True, text=True, timeout=timeout_s)
+    if built.returncode != 0:
+        raise RuntimeError(f"promtool could not backfill {rule_file.name}: {(built.stderr or built.stdout)[-2000:]}")
+    for block in out.iterdir():
+        if block.is_dir():
+            shutil.move(str(block), str(data / block.name))
 
 
 def stop_prometheus(proc: subprocess.Popen) -> None:
