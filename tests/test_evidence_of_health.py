@@ -79,6 +79,19 @@ def test_sharing_layer_shard_exit_and_exception_class_forms():
     assert got == [("sharing_layer", False), ("process_exit", True), ("exception", False), ("host_memory_kill", True)]
 
 
+def test_raylets_kill_summary_hamis_bare_allocator_error_and_a_dead_engine_loop_are_read():
+    text = "\n".join([
+        "(raylet) node_manager.cc:3007: 2 Workers (tasks /",
+        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node",
+        "gpu error cuMemoryAllocate failed res=2 CUDA failure 2: out of memeory",
+        "ERROR 09-11 17:21:30 async_llm_engine.py:63] Engine background task failed",
+    ])
+    got = [(e.kind, e.down) for e in _errors(text)]
+    assert got == [("host_memory_kill", True), ("sharing_layer", False), ("process_exit", True)]
+    # a CUDA driver allocation that failed is not the sharing layer's
+    assert [e.kind for e in _errors("RuntimeError: cuMemAlloc failed: out of memory")] == ["exception"]
+
+
 def test_a_line_a_rule_explains_is_recorded_as_explained():
     text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 44.53 GiB"
     (e,) = _errors(text)

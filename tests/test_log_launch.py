@@ -141,3 +141,21 @@ def test_a_deployment_still_wins_over_the_log(tmp_path):
     (tmp_path / "logs.txt").write_text("python3 -m sglang.launch_server --model-path m --mem-fraction-static 0.5\n")
     ev = load_bundle(tmp_path)
     assert ev.server_config.source == "deployment.yaml" and ev.server_config.memory_fraction == 0.95
+
+
+def test_a_kubernetes_container_args_list_is_read_with_its_image_after_it():
+    # vllm#8219: the container's `- args:` list, its items at the key's column, `image:` after `env:`
+    cfg = _scan((REAL / "vllm-8219-v060-preempted-then-engine-dies" / "logs.txt").read_text())
+    assert (cfg.engine, cfg.model) == ("vllm", "/data/models/llama-65b-instruct/base")
+    assert (cfg.memory_fraction, cfg.max_model_len, cfg.flags["tensor-parallel-size"]) == (0.95, 8192, "4")
+    assert "name" not in cfg.flags and "VLLM_WORKER_MULTIPROC_METHOD" not in str(cfg.flags)
+
+
+def test_a_container_args_list_before_its_image_and_one_with_the_image_first_read_the_same():
+    args = ["args:", "- --model", "- Qwen/Qwen2.5-7B-Instruct", "- --max-model-len", '- "4096"']
+    after = _scan("\n".join(["containers:", "- name: vllm", "  " + "\n  ".join(args), "  image: vllm/vllm-openai:v0.8.5"]))
+    before = _scan("\n".join(["containers:", "- name: vllm", "  image: vllm/vllm-openai:v0.8.5", "  " + "\n  ".join(args)]))
+    assert after is not None and before is not None
+    assert (after.model, after.max_model_len) == (before.model, before.max_model_len) == ("Qwen/Qwen2.5-7B-Instruct", 4096)
+    # an args list with no image anywhere names no engine: nothing is invented
+    assert _scan("\n".join(args)) is None

@@ -169,6 +169,14 @@ def test_preemption_count_is_the_cumulative_total_not_the_number_of_warnings():
     assert sig.example is not None and "PreemptionMode.RECOMPUTE" in sig.example
 
 
+def test_a_preemption_is_read_by_its_reason_clause_however_its_start_is_worded():
+    # as pasted in vllm#8219 (retyped in bold: "preempted in", "can impact")
+    line = ("**Sequence group cmpl-71c6-0 is preempted in PreemptionMode.RECOMPUTE mode because there is not enough"
+            " KV cache space. This can impact end-to-end performance. total_num_cumulative_preemption=1**")
+    assert parse_server_log([line]).count("vllm_preemption") == 1
+    assert parse_server_log(["a request was preempted by the operator"]).count("vllm_preemption") == 0
+
+
 def test_preemption_warnings_without_a_total_count_one_each():
     line = "WARNING 05-10 12:00:05 scheduler.py:1057] Sequence group 7 is preempted by PreemptionMode.SWAP mode"
     assert parse_server_log([line, line, line]).count("vllm_preemption") == 3

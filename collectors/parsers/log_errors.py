@@ -5,8 +5,8 @@ Everything else a user pastes can still say that something broke: a line at ERRO
 or FATAL level, a Python traceback (its header, its frames, its closing exception), an
 exception class with its message (`RuntimeError: ...`, `DriverError(...)`, a Rust `Error:`),
 a "failed to start" or "crashed" line, a shard, worker or engine-core exit, a process killed
-by a signal, a host-memory kill (Ray's memory monitor, the OOM killer), or an error from a GPU-sharing layer (HAMi-core's
-`[HAMI-core ERROR ...]`). Such a line is evidence, and triage quotes it; whether a rule
+by a signal, a host-memory kill (Ray's memory monitor or raylet, the OOM killer), or an error from a GPU-sharing layer (HAMi-core's
+`[HAMI-core ERROR ...]`, its allocator's `cuMemoryAllocate failed`). Such a line is evidence, and triage quotes it; whether a rule
 explains it is decided by the caller (`explained=` on `feed`).
 
 Tracebacks are one error: the frames between `Traceback (most recent call last):` and the
@@ -51,14 +51,18 @@ _DOWN = re.compile(
     r"|died or was killed|killed by SIGKILL|SIGKILL|SIGSEGV|[Ss]egmentation fault|core dumped"
     r"|OOM killer|[Ss]hard \d{1,4} (?:terminated|exited|failed)|process (?:exited|was signaled)"
     r"|exit(?:ed)? with (?:exit )?code [1-9]|exit code:? [1-9]\d{0,2}\b|[Ee]ngine ?(?:[Cc]ore)? ?(?:died|is dead|exited)"
-    r"|Shutting down shards|[Ss]hutting down"
+    r"|Shutting down shards|[Ss]hutting down|[Ee]ngine background task failed"
 )
 #: a process killed for host memory: Ray's memory monitor, the kernel's OOM killer
 _HOST_OOM = re.compile(
     r"ray\.exceptions\.OutOfMe|node (?:is )?running low on memory|killed by SIGKILL by OOM killer"
     r"|memory usage threshold|Out of memory: Kill(?:ed)? process|\boom-kill(?:er)?\b|\bOOMKilled\b"
+    r"|killed due to memory pressure \(OOM\)"  # raylet's summary of the workers it killed
 )
-_SHARING = re.compile(r"HAMI-core (?:ERROR|Warn)|\blibvgpu\b.{0,80}(?:error|fail)|vGPU.{0,40}(?:OOM|error)",
+#: `cuMemoryAllocate` is HAMi-core's allocator (allocator.c), not a CUDA driver call: its failure is
+#: the sharing layer's even when the `[HAMI-core ERROR ...]` prefix was not pasted
+_SHARING = re.compile(r"HAMI-core (?:ERROR|Warn)|\blibvgpu\b.{0,80}(?:error|fail)|vGPU.{0,40}(?:OOM|error)"
+                      r"|\bcuMemoryAllocate failed\b",
                       re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
 #: a line at another level ends a traceback the log cut before its exception

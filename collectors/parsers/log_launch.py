@@ -7,7 +7,8 @@ start-up; either one is a fact about the launch:
   `python -m sglang.launch_server`, `sglang serve`, `text-generation-launcher`,
   `docker run IMAGE ARGS`), after a shell prompt, `bash`, `VAR=value` assignments, with `\\`
   continuation lines;
-- a docker compose service (`image:` then `command:` or `entrypoint:`);
+- a docker compose service (`image:` then `command:` or `entrypoint:`), or a Kubernetes
+  container's `args:`/`command:` list with its `image:` before or after it;
 - vLLM's offline `LLM(model=..., gpu_memory_utilization=...)` call;
 - the engines' printouts: vLLM `Initializing an LLM engine (v0.5.4) with config: k=v, ...`,
   `args: Namespace(k=v, ...)`, `non-default args: {'k': v}`; TGI `Args { k: v, ... }` (or
@@ -54,6 +55,9 @@ _LLM_CALL = re.compile(r"\b(?:LLM|(?:Async)?EngineArgs)\((.*)")
 _SGLANG_FRACTION = re.compile(r"(?:--mem-fraction-static=|\bmem_fraction_static=)(\d(?:\.\d{1,4})?)\b")
 _COMPOSE_IMAGE = re.compile(r"^(\s*)image:\s*['\"]?([^'\"\s]+)")
 _COMPOSE_COMMAND = re.compile(r"^(\s*)(command|entrypoint):\s*(.*)$")
+#: a Kubernetes container pasted into a log: `args:` (or `- args:`, the container's first key)
+#: then its items, at the key's column or deeper; its `image:` may come before or after
+_KUBE_LIST = re.compile(r"^(\s*)(- )?(args|command):\s*(.*)$")
 _VERSION_PIN = re.compile(r"^\s*(vllm|sglang)==(\d+\.\d+[\w.+\-]{0,30})\s*$")
 #: printout keys whose meaning differs from the flag of the same name
 _KEY_FLAGS = {"vllm": {"max_seq_len": "max-model-len", "model_tag": "model"}, "sglang": {}, "tgi": {}}
@@ -112,6 +116,8 @@ class LaunchScanner:
         self._pending: list[str] | None = None
         self._compose: dict[str, object] | None = None
         self._compose_image: str | None = None
+        #: a container's `args:`/`command:` read before its `image:` line came
+        self._kube_lists: dict[str, list[str]] = {}
         self._launch: ServerConfig | None = None
         self._printed: dict[str, str] = {}
         self._printed_engine: str | None = None
@@ -215,7 +221,8 @@ class LaunchScanner:
         if state is not None:
             indent = len(line) - len(line.lstrip())
             stripped = line.strip()
-            if stripped and indent <= state["indent"]:  # type: ignore[operator]
+            item_at_key = state["kube"] and indent == state["indent"] and stripped.startswith("- ")
+            if stripped and indent <= state["indent"] and not item_at_key:  # type: ignore[operator]
                 self._finish_compose()
             else:
                 if stripped and not stripped.startswith("#"):
@@ -224,18 +231,33 @@ class LaunchScanner:
         image = _COMPOSE_IMAGE.match(line)
         if image:
             self._compose_image = image.group(2)
+            if self._kube_lists:
+                self._finish_kube_lists()
             return True
         command = _COMPOSE_COMMAND.match(line)
         if command and self._compose_image:
             first = command.group(3).strip()
             self._compose = {"indent": len(command.group(1)), "kind": command.group(2),
-                             "lines": [first] if first else []}
+                             "lines": [first] if first else [], "kube": False}
+            return True
+        kube = _KUBE_LIST.match(line)
+        if kube and not kube.group(4).strip():
+            # the list's items follow: at the key's column (after a `- `) or deeper
+            self._compose = {"indent": len(kube.group(1)) + (2 if kube.group(2) else 0), "kind": kube.group(3),
+                             "lines": [], "kube": True}
             return True
         return False
 
     def _finish_compose(self) -> None:
         state, self._compose = self._compose, None
-        if state is None or not self._compose_image:
+        if state is None:
+            return
+        if state["kube"]:
+            self._kube_lists[state["kind"]] = [_unquote(w) for w in state["lines"]]  # type: ignore[union-attr]
+            if self._compose_image:
+                self._finish_kube_lists()
+            return
+        if not self._compose_image:
             return
         text = " ".join(state["lines"])  # type: ignore[arg-type]
         if text.startswith("["):
@@ -244,6 +266,14 @@ class LaunchScanner:
             words = split_words(text)
         command, args = (words, []) if state["kind"] == "entrypoint" else ([], words)
         found = self._container(self._compose_image, command, args, {})
+        if found is not None:
+            self._launch = found
+
+    def _finish_kube_lists(self) -> None:
+        """A container's `command:` and `args:` lists, once its image is known (Kubernetes
+        semantics: `command` replaces the entrypoint, `args` follow it)."""
+        lists, self._kube_lists = self._kube_lists, {}
+        found = self._container(self._compose_image or "", lists.get("command", []), lists.get("args", []), {})
         if found is not None:
             self._launch = found
 

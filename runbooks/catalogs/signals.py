@@ -67,7 +67,8 @@ RULES: tuple[SignalRule, ...] = (
     SignalRule(
         "vllm_preemption",
         ("preemptionmode",),
-        (r"is preempted by PreemptionMode",),
+        # by its reason clause too: forks and retyped pastes word the start differently
+        (r"is preempted by PreemptionMode", r"preempted (?:by|in) \S{1,40} mode because there is not enough KV cache space"),
         engine="vllm",
         count=COUNT_MAX,
         amount_pattern=r"total_num_cumulative_preemption=(\d{1,15})",
