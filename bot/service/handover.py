@@ -34,7 +34,6 @@ from bot.service.records import open_store
 from bot.store.alerts import AlertLog, AlertRecord
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
-from collectors.kube.objects import ObjectReader as Objects
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_objects import workload_from_object
 from collectors.prometheus import promql
@@ -725,14 +724,27 @@ def prometheus_series_reader(settings: Any) -> SeriesReader | None:
     return lambda targets, since, until: prometheus_series(client, targets, since, until)
 
 
-def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader | None:
-    """An ObjectReader for the cluster (None when no client can be made: no kubeconfig, no
-    in-cluster account)."""
-    try:
-        api = kube_api(Endpoint(kubeconfig, context))
-    except Exception:  # no cluster configured: temporary measures stay unconfirmed
-        return None
-    return Objects(api).read
+def _objects(api: Any, timeout_s: float | None = None) -> Any:
+    """A `collectors.kube.objects.ObjectReader` on `api`, imported here: with it comes the
+    Kubernetes client (0.3-0.5 s, -X importtime), which a handover or a note that reads no
+    cluster does not pay."""
+    from collectors.kube.objects import ObjectReader
+
+    return ObjectReader(api) if timeout_s is None else ObjectReader(api, timeout_s=timeout_s)
+
+
+def kube_reader(kubeconfig: str | None, context: str | None) -> ObjectReader:
+    """An ObjectReader for the cluster, whose client is made at its first read: a handover with
+    no stop-gap to confirm makes none. A client that cannot be made (no kubeconfig, no in-cluster
+    account) raises on the read, which leaves the stop-gap unconfirmed."""
+    made: list[ObjectReader] = []
+
+    def read(kind: str, namespace: str, name: str) -> dict[str, Any]:
+        if not made:
+            made.append(_objects(kube_api(Endpoint(kubeconfig, context))).read)
+        return made[0](kind, namespace, name)
+
+    return read
 
 
 def live_object_reader(settings: Any, timeout_s: float = 5.0) -> ObjectReader | None:
@@ -775,7 +787,7 @@ class ClusterReaders:
         with self._lock:
             if key not in self._made:
                 api = kube_api(endpoint(self.settings, cluster.name))
-                self._made[key] = Objects(api, timeout_s=self.timeout_s).read
+                self._made[key] = _objects(api, timeout_s=self.timeout_s).read
             return self._made[key]
 
 

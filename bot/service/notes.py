@@ -20,6 +20,7 @@ from bot.config.yaml_io import SettingsError
 from bot.grammar.requests import NoteRequest, NotesRequest, TriageRequest
 from bot.grammar.slack import split_target
 from bot.service.deps import Deps
+from bot.service.operators import operator
 from bot.service.records import open_store
 from bot.store.db import Store
 from bot.store.notes import Journal, Note, TriageRecord
@@ -68,10 +69,6 @@ def split_note_args(request: NoteRequest) -> tuple[str | None, str]:
 
 def record_note(request: NoteRequest, deps: Deps) -> Note:
     """`gpumem note`: the note, its author the operator at the terminal."""
-    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
-    # -X importtime), for the operator's name alone
-    from bot.service.remediate import operator
-
     target, text = split_note_args(request)
     store = open_store(request, deps)
     try:
@@ -154,10 +151,6 @@ def record_cli_triage(request: TriageRequest, report: Report, deps: Deps) -> Tri
     config's `store.path`, or the default file once something (a note, a plan) created it; a
     terminal that never used the store gets no file from a triage. A store that cannot be opened
     never fails the triage: the report was printed, the record is best effort."""
-    # lazy: the remediation use cases bring the actuator and the Kubernetes client (~310 ms with
-    # -X importtime), for the operator's name alone
-    from bot.service.remediate import operator
-
     try:
         if getattr(request, "store", None):
             path = request.store

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.actuator.apply import created_by, landed, restored_on
-from bot.actuator.split_apply import read_created
-from bot.actuator.writer import CREATE
 from bot.grammar.requests import ApplyRequest, PlansRequest
 from bot.service.deps import Deps
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import IN_FLIGHT_S, PlanMoved, StaleObject, TargetNotFound
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
+
+#: a plan that creates its object (`bot.actuator.writer.CREATE`, the same string: the writer
+#: module brings the Kubernetes client, which a reconcile pass with nothing to settle never needs)
+CREATE = "create"
 
 #: the actor of the moves reconciliation makes
 RECONCILE_ACTOR = "gpumem-reconcile"
@@ -55,6 +56,8 @@ class Reconciled:
 def landed_on(plan: Plan, current: dict[str, Any]) -> str | None:
     """None when `plan`'s write is on `current`: the values it writes and its annotation (a
     JSON patch), or the object it created (a `create` plan: its annotation); else why not."""
+    from bot.actuator.apply import created_by, landed  # only with a plan to settle: see CREATE
+
     return created_by(plan, current) if plan.patch_type == CREATE else landed(plan, current)
 
 
@@ -145,6 +148,8 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
     (`bot.actuator.split_apply.read_created`): every object there -> applied; none -> failed;
     some -> failed with `partly_applied` (its Roll back deletes what exists); unreadable ->
     unknown, the plan stays `applying`."""
+    from bot.actuator.split_apply import read_created  # only with a plan to settle: see CREATE
+
     t = plan.target
     try:
         found = read_created(reader_for(t.cluster), plan)
@@ -203,6 +208,9 @@ def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], det
 def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: datetime) -> Reconciled | None:
     """A rollback whose outcome was unknown: the old values back -> rolled_back; gpumem's still
     there -> a ROLLBACK_SETTLED row (the plan keeps its state and its Roll back)."""
+    from bot.actuator.apply import restored_on  # only with a plan to settle: see CREATE
+    from bot.actuator.split_apply import read_created
+
     plan = stored.plan
     t = plan.target
     out: list[Reconciled] = []

@@ -12,8 +12,6 @@ audit before the write, and the actuator's guards (re-read, dry run, preconditio
 
 from __future__ import annotations
 
-import getpass
-import os
 import secrets
 import time
 from dataclasses import dataclass, replace
@@ -27,6 +25,7 @@ from bot.actuator.watch import Baseline, WrittenObject, watch
 from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.service.connections import Endpoint, kube_api
 from bot.service.container_reader import CONTAINER_READER
+from bot.service.operators import operator as operator  # who is at the terminal, for the audit
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
@@ -111,14 +110,6 @@ def writer_for(kubeconfig: str | None, context: str | None, observer: Any = None
     the CLI; the config's `remediation.writer` for the bot, with the reader's client as
     `observer` for the watch's reads of pods and logs)."""
     return KubeWriter(kube_api(Endpoint(kubeconfig, context)), observer_api=observer)
-
-
-def operator() -> str:
-    """Who is at the terminal, for the audit."""
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # no user name (a container without /etc/passwd entry)
-        return f"cli:uid{os.getuid()}"
 
 
 def new_plan_id() -> str:
