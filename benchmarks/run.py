@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 BENCHMARKS = ("benchmarks.bench_triage", "benchmarks.bench_access_log", "benchmarks.bench_live_latency",
-              "benchmarks.bench_live_cli",
+              "benchmarks.bench_live_cli", "benchmarks.bench_verbs",
               "benchmarks.bench_slack_ack", "benchmarks.bench_slack_parse", "benchmarks.bench_profile_vs_mawk",
               "benchmarks.bench_fleet")
 
