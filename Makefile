@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,charts]'
+	$(BIN)/python -m compileall -q bot collectors runbooks  # bytecode, as a non-editable install leaves it
 	touch $(STAMP)
 
 ## Set up and run a real triage on the bundled runbook incident (exit 1 = a cause was found).
