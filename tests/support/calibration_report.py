@@ -133,15 +133,12 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
 EXCLUDED: dict[str, dict[str, str]] = {
     # issue 21's start-ups not tuned on, first run (docs/budget.md): kept out until the cause is found
     "vllm-6746-llama31-405b-fp8-8xh100-fail": {
-        "weights": "Meta's FP8 checkpoint (fbgemm_fp8) leaves the attention projections and the first and last "
-                   "layers' MLPs in bfloat16 (its modules_to_not_convert); the catalog prices every linear layer at "
-                   "8 bits: 47.77 GiB predicted per rank against 57.75 printed (-17.3%)",
         "kv": "with the printed 57.75 GiB of weights, 0.9 x 79.11 GiB leaves 13.45 GiB, of which the engine gave "
               "the cache 4.77 GiB (79,392 tokens): 8.7 GiB of profile peak on each of 8 ranks, with chunked prefill "
               "on by default above 32K (arg_utils.py:747-761@0.5.3), that the arithmetic does not reach "
               "(it predicts 2.4 GiB); the GPU's total is not printed either",
-        "failure": "follows from the KV figure above: with 8.7 GiB unexplained the budget keeps 350,672 tokens "
-                   "(184k even with the printed weights) for a 131,072-token context and predicts a start"},
+        "failure": "follows from the KV figure above: with 8.7 GiB unexplained the budget keeps 201,264 tokens "
+                   "for a 131,072-token context and predicts a start"},
     "vllm-21348-qwen3-235b-fp8-4xh100": {
         "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1), whose GPU buffers the "
               "budget does not model; neither the weights nor the GPU's total are printed: 9.69 GiB predicted "
