@@ -37,7 +37,7 @@ def table():
 
 
 def test_every_case_runs_through_the_budget(table):
-    assert len(table) == len(CASES) == 21
+    assert len(table) == len(CASES) == 29
 
 
 def test_kv_capacity_median_error_is_within_5_percent(table):
@@ -59,7 +59,7 @@ def test_weights_are_within_3_percent(table):
 
 def test_reported_start_up_failures_are_predicted_with_the_same_id(table):
     failed = [r for r in table if r.failure_rep and r.failure_gated]
-    assert len(failed) == 6
+    assert len(failed) == 7
     for r in failed:
         assert r.failure_rep in FAILURE_IDS
         assert r.failure_pred == r.failure_rep, r.case_id

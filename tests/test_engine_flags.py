@@ -11,6 +11,7 @@ import pytest
 
 from bot.service.container_reader import CONTAINER_READER
 from runbooks.catalogs.engine_flags import COVERED, FLAGS, ROLES, choose_spelling, flag_entry, role_flag
+from runbooks.catalogs.engine_flags_read import READ_FLAGS, all_entries
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_ROLES, SafePlan
@@ -317,44 +318,92 @@ def test_the_report_says_which_flag_was_left_out_and_why():
                                   if "Set safe flags" in li)
 
 
-def _hand_listed(name: str) -> dict[str, set[str]]:
-    """String constants written by hand in runbooks/launch/flag_tables.py's `name` table, per
-    engine key ("*" for a table not keyed by engine)."""
-    tree = ast.parse((ROOT / "runbooks" / "launch" / "flag_tables.py").read_text(encoding="utf-8"))
-    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == name)
-
-    def strings(value: ast.AST) -> set[str]:
-        return {n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-
-    if isinstance(node.value, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.value.keys):
-        return {k.value: strings(v) for k, v in zip(node.value.keys, node.value.values, strict=True)}
-    return {"*": strings(node.value)}
+def _table_names() -> set[str]:
+    """Every flag name the engine tables hold: settings, spellings and aliases, all engines."""
+    names: set[str] = set()
+    for engine in FLAGS:
+        for entry in all_entries(engine):
+            names |= {entry.setting, *(s.flag for s in entry.spellings), *(a.name for a in entry.aliases)}
+    return names
 
 
-def test_the_launch_tables_take_the_written_flags_from_the_engine_table():
-    """One source: the launch grammar's switches, value flags, TGI env names and field kinds of
-    the flags gpumem writes come from runbooks/catalogs/engine_flags.py, none listed twice."""
+def names_by_hand(sources: dict[str, str]) -> set[tuple[str, int, str]]:
+    """(file, line, text) of each string constant in `sources` that is a flag of the engine
+    tables or one of its aliases, with or without dashes (a docstring is prose, not a constant
+    equal to a flag)."""
+    names = _table_names()
+    return {(name, node.lineno, node.value) for name, text in sources.items() for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lstrip("-") in names}
+
+
+#: the launch grammar and the value ranges: they read every flag from the tables
+GRAMMAR = (*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "runbooks" / "launch").glob("*.py")),
+           "runbooks/remediation/value_ranges.py")
+
+
+def test_the_launch_grammar_and_the_value_ranges_name_no_flag_by_hand():
+    sources = {name: (ROOT / name).read_text(encoding="utf-8") for name in GRAMMAR}
+    assert names_by_hand(sources) == set()
+    # and the check sees them: a flag, a short alias and a read-only flag written by hand
+    planted = {"x.py": 'BOOLEAN = {"enforce-eager"}\nA = {"tp": 1}\nR = {"--port": (1, 65535)}\nOK = "--replicas"\n'}
+    assert names_by_hand(planted) == {("x.py", 1, "enforce-eager"), ("x.py", 2, "tp"), ("x.py", 3, "--port")}
+
+
+def test_every_flag_entry_says_where_the_engine_declares_it():
+    """Each entry of both tables: a source file:line@version per spelling (two where the oldest
+    and newest version read differ), versions in order, a known kind; an engine's own alias
+    has its source too, and one it does not declare says why gpumem reads it."""
+    pattern = re.compile(r"^[\w./-]+\.(py|rs):\d+@v?\d+\.\d+\.\d+$")
+    for engine in FLAGS:
+        for entry in all_entries(engine):
+            assert entry.engine == engine and entry.kind in {"int", "float", "bool", "int_list", "str", "multi",
+                                                             "value"}, entry
+            for s in entry.spellings:
+                assert s.sources and all(pattern.match(src) for src in s.sources), (engine, s)
+                assert s.until is None or s.since <= s.until
+                assert engine == "tgi" or s.env is None
+            for alias in entry.aliases:
+                assert (alias.own and alias.sources and all(pattern.match(x) for x in alias.sources)) or \
+                    (not alias.own and alias.why), (engine, alias)
+    assert flag_entry("sglang", "cuda-graph-max-bs") is None  # a read flag: not the writers' table
+    read = READ_FLAGS["sglang"]["cuda-graph-max-bs"]
+    assert read.spellings[0].until == (0, 5, 17) and read.range is not None  # gone by 0.5.21
+
+
+def test_value_ranges_come_from_the_table():
+    from runbooks.catalogs.engine_flags import COUNT, TOKENS_OR_OFF
+    from runbooks.remediation.value_ranges import RANGES
+
+    for engine in FLAGS:
+        want = {s.flag: e.range for e in all_entries(engine) if e.range is not None for s in e.spellings}
+        assert RANGES[engine] == want
+    assert RANGES["tgi"]["max-input-length"] is RANGES["tgi"]["max-input-tokens"]
+    assert RANGES["vllm"]["max-num-seqs"] is COUNT and RANGES["sglang"]["chunked-prefill-size"] is TOKENS_OR_OFF
+
+
+def test_the_launch_tables_take_every_flag_from_the_engine_tables():
+    """One source: the launch grammar's switches, value flags, aliases, TGI env names, fields
+    and the model's flag are the engine tables' (written and read), none listed twice."""
     from runbooks.launch import flag_tables as L
 
-    envs = {s.env for e in FLAGS["tgi"].values() for s in e.spellings if s.env}
-    for name in ("BOOLEAN_FLAGS", "VALUE_FLAGS"):
-        for engine, hand in _hand_listed(name).items():
-            assert hand & {s.flag for e in FLAGS[engine].values() for s in e.spellings} == set(), (name, engine)
-    assert _hand_listed("TGI_ENV_FLAGS")["*"] & envs == set()
-    for engine, table in FLAGS.items():
-        for entry in table.values():
+    for engine in FLAGS:
+        for entry in all_entries(engine):
             for s in entry.spellings:
                 if entry.kind == "bool":
                     assert s.flag in L.BOOLEAN_FLAGS[engine] and s.flag not in L.VALUE_FLAGS[engine], s.flag
                 else:
                     assert s.flag in L.VALUE_FLAGS[engine] and s.flag not in L.BOOLEAN_FLAGS[engine], s.flag
-                if engine == "tgi":
+                if s.env:
                     assert L.TGI_ENV_FLAGS[s.env] == s.flag
+            for alias in entry.aliases:
+                assert L.ALIASES[engine][alias.name] == entry.spellings[-1].flag
+    assert L.known_flags("vllm") == {s.flag for e in all_entries("vllm") for s in e.spellings}
+    assert L.MODEL_FLAG == {"vllm": "model", "sglang": "model-path", "tgi": "model-id"}
+    assert L.ALIASES["vllm"]["tp"] == "tensor-parallel-size" and L.ALIASES["sglang"]["model"] == "model-path"
     for engine, rows in L.FIELD_MAP.items():
         for flag, _, kind in rows:
-            entry = flag_entry(engine, flag)
-            if entry is not None:
-                assert kind == entry.kind, (engine, flag)
+            entry = next(e for e in all_entries(engine) if e.spelling(flag) is not None)
+            assert kind == {"multi": "first", "value": "str"}.get(entry.kind, entry.kind), (engine, flag)
     # both spellings of TGI's prompt limit fill the same field
     assert {f for f, field, _ in L.FIELD_MAP["tgi"] if field == "max_input_tokens"} == {"max-input-length",
                                                                                        "max-input-tokens"}

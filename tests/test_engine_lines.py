@@ -50,6 +50,7 @@ def test_the_line_is_read_for_its_facts(entry):
         assert got is not None, entry["id"]
         assert (got.phase, got.requested, got.available) == (alloc["phase"], alloc["requested"], alloc["available"])
         assert (got.free, got.evictable) == (alloc.get("free"), alloc.get("evictable"))
+        assert got.pool == alloc.get("pool"), entry["id"]
 
 
 @pytest.mark.parametrize("entry", [e for e in LINES if "cause" in e], ids=[e["id"] for e in LINES if "cause" in e])

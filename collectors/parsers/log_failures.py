@@ -156,30 +156,56 @@ def parallel_error(text: str) -> ParallelError | None:
     return None
 
 
-#: SGLang's KV-allocator refusal, as its sources print it (one f-string over three lines; the
-#: logger's prefix only on the first). file:line of the f-string at each version read:
+#: SGLang's KV-allocator refusal, as its sources print it (one f-string over three lines or
+#: more; the logger's prefix only on the first). file:line of the f-string at each version read:
 #: - 0.4.1-0.4.6 "Avaliable tokens: M" (SGLang's own typo): srt/managers/schedule_batch.py
 #:   614-615@0.4.1 ("{Prefill|Decode} out of memory"), 781-782 (alloc), 821-823 (prefill),
 #:   856-858 (decode)@0.4.5, 927-928@0.4.6
-#: - 0.4.7-0.4.8 "Available tokens: M": schedule_batch.py:1042-1044@0.4.7, 1047-1048@0.4.8
+#: - 0.4.7-0.4.9 "Available tokens: M": schedule_batch.py:1042-1044@0.4.7, 1047-1048@0.4.8,
+#:   956-958 (alloc), 997-1001 (prefill), 1032-1036 (decode)@0.4.9; prefill and decode then
+#:   print the two pools as f-string `=` lines, "self.token_to_kv_pool_allocator.available_size()=A"
+#:   and "self.tree_cache.evictable_size()=E" (schedule_batch.py:1000-1001@0.4.9, 858-859@0.4.5)
 #: - 0.4.10 on "Available tokens: M (available_size=A + evictable_size=E)":
-#:   schedule_batch.py:1033-1035 and 1836@0.4.10, 1051-1053 and 1844@0.5.1;
-#:   srt/mem_cache/allocation.py:163-165 (generic "Out of memory."), 239-241 (prefill),
-#:   613-615 (decode) with base_prefix_cache.py:741@0.5.23
-#: 0.3.0 printed only "Decode out of memory happened" (no figures: the sglang_retraction
-#: signal). Not read: the SWA pools' "Available full tokens / Available swa tokens" pair.
+#:   schedule_batch.py:1033-1035 and 1836@0.4.10, 1051-1053 and 1844@0.5.1, 1054-1056 and
+#:   1827@0.5.2; srt/mem_cache/common.py (generic "Out of memory." from 0.5.4) 218 / 286 / 412
+#:   with base_prefix_cache.py:229@0.5.9; srt/mem_cache/allocation.py:163-165 (generic),
+#:   239-241 (prefill), 613-615 (decode) with base_prefix_cache.py:741@0.5.23
+#: - the sliding-window (SWA) pools, 0.4.10-0.5.20: "Available full tokens: F
+#:   (full_available_size=A + full_evictable_size=E)" then "Available swa tokens: S
+#:   (swa_available_size=A + swa_evictable_size=E)" and two "... LRU list evictable size: N"
+#:   lines (schedule_batch.py:1828-1831@0.4.10, mem_cache/common.py:472-475@0.5.4,
+#:   swa_radix_cache.py:813-816@0.5.9); the Mamba cache's "Available full tokens" alone
+#:   (mamba_radix_cache.py:899-900@0.5.9)
+#: - the unified radix cache, 0.5.11 on: "Available full tokens: F (full_available_size=A +
+#:   full_evictable_size_=E)" then "Available swa: S (available_size=A +
+#:   component_evictable_size_=E)" (and "Available mamba: ..." in request slots, not tokens)
+#:   (unified_radix_cache.py:905-906 and 919-920@0.5.11, 3845-3846 and 3859-3860@0.5.23)
+#: With two token pools, the refusal is read against the scarcer one (`KvAllocFailure.pool`).
+#: 0.3.0 printed only "Decode out of memory happened" (no figures: the sglang_retraction signal).
 KV_ALLOC_FORMATS = {
     "head": "{phase} out of memory. Try to lower your batch size.",
     "asked": "Try to allocate {requested} tokens.",
     "avaliable": "Avaliable tokens: {available}",
     "available": "Available tokens: {available}",
+    "debug_free": "self.token_to_kv_pool_allocator.available_size()={free}",
+    "debug_evictable": "self.tree_cache.evictable_size()={evictable}",
     "available_split": "Available tokens: {available} (available_size={free} + evictable_size={evictable})",
+    "full_split": "Available full tokens: {available} (full_available_size={free} + full_evictable_size={evictable})",
+    "swa_split": "Available swa tokens: {available} (swa_available_size={free} + swa_evictable_size={evictable})",
+    "unified_full": "Available full tokens: {available} (full_available_size={free} + full_evictable_size_={evictable})",
+    "unified_swa": "Available swa: {available} (available_size={free} + component_evictable_size_={evictable})",
 }
 _ALLOC_HEAD = re.compile(r"\b(Prefill|Decode|)\s?(?:[Oo]ut of memory)\. Try to lower your batch size\.")
 _ALLOC_ASKED = re.compile(r"\bTry to allocate (\d{1,12}) tokens\.")
 _ALLOC_AVAILABLE = re.compile(
     r"\bAva(?:li|il)able tokens: (\d{1,12})(?: \(available_size=(\d{1,12}) \+ evictable_size=(\d{1,12})\))?")
-#: how many messages after the head its figures may come (the f-string's next two lines)
+_ALLOC_DEBUG_FREE = re.compile(r"\bself\.token_to_kv_pool_allocator\.available_size\(\)=(\d{1,12})")
+_ALLOC_DEBUG_EVICTABLE = re.compile(r"\bself\.tree_cache\.evictable_size\(\)=(\d{1,12})")
+#: a pool of its own: (pool, total, free, evictable); "swa tokens" to 0.5.20, "swa" after
+_ALLOC_POOL = re.compile(
+    r"\bAvailable (full|swa)(?: tokens)?: (\d{1,12}) \((?:full_|swa_)?available_size=(\d{1,12}) \+ "
+    r"(?:full_|swa_|component_)?evictable_size_?=(\d{1,12})\)")
+#: how many messages after the head its figures may come (the f-string's next lines)
 _ALLOC_LOOK_AHEAD = 4
 #: the same figures again within this many messages: the raised copy of a logged refusal
 _ALLOC_SAME = 40
@@ -238,10 +264,12 @@ class FailureReader:
         self._feed_alloc(message, counted)
 
     def _feed_alloc(self, message: str, counted: bool) -> None:
-        """SGLang's allocator refusal: the head line, then "Try to allocate N tokens." and
-        "Avaliable/Available tokens: M" (several may share one line once a traceback joins them)."""
+        """SGLang's allocator refusal: the head line, then "Try to allocate N tokens." and the
+        figures (`KV_ALLOC_FORMATS`; several may share one line once a traceback joins them).
+        The refusal is taken once its figures are complete, or when a line after them has none."""
         head = _ALLOC_HEAD.search(message) if "of memory. Try to lower" in message else None
         if head is not None:
+            self._close_alloc()
             phase = head.group(1).lower() or None
             self._alloc_open = {"phase": phase, "line": self._line, "example": message.strip()[:EXAMPLE_CHARS],
                                 "counted": counted}
@@ -249,26 +277,54 @@ class FailureReader:
         if opened is None:
             return
         if self._line - opened["line"] > _ALLOC_LOOK_AHEAD:
-            self._alloc_open = None
+            self._close_alloc()
             return
         asked = _ALLOC_ASKED.search(message)
         if asked is not None:
             opened["requested"] = int(asked.group(1))
+        if "requested" not in opened:
+            return
+        figures = opened.setdefault("figures", {})
+        read = False
         available = _ALLOC_AVAILABLE.search(message)
-        if available is not None and "requested" in opened:
-            # SGLang logs the message and then raises it: the traceback's copy of the same
-            # figures a few lines on is one refusal, not two
-            key = (opened["phase"], opened["requested"], int(available.group(1)))
-            if opened["counted"] and not (key == self._alloc_last[0] and self._line - self._alloc_last[1] <= _ALLOC_SAME):
-                self._alloc_count += 1
-            self._alloc_last = (key, self._line)
-            if self._alloc is None:
-                self._alloc = KvAllocFailure(
-                    phase=opened["phase"], requested=opened["requested"], available=int(available.group(1)),
-                    free=int(available.group(2)) if available.group(2) else None,
-                    evictable=int(available.group(3)) if available.group(3) else None,
-                    example=opened["example"])
-            self._alloc_open = None
+        if available is not None:
+            read = True
+            figures["tokens"] = [int(available.group(1)),
+                                 int(available.group(2)) if available.group(2) else None,
+                                 int(available.group(3)) if available.group(3) else None]
+        for pool in _ALLOC_POOL.finditer(message):
+            read = True
+            figures[pool.group(1)] = [int(pool.group(2)), int(pool.group(3)), int(pool.group(4))]
+        tokens = figures.get("tokens")
+        if tokens is not None:
+            for pattern, at in ((_ALLOC_DEBUG_FREE, 1), (_ALLOC_DEBUG_EVICTABLE, 2)):
+                found = pattern.search(message)
+                if found is not None:
+                    read = True
+                    tokens[at] = int(found.group(1))
+        if not figures:
+            return
+        complete = (tokens is not None and tokens[2] is not None) or "swa" in figures
+        if complete or not read:
+            self._close_alloc()
+
+    def _close_alloc(self) -> None:
+        """Take the open refusal's figures, if it printed any; the scarcer token pool decides."""
+        opened, self._alloc_open = self._alloc_open, None
+        if opened is None or not opened.get("figures"):
+            return
+        figures = opened["figures"]
+        pool, (total, free, evictable) = min(figures.items(), key=lambda kv: kv[1][0])
+        # SGLang logs the message and then raises it: the traceback's copy of the same
+        # figures a few lines on is one refusal, not two
+        key = (opened["phase"], opened["requested"], total)
+        if opened["counted"] and not (key == self._alloc_last[0] and self._line - self._alloc_last[1] <= _ALLOC_SAME):
+            self._alloc_count += 1
+        self._alloc_last = (key, self._line)
+        if self._alloc is None:
+            self._alloc = KvAllocFailure(
+                phase=opened["phase"], requested=opened["requested"], available=total, free=free,
+                evictable=evictable, example=opened["example"], pool=None if pool == "tokens" else pool)
 
     @staticmethod
     def _update(oom: dict, text: str) -> None:
@@ -296,6 +352,7 @@ class FailureReader:
 
     def kv_alloc(self) -> KvAllocFailure | None:
         """The first allocator refusal that printed its figures, with how many the log has."""
+        self._close_alloc()
         if self._alloc is None:
             return None
         return KvAllocFailure(**{**self._alloc.__dict__, "count": max(1, self._alloc_count)})

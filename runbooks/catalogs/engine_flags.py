@@ -1,5 +1,8 @@
 """The server flags gpumem writes, per engine, with the versions that accept each spelling.
 
+(The flags gpumem only reads, and writes only when a user names them in `gpumem plan --set`,
+are in `runbooks.catalogs.engine_flags_read`; both hold each flag's value range, `Range`.)
+
 Every flag an action or a plan can write is an entry here: its setting (the newest spelling),
 the spellings the engines have taken it under, the first and last version that accept each
 spelling, its type and where the engine defines it (file:line at the first and the newest
@@ -36,6 +39,67 @@ COVERED: dict[str, tuple[Version, Version]] = {
 }
 
 
+#: the most requests or sequences a count flag may be set to
+MAX_COUNT = 65536
+#: the longest token length (context, batch tokens) planned, whatever the model
+MAX_TOKENS = 16_777_216
+#: a KV-cache token pool (SGLang --max-total-tokens, TGI --max-batch-total-tokens) may be larger
+MAX_POOL_TOKENS = 1_073_741_824
+
+
+@dataclass(frozen=True)
+class Range:
+    """What a plan may write into one flag: `kind` int, fraction or bool; for an int,
+    `low..high`, with the `special` values the engine gives a meaning of their own (SGLang's
+    chunked-prefill-size -1: chunking off); `length`: a token length, bounded by the model's
+    max_position_embeddings too. Sanity bounds, not tuning advice
+    (`runbooks.remediation.value_ranges` holds values to them)."""
+
+    kind: str
+    low: float = 0
+    high: float = 0
+    special: tuple[int, ...] = ()
+    length: bool = False
+
+    def words(self, high: float | None = None) -> str:
+        """The range as the refusal says it, in words of no language: an integer '1..65536'
+        (', -1' for a special value), a fraction '(0, 1]', a switch 'true/false'."""
+        if self.kind == "fraction":
+            return "(0, 1]"
+        if self.kind == "bool":
+            return "true/false"
+        top = int(self.high if high is None else high)
+        extra = "".join(f", {s}" for s in self.special)
+        return f"{int(self.low)}..{top}{extra}"
+
+
+#: the ranges flags take: a request or sequence count, a token length (bounded by the model
+#: too), a token count, a KV pool in tokens, a memory fraction, a parallel size, a block or
+#: page size, a port, SGLang's chunk size (-1: off) and a switch
+COUNT = Range("int", 1, MAX_COUNT)
+LENGTH = Range("int", 1, MAX_TOKENS, length=True)
+TOKENS = Range("int", 1, MAX_TOKENS)
+POOL = Range("int", 1, MAX_POOL_TOKENS)
+FRACTION = Range("fraction")
+PARALLEL = Range("int", 1, 1024)
+BLOCK = Range("int", 1, 1024)
+PORT = Range("int", 1, 65535)
+TOKENS_OR_OFF = Range("int", 1, MAX_TOKENS, special=(-1,))
+SWITCH = Range("bool")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another name a flag is read under: the engine's own short or second spelling (`sources`
+    where it declares it, `own` True), or a spelling the engine does not take that gpumem still
+    reads as the flag meant (`own` False, `why` says why)."""
+
+    name: str
+    sources: tuple[str, ...]
+    own: bool = True
+    why: str | None = None
+
+
 @dataclass(frozen=True)
 class Spelling:
     """One spelling of a setting: `flag` (no dashes) is accepted from `since` through `until`
@@ -57,13 +121,22 @@ class Spelling:
 @dataclass(frozen=True)
 class FlagEntry:
     """A setting gpumem may write: `setting` is the name actions use, `kind` the value type
-    (int, float, bool, int_list), `role` what actions and plans write it for (`ROLES`)."""
+    (int, float, bool, int_list; for a flag only read also str, multi: one or more words, and
+    value: a value whose type was not read), `role` what actions and plans write it for
+    (`ROLES`), `field` the ServerConfig field it fills when read from a launch ("model": the
+    model's flag), `range` what a plan may set it to, `aliases` its other names; `sets`: a switch
+    that, on, sets a ServerConfig field of the other engines' meaning (SGLang's
+    --disable-radix-cache is prefix caching off)."""
 
     engine: str
     setting: str
     kind: str
     spellings: tuple[Spelling, ...]
     role: str | None = None
+    field: str | None = None
+    range: Range | None = None
+    aliases: tuple[Alias, ...] = ()
+    sets: tuple[str, bool] | None = None
 
     def accepted(self, version: Version) -> tuple[Spelling, ...]:
         return tuple(s for s in self.spellings if s.accepts(version))
@@ -78,7 +151,7 @@ def _v(text: str) -> Version:
 
 
 def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, int | None],
-         role: str | None = None) -> FlagEntry:
+         role: str | None = None, field: str | None = None, range: Range | None = None) -> FlagEntry:
     """TGI spellings as (flag, since, until, line at since, line at v3.3.7 or at until)."""
     out = []
     for flag, since, until, first_line, last_line in spellings:
@@ -88,20 +161,25 @@ def _tgi(setting: str, kind: str, *spellings: tuple[str, str, str | None, int, i
             sources += (f"launcher/src/main.rs:{last_line}@v{last_tag}",)
         out.append(Spelling(flag, _v(since), _v(until) if until else None, sources,
                             env=flag.upper().replace("-", "_")))
-    return FlagEntry("tgi", setting, kind, tuple(out), role)
+    return FlagEntry("tgi", setting, kind, tuple(out), role, field, range)
 
 
 def _py(engine: str, setting: str, kind: str, since: str, first: str, last: str,
-        deprecated_from: str | None = None, role: str | None = None) -> FlagEntry:
+        deprecated_from: str | None = None, role: str | None = None, field: str | None = None,
+        range: Range | None = None, aliases: tuple[Alias, ...] = (), sets: tuple[str, bool] | None = None) -> FlagEntry:
     newest = COVERED[engine][1]
     sources = (f"{first}@{since}", f"{last}@{'.'.join(map(str, newest))}")
     return FlagEntry(engine, setting, kind, (Spelling(
-        setting, _v(since), None, sources, deprecated_from=_v(deprecated_from) if deprecated_from else None),), role)
+        setting, _v(since), None, sources, deprecated_from=_v(deprecated_from) if deprecated_from else None),), role,
+        field, range, aliases, sets)
 
 
 _VLLM_ARGS = "vllm/engine/arg_utils.py"
 _SGL_ARGS = "sglang/srt/server_args.py"
 _SGL_FIELDS = "sglang/srt/arg_groups/fields"
+#: why gpumem reads a spelling the engine does not declare
+_SGLANG_SPELLING = "SGLang's spelling: vLLM rejects it, read so a command mixing them up still shows its layout"
+_ABBREVIATION = "an abbreviation argparse takes while no other flag starts with it (shorter than gpumem resolves)"
 
 FLAGS: dict[str, dict[str, FlagEntry]] = {
     "tgi": {e.setting: e for e in (
@@ -109,53 +187,71 @@ FLAGS: dict[str, dict[str, FlagEntry]] = {
         # "Legacy version of [`Args::max_input_tokens`]" (launcher/src/main.rs:681@v3.3.7)
         _tgi("max-input-tokens", "int",
              ("max-input-length", "0.9.0", None, 128, 683),
-             ("max-input-tokens", "2.0.0", None, 226, 679), role="input_length"),
-        _tgi("max-total-tokens", "int", ("max-total-tokens", "0.9.0", None, 139, 695), role="context_length"),
-        _tgi("max-batch-size", "int", ("max-batch-size", "1.4.1", None, 285, 760), role="concurrency"),
+             ("max-input-tokens", "2.0.0", None, 226, 679), role="input_length",
+             field="max_input_tokens", range=LENGTH),
+        _tgi("max-total-tokens", "int", ("max-total-tokens", "0.9.0", None, 139, 695), role="context_length",
+             field="max_model_len", range=LENGTH),
+        _tgi("max-batch-size", "int", ("max-batch-size", "1.4.1", None, 285, 760), role="concurrency",
+             field="max_num_seqs", range=COUNT),
         _tgi("max-batch-prefill-tokens", "int", ("max-batch-prefill-tokens", "0.9.0", None, 158, 715),
-             role="batch_prefill_tokens"),
+             role="batch_prefill_tokens", field="max_batch_prefill_tokens", range=TOKENS),
         _tgi("max-batch-total-tokens", "int", ("max-batch-total-tokens", "0.9.0", None, 178, 735),
-             role="batch_total_tokens"),
-        _tgi("cuda-memory-fraction", "float", ("cuda-memory-fraction", "0.9.4", None, 251, 813), role="memory_fraction"),
-        _tgi("num-shard", "int", ("num-shard", "0.9.0", None, 86, 612), role="tensor_parallel"),
+             role="batch_total_tokens", field="max_batch_total_tokens", range=POOL),
+        _tgi("cuda-memory-fraction", "float", ("cuda-memory-fraction", "0.9.4", None, 251, 813), role="memory_fraction",
+             field="memory_fraction", range=FRACTION),
+        _tgi("num-shard", "int", ("num-shard", "0.9.0", None, 86, 612), role="tensor_parallel",
+             field="tensor_parallel_size", range=PARALLEL),
         # 1.4.1-1.4.5 had a switch, off by default; from 2.0 a list of batch sizes ("0" disables)
         _tgi("cuda-graphs", "int_list", ("cuda-graphs", "2.0.0", None, 313, 766), role="no_cuda_graphs"),
         _tgi("enable-cuda-graphs", "bool", ("enable-cuda-graphs", "1.4.1", "1.4.5", 289, 289)),
     )},
     "vllm": {e.setting: e for e in (
         _py("vllm", "max-model-len", "int", "0.2.7", f"{_VLLM_ARGS}:118", f"{_VLLM_ARGS}:991",
-            role="context_length"),
+            role="context_length", field="max_model_len", range=LENGTH),
         _py("vllm", "max-num-seqs", "int", "0.2.7", f"{_VLLM_ARGS}:171", f"{_VLLM_ARGS}:1754",
-            role="concurrency"),
+            role="concurrency", field="max_num_seqs", range=COUNT),
         _py("vllm", "gpu-memory-utilization", "float", "0.2.7", f"{_VLLM_ARGS}:160", f"{_VLLM_ARGS}:1389",
-            role="memory_fraction"),
+            role="memory_fraction", field="memory_fraction", range=FRACTION),
         _py("vllm", "enforce-eager", "bool", "0.2.7", f"{_VLLM_ARGS}:194", f"{_VLLM_ARGS}:1000",
-            role="no_cuda_graphs"),
+            role="no_cuda_graphs", field="enforce_eager"),
         _py("vllm", "tensor-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:133", f"{_VLLM_ARGS}:1209",
-            role="tensor_parallel"),
+            role="tensor_parallel", field="tensor_parallel_size", range=PARALLEL, aliases=(
+                Alias("tp", (f"{_VLLM_ARGS}:245@0.4.3", f"{_VLLM_ARGS}:1209@0.33.0")),
+                Alias("tp-size", (), own=False, why=_SGLANG_SPELLING))),
         _py("vllm", "pipeline-parallel-size", "int", "0.2.7", f"{_VLLM_ARGS}:128", f"{_VLLM_ARGS}:1171",
-            role="pipeline_parallel"),
+            role="pipeline_parallel", field="pipeline_parallel_size", range=PARALLEL, aliases=(
+                Alias("pp", (f"{_VLLM_ARGS}:240@0.4.3", f"{_VLLM_ARGS}:1172@0.33.0")),
+                Alias("pp-size", (), own=False, why=_SGLANG_SPELLING))),
     )},
     "sglang": {e.setting: e for e in (
         _py("sglang", "context-length", "int", "0.3.0", f"{_SGL_ARGS}:218", f"{_SGL_FIELDS}/model.py:110",
-            role="context_length"),
+            role="context_length", field="max_model_len", range=LENGTH),
         _py("sglang", "max-running-requests", "int", "0.3.0", f"{_SGL_ARGS}:258", f"{_SGL_FIELDS}/schedule.py:31",
-            role="concurrency"),
+            role="concurrency", field="max_num_seqs", range=COUNT),
         _py("sglang", "mem-fraction-static", "float", "0.3.0", f"{_SGL_ARGS}:252", f"{_SGL_FIELDS}/schedule.py:27",
-            role="memory_fraction"),
+            role="memory_fraction", field="memory_fraction", range=FRACTION),
         _py("sglang", "tp-size", "int", "0.3.0", f"{_SGL_ARGS}:302", f"{_SGL_FIELDS}/parallel.py:45",
-            role="tensor_parallel"),
+            role="tensor_parallel", field="tensor_parallel_size", range=PARALLEL, aliases=(
+                Alias("tensor-parallel-size", (f"{_SGL_ARGS}:301@0.3.0", f"{_SGL_FIELDS}/parallel.py:49@0.5.23")),
+                Alias("tp", (), own=False, why=_ABBREVIATION))),
         _py("sglang", "pp-size", "int", "0.4.7", f"{_SGL_ARGS}:761", f"{_SGL_FIELDS}/parallel.py:59",
-            role="pipeline_parallel"),
+            role="pipeline_parallel", field="pipeline_parallel_size", range=PARALLEL, aliases=(
+                Alias("pipeline-parallel-size", (f"{_SGL_ARGS}:821@0.4.8", f"{_SGL_FIELDS}/parallel.py:63@0.5.23")),
+                Alias("pp", (), own=False, why=_ABBREVIATION + "; ambiguous from 0.5.22 (--pp-async-batch-depth)"))),
         # 0.5.22 made it a deprecated spelling of --cuda-graph-backend-{decode,prefill}=disabled,
         # still accepted ("its only command-line entry point", server_args.py:408@0.5.23)
         _py("sglang", "disable-cuda-graph", "bool", "0.3.0", f"{_SGL_ARGS}:406", f"{_SGL_ARGS}:411",
-            deprecated_from="0.5.22", role="no_cuda_graphs"),
+            deprecated_from="0.5.22", role="no_cuda_graphs", sets=("enforce_eager", True)),
     )},
 }
 
 
 ENGINE_NAMES = {"tgi": "TGI", "vllm": "vLLM", "sglang": "SGLang"}
+
+#: the ServerConfig fields the launch grammar looks a flag up by (`FlagEntry.field`): the
+#: model's flag, and the address an engine listens on
+MODEL_FIELD = "model"
+HOST_FIELD = "host"
 
 #: what actions and plans write a setting for, per engine: role -> setting, read from the
 #: entries' `role` (the one place a written flag is named). Roles: context_length,

@@ -49,6 +49,10 @@ _QUANT_SUFFIXES: tuple[tuple[re.Pattern[str], str, int], ...] = tuple(
     )
 )
 _ROLE_WORDS = frozenset({"instruct", "chat", "it", "hf", "base", "pt"})
+#: Meta publishes its own "-FP8" checkpoints (Llama 3.1 405B/70B/8B) in fbgemm_fp8 format
+#: (config.json quant_method "fbgemm_fp8"), read by vLLM's FBGEMMFp8Config with the layers it
+#: lists in modules_to_not_convert left unquantized (quantization/fbgemm_fp8.py:61-65@0.5.3)
+_FBGEMM_FP8_OWNER = "meta-llama/"
 
 
 def _last_segment(name: str) -> str:
@@ -128,6 +132,8 @@ def find_model(name: str) -> ModelSpec:
     spec = _lookup(base) if base else None
     if spec is None:
         raise UnknownModel(name, _nearest(text))
+    if quant == "fp8" and text.lower().startswith(_FBGEMM_FP8_OWNER):
+        quant = "fbgemm_fp8"
     dtype = "float16" if quant in ("awq", "gptq") else spec.native_dtype
     return replace(spec, name=text, quantization=quant, quant_bits=bits, native_dtype=dtype)
 

@@ -15,14 +15,17 @@ import math
 import re
 from typing import Any
 
+from runbooks.catalogs.engine_flags import HOST_FIELD
 from runbooks.launch.flag_tables import (
     ALIASES,
     BOOLEAN_FLAGS,
     ENV_HINTS,
+    FIELD_FLAG,
     FIELD_MAP,
     MEMORY_FRACTION_KIND,
     MODEL_FLAG,
     MULTI_VALUE_FLAGS,
+    SWITCH_SETS,
     TGI_ENV_FLAGS,
     known_flags,
 )
@@ -128,12 +131,12 @@ def config_from_launch(launch: Launch, source: str, image: str | None, unresolve
     flags, positionals = parse_engine_args(engine, launch.argv)
     if engine == "tgi":
         _merge_tgi_env(flags, launch.env, unresolved, warnings)
-    model = flags.get(MODEL_FLAG.get(engine, "model"))
+    model = flags.get(MODEL_FLAG.get(engine, MODEL_FLAG["vllm"]))
     if engine == "vllm" and positionals:
         model = positionals[0]  # `vllm serve` lets the positional model override --model
     if engine == "vllm" and launch.env.get("VLLM_PORT", "").startswith("tcp://"):
         warnings.append("vllm_port_service_collision")
-    if engine == "sglang" and launch.form is not None and (flags.get("host") or "127.0.0.1") in _LOOPBACK:
+    if engine == "sglang" and launch.form is not None and (flags.get(FIELD_FLAG[engine][HOST_FIELD]) or "127.0.0.1") in _LOOPBACK:
         warnings.append("sglang_host_loopback")
     if any(_UNRESOLVED_REF.search(v) for v in [*flags.values(), model or ""]):
         warnings.append("unresolved_env")
@@ -162,7 +165,7 @@ def config_from_flags(
     found = list(warnings)
     values = _normalise(engine or "", flags, found)
     if model is None:
-        model = flags.get(MODEL_FLAG.get(engine or "", "model"))
+        model = flags.get(MODEL_FLAG.get(engine or "", MODEL_FLAG["vllm"]))
     return ServerConfig(
         source=source,
         engine=engine,
@@ -197,21 +200,21 @@ def _normalise(engine: str, flags: dict[str, str], warnings: list[str]) -> dict[
             warnings.append(f"unparsed_value:{flag}")
         elif parsed is not None:
             values[field_name] = parsed
+    for flag, field_name, meaning in SWITCH_SETS.get(engine, ()):
+        if flags.get(flag, "").lower() in _TRUE:
+            values[field_name] = meaning
     if engine == "sglang":
-        _sglang_meanings(flags, values)
+        _sglang_chunking(flags, values)
     if values.get("memory_fraction") is not None:
         values["memory_fraction_kind"] = MEMORY_FRACTION_KIND[engine]
     return values
 
 
-def _sglang_meanings(flags: dict[str, str], values: dict[str, Any]) -> None:
-    """SGLang spells some switches the other way round; map them to the shared meanings."""
-    if _INT.fullmatch(flags.get("chunked-prefill-size", "").strip()) and int(flags["chunked-prefill-size"]) < 0:
+def _sglang_chunking(flags: dict[str, str], values: dict[str, Any]) -> None:
+    """SGLang's chunk size below 0 (its range's special -1) turns chunked prefill off."""
+    chunk = FIELD_FLAG["sglang"]["max_num_batched_tokens"]
+    if _INT.fullmatch(flags.get(chunk, "").strip()) and int(flags[chunk]) < 0:
         values["enable_chunked_prefill"] = False
-    if flags.get("disable-radix-cache", "").lower() in _TRUE:
-        values["enable_prefix_caching"] = False
-    if flags.get("disable-cuda-graph", "").lower() in _TRUE:
-        values["enforce_eager"] = True
 
 
 _UNPARSED = object()

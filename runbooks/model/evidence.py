@@ -494,7 +494,9 @@ class KvAllocFailure:
     size." with the tokens asked and the tokens it could have given (free + evictable), read
     from its own lines (see collectors.parsers.log_failures.KV_ALLOC_FORMATS). `phase`: decode,
     prefill or None (0.5.23's generic "Out of memory."). `available` above `requested` says the
-    pool was not short: the failure is not KV pressure."""
+    pool was not short: the failure is not KV pressure. `pool`: with sliding-window attention
+    SGLang prints a full and a swa pool, and these figures are the scarcer one's ("full" or
+    "swa"); None: one pool."""
 
     phase: str | None
     requested: int
@@ -503,6 +505,7 @@ class KvAllocFailure:
     evictable: int | None = None
     count: int = 1
     example: str | None = None
+    pool: str | None = None
 
     @property
     def tokens_to_spare(self) -> bool:

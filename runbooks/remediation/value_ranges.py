@@ -1,17 +1,19 @@
 """What a plan may write into an engine flag: the range of each value, and no credential ever.
 
-One table (`RANGES`) says, per engine and flag, what kind of value the flag takes and the
-bounds gpumem plans within; `check_value` holds a value to it before any plan exists, and
-`check_plannable` refuses a flag that carries a credential (by the names and value shapes
-`runbooks.model.secrets` masks), naming the flag and never the value. Both raise `UsageError`
-(exit 2 on the terminal, an ephemeral reply in Slack).
+Each engine flag's range is in the engine tables (`runbooks.catalogs.engine_flags` and
+`engine_flags_read`, `FlagEntry.range`, with the engine source each flag was read from);
+`RANGES` is read from them, and this module names no engine flag by hand
+(tests/test_engine_flags.py holds that). `check_value` holds a value to its flag's range
+before any plan exists, and `check_plannable` refuses a flag that carries a credential (by the
+names and value shapes `runbooks.model.secrets` masks), naming the flag and never the value.
+Both raise `UsageError` (exit 2 on the terminal, an ephemeral reply in Slack). The options
+that are not engine flags (replicas, HPA bounds, a probe's seconds, memory sizes) are here.
 
 The bounds are sanity bounds, not tuning advice: a count is a positive integer no larger than
 any deployment runs (a request or sequence count of at most 65536; a token length of at most
 16777216, and no longer than the model's `max_position_embeddings` when the catalog knows the
 model); a memory fraction is in (0, 1]; a switch is true or false; a replica count is 1 to 1000
-(scaling to zero is an outage: done by hand, not planned). The flag tables of each engine's
-versions live in `runbooks.launch.flag_tables`; this module holds only what a value may be.
+(scaling to zero is an outage: done by hand, not planned).
 
 >>> check_value("vllm", "max-num-seqs", 64), check_value("vllm", "gpu-memory-utilization", "0.9")
 (64, 0.9)
@@ -25,76 +27,20 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from runbooks.catalogs.engine_flags import ENGINE_NAMES, SWITCH, Range
+from runbooks.catalogs.engine_flags_read import all_entries
 from runbooks.model.errors import UsageError
 from runbooks.model.secrets import redact_text, secret_name, secret_value
 
-#: the most requests or sequences a count flag may be set to
-MAX_COUNT = 65536
-#: the longest token length (context, batch tokens) planned, whatever the model
-MAX_TOKENS = 16_777_216
-#: a KV-cache token pool (SGLang --max-total-tokens, TGI --max-batch-total-tokens) may be larger
-MAX_POOL_TOKENS = 1_073_741_824
 #: replica counts planned (`--replicas`, an HPA's minReplicas)
 REPLICAS = (1, 1000)
 
-
-@dataclass(frozen=True)
-class Range:
-    """What one flag takes: `kind` int, fraction or bool; for an int, `low..high`, with the
-    `special` values the engine gives a meaning of their own (SGLang's chunked-prefill-size -1:
-    chunking off); `length`: a token length, bounded by the model's max_position_embeddings too."""
-
-    kind: str
-    low: float = 0
-    high: float = 0
-    special: tuple[int, ...] = ()
-    length: bool = False
-
-    def words(self, high: float | None = None) -> str:
-        """The range as the refusal says it, in words of no language: an integer '1..65536'
-        (', -1' for a special value), a fraction '(0, 1]', a switch 'true/false'."""
-        if self.kind == "fraction":
-            return "(0, 1]"
-        if self.kind == "bool":
-            return "true/false"
-        top = int(self.high if high is None else high)
-        extra = "".join(f", {s}" for s in self.special)
-        return f"{int(self.low)}..{top}{extra}"
-
-
-_COUNT = Range("int", 1, MAX_COUNT)
-_LENGTH = Range("int", 1, MAX_TOKENS, length=True)
-_TOKENS = Range("int", 1, MAX_TOKENS)
-_POOL = Range("int", 1, MAX_POOL_TOKENS)
-_FRACTION = Range("fraction")
-_PARALLEL = Range("int", 1, 1024)
-
-#: engine -> canonical flag -> what gpumem may plan for it
+#: engine -> flag (every spelling) -> what gpumem may plan for it, read from the engine tables
 RANGES: dict[str, dict[str, Range]] = {
-    "vllm": {
-        "max-num-seqs": _COUNT, "max-model-len": _LENGTH, "max-num-batched-tokens": _TOKENS,
-        "gpu-memory-utilization": _FRACTION, "tensor-parallel-size": _PARALLEL,
-        "pipeline-parallel-size": _PARALLEL, "data-parallel-size": _PARALLEL,
-        "block-size": Range("int", 1, 1024), "max-num-partial-prefills": _COUNT,
-        "max-long-partial-prefills": _COUNT, "long-prefill-token-threshold": _TOKENS,
-        "max-seq-len-to-capture": _LENGTH, "port": Range("int", 1, 65535),
-    },
-    "sglang": {
-        "max-running-requests": _COUNT, "context-length": _LENGTH,
-        "chunked-prefill-size": Range("int", 1, MAX_TOKENS, special=(-1,)), "max-prefill-tokens": _TOKENS,
-        "max-total-tokens": _POOL, "mem-fraction-static": _FRACTION, "tp-size": _PARALLEL, "pp-size": _PARALLEL,
-        "dp-size": _PARALLEL, "page-size": Range("int", 1, 1024), "cuda-graph-max-bs": _COUNT,
-        "port": Range("int", 1, 65535),
-    },
-    "tgi": {
-        "max-batch-size": _COUNT, "max-concurrent-requests": _COUNT, "max-total-tokens": _LENGTH,
-        "max-input-length": _LENGTH, "max-input-tokens": _LENGTH, "max-batch-prefill-tokens": _TOKENS,
-        "max-batch-total-tokens": _POOL, "cuda-memory-fraction": _FRACTION, "num-shard": _PARALLEL,
-        "waiting-served-ratio": Range("fraction"), "port": Range("int", 1, 65535),
-    },
+    engine: {s.flag: e.range for e in all_entries(engine) if e.range is not None for s in e.spellings}
+    for engine in ENGINE_NAMES
 }
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
@@ -161,9 +107,6 @@ def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = 
                                                    if rng.length and high != rng.high else ""))
     return int(number)  # type: ignore[arg-type]
 
-
-#: a switch: what every flag of `runbooks.launch.flag_tables.BOOLEAN_FLAGS` takes
-SWITCH = Range("bool")
 
 #: the plan options that are not engine flags -> the whole numbers gpumem plans for them: an
 #: HPA's maxReplicas and the long pool's replicas as any replica count, the waiting requests per

@@ -47,7 +47,7 @@ QUANT_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
 
 #: methods the engines accept as another name of the checkpoint's own method
 _SAME_METHOD = {"awq_marlin": "awq", "gptq_marlin": "gptq", "marlin": "gptq", "bnb": "bitsandbytes",
-                "eetq": "int8", "w8a8": "int8"}
+                "eetq": "int8", "w8a8": "int8", "fbgemm_fp8": "fp8"}
 _BF16 = ("bfloat16", "bf16")
 
 

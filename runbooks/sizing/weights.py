@@ -2,7 +2,8 @@
 
 Engines keep embeddings, the LM head, MoE routers and norms in 16 bits whatever the
 quantization; AWQ/GPTQ store 4-bit weights plus one fp16 scale and one packed zero per
-group of 128; MXFP4 (gpt-oss) quantizes only the MoE experts. Everything except routers and
+group of 128; MXFP4 (gpt-oss) quantizes only the MoE experts; Meta's fbgemm_fp8 checkpoints
+quantize only the MLPs, and not those of the first and last layer (`FBGEMM_DENSE_LAYERS`). Everything except routers and
 MLA's compressed-KV projection is split by tensor parallelism; pipeline stages split layers,
 the first stage holding the embedding and the last the LM head.
 """
@@ -16,6 +17,11 @@ from runbooks.model.evidence import ModelSpec
 from runbooks.model.units import MIB
 from runbooks.sizing.kv import dtype_bytes, serving_dtype
 
+#: Meta's fbgemm_fp8 checkpoints list every attention projection and the MLP of the first and
+#: the last layer in modules_to_not_convert (the Llama 3 paper's FP8 recipe: feed-forward layers
+#: only, not the first and last transformer layer); vLLM loads those in 16 bits
+#: (quantization/fbgemm_fp8.py:65-77@0.5.3, `_is_layer_skipped`)
+FBGEMM_DENSE_LAYERS = 2
 #: vLLM pads the vocabulary of embeddings and LM heads to a multiple of this
 VOCAB_PADDING = 64
 _GROUP = 128
@@ -171,11 +177,17 @@ def weights_bytes(model: ModelSpec, dtype: str | None = None, quantization: str 
     experts_only = bool(quant) and quant.lower() == "mxfp4"
     dense_bytes = w_bytes if experts_only else linear_bytes
     other_bytes = w_bytes if (is_multimodal(model) or experts_only) else linear_bytes
+    attention_bytes = mlp_bytes = dense_bytes
+    if quant and quant.lower() == "fbgemm_fp8":
+        layers = max(1, model.num_layers or 1)
+        dense_share = min(1.0, FBGEMM_DENSE_LAYERS / layers)
+        attention_bytes = w_bytes
+        mlp_bytes = dense_share * w_bytes + (1 - dense_share) * linear_bytes
 
     pad = _padded_vocab(model) / model.vocab_size if model.vocab_size else 1.0
     embed = parts.embed * pad * w_bytes / tp
     lm_head = parts.lm_head * pad * w_bytes / tp
-    sharded = (parts.attention * dense_bytes + parts.mlp * dense_bytes + parts.experts * linear_bytes
+    sharded = (parts.attention * attention_bytes + parts.mlp * mlp_bytes + parts.experts * linear_bytes
                + parts.other * other_bytes) / tp
     whole = (parts.router + parts.replicated) * w_bytes
     stage_share = math.ceil((model.num_layers or 1) / pp) / max(1, model.num_layers or 1)
