@@ -11,7 +11,7 @@ import pytest
 
 from bot.service.container_reader import CONTAINER_READER
 from runbooks.catalogs.engine_flags import COVERED, FLAGS, ROLES, choose_spelling, flag_entry, role_flag
-from runbooks.catalogs.engine_flags_read import READ_FLAGS, all_entries
+from runbooks.catalogs.engine_flags_read import READ_FLAGS, all_entries, any_entry
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_ROLES, SafePlan
@@ -409,3 +409,28 @@ def test_the_launch_tables_take_every_flag_from_the_engine_tables():
                                                                                        "max-input-tokens"}
     # TGI 1.4's CUDA-graph switch takes no value (it came in with the table)
     assert "enable-cuda-graphs" in L.BOOLEAN_FLAGS["tgi"]
+
+
+def _vllm_deployment(image: str) -> dict:
+    obj = tgi_deployment(image, ["--model", "m", "--max-model-len", "8192"])
+    obj["spec"]["template"]["spec"]["containers"][0]["name"] = "vllm"
+    obj["spec"]["template"]["spec"]["containers"][0]["command"] = ["vllm", "serve"]
+    return obj
+
+
+def test_a_flag_set_by_hand_is_checked_against_the_versions_it_was_read_in():
+    # --async-scheduling is one no action writes: its versions come from the flags only read
+    entry = any_entry("vllm", "async-scheduling")
+    assert entry is not None and entry not in FLAGS["vllm"].values()
+    since = entry.spellings[0].since
+    old = _vllm_deployment("vllm/vllm-openai:v0.6.0")
+    with pytest.raises(UsageError) as e:
+        edit_flags(old, None, {"async-scheduling": True}, reader=CONTAINER_READER)
+    assert e.value.code == "flag_not_in_version"
+    # outside what was read nothing is claimed either way: not "0.6.0 has no ..."
+    assert e.value.params["reason"] == (
+        f"vLLM 0.6.0: --async-scheduling was read in the releases from {'.'.join(map(str, since))} on only, and "
+        "whether 0.6.0 takes it is not known: set it by hand")
+    new = _vllm_deployment("vllm/vllm-openai:v0.12.0")
+    assert edit_flags(new, None, {"async-scheduling": True}, reader=CONTAINER_READER).diff()[0].startswith(
+        "--async-scheduling")

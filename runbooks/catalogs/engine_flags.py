@@ -298,9 +298,12 @@ def _range(spelling: Spelling) -> str:
     return f"from {version_label(spelling.since)} {until}"
 
 
-def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple[str, ...] = ()) -> Choice:
+def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple[str, ...] = (),
+                    entry: FlagEntry | None = None) -> Choice:
     """The spelling of `flag` to write for `engine` at `version` (None: not known), given the
     spellings the object already uses (`used`: they run, so the deployed version takes them).
+    `entry`: the table entry to judge by (default: the flags gpumem's actions write; a flag set
+    by hand is judged by its entry among the flags only read, `engine_flags_read.any_entry`).
 
     >>> choose_spelling("tgi", "max-input-tokens", (1, 4, 0)).flag
     'max-input-length'
@@ -309,9 +312,9 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
     >>> choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",)).flag
     'max-input-length'
     """
-    entry = flag_entry(engine, flag)
+    entry = entry or flag_entry(engine, flag)
     if entry is None:
-        return Choice(flag)  # not a flag gpumem's actions write: the caller's own choice
+        return Choice(flag)  # a flag the tables do not hold: the caller's own choice
     name = ENGINE_NAMES.get(engine, engine)
     present = [s.flag for s in entry.spellings if s.flag in used]
     if present:
@@ -323,7 +326,8 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
         if wanted.since <= oldest and wanted.until is None:
             return Choice(wanted.flag, note=(f"{name} version unknown: --{wanted.flag} is accepted by every version read "
                                              f"({version_label(oldest)}-{version_label(newest)})"))
-        return Choice(None, reason=(f"{name} version unknown and --{wanted.flag} is accepted only {_range(wanted)}: "
+        known = "accepted" if entry in FLAGS.get(engine, {}).values() else "read in the releases"
+        return Choice(None, reason=(f"{name} version unknown and --{wanted.flag} is {known} only {_range(wanted)}: "
                                     "give the image a version tag, or set the flag by hand"))
     note = None
     looked_up = version
@@ -341,4 +345,10 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
     other = entry.accepted(looked_up)
     if other:
         return Choice(other[-1].flag, note=note or f"{name} {version_label(version)} spells it --{other[-1].flag}")
+    if entry not in FLAGS.get(engine, {}).values():
+        # a flag only read: its versions come from fewer releases than the flags actions write,
+        # so outside them nothing is known either way, and nothing is claimed
+        return Choice(None, reason=(f"{name} {version_label(version)}: --{wanted.flag} was read in the releases "
+                                    f"{_range(wanted)} only, and whether {version_label(version)} takes it is not "
+                                    "known: set it by hand"))
     return Choice(None, reason=f"{name} {version_label(version)} has no --{wanted.flag} (accepted {_range(wanted)})")

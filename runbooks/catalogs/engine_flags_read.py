@@ -327,3 +327,16 @@ READ_FLAGS: dict[str, dict[str, FlagEntry]] = {
 def all_entries(engine: str) -> tuple[FlagEntry, ...]:
     """Every flag of `engine` the tables hold: those actions write, then those only read."""
     return (*FLAGS.get(engine, {}).values(), *READ_FLAGS.get(engine, {}).values())
+
+
+def any_entry(engine: str, flag: str) -> FlagEntry | None:
+    """The entry that `flag` (a setting or any of its spellings, no dashes) belongs to, among the
+    flags actions write and then those only read.
+
+    >>> [(s.flag, s.since) for s in any_entry("tgi", "max-batch-size").spellings]
+    [('max-batch-size', (1, 4, 1))]
+    """
+    for entry in all_entries(engine):
+        if entry.setting == flag or entry.spelling(flag) is not None:
+            return entry
+    return None

@@ -62,6 +62,7 @@ from typing import Any
 
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import FLAGS, choose_spelling
+from runbooks.catalogs.engine_flags_read import any_entry
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import (
     BOOLEAN_FLAGS,
@@ -526,7 +527,8 @@ class _Planner:
         """The spelling the deployed version accepts (`runbooks.catalogs.engine_flags`): the
         object's own where it has one, else the version's; refused where that version (or, the
         version unknown, some version read) rejects every spelling."""
-        choice = choose_spelling(self.engine, name, parse_version(self.version), present)
+        choice = choose_spelling(self.engine, name, parse_version(self.version), present,
+                                 entry=any_entry(self.engine, name))
         if choice.flag is None:
             raise UsageError("flag_not_in_version", flag=name, engine=self.engine, version=self.version or "unknown",
                              reason=choice.reason)
