@@ -310,7 +310,7 @@ class RemediationDesk:
             return
         try:
             request = remediate.plan_request(
-                self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
+                self.store, cmd.target.namespace, cmd.target.name, kind=cmd.target.kind,
                 cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
                 replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
                 action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}",
@@ -342,7 +342,8 @@ class RemediationDesk:
                                                           watch_s=self.settings.remediation.watch_s)
             else:
                 request = remediate.request_from_changes(parsed.namespace, parsed.name, cluster, action_id, changes,
-                                                         requested_by=click.user, origin=f"triage of {parsed}")
+                                                         requested_by=click.user, origin=f"triage of {parsed}",
+                                                         kind=parsed.kind)
         except UsageError as e:
             return self._plan_failed(respond, lang, e)
         self._make_and_post(request, click.channel, click.thread, lang, respond)
