@@ -1,0 +1,149 @@
+"""Live triage of NAMESPACE/KIND/NAME targets through the real client against the stand-in API
+server: an InferenceService is followed to the Deployment its controller wrote (by owner
+reference) and its flags are read from the InferenceService's own spec; a Deployment an
+InferenceService owns names the InferenceService as where its spec is declared; Argo CD's sync
+policy is read from the Application (403 / 404: unknown, and said so)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from bot.main import main
+from tests.support.kube_fixtures import running_scenario
+from tests.test_crd_schemas import APP, ISVC
+
+OWNER = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "name": "llama", "uid": "u-1",
+         "controller": True, "blockOwnerDeletion": True}
+TRACKED = {"argocd.argoproj.io/tracking-id": "llm-serving:apps/Deployment:llm/vllm-server"}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with running_scenario("vllm-incident", tmp_path) as sc:
+        dep = sc.kube.get("Deployment", "llm", "vllm-server")
+        dep["metadata"]["ownerReferences"] = [OWNER]
+        sc.kube.add(dep)
+        isvc = copy.deepcopy(ISVC)
+        isvc["spec"]["predictor"]["model"]["args"] = ["--max-num-seqs=48", "--gpu-memory-utilization=0.85"]
+        sc.kube.add(isvc)
+        yield sc
+
+
+def triage(capsys, sc, target: str, lang: str = "en", as_json: bool = True):
+    argv = ["triage", target, "--kubeconfig", str(sc.kubeconfig), "--context", "prod", "--lang", lang]
+    rc = main([*argv, "--json"] if as_json else argv)
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if as_json else out.out + out.err)
+
+
+def test_an_inference_service_is_followed_to_its_deployment_and_its_flags_read_from_its_spec(cluster, capsys):
+    from datetime import UTC, datetime
+
+    from collectors.live import LiveOptions, collect_live
+
+    collection = collect_live("llm", "llama", LiveOptions(kind="InferenceService"), datetime.now(UTC),
+                              api=cluster.api("prod"))
+    ev = collection.evidence
+    assert ev.target == "llm/inferenceservice/llama"
+    assert (ev.workload.kind, ev.workload.name) == ("Deployment", "vllm-server")  # the pods' own object
+    assert (ev.server_config.max_num_seqs, ev.server_config.memory_fraction) == (48, 0.85)  # the ISVC's spec
+    assert ev.server_config.source == "inferenceservice.yaml"
+    assert len(ev.pods) >= 1
+    assert "inferenceservice.yaml" in collection.files and "deployment.yaml" in collection.files
+    _rc, doc = triage(capsys, cluster, "llm/isvc/llama")
+    assert doc["target"] == "llm/inferenceservice/llama"
+    assert [(m["kind"], m["name"], m.get("owner_kind")) for m in doc["managers"]] == [
+        ("controller", "llama", "InferenceService")]
+    gets = [r.path for r in cluster.kube.calls(verb="get")]
+    assert any("/inferenceservices/llama" in p for p in gets)
+    assert cluster.kube.writes() == []
+
+
+def test_a_deployment_an_inference_service_owns_names_where_its_spec_is_declared(cluster, capsys):
+    _rc, text = triage(capsys, cluster, "llm/vllm-server", as_json=False)
+    assert "managed by its controller owner InferenceService llama" in text
+    assert "the spec is declared in InferenceService llama: gpumem plan writes a flag there" in text
+    _rc, text = triage(capsys, cluster, "llm/vllm-server", lang="zh", as_json=False)
+    assert "规格声明在 InferenceService llama 中" in text
+
+
+def test_an_owner_that_is_not_there_is_not_found(cluster, capsys):
+    rc, text = triage(capsys, cluster, "llm/lws/nope", as_json=False)
+    assert rc == 2 and "LeaderWorkerSet llm/nope not found" in text
+
+
+def test_an_owner_with_no_deployment_says_so(cluster, capsys):
+    other = copy.deepcopy(ISVC)
+    other["metadata"]["name"] = "serverless"
+    cluster.kube.add(other)
+    rc, text = triage(capsys, cluster, "llm/isvc/serverless", as_json=False)
+    assert rc == 3 and "InferenceService llm/serverless owns no Deployment in namespace llm" in text
+    assert "serverless mode" in text
+
+
+@pytest.mark.parametrize("app, words", [
+    (APP, "self-heal on"),
+    (None, "sync policy unknown: no Application llm-serving in namespace argocd"),
+])
+def test_triage_reads_the_argo_cd_application_sync_policy(cluster, capsys, app, words):
+    dep = cluster.kube.get("Deployment", "llm", "vllm-server")
+    dep["metadata"]["annotations"].update(TRACKED)
+    cluster.kube.add(dep)
+    if app is not None:
+        cluster.kube.add(copy.deepcopy(app))
+    _rc, text = triage(capsys, cluster, "llm/vllm-server", as_json=False)
+    assert f"managed by Argo CD application llm-serving, {words}" in text, text
+    assert "sync policy not read here" not in text
+    assert any("/applications/llm-serving" in r.path for r in cluster.kube.calls(verb="get"))
+
+
+def test_a_forbidden_application_is_unknown_never_a_guess(cluster, capsys):
+    dep = cluster.kube.get("Deployment", "llm", "vllm-server")
+    dep["metadata"]["annotations"].update(TRACKED)
+    cluster.kube.add(dep)
+    cluster.kube.add(copy.deepcopy(APP))
+    cluster.kube.fail(r"/applications/llm-serving", 403)
+    _rc, text = triage(capsys, cluster, "llm/vllm-server", as_json=False)
+    assert "managed by Argo CD application llm-serving, sync policy unknown" in text
+    assert "self-heal on" not in text
+
+
+def _sts(name: str, owner_kind: str, owner: str, args: list[str]) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": "llm",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": owner_kind, "name": owner, "uid": f"u-{owner}",
+                                              "controller": True}]},
+            "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": {"sts": name}},
+                     "template": {"metadata": {"labels": {"sts": name}},
+                                  "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+                                                           "args": args}]}}}}
+
+
+def test_a_leader_worker_set_is_followed_to_its_leader_and_its_workers_to_it(tmp_path, capsys):
+    from datetime import UTC, datetime
+
+    from collectors.live import LiveOptions, collect_live
+    from tests.test_crd_schemas import LWS
+
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(copy.deepcopy(LWS),
+                    _sts("vllm", "LeaderWorkerSet", "vllm", ["--max-num-seqs", "12"]),
+                    _sts("vllm-0", "Pod", "vllm-0", ["--max-num-seqs", "12"]),
+                    {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "vllm-0", "namespace": "llm", "labels": {"sts": "vllm"},
+                                  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm",
+                                                       "uid": "u-vllm", "controller": True}]},
+                     "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.8.5"}]}})
+        ev = collect_live("llm", "vllm", LiveOptions(kind="LeaderWorkerSet"), datetime.now(UTC),
+                          api=sc.api("prod")).evidence
+        assert (ev.workload.kind, ev.workload.name) == ("StatefulSet", "vllm")
+        assert ev.server_config.max_num_seqs == 128  # the LeaderWorkerSet's leader template, not the StatefulSet
+        worker = collect_live("llm", "vllm-0", LiveOptions(kind="StatefulSet"), datetime.now(UTC),
+                              api=sc.api("prod")).evidence
+        assert [(m.kind, m.owner_kind, m.name) for m in worker.workload.managers] == [
+            ("controller", "LeaderWorkerSet", "vllm")]
+        assert "owner references of the pods lead to LeaderWorkerSet/vllm" in worker.workload.managers[0].evidence
+        assert sc.kube.writes() == []
