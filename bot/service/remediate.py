@@ -31,6 +31,7 @@ from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
 from collectors.kube.managers import ARGOCD_NAMESPACE, Manager, blocks_writes, managers_of, with_sync_policy
+from collectors.kube.rest import path
 from runbooks.catalogs.models import find_model
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import BOOLEAN_FLAGS
@@ -211,15 +212,20 @@ def spec_owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
 
 def owned_deployment(writer: KubeWriter, request: PlanRequest) -> PlanTarget | None:
     """The Deployment an InferenceService's controller writes (KServe's raw deployment mode),
-    found by owner reference: the rollout the watch follows. None for a LeaderWorkerSet (its
-    StatefulSets are not watched) or when none is found."""
+    found by owner reference in a list read with the writer's observer (the reader's identity
+    in the bot: the writer's Role lists no Deployments): the rollout the watch follows. None
+    for a LeaderWorkerSet (its StatefulSets are not watched), or when none is found or the list
+    cannot be read (the plan is made; the watch then says it has no rollout to follow)."""
     if request.kind != "InferenceService":
         return None
+    where = path("apis", "apps", "v1", "namespaces", request.namespace, "deployments")
     try:
-        items = writer.list("Deployment", request.namespace)
-    except GpumemError:  # may not list Deployments: the plan is made, the watch says it has no rollout to follow
+        items = writer.observer.get_json(where, timeout_s=writer.timeout_s).get("items") or []
+    except Exception:  # forbidden, unreachable, not JSON: no rollout to follow, said so by the CLI
         return None
     for item in items:
+        if not isinstance(item, dict):
+            continue
         for ref in (item.get("metadata") or {}).get("ownerReferences") or []:
             if isinstance(ref, dict) and ref.get("controller") is True and ref.get("kind") == request.kind \
                     and ref.get("name") == request.name:
