@@ -102,6 +102,7 @@ STAGES = {
                        {"reason": "Deployment/vllm-server-long is there with gpumem.io/plan naming the plan; "
                                   "Service/vllm-server-long is not there"}),
     "watch_stopped": (_stored("applied", ("U0APPROVER",)), {"error_id": "3f9a1c07"}),
+    "not_watched": (_stored("applied", ("U0APPROVER",)), {"kind": "LeaderWorkerSet", "name": "vllm"}),
 }
 
 
@@ -134,7 +135,7 @@ def test_each_stage_offers_the_buttons_it_allows():
                 "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
                 "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION],
                 "partly_applied": [P.ROLLBACK_ACTION],
-                "watch_stopped": [P.ROLLBACK_ACTION]}
+                "watch_stopped": [P.ROLLBACK_ACTION], "not_watched": [P.ROLLBACK_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage

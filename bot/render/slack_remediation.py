@@ -53,7 +53,7 @@ MAX_PLAN_BUTTONS = 5
 STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
           "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded",
           "reconciled_applied", "reconciled_failed", "unknown", "rollback_unknown", "reconciled_rolled_back",
-          "rollback_not_applied", "partly_applied", "watch_stopped")
+          "rollback_not_applied", "partly_applied", "watch_stopped", "not_watched")
 _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
           "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
           "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
@@ -61,12 +61,13 @@ _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:
           "rejected": ":no_entry_sign:", "expired": ":hourglass:", "superseded": ":fast_forward:",
           "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:", "unknown": ":grey_question:",
           "rollback_unknown": ":grey_question:", "reconciled_rolled_back": ":leftwards_arrow_with_hook:",
-          "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:"}
+          "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:",
+          "not_watched": ":warning:"}
 _WAITING = ("proposed", "partly_approved")
 #: the stages whose headline asks for an approval
 WAITING_STAGES = _WAITING
 _ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied", "rollback_not_applied",
-               "partly_applied", "watch_stopped")
+               "partly_applied", "watch_stopped", "not_watched")
 _REPLAN = ("changed", "not_applied", "expired", "reconciled_failed")
 
 

@@ -592,6 +592,10 @@ class RemediationDesk:
                     available=look.available, replicas=look.replicas, symptoms=look.symptoms))
 
         target = store.get(plan_id).plan.target
+        if not remediate.watchable(store.get(plan_id).plan):  # a StatefulSet's or LeaderWorkerSet's: not judged
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_watched", kind=target.kind,
+                                                           name=target.name))
+            return
         symptoms = watch_metrics.symptoms_reader(self.settings, target.cluster, target.namespace, target.name,
                                                  now=self.now)
         try:
