@@ -58,6 +58,7 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
         actor = remediate.operator()
         if request.verb == "plan":
             namespace, kind, name = split_workload(request.target, settings.default_namespace)
+            kind = request.kind if kind == "Deployment" else kind  # NAMESPACE/NAME with --kind StatefulSet
             planned = split_pools.request_from_args(request, namespace, name, cluster=request.context, requested_by=actor,
                                                     origin="cli", watch_s=settings.remediation.watch_s)
             if planned is None:

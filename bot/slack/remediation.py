@@ -310,7 +310,8 @@ class RemediationDesk:
             return
         try:
             request = remediate.plan_request(
-                self.store, cmd.target.namespace, cmd.target.name, kind=cmd.target.kind,
+                self.store, cmd.target.namespace, cmd.target.name,
+                kind=getattr(args, "kind", "Deployment") if cmd.target.kind == "Deployment" else cmd.target.kind,
                 cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
                 replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
                 action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}",
