@@ -236,3 +236,28 @@ def test_a_kind_gpumem_does_not_take_is_a_usage_error_naming_the_kinds(sc, tmp_p
     assert rc == 2
     assert "daemonset is not a kind gpumem takes" in text and "inferenceservice (isvc), leaderworkerset (lws)" in text
     assert sc.kube.requests == []
+
+
+def test_namespace_name_with_kind_statefulset_still_plans_the_stateful_set(sc, tmp_path, capsys):
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "vllm", "namespace": "llm"},
+           "spec": {"replicas": 1, "serviceName": "vllm", "selector": {"matchLabels": {"app": "vllm"}},
+                    "template": {"metadata": {"labels": {"app": "vllm"}},
+                                 "spec": {"containers": [copy.deepcopy(CONTAINER)]}}}}
+    sc.kube.add(sts)
+    rc, p = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", "llm/vllm", "--kind", "StatefulSet", "--set",
+                    "max-num-seqs=64", "--json")
+    assert rc == 0 and p["target"]["kind"] == "StatefulSet", p
+
+
+def test_slack_plans_a_leader_worker_set_and_says_after_approve_that_its_rollout_is_not_watched(tmp_path):
+    from tests.test_slack_remediation import APPROVER, _click, _command, _top_level_plan, _wait_edit, remediation_bot
+
+    with remediation_bot(tmp_path) as (kube_sc, fake, bot):
+        kube_sc.kube.add(_lws())
+        ack = _command(bot, fake, "plan llm/lws/vllm --set max-num-seqs=64 --context prod", n=201)
+        assert ack["text"].startswith("On it: a plan for llm/leaderworkerset/vllm")
+        plan_id, plan_ts = _top_level_plan(fake)
+        assert kube_sc.kube.writes() == []
+        _click(bot, fake, "gpumem_plan_approve", plan_id, plan_ts, APPROVER, n=202)
+        _wait_edit(fake, plan_ts, "not judged")
+        assert [(r.verb, r.resource) for r in kube_sc.kube.writes()] == [("patch", "leaderworkersets")]
