@@ -147,3 +147,24 @@ def test_a_leader_worker_set_is_followed_to_its_leader_and_its_workers_to_it(tmp
             ("controller", "LeaderWorkerSet", "vllm")]
         assert "owner references of the pods lead to LeaderWorkerSet/vllm" in worker.workload.managers[0].evidence
         assert sc.kube.writes() == []
+
+
+def test_a_triage_of_an_inference_service_is_recorded_and_its_action_planned_on_it(cluster, tmp_path, capsys):
+    config = tmp_path / "gpumem.yaml"
+    config.write_text(f"store:\n  path: {tmp_path / 'gpumem.db'}\n", encoding="utf-8")
+    argv = ["--kubeconfig", str(cluster.kubeconfig), "--context", "prod", "--config", str(config), "--lang", "en"]
+    assert main(["plan", "llm/isvc/llama", "--set", "max-num-seqs=40", "--json", *argv]) == 0  # makes the store
+    capsys.readouterr()
+    main(["triage", "llm/isvc/llama", "--json", *argv])
+    doc = json.loads(capsys.readouterr().out)
+    flags_only = [a for a in doc["actions"] if a.get("changes") and all(c["kind"] == "set_arg" for c in a["changes"])]
+    scaled = [a for a in doc["actions"] if any(c["kind"] == "scale" for c in a.get("changes") or ())]
+    assert flags_only and scaled, [a["id"] for a in doc["actions"]]
+    assert main(["plan", "llm/isvc/llama", "--action", scaled[0]["id"], "--json", *argv]) == 2  # flags only
+    assert "takes server flags only" in capsys.readouterr().err
+    assert main(["plan", "llm/isvc/llama", "--action", flags_only[0]["id"], "--json", *argv]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["target"]["kind"], plan["target"]["name"]) == ("InferenceService", "llama")
+    assert all(op["path"].startswith("/spec/predictor/model/") or op["path"].startswith("/metadata")
+               for op in plan["patch"])
+    assert cluster.kube.writes() == []

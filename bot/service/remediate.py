@@ -64,7 +64,7 @@ from runbooks.remediation.edits import hpa as hpa_edits
 from runbooks.remediation.edits.common import invalid
 from runbooks.remediation.edits.launch_edit import edit_flags, server_container
 from runbooks.remediation.edits.max_surge import surge_value
-from runbooks.remediation.edits.owner_flags import edit_owner_flags, serving_sites
+from runbooks.remediation.edits.owner_flags import edit_owner_flags, serving_sites, sites_of
 from runbooks.remediation.edits.quantities import canonical_quantity
 from runbooks.remediation.edits.registry import edit_workload
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
@@ -185,6 +185,12 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
                          kinds=", ".join(kinds))
     if not request.flags:
         raise UsageError("nothing_to_change", what="no --set")
+    if request.container and request.action_id != "manual":
+        # a triage's action names the container of the pods (KServe's `kserve-container` is the
+        # Deployment's; an owner may name it otherwise): the owner's server container is used
+        names = {c.get("name") for s in sites_of(obj) for c in s.pod_spec.get("containers") or []}
+        if request.container not in names:
+            request = replace(request, container=None)
     site = serving_sites(obj, request.container, reader=CONTAINER_READER)[0]
     request = replace(request, flags=checked_flags(deployment_view(obj, site), request.container, request.flags))
     edit = edit_owner_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
