@@ -250,7 +250,14 @@ def test_namespace_name_with_kind_statefulset_still_plans_the_stateful_set(sc, t
 
 
 def test_slack_plans_a_leader_worker_set_and_says_after_approve_that_its_rollout_is_not_watched(tmp_path):
-    from tests.test_slack_remediation import APPROVER, _click, _command, _top_level_plan, _wait_edit, remediation_bot
+    from tests.test_slack_remediation import (
+        APPROVER,
+        _click,
+        _command,
+        _top_level_plan,
+        _wait_edit,
+        remediation_bot,
+    )
 
     with remediation_bot(tmp_path) as (kube_sc, fake, bot):
         kube_sc.kube.add(_lws())
