@@ -242,7 +242,8 @@ def action_risks(cat: Catalog, plan: Any) -> list[str]:
 def next_step(cat: Catalog, stored: StoredPlan, stage: str) -> str:
     """What to do next once the plan no longer waits (in place of its expiry)."""
     tgt = stored.plan.target
-    return t(cat, f"slack_plan.next.{stage}", raw={"triage": B.code(f"/gpumem triage {tgt.namespace}/{tgt.name}")},
+    kind = "" if tgt.kind in ("Deployment", "HorizontalPodAutoscaler") else f"{tgt.kind.lower()}/"  # NAMESPACE/KIND/NAME
+    return t(cat, f"slack_plan.next.{stage}", raw={"triage": B.code(f"/gpumem triage {tgt.namespace}/{kind}{tgt.name}")},
              plan=stored.plan.id)
 
 
