@@ -168,3 +168,52 @@ def test_a_triage_of_an_inference_service_is_recorded_and_its_action_planned_on_
     assert all(op["path"].startswith("/spec/predictor/model/") or op["path"].startswith("/metadata")
                for op in plan["patch"])
     assert cluster.kube.writes() == []
+
+
+def _watch(cluster, tmp_path, capsys, controller_rewrites: bool):
+    """Plan and apply on the InferenceService, then the watch with a stand-in KServe controller
+    that (or not) rewrites the Deployment from the InferenceService at the first look's wait."""
+    from bot.service import remediate
+    from bot.store.db import Store
+    from tests.support.kube_fixtures import manual_clock, run_cli
+
+    clock = manual_clock(cluster, ready_after_s=30.0)
+    store = tmp_path / "gpumem.db"
+    rc, plan = run_cli(capsys, cluster, store, "plan", "llm/isvc/llama", "--set", "max-num-seqs=40", "--json")
+    assert rc == 0 and plan["workload"]["name"] == "vllm-server", plan
+    rc, text = run_cli(capsys, cluster, store, "apply", plan["id"], "--yes", "--no-watch")
+    assert rc == 0, text
+    before = cluster.kube.get("Deployment", "llm", "vllm-server")["metadata"]["generation"]
+    writer = remediate.writer_for(str(cluster.kubeconfig), "prod")
+    done = []
+
+    def sleep(seconds: float) -> None:
+        if controller_rewrites and not done:  # kserve-controller carries the new args into the Deployment
+            dep = cluster.kube.get("Deployment", "llm", "vllm-server")
+            args = dep["spec"]["template"]["spec"]["containers"][0].get("args") or []
+            writer.patch("Deployment", "llm", "vllm-server",
+                         {"spec": {"template": {"metadata": {"annotations": {"serving.kserve.io/args": "40"}},
+                                                "spec": {"containers": [{"name": "vllm", "args": args}]}}}},
+                         "application/strategic-merge-patch+json")
+            done.append(True)
+        clock.advance(seconds)
+
+    s = Store.open(store)
+    try:
+        stored, seen = remediate.watch_after(s, writer, plan["id"], 300, poll_s=30, clock=clock, sleep=sleep)
+    finally:
+        s.close()
+    return before, stored, seen
+
+
+def test_the_watch_of_an_inference_service_plan_waits_for_its_controller_to_rewrite_the_deployment(
+        cluster, tmp_path, capsys):
+    before, stored, seen = _watch(cluster, tmp_path, capsys, controller_rewrites=True)
+    assert seen.outcome == "held" and stored.state == "watched", seen.notes
+    assert seen.observed_generation > before
+
+
+def test_a_controller_that_never_rewrites_the_deployment_is_not_held(cluster, tmp_path, capsys):
+    _before, stored, seen = _watch(cluster, tmp_path, capsys, controller_rewrites=False)
+    assert seen.outcome == "failed" and "not rolled out within the watch window" in seen.notes
+    assert stored.state == "failed"
