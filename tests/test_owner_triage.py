@@ -39,7 +39,8 @@ def triage(capsys, sc, target: str, lang: str = "en", as_json: bool = True):
     return rc, (json.loads(out.out) if as_json else out.out + out.err)
 
 
-def test_an_inference_service_is_followed_to_its_deployment_and_its_flags_read_from_its_spec(cluster, capsys):
+def test_an_inference_service_is_followed_to_its_deployment_and_its_flags_read_from_its_spec(cluster, capsys,
+                                                                                              tmp_path):
     from datetime import UTC, datetime
 
     from collectors.live import LiveOptions, collect_live
@@ -53,6 +54,13 @@ def test_an_inference_service_is_followed_to_its_deployment_and_its_flags_read_f
     assert ev.server_config.source == "inferenceservice.yaml"
     assert len(ev.pods) >= 1
     assert "inferenceservice.yaml" in collection.files and "deployment.yaml" in collection.files
+    from bot.service.triage import write_bundle
+    from collectors.bundle import load_bundle
+
+    write_bundle(tmp_path / "bundle", collection)  # replayed, the bundle reads the flags from the same spec
+    replay = load_bundle(tmp_path / "bundle")
+    assert replay.server_config.max_num_seqs == 48 and replay.server_config.source == "inferenceservice.yaml"
+    assert replay.target == ev.target
     _rc, doc = triage(capsys, cluster, "llm/isvc/llama")
     assert doc["target"] == "llm/inferenceservice/llama"
     assert [(m["kind"], m["name"], m.get("owner_kind")) for m in doc["managers"]] == [
