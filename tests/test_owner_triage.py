@@ -225,3 +225,13 @@ def test_a_controller_that_never_rewrites_the_deployment_is_not_held(cluster, tm
     _before, stored, seen = _watch(cluster, tmp_path, capsys, controller_rewrites=False)
     assert seen.outcome == "failed" and "not rolled out within the watch window" in seen.notes
     assert stored.state == "failed"
+
+
+def test_collect_takes_the_same_target_and_keeps_the_owner_in_the_bundle(cluster, tmp_path, capsys):
+    out = tmp_path / "bundle"
+    rc = main(["collect", "llm/isvc/llama", "--out", str(out), "--kubeconfig", str(cluster.kubeconfig),
+               "--context", "prod", "--lang", "en"])
+    capsys.readouterr()
+    assert rc == 0
+    assert (out / "inferenceservice.yaml").is_file() and (out / "deployment.yaml").is_file()
+    assert "--max-num-seqs=48" in (out / "inferenceservice.yaml").read_text(encoding="utf-8")
