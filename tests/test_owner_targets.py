@@ -268,3 +268,42 @@ def test_slack_plans_a_leader_worker_set_and_says_after_approve_that_its_rollout
         _click(bot, fake, "gpumem_plan_approve", plan_id, plan_ts, APPROVER, n=202)
         _wait_edit(fake, plan_ts, "not judged")
         assert [(r.verb, r.resource) for r in kube_sc.kube.writes()] == [("patch", "leaderworkersets")]
+
+
+@pytest.mark.parametrize("field, value, status", [
+    (("model", "args", 0), "--max-num-seqs=100", 422),  # the `test` op on the old element
+    (("minReplicas",), 2, 409),                          # the resourceVersion precondition
+])
+def test_a_change_between_the_dry_run_and_the_write_is_refused_by_the_precondition(sc, tmp_path, capsys, field,
+                                                                                   value, status):
+    """Someone edits the InferenceService right after the dry run passed: the write's `test` ops
+    (a changed element) or its resourceVersion precondition (any other change) make the API
+    server refuse it, nothing is overwritten, and the plan is failed: one write received, refused."""
+    from bot.service import remediate
+    from runbooks.model.errors import ChangedSincePlanned
+
+    sc.kube.add(copy.deepcopy(ISVC))
+    rc, p = plan(capsys, sc, tmp_path, "llm/isvc/llama", "max-num-seqs=64")
+    assert rc == 0, p
+    store = Store.open(tmp_path / "gpumem.db")
+    writer = remediate.writer_for(str(sc.kubeconfig), "prod")
+
+    def someone_edits() -> None:
+        now = sc.kube.get("InferenceService", "llm", "llama")
+        node = now["spec"]["predictor"]
+        for key in field[:-1]:
+            node = node[key]
+        node[field[-1]] = value
+        now["metadata"]["resourceVersion"] = str(int(now["metadata"]["resourceVersion"]) + 50)
+        sc.kube.add(now)
+
+    try:
+        store.approve(p["id"], "U1", store.get(p["id"]).plan.content_hash)
+        with pytest.raises(ChangedSincePlanned):
+            remediate.apply_approved(store, writer, p["id"], "U1", on_dry_run=someone_edits)
+        assert store.get(p["id"]).state == "failed"
+    finally:
+        store.close()
+    assert [(r.verb, r.status) for r in sc.kube.writes()] == [("patch", status)]
+    after = sc.kube.get("InferenceService", "llm", "llama")["spec"]["predictor"]
+    assert after["model"]["args"][0] == ("--max-num-seqs=100" if status == 422 else "--max-num-seqs=128")
