@@ -307,3 +307,15 @@ def test_a_change_between_the_dry_run_and_the_write_is_refused_by_the_preconditi
     assert [(r.verb, r.status) for r in sc.kube.writes()] == [("patch", status)]
     after = sc.kube.get("InferenceService", "llm", "llama")["spec"]["predictor"]
     assert after["model"]["args"][0] == ("--max-num-seqs=100" if status == 422 else "--max-num-seqs=128")
+
+
+@pytest.mark.parametrize("obj, target, group", [
+    (ISVC, "llm/isvc/llama", "{group: serving.kserve.io, version: v1beta1, kind: InferenceService, name: llama"),
+    (LWS, "llm/lws/vllm", "{group: leaderworkerset.x-k8s.io, version: v1, kind: LeaderWorkerSet, name: vllm"),
+])
+def test_plan_out_names_the_owners_api_group_for_kustomize(sc, tmp_path, capsys, obj, target, group):
+    sc.kube.add(copy.deepcopy(obj))
+    out = tmp_path / "change.yaml"
+    rc, text = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", target, "--set", "max-num-seqs=64", "--out", str(out))
+    assert rc == 0, text
+    assert group in out.read_text(encoding="utf-8")
