@@ -102,7 +102,9 @@ def test_a_leader_worker_set_changes_leader_and_worker_in_one_patch(sc, tmp_path
     assert sorted({op["path"] for op in p["patch"]}) == [
         "/spec/leaderWorkerTemplate/leaderTemplate/spec/containers/0/args/3",
         "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/args/3"]
-    assert [(c["flag"], c["old"], c["new"]) for c in p["changes"]] == [("max-num-seqs", "128", 64)] * 2
+    assert [(c["flag"], c["old"], c["new"]) for c in p["changes"]] == [("max-num-seqs", "128", 64)]
+    rc, text = run_cli(capsys, sc, tmp_path / "text.db", "plan", "llm/lws/vllm", "--set", "max-num-seqs=64")
+    assert "Each change goes to the leader template and the worker template alike, in this one patch." in text
     rc, text = run_cli(capsys, sc, tmp_path / "gpumem.db", "apply", p["id"], "--yes")  # the watch: not for an LWS
     assert rc == 0, text
     assert "not watched" in text

@@ -195,10 +195,12 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
     request = replace(request, flags=checked_flags(deployment_view(obj, site), request.container, request.flags))
     edit = edit_owner_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
                             reader=CONTAINER_READER)
-    changes: list[Change] = []
-    for _site, result in edit.sites:
-        changes += [SetArg(result.container, result.spelled.get(flag, flag), result.old.get(result.spelled.get(flag, flag)),
-                           value) for flag, value in request.flags]
+    # one change per flag: every edited template read the same old value (`templates_differ`
+    # otherwise), and the patch carries it to each of them
+    _site, result = edit.sites[0]
+    changes: list[Change] = [SetArg(result.container, result.spelled.get(flag, flag),
+                                    result.old.get(result.spelled.get(flag, flag)), value)
+                             for flag, value in request.flags]
     ops = list(edit.ops)
     _one_op_per_path(ops)
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
