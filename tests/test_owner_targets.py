@@ -321,3 +321,35 @@ def test_plan_out_names_the_owners_api_group_for_kustomize(sc, tmp_path, capsys,
     rc, text = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", target, "--set", "max-num-seqs=64", "--out", str(out))
     assert rc == 0, text
     assert group in out.read_text(encoding="utf-8")
+
+
+def test_slack_triages_an_inference_service_and_its_plan_button_plans_on_it(tmp_path):
+    """`/gpumem triage llm/isvc/llama`: the diagnosis names where the spec is declared, and a
+    Plan button under it makes a plan whose target is the InferenceService (nothing written)."""
+    import json as _json
+
+    from tests.support.slack_kit import CHANNEL, dispatch_command, is_diagnosis
+    from tests.test_slack_remediation import _click, _plan_posted, remediation_bot
+
+    with remediation_bot(tmp_path) as (kube_sc, fake, bot):
+        dep = kube_sc.kube.get("Deployment", "llm", "vllm-server")
+        dep["metadata"]["ownerReferences"] = [{"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                                               "name": "llama", "uid": "u-1", "controller": True}]
+        isvc = copy.deepcopy(ISVC)
+        isvc["spec"]["predictor"]["model"]["args"] = ["--max-num-seqs=48", "--gpu-memory-utilization=0.85"]
+        kube_sc.kube.add(dep, isvc)
+        dispatch_command(bot, fake, "triage llm/isvc/llama --context prod")
+        diagnosis = fake.wait_for("chat.update", where=is_diagnosis, timeout=60)[0].args
+        text = _json.dumps(diagnosis["blocks"])
+        assert "InferenceService" in text and "llm/inferenceservice/llama" in text
+        block = next(b for b in diagnosis["blocks"] if b.get("block_id") == "gpumem_plans")
+        values = [_json.loads(e["value"]) for e in block["elements"]]
+        assert {v["t"] for v in values} == {"llm/inferenceservice/llama"}
+        flags_only = [e for e, v in zip(block["elements"], values, strict=True)
+                      if all(c[0] == "set_arg" for c in v["ch"])]
+        assert flags_only, values
+        _click(bot, fake, flags_only[0]["action_id"], flags_only[0]["value"], diagnosis["ts"], "U0REQUESTER")
+        plan_id, _ts = _plan_posted(fake, diagnosis["ts"])
+        assert plan_id.startswith("p-") and kube_sc.kube.writes() == []
+        posted = _json.dumps([c.args for c in fake.thread(CHANNEL, diagnosis["ts"])])
+        assert "InferenceService llm/llama" in posted
