@@ -128,3 +128,12 @@ def test_any_owner_object_is_read_or_refused_by_field(base, path, value):
         edit_owner_flags(obj, None, {"max-num-seqs": 8}, reader=CONTAINER_READER)
     except UsageError as e:
         assert e.code
+
+
+def test_a_model_whose_args_are_null_gets_them_with_the_null_tested():
+    """Found by the fuzz test above: `args: null` (a manifest may say so) crashed the splice."""
+    isvc = copy.deepcopy(ISVC)
+    isvc["spec"]["predictor"]["model"]["args"] = None
+    edit = edit_owner_flags(isvc, None, {"max-num-seqs": 8}, reader=CONTAINER_READER)
+    assert list(edit.ops) == [{"op": "test", "path": "/spec/predictor/model/args", "value": None},
+                              {"op": "replace", "path": "/spec/predictor/model/args", "value": ["--max-num-seqs", "8"]}]
