@@ -22,7 +22,13 @@ from typing import Any
 from collectors.access_logs.fast import scan_access_log
 from collectors.errors import CollectorError, ParseError
 from collectors.kube.managers import managers_of
-from collectors.parsers.kube_objects import parse_deployment, parse_events, parse_hpa, parse_pods
+from collectors.parsers.kube_objects import (
+    parse_deployment,
+    parse_events,
+    parse_hpa,
+    parse_pods,
+    spec_owner_config,
+)
 from collectors.parsers.kube_tables import parse_kube_text, parse_pod_text
 from collectors.parsers.kube_yaml import load_yaml_documents
 from collectors.parsers.logs import read_server_log
@@ -39,8 +45,9 @@ MAX_WHOLE_FILE_BYTES = 64 * MIB
 
 #: every file a bundle may hold, in the order they are read
 BUNDLE_FILES = (
-    "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "pods.txt", "hpa.yaml",
-    "events.yaml", "events.txt", "logs.txt", "access.log", "config.json",
+    "bundle.json", "nvidia-smi.txt", "metrics.txt", "deployment.yaml", "inferenceservice.yaml",
+    "leaderworkerset.yaml", "pods.yaml", "pods.txt", "hpa.yaml", "events.yaml", "events.txt", "logs.txt",
+    "access.log", "config.json",
 )
 
 
@@ -137,6 +144,8 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
     one("metrics.txt", lambda p: {"server_metrics": parse_metrics(_read_text(p), source=p.name)})
     _said_what_was_left_out(acc)
     one("deployment.yaml", _deployment)
+    for owner_file in ("inferenceservice.yaml", "leaderworkerset.yaml"):  # a NAMESPACE/KIND/NAME triage's
+        one(owner_file, lambda p: _spec_owner(p, acc.fields))
     one("pods.yaml", lambda p: {"pods": parse_pods(_read_text(p), source=p.name)})
     if not acc.fields.get("pods"):
         one("pods.txt", _pod_text)
@@ -204,6 +213,25 @@ def _deployment(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"workload": workload}
     if config is not None:
         out["server_config"] = config
+    return out
+
+
+def _spec_owner(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
+    """The InferenceService or LeaderWorkerSet a triage named: the server flags as it declares
+    them (they win over deployment.yaml's, as in the live triage), and its own managers after
+    the workload's."""
+    text = _read_text(path)
+    obj = next(iter(load_yaml_documents(text, path.name)), None)
+    out: dict[str, Any] = {}
+    config = spec_owner_config(obj, path.name)
+    if config is not None:
+        out["server_config"] = config
+    workload = fields.get("workload")
+    if workload is not None and isinstance(obj, dict):
+        seen = {(m.kind, m.name) for m in workload.managers or ()}
+        extra = tuple(m for m in managers_of(obj) if (m.kind, m.name) not in seen)
+        if extra:
+            out["workload"] = dataclasses.replace(workload, managers=(*(workload.managers or ()), *extra))
     return out
 
 

@@ -22,6 +22,8 @@ from typing import Any
 from collectors.kube.client import make_api_client
 from collectors.kube.evidence import bundle_files, redact_snapshot, snapshot_evidence
 from collectors.kube.live import KubeSnapshot, gather_workload
+from collectors.kube.managers import with_sync_policy
+from collectors.kube.rest import KubeRest
 from runbooks.model.evidence import Evidence, GpuDevice, GpuSnapshot, MemoryHistory, ReadIssue
 from runbooks.model.secrets import redact_evidence
 
@@ -53,6 +55,9 @@ class LiveOptions:
     total_deadline_s: float = TOTAL_DEADLINE_S
     tail_lines: int = 2000
     direct_metrics: bool = False
+    #: where Argo CD's Applications are when a tracking id names no namespace
+    #: (`remediation.argocd_namespace`)
+    argocd_namespace: str = "argocd"
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,12 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
                            clock=clock, on_pods=prometheus.start if options.prometheus is not None else None)
     snap = redact_snapshot(snap)
     ev = snapshot_evidence(snap)
+    if ev.workload is not None and any(m.kind == "argocd" for m in ev.workload.managers or ()):
+        # the Application's sync policy (automated, selfHeal), as the plan reads it: a 403 or 404
+        # leaves it unknown, and said so
+        managers = with_sync_policy(ev.workload.managers or (), KubeRest(api), options.argocd_namespace,
+                                    options.source_deadline_s)
+        ev = replace(ev, workload=replace(ev.workload, managers=managers))
     issues = list(ev.issues)
     sources = list(ev.sources)
     extra: dict[str, Any] = {}
@@ -113,7 +124,7 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
         snapshot = latest_gpu_readings(extra["memory_history"])
         if snapshot is not None:
             extra["gpus"] = snapshot
-    evidence = redact_evidence(replace(ev, target=f"{namespace}/{name}", collected_at=now, issues=tuple(issues),
+    evidence = redact_evidence(replace(ev, collected_at=now, issues=tuple(issues),
                                        sources=tuple(dict.fromkeys(sources)), **extra), known=_secrets(options, api))
     return LiveCollection(evidence=evidence, files=bundle_files(snap), kube=snap, prometheus=history)
 

@@ -40,11 +40,45 @@ def test_a_bare_deployment_without_a_default_namespace_asks_for_one():
     assert "/gpumem triage" in e.usage
 
 
-@pytest.mark.parametrize("target", ["LLM/vllm", "llm/Server", "a/b/c", "llm/-x", "llm/" + "x" * 300, "llm/x_y"])
+@pytest.mark.parametrize("target", ["LLM/vllm", "llm/Server", "a/b/c/d", "llm/-x", "llm/" + "x" * 300, "llm/x_y",
+                                    "llm/isvc/X", "LLM/lws/x"])
 def test_names_kubernetes_would_refuse_are_refused(target):
     e = _error(f"triage {target}")
     assert e.key == "bad_target"
     assert e.params["target"] == target
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("llm/isvc/llama", Target("llm", "llama", "InferenceService")),
+    ("llm/InferenceService/llama", Target("llm", "llama", "InferenceService")),
+    ("llm/inferenceservices/llama", Target("llm", "llama", "InferenceService")),
+    ("llm/LWS/vllm", Target("llm", "vllm", "LeaderWorkerSet")),
+    ("llm/leaderworkerset/vllm", Target("llm", "vllm", "LeaderWorkerSet")),
+    ("llm/sts/vllm", Target("llm", "vllm", "StatefulSet")),
+    ("llm/deploy/vllm", Target("llm", "vllm", "Deployment")),
+    ("llm/vllm", Target("llm", "vllm", "Deployment")),
+])
+def test_namespace_kind_name_names_the_kinds_gpumem_takes(target, expected):
+    assert parse_command(f"triage {target}").target == expected
+    assert parse_command(f"plan {target} --set max-num-seqs=8").target == expected
+    assert parse_target(str(expected), None) == expected  # printed back in the form it parses from
+
+
+def test_a_kind_gpumem_does_not_take_is_refused_naming_the_kinds():
+    e = _error("triage llm/daemonset/x")
+    assert e.key == "bad_kind"
+    assert e.params["kind"] == "daemonset"
+    assert e.params["kinds"] == "deployment (deploy), statefulset (sts), inferenceservice (isvc), leaderworkerset (lws)"
+    assert e.usage.startswith("usage: /gpumem triage")
+
+
+def test_the_deployment_forms_are_unchanged():
+    from bot.grammar.slack import split_target, split_workload
+
+    assert split_target("llm/vllm") == ("llm", "vllm") and str(Target("llm", "vllm")) == "llm/vllm"
+    assert split_target("vllm", "llm") == ("llm", "vllm")
+    assert split_workload("llm/isvc/llama") == ("llm", "InferenceService", "llama")
+    assert split_target("llm/isvc/llama") == ("llm", "llama")
 
 
 def test_triage_without_a_target_says_so_with_the_usage():
@@ -183,7 +217,7 @@ def test_every_argparse_failure_becomes_a_command_error_never_an_exit(text, key)
 
 
 @pytest.mark.parametrize(("target", "key"), [("LLM/x", "bad_target"), ("vllm-server", "missing_namespace"),
-                                             ("a/b/c", "bad_target")])
+                                             ("a/b/c/d", "bad_target"), ("a/b/c", "bad_kind")])
 def test_the_cli_and_slack_refuse_the_same_targets_in_the_same_words(target, key, capsys, monkeypatch):
     from bot.main import main
     from bot.render.i18n import Catalog
@@ -227,3 +261,22 @@ def test_bundle_given_a_file_names_the_folder_to_pass(capsys, tmp_path):
     line = _usage_error(capsys, ["triage", "--bundle", str(tmp_path / "logs.txt")])
     assert line.endswith(f"logs.txt is a file; --bundle wants the folder holding the bundle's files (nvidia-smi.txt, "
                          f"metrics.txt, deployment.yaml, logs.txt, ...): --bundle {tmp_path}")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WORD = st.text(alphabet=st.sampled_from("abcISVClwsd-./_ 0"), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_WORD, min_size=0, max_size=5), default_ns=st.one_of(st.none(), st.just("llm")))
+def test_any_target_text_is_a_target_or_a_typed_usage_error(parts, default_ns):
+    text = "/".join(parts)
+    try:
+        found = parse_target(text, default_ns)
+    except CommandError as e:
+        assert e.key in ("missing_target", "missing_namespace", "bad_target", "bad_kind")
+        return
+    assert found.kind in ("Deployment", "StatefulSet", "InferenceService", "LeaderWorkerSet")
+    assert parse_target(str(found), None) == found

@@ -261,7 +261,7 @@ def test_hpa_v2beta1_metric_name_field_is_read():
         ("kind: Deployment\nmetadata: {name: x\n", "not YAML", 3),
         ("apiVersion: apps/v1\nmetadata: {name: x}\n", "kind: missing", 1),
         ("just some words\n", "expected a Kubernetes object", 1),
-        ("---\nkind: Service\nmetadata: {name: s}\n", "no Deployment or StatefulSet", None),
+        ("---\nkind: Service\nmetadata: {name: s}\n", "no Deployment, StatefulSet, InferenceService or LeaderWorkerSet", None),
         ("kind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers:\n"
          "      - name: c\n        args: 8192\n", "spec.template.spec.containers[0].args: expected a list", None),
         ("kind: Deployment\nmetadata: {name: d}\nspec: {replicas: many}\n", "spec.replicas: expected an integer",

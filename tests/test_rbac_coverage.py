@@ -71,6 +71,7 @@ def test_the_manifest_grants_reads_only_and_names_every_resource_it_is_used_for(
         ("", "pods"), ("", "pods/log"), ("", "pods/proxy"), ("", "events"), ("", "services"), ("", "nodes"),
         ("autoscaling", "horizontalpodautoscalers"), ("policy", "poddisruptionbudgets"),
         ("networking.k8s.io", "ingresses"), ("argoproj.io", "applications"),
+        ("serving.kserve.io", "inferenceservices"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
     }
 
 
@@ -124,3 +125,28 @@ def test_a_plan_previews_reads_are_granted_by_the_cluster_role_and_named_under_t
         room = read_gpu_room(KubeRest(scenario.api()))
     assert (room.nodes, room.pods) == (None, None)
     assert room.issues == ("missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide")
+
+
+@pytest.mark.parametrize("manifest, kind", [(RBAC_MANIFEST, "ClusterRole"), (RBAC_NAMESPACED_MANIFEST, "Role")])
+def test_a_triage_of_an_inference_service_and_a_leader_worker_set_is_granted(tmp_path: Path, manifest, kind):
+    """`NAMESPACE/isvc/NAME` and `NAMESPACE/lws/NAME`: the custom resource, the Deployment or
+    StatefulSet it owns, its pods; every call is one of the role's rules and none is refused."""
+    import copy
+
+    from tests.test_crd_schemas import ISVC, LWS
+
+    rules = rbac_rules(kind, manifest)
+    with running_scenario("vllm-incident", tmp_path) as scenario:
+        dep = scenario.kube.get("Deployment", "llm", "vllm-server")
+        dep["metadata"]["ownerReferences"] = [{"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                                               "name": "llama", "uid": "u", "controller": True}]
+        scenario.kube.add(dep, copy.deepcopy(ISVC), copy.deepcopy(LWS))
+        scenario.kube.grant(rules, namespace="llm" if kind == "Role" else None)
+        snap = gather_workload(scenario.api(), "llm", "llama", kind="InferenceService")
+        with pytest.raises(Exception, match="owns no StatefulSet"):  # the stand-in's LWS made none
+            gather_workload(scenario.api(), "llm", "vllm", kind="LeaderWorkerSet")
+        recorded = scenario.kube.calls()
+    assert snap.spec_owner is not None and snap.name == "vllm-server"
+    in_scope = [r for r in recorded if kind == "ClusterRole" or r.namespace == "llm"]
+    assert {r.resource for r in in_scope} >= {"inferenceservices", "leaderworkersets", "deployments", "statefulsets"}
+    assert [(r.verb, r.resource) for r in in_scope if r.status == 403 or not _covered(r, rules)] == []

@@ -27,7 +27,9 @@ def test_the_role_grants_no_update_and_deletes_only_what_gpumem_creates():
         "delete only what a pool split or an HPA on queue depth creates")
     resources = {(g, res) for r in RULES for g in r["apiGroups"] for res in r["resources"]}
     assert resources == {("apps", "deployments"), ("apps", "statefulsets"), ("autoscaling", "horizontalpodautoscalers"),
-                         ("", "services")}
+                         ("", "services"), ("serving.kserve.io", "inferenceservices"),
+                         ("leaderworkerset.x-k8s.io", "leaderworkersets")}
+    assert {v for v, g, res in _granted() if res in ("inferenceservices", "leaderworkersets")} == {"get", "patch"}
     assert {(g, res) for v, g, res in _granted() if v == "list"} == {
         ("autoscaling", "horizontalpodautoscalers")}, "list: only to find the HPA that scales a workload"
     kinds = [d["kind"] for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
@@ -148,7 +150,9 @@ def test_every_kind_uses_only_granted_calls_and_all_of_the_hpa_grant(tmp_path, c
                   ("delete", "", "services"), ("get", "", "services")}
     # StatefulSets get the same get and patch as Deployments (`gpumem plan --kind StatefulSet`)
     statefulsets = {("get", "apps", "statefulsets"), ("patch", "apps", "statefulsets")}
-    assert used == _granted() - pool_split - statefulsets
+    # the custom resources' get and patch: `test_every_call_of_plan_apply_rollback_on_an_owner_is_granted`
+    owners = {(v, g, res) for v, g, res in _granted() if res in ("inferenceservices", "leaderworkersets")}
+    assert used == _granted() - pool_split - statefulsets - owners
 
 
 def test_a_writer_without_the_role_is_told_the_missing_verb(tmp_path, capsys):
@@ -200,3 +204,38 @@ def test_a_writer_that_cannot_list_hpas_makes_no_replica_plan(tmp_path, capsys):
         assert main(["plan", "llm/vllm-server", "--replicas", "3", *common]) == 2
         assert "list horizontalpodautoscalers.autoscaling in namespace llm" in capsys.readouterr().err
         assert [r for r in sc.kube.calls() if r.mutating] == []
+
+
+def test_every_call_of_plan_apply_rollback_on_an_owner_is_granted(tmp_path, capsys):
+    """An InferenceService's model args and a LeaderWorkerSet's templates: every call the writer
+    makes is one its Role grants (get and patch on the custom resource), the list of Deployments
+    that finds the one the InferenceService owns is the reader's."""
+    import copy
+
+    from tests.test_crd_schemas import ISVC, LWS
+
+    store = tmp_path / "gpumem.db"
+    reader = rbac_rules()
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(copy.deepcopy(ISVC), copy.deepcopy(LWS))
+        sc.kube.grant(RULES, namespace="llm")
+        sc.kube.grant(reader)
+        common = ["--kubeconfig", str(sc.kubeconfig), "--store", str(store), "--lang", "en"]
+        for target in ("llm/isvc/llama", "llm/lws/vllm"):
+            capsys.readouterr()
+            rc = main(["plan", target, "--set", "max-num-seqs=64", "--json", *common])
+            out = capsys.readouterr()
+            assert rc == 0, out.err
+            doc = json.loads(out.out)
+            assert main(["apply", doc["id"], "--yes", "--no-watch", *common]) == 0
+            assert main(["rollback", doc["id"], "--yes", *common]) == 0
+        calls = sc.kube.calls()
+    assert calls and all(r.status != 403 for r in calls)
+    writes = [(r.verb, r.resource) for r in calls if r.verb == "patch"]
+    assert writes == [("patch", "inferenceservices")] * 4 + [("patch", "leaderworkersets")] * 4  # dry run + write, x2
+    for r in calls:
+        by_writer = any(rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name)
+                        for rule in RULES)
+        by_reader = r.verb in ("list", "get") and any(
+            rule_allows(rule, r.verb, r.api_group or "", r.resource or "", r.subresource, r.name) for rule in reader)
+        assert by_writer or by_reader, (r.method, r.path)

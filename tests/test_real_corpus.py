@@ -25,7 +25,8 @@ from tests.support.real_corpus_report import (
 )
 
 CASES = load_cases()
-BUNDLE_FILES = {"nvidia-smi.txt", "metrics.txt", "deployment.yaml", "pods.yaml", "pods.txt", "hpa.yaml",
+BUNDLE_FILES = {"nvidia-smi.txt", "metrics.txt", "deployment.yaml", "inferenceservice.yaml", "leaderworkerset.yaml",
+                "pods.yaml", "pods.txt", "hpa.yaml",
                 "events.yaml", "events.txt", "logs.txt", "access.log", "config.json"}
 
 

@@ -108,6 +108,7 @@ STAGES = {
                      "/spec/template/spec/containers/0/args/1", "--max-model-len=8192", "--max-model-len=4096",
                      "--max-model-len=8192", "argocd-controller", "2026-12-01T02:17:40Z", "2026-12-01T02:18:00Z",
                      "Update"),)}),
+    "not_watched": (_stored("applied", ("U0APPROVER",)), {"kind": "LeaderWorkerSet", "name": "vllm"}),
 }
 
 
@@ -140,7 +141,7 @@ def test_each_stage_offers_the_buttons_it_allows():
                 "expired": [P.REPLAN_ACTION], "reconciled_applied": [P.ROLLBACK_ACTION],
                 "reconciled_failed": [P.REPLAN_ACTION], "rollback_not_applied": [P.ROLLBACK_ACTION],
                 "partly_applied": [P.ROLLBACK_ACTION],
-                "watch_stopped": [P.ROLLBACK_ACTION]}
+                "watch_stopped": [P.ROLLBACK_ACTION], "not_watched": [P.ROLLBACK_ACTION]}
     for stage, (stored, params) in STAGES.items():
         msg = P.plan_message(stored, "en", stage, **params)
         assert _buttons(msg) == expected.get(stage, []), stage

@@ -13,7 +13,7 @@ from pathlib import Path
 from bot.cli.guard import live_guard
 from bot.cli.watch_progress import WatchProgress, is_live
 from bot.grammar.requests import ApplyRequest, PlanRequest, RollbackRequest
-from bot.grammar.slack import split_target
+from bot.grammar.slack import split_workload
 from bot.render import remediation as render
 from bot.render import remediation_outcome as outcome
 from bot.render import source_of_truth
@@ -57,11 +57,12 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
     try:
         actor = remediate.operator()
         if request.verb == "plan":
-            namespace, name = split_target(request.target, settings.default_namespace)
+            namespace, kind, name = split_workload(request.target, settings.default_namespace)
+            kind = request.kind if kind == "Deployment" else kind  # NAMESPACE/NAME with --kind StatefulSet
             planned = split_pools.request_from_args(request, namespace, name, cluster=request.context, requested_by=actor,
                                                     origin="cli", watch_s=settings.remediation.watch_s)
             if planned is None:
-                planned = remediate.plan_request(store, namespace, name, kind=request.kind, cluster=request.context,
+                planned = remediate.plan_request(store, namespace, name, kind=kind, cluster=request.context,
                                                  sets=request.set, replicas=request.replicas, container=request.container,
                                                  action=request.action, requested_by=actor, origin="cli",
                                                  other=remediate.explicit_changes(request), hpa_max=request.hpa_max)
@@ -73,7 +74,10 @@ def run(request: PlanRequest | ApplyRequest | RollbackRequest, lang: str, deps: 
                                          stopgap_on_gitops=settings.remediation.stopgap_on_gitops,
                                          argocd_namespace=settings.remediation.argocd_namespace)
             window = settings.remediation.watch_s if request.watch is None else request.watch
-            if not request.no_watch and window > 0:
+            if not request.no_watch and window > 0 and not remediate.watchable(stored.plan):
+                t = stored.plan.target
+                print(Catalog.load(lang).t("remediate_cli.not_watched", target=str(t), kind=t.kind), file=sys.stderr)
+            elif not request.no_watch and window > 0:
                 t = stored.plan.target
                 progress = WatchProgress(sys.stderr, lang, window, live=is_live(sys.stderr, deps.env),
                                          clock=clock, sleep=sleep, now=now)

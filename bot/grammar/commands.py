@@ -57,7 +57,9 @@ def _triage(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="diagnose a service: verdict, evidence, next actions",
                        description="Diagnose GPU memory trouble: the verdict first, then the evidence, "
                                    "then the next actions. Live with NAMESPACE/DEPLOYMENT, offline with --bundle.")
-    p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT (live triage)")
+    p.add_argument("target", nargs="?", help="NAMESPACE/DEPLOYMENT, or NAMESPACE/KIND/NAME with KIND deployment, "
+                                             "statefulset (sts), inferenceservice (isvc) or leaderworkerset (lws) "
+                                             "(live triage)")
     p.add_argument("--bundle", metavar="DIR", type=argtypes.bundle_folder,
                    help="an evidence bundle folder (offline triage)")
     p.add_argument("--save-bundle", metavar="DIR", help="live: also keep the collected bundle in DIR")
@@ -126,7 +128,7 @@ def _collect(sub: argparse._SubParsersAction, verb: str) -> None:
     p = sub.add_parser(verb, help="save a live evidence bundle (replay it with triage --bundle)",
                        description="Gather the evidence of a running Deployment and write it as a bundle "
                                    "that `gpumem triage --bundle DIR` reads back to the same verdict.")
-    p.add_argument("target", help="NAMESPACE/DEPLOYMENT")
+    p.add_argument("target", help="NAMESPACE/DEPLOYMENT or NAMESPACE/KIND/NAME (KIND: deploy, sts, isvc, lws)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if needed)")
     add_live_flags(p)
     add_common(p)

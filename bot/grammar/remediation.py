@@ -28,7 +28,7 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
                                    "when one scales it), a startupProbe, an HPA on queue depth, the rollout's "
                                    "maxSurge, /dev/shm, the memory limit. The plan is stored "
                                    "with the version it was made against; `gpumem apply PLAN --yes` applies it.")
-    p.add_argument("target", help="NAMESPACE/NAME")
+    p.add_argument("target", help="NAMESPACE/NAME, or NAMESPACE/KIND/NAME (KIND: deploy, sts, isvc, lws)")
     p.add_argument("--kind", choices=("Deployment", "StatefulSet"), default="Deployment")
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
                    help="a server flag's new value, e.g. max-num-seqs=64 (FLAG= removes it); repeatable")

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from bot.grammar.commands import build_parser
 from bot.grammar.requests import FleetRequest, Request, request_of
 from runbooks.model.errors import UsageError
+from runbooks.model.templates import KINDS_USAGE, canonical_kind
 
 #: the longest command text accepted (as Slack sends it, escapes included); a budget command with
 #: every flag is about 400 characters
@@ -60,11 +61,17 @@ _SMART = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "\u00a0"
 
 @dataclass(frozen=True)
 class Target:
+    """NAMESPACE/NAME of a Deployment, or NAMESPACE/KIND/NAME of another kind gpumem takes
+    (`runbooks.model.templates.TARGET_KINDS`); printed back in the form it parses from."""
+
     namespace: str
     name: str
+    kind: str = "Deployment"
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        if self.kind == "Deployment":
+            return f"{self.namespace}/{self.name}"
+        return f"{self.namespace}/{self.kind.lower()}/{self.name}"
 
 
 #: what builds the argparse tree Slack parses with (`bot.grammar.commands.build_parser`, or a test's)
@@ -211,29 +218,56 @@ def fleet_scope(request: FleetRequest, default_namespace: str | None) -> tuple[s
 
 
 def parse_target(value: str | None, default_namespace: str | None, usage: str = "") -> Target:
-    """`namespace/name`, or `name` in the default namespace; names as Kubernetes allows them."""
+    """`namespace/name` (a Deployment), `namespace/kind/name` (kind: deployment, statefulset,
+    inferenceservice, leaderworkerset, any case, short names deploy, sts, isvc, lws), or `name`
+    in the default namespace; names as Kubernetes allows them. Raises CommandError
+    missing_target, missing_namespace, bad_target or bad_kind (naming the kinds).
+
+    >>> parse_target("llm/ISVC/llama", None)
+    Target(namespace='llm', name='llama', kind='InferenceService')
+    """
     if not value:
         raise CommandError("missing_target", usage=usage)
-    ns, _, name = value.strip().rpartition("/")
-    ns = ns or (default_namespace or "")
+    parts = value.strip().split("/")
+    if len(parts) > 3:
+        raise CommandError("bad_target", usage=usage, target=value)
+    kind = "Deployment"
+    if len(parts) == 3:
+        found = canonical_kind(parts[1])
+        if found is None:
+            raise CommandError("bad_kind", usage=usage, target=value, kind=parts[1][:64], kinds=KINDS_USAGE)
+        kind = found
+        parts = [parts[0], parts[2]]
+    name = parts[-1]
+    ns = (parts[0] if len(parts) == 2 else "") or (default_namespace or "")
     if not ns:
         raise CommandError("missing_namespace", usage=usage, target=value)
-    if ns.count("/") or not _NAMESPACE.match(ns) or not _NAME.match(name):
+    if not _NAMESPACE.match(ns) or not _NAME.match(name):
         raise CommandError("bad_target", usage=usage, target=value)
-    return Target(ns, name)
+    return Target(ns, name, kind)
 
 
 def split_target(target: str, default_namespace: str | None = None) -> tuple[str, str]:
     """`llm/qwen` -> ("llm", "qwen"); `qwen` with a default namespace -> (default, "qwen").
 
     The one target grammar (`parse_target`), so a name the CLI accepts is one Slack accepts.
-    Raises CommandError (a UsageError) missing_target, missing_namespace or bad_target.
+    Raises CommandError (a UsageError) missing_target, missing_namespace, bad_target or bad_kind.
 
     >>> split_target("llm/vllm-server")
     ('llm', 'vllm-server')
     """
     found = parse_target(target, default_namespace)
     return found.namespace, found.name
+
+
+def split_workload(target: str, default_namespace: str | None = None) -> tuple[str, str, str]:
+    """(namespace, kind, name) of a target in the one grammar (`parse_target`).
+
+    >>> split_workload("llm/lws/vllm"), split_workload("llm/vllm")
+    (('llm', 'LeaderWorkerSet', 'vllm'), ('llm', 'Deployment', 'vllm'))
+    """
+    found = parse_target(target, default_namespace)
+    return found.namespace, found.kind, found.name
 
 
 def usage_of(verb: str, parser_factory: ParserFactory | None = None) -> str:

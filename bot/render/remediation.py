@@ -56,6 +56,14 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
              cat.t("remediate_cli.target", kind=t.kind, namespace=t.namespace, name=t.name,
                    cluster=t.cluster or "-", rv=p.resource_version, generation=p.generation),
              cat.t("remediate_cli.changes")]
+    if t.kind in ("InferenceService", "LeaderWorkerSet"):  # the object that declares the pods is written
+        made = p.workload
+        lines.insert(-1, cat.t("remediate_cli.writes_owner", kind=t.kind, namespace=t.namespace, name=t.name)
+                     if made is None else cat.t("remediate_cli.writes_owner_of", kind=t.kind, namespace=t.namespace,
+                                                name=t.name, made_kind=made.kind, made=made.name))
+        paths = [str(op.get("path") or "") for op in p.patch]
+        if any("/leaderTemplate/" in x for x in paths) and any("/workerTemplate/" in x for x in paths):
+            lines.insert(-1, cat.t("remediate_cli.both_templates"))
     lines += [f"  - {c.describe()}" for c in p.changes]
     if split_pools.is_create(p):  # a pool split's phase 1: objects to create, not a patch
         lines += split_pools.object_lines(p, lang)

@@ -54,7 +54,7 @@ MAX_PLAN_BUTTONS = 5
 STAGES = ("proposed", "partly_approved", "approved", "dry_run_ok", "watching", "held", "symptoms_remain", "failed",
           "failed_rolled_back", "changed", "not_applied", "rolled_back", "rejected", "expired", "superseded",
           "reconciled_applied", "reconciled_failed", "unknown", "rollback_unknown", "reconciled_rolled_back",
-          "rollback_not_applied", "partly_applied", "watch_stopped", "reverted")
+          "rollback_not_applied", "partly_applied", "watch_stopped", "reverted", "not_watched")
 _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:", "approved": ":white_check_mark:",
           "dry_run_ok": ":hourglass_flowing_sand:", "watching": ":eyes:", "held": ":white_check_mark:",
           "symptoms_remain": ":large_orange_circle:", "failed": ":x:", "failed_rolled_back": ":x:",
@@ -63,12 +63,12 @@ _EMOJI = {"proposed": ":clipboard:", "partly_approved": ":ballot_box_with_check:
           "reconciled_applied": ":white_check_mark:", "reconciled_failed": ":x:", "unknown": ":grey_question:",
           "rollback_unknown": ":grey_question:", "reconciled_rolled_back": ":leftwards_arrow_with_hook:",
           "rollback_not_applied": ":x:", "partly_applied": ":warning:", "watch_stopped": ":warning:",
-          "reverted": ":leftwards_arrow_with_hook:"}
+          "reverted": ":leftwards_arrow_with_hook:", "not_watched": ":warning:"}
 _WAITING = ("proposed", "partly_approved")
 #: the stages whose headline asks for an approval
 WAITING_STAGES = _WAITING
 _ON_CLUSTER = ("watching", "held", "symptoms_remain", "failed", "reconciled_applied", "rollback_not_applied",
-               "partly_applied", "watch_stopped")
+               "partly_applied", "watch_stopped", "not_watched")
 _REPLAN = ("changed", "not_applied", "expired", "reconciled_failed")
 
 
@@ -245,7 +245,8 @@ def action_risks(cat: Catalog, plan: Any) -> list[str]:
 def next_step(cat: Catalog, stored: StoredPlan, stage: str) -> str:
     """What to do next once the plan no longer waits (in place of its expiry)."""
     tgt = stored.plan.target
-    return t(cat, f"slack_plan.next.{stage}", raw={"triage": B.code(f"/gpumem triage {tgt.namespace}/{tgt.name}")},
+    kind = "" if tgt.kind in ("Deployment", "HorizontalPodAutoscaler") else f"{tgt.kind.lower()}/"  # NAMESPACE/KIND/NAME
+    return t(cat, f"slack_plan.next.{stage}", raw={"triage": B.code(f"/gpumem triage {tgt.namespace}/{kind}{tgt.name}")},
              plan=stored.plan.id)
 
 

@@ -18,7 +18,8 @@ from runbooks.remediation.plan import Plan
 #: where a KServe InferenceService keeps the model server's args
 KSERVE_ARGS = "spec.predictor.model.args"
 _GROUPS = {"Deployment": ("apps", "v1"), "StatefulSet": ("apps", "v1"),
-           "HorizontalPodAutoscaler": ("autoscaling", "v2")}
+           "HorizontalPodAutoscaler": ("autoscaling", "v2"),
+           "InferenceService": ("serving.kserve.io", "v1beta1"), "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1")}
 
 
 def filename(plan: Plan) -> str:

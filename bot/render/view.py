@@ -24,6 +24,7 @@ from bot.render.wording import (
 )
 from runbooks.model.budget import concurrency_limit_of, concurrency_of
 from runbooks.model.report import Action, Cause, Report
+from runbooks.model.templates import SPEC_OWNER_KINDS
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,9 @@ def view(report: Report, lang: str) -> ReportView:
         health=tuple(fact_text(cat, f) for f in v.health_evidence),
         capture=tuple(fact_text(cat, f) for f in v.capture_next),
         managed=tuple(f"{manager_line(cat, m.to_json())} {cat.t('managers.evidence', evidence=m.evidence)}"
-                      for m in report.managers or ()),
+                      for m in report.managers or ()) + tuple(
+            cat.t("managers.declared_in", kind=m.owner_kind, name=m.name)  # where the spec is declared
+            for m in report.managers or () if m.kind == "controller" and m.owner_kind in SPEC_OWNER_KINDS),
     )
 
 

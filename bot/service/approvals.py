@@ -23,14 +23,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.actuator.writer import KubeWriter
+from bot.grammar.slack import parse_target
 from bot.service import remediate
 from bot.service.connections import endpoint, kube_api
 from bot.service.split_pools import PHASE1_LIVE
 from bot.service.split_pools import replan_request as split_replan
 from bot.store.db import StoredPlan
 from collectors.kube.objects import ObjectReader
-from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, WriterNotConfigured
+from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, UsageError, WriterNotConfigured
 from runbooks.model.report import Action, Report
+from runbooks.model.templates import SPEC_OWNER_KINDS
 from runbooks.remediation.policy import ApprovalPolicy, approvers_for, decide, in_scope
 from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import is_phase1, is_split
@@ -84,12 +86,18 @@ def plannable_actions(report: Report, settings: Any, target: str | None, context
     """The ids of the report's actions that get a "Plan" button: applicable, and remediation on
     for the target's cluster and namespace (none when it is off or the target is not NS/NAME)."""
     target = target or report.target
-    if not target or target.count("/") != 1:
+    if not target or target.count("/") not in (1, 2):
         return ()
-    namespace = target.split("/")[0]
-    if not remediation_on(settings, cluster_name(settings, context), namespace):
+    try:
+        parsed = parse_target(target, None)
+    except UsageError:
         return ()
-    return tuple(a.id for a in report.actions if applicable(a))
+    if not remediation_on(settings, cluster_name(settings, context), parsed.namespace):
+        return ()
+    # an InferenceService or LeaderWorkerSet takes server flags only (`remediate._owner_plan`)
+    flags_only = parsed.kind in SPEC_OWNER_KINDS
+    return tuple(a.id for a in report.actions if applicable(a)
+                 and (not flags_only or all(c.kind == "set_arg" for c in a.changes)))
 
 
 def groups_to_resolve(settings: Any, namespace: str) -> tuple[str, ...]:

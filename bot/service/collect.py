@@ -3,11 +3,11 @@ a bundle that `gpumem triage --bundle DIR` reads back to the same verdict."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.grammar.requests import CollectRequest
-from bot.grammar.slack import split_target
+from bot.grammar.slack import split_workload
 from bot.service.bundle_dir import check_bundle_dir
 from bot.service.deps import Deps
 from bot.service.triage import MEMORY_CHART, Charts, live_options, write_bundle
@@ -31,7 +31,9 @@ def collect_bundle(request: CollectRequest, deps: Deps, lang: str, charts: Chart
     `request.out` with the memory chart (drawn by `charts`, in `lang`). Raises what live
     collection raises (TargetNotFound, ...)."""
     opts, settings = live_options(request, deps)
-    namespace, name = split_target(request.target, request.namespace or settings.default_namespace)
+    namespace, kind, name = split_workload(request.target, request.namespace or settings.default_namespace)
+    if kind != "Deployment":  # NAMESPACE/KIND/NAME, as `gpumem triage` takes it
+        opts = replace(opts, kind=kind)
     check_bundle_dir(request.out)  # before the collection, not after
     collection = collect_live(namespace, name, opts, deps.now())
     memory_png, _ = charts.of_evidence(collection.evidence, lang) if charts else (None, None)

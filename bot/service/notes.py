@@ -140,8 +140,11 @@ def record_triage(store: Store, report: Report, *, actor: str, channel: str | No
     """Keep a triage's summary for the handover (the CLI after `gpumem triage`, Slack after a
     triage job). A report without a NS/NAME target is kept without one."""
     namespace = name = None
-    if report.target and report.target.count("/") == 1:
-        namespace, name = report.target.split("/")
+    if report.target and report.target.count("/") in (1, 2):  # NAMESPACE/NAME or NAMESPACE/KIND/NAME
+        try:
+            namespace, name = split_target(report.target)
+        except UsageError:
+            namespace = name = None
     return Journal(store).add_triage(actor, summarize_report(report), channel=channel, cluster=cluster,
                                      namespace=namespace, name=name, now=now)
 

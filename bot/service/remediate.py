@@ -30,6 +30,7 @@ from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
 from collectors.kube.managers import ARGOCD_NAMESPACE, Manager, blocks_writes, managers_of, with_sync_policy
+from collectors.kube.rest import path
 from runbooks.catalogs.models import find_model
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import BOOLEAN_FLAGS
@@ -48,17 +49,21 @@ from runbooks.model.changes import (
 from runbooks.model.errors import (
     GpumemError,
     ManagedElsewhere,
+    NotPermitted,
     OutcomeUnknown,
     PlanExpired,
     PlanMoved,
     StaleObject,
+    TargetNotFound,
     UsageError,
 )
 from runbooks.model.secrets import redact_text, secret_name
+from runbooks.model.templates import SPEC_OWNER_KINDS, deployment_view
 from runbooks.remediation.edits import hpa as hpa_edits
 from runbooks.remediation.edits.common import invalid
 from runbooks.remediation.edits.launch_edit import edit_flags, server_container
 from runbooks.remediation.edits.max_surge import surge_value
+from runbooks.remediation.edits.owner_flags import edit_owner_flags, serving_sites, sites_of
 from runbooks.remediation.edits.quantities import canonical_quantity
 from runbooks.remediation.edits.registry import edit_workload
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
@@ -117,11 +122,15 @@ def new_plan_id() -> str:
 
 
 def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
-               hpas: list[dict[str, Any]] | None = None) -> Plan:
+               hpas: list[dict[str, Any]] | None = None, workload: PlanTarget | None = None) -> Plan:
     """The plan for `request` against `obj` (the object as read now) and the namespace's HPAs
-    (`hpas`, read when the request scales or asks for a queue HPA). Raises UsageError when it
-    asks for nothing or for what cannot be edited safely (`runbooks.remediation.edits`)."""
+    (`hpas`, read when the request scales or asks for a queue HPA). An InferenceService or a
+    LeaderWorkerSet takes server flags only (`_owner_plan`; `workload`: the Deployment its
+    controller writes, whose rollout the watch follows). Raises UsageError when it asks for
+    nothing or for what cannot be edited safely (`runbooks.remediation.edits`)."""
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
+    if request.kind in SPEC_OWNER_KINDS:
+        return _owner_plan(obj, request, policy, now, workload)
     hpa = hpa_edits.hpa_for(hpas or [], request.kind, request.name)
     queue = [c for c in request.changes if isinstance(c, HpaOnQueueDepth)]
     if queue or (request.replicas is not None and hpa is not None):
@@ -154,6 +163,73 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         raise UsageError("nothing_to_change", what="no --set or --replicas")
     _one_op_per_path(ops)
     return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
+
+
+def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
+                workload: PlanTarget | None) -> Plan:
+    """A plan of server flags on the object that declares the pods (`edits.owner_flags`): an
+    InferenceService's model args or predictor containers, a LeaderWorkerSet's leader and
+    worker templates in one patch. Other changes are refused (`kind_takes_flags_only`)."""
+    if request.replicas is not None or request.changes:
+        kinds = sorted({c.kind for c in request.changes} | ({"scale"} if request.replicas is not None else set()))
+        raise UsageError("kind_takes_flags_only", kind=request.kind, target=f"{request.namespace}/{request.name}",
+                         kinds=", ".join(kinds))
+    if not request.flags:
+        raise UsageError("nothing_to_change", what="no --set")
+    if request.container and request.action_id != "manual":
+        # a triage's action names the container of the pods (KServe's `kserve-container` is the
+        # Deployment's; an owner may name it otherwise): the owner's server container is used
+        names = {c.get("name") for s in sites_of(obj) for c in s.pod_spec.get("containers") or []}
+        if request.container not in names:
+            request = replace(request, container=None)
+    site = serving_sites(obj, request.container, reader=CONTAINER_READER)[0]
+    request = replace(request, flags=checked_flags(deployment_view(obj, site), request.container, request.flags))
+    edit = edit_owner_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
+                            reader=CONTAINER_READER)
+    # one change per flag: every edited template read the same old value (`templates_differ`
+    # otherwise), and the patch carries it to each of them
+    _site, result = edit.sites[0]
+    changes: list[Change] = [SetArg(result.container, result.spelled.get(flag, flag),
+                                    result.old.get(result.spelled.get(flag, flag)), value)
+                             for flag, value in request.flags]
+    ops = list(edit.ops)
+    _one_op_per_path(ops)
+    target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
+    return _plan(target, workload, request, tuple(changes), obj.get("metadata") or {}, tuple(ops), JSON_PATCH,
+                 policy, now)
+
+
+def spec_owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the InferenceService or LeaderWorkerSet that is `obj`'s controller owner:
+    the object gpumem writes a server flag to instead of the Deployment or StatefulSet it makes."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("kind") in SPEC_OWNER_KINDS \
+                and isinstance(ref.get("name"), str) and ref["name"]:
+            return ref["kind"], ref["name"]
+    return None
+
+
+def owned_deployment(writer: KubeWriter, request: PlanRequest) -> PlanTarget | None:
+    """The Deployment an InferenceService's controller writes (KServe's raw deployment mode),
+    found by owner reference in a list read with the writer's observer (the reader's identity
+    in the bot: the writer's Role lists no Deployments): the rollout the watch follows. None
+    for a LeaderWorkerSet (its StatefulSets are not watched), or when none is found or the list
+    cannot be read (the plan is made; the watch then says it has no rollout to follow)."""
+    if request.kind != "InferenceService":
+        return None
+    where = path("apis", "apps", "v1", "namespaces", request.namespace, "deployments")
+    try:
+        items = writer.observer.get_json(where, timeout_s=writer.timeout_s).get("items") or []
+    except Exception:  # forbidden, unreachable, not JSON: no rollout to follow, said so by the CLI
+        return None
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        for ref in (item.get("metadata") or {}).get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("controller") is True and ref.get("kind") == request.kind \
+                    and ref.get("name") == request.name:
+                return PlanTarget(request.cluster, request.namespace, "Deployment", str(item["metadata"]["name"]))
+    return None
 
 
 def checked_flags(obj: dict[str, Any], container: str | None,
@@ -244,10 +320,26 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
     split's phases are planned by `bot.service.split_pools.make_plan`, which builds on this."""
     now = now or datetime.now(UTC)
     obj = writer.read(request.kind, request.namespace, request.name)
+    owner = spec_owner_of(obj) if request.kind in ("Deployment", "StatefulSet") else None
+    if owner is not None and request.flags and request.replicas is None and not request.changes:
+        # the controller rewrites this object from its owner's spec: the flag is written there
+        made = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
+        try:
+            owner_obj = writer.read(owner[0], request.namespace, owner[1])
+        except (TargetNotFound, NotPermitted):  # the owner cannot be read: the plan is made on the object
+            owner = None  # itself, and `managed_guard` refuses to apply it
+        else:
+            request = replace(request, kind=owner[0], name=owner[1],
+                              origin=f"{request.origin}; {made.kind} {made.namespace}/{made.name} is written by "
+                                     f"{owner[0]} {owner[1]}, so the plan writes {owner[0]} {owner[1]}")
+            obj = owner_obj
+    workload = None
+    if request.kind in SPEC_OWNER_KINDS:
+        workload = made if owner is not None and made.kind == "Deployment" else owned_deployment(writer, request)
     hpas = None
     if request.replicas is not None or any(isinstance(c, HpaOnQueueDepth) for c in request.changes):
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
-    plan = build_plan(obj, request, policy, now, hpas)
+    plan = build_plan(obj, request, policy, now, hpas, workload)
     rest = writer.rest if reader is WRITER_READS else reader
     plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s),
                    managers=plan_managers(obj, plan, hpas or [], writer.observer if reader is WRITER_READS else reader,
@@ -261,7 +353,7 @@ def plan_managers(obj: dict[str, Any], plan: Plan, hpas: list[dict[str, Any]], r
     that creates objects: the workload's), Argo CD's sync policy read through `rest` (None: not
     read, said as unknown)."""
     written = obj
-    if plan.workload is not None and plan.patch_type == JSON_PATCH:
+    if plan.workload is not None and plan.patch_type == JSON_PATCH and plan.target.kind == hpa_edits.HPA_KIND:
         written = next((h for h in hpas if (h.get("metadata") or {}).get("name") == plan.target.name), {})
     managers = managers_of(written)
     return with_sync_policy(managers, rest, argocd_namespace, timeout_s) if managers else ()
@@ -423,6 +515,13 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
                              "changes": [c.describe() for c in plan.changes]})
     note = rollback_note(plan)
     store.record("rollback_note", actor=actor, channel=channel, now=now, detail=note)
+    made_generation = None
+    if plan.target.kind in SPEC_OWNER_KINDS and plan.workload is not None:
+        try:  # the controller's rewrite of the Deployment must move past this generation
+            made_generation = (writer.read(plan.workload.kind, plan.workload.namespace, plan.workload.name)
+                               .get("metadata") or {}).get("generation")
+        except GpumemError:
+            made_generation = None
     try:
         if before_write is not None:
             before_write(note)
@@ -438,6 +537,8 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
                    detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
         raise
     detail: dict[str, Any] = {"resource_version": written.resource_version, "generation": written.generation}
+    if made_generation is not None:
+        detail["workload_generation"] = made_generation
     if written.unclear:  # the answer was lost: the re-read found the change
         detail["unclear"] = written.unclear
     if written.baseline is not None:  # the pods right before the write, for the watch
@@ -445,6 +546,17 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
     elif written.baseline_error:
         detail["baseline_error"] = written.baseline_error
     return store.move(plan_id, "applied", actor="gpumem", expect="applying", channel=channel, now=now, detail=detail)
+
+
+def watchable(plan: Plan) -> bool:
+    """Whether the watch can follow what `plan` changes: a Deployment's rollout (the plan's target,
+    the Deployment an HPA scales, or the one an InferenceService's controller writes). A
+    StatefulSet's or a LeaderWorkerSet's rollout is not watched."""
+    if plan.patch_type == CREATE_OBJECTS:
+        return True
+    if plan.target.kind in SPEC_OWNER_KINDS:
+        return plan.workload is not None and plan.workload.kind == "Deployment"
+    return (plan.workload or plan.target).kind == "Deployment"
 
 
 def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float, *, auto_rollback: bool = False,
@@ -459,7 +571,13 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
-    if plan.workload is not None:  # the HPA was written: the workload's rollout is what moves
+    if plan.target.kind in SPEC_OWNER_KINDS and plan.workload is not None:
+        # the owner was written: its controller's rewrite of the Deployment is what moves, and
+        # it must bump the generation the Deployment had right before the write
+        before = applied.get("workload_generation")
+        generation = before + 1 if isinstance(before, int) else None
+        watched = plan.workload.name
+    elif plan.workload is not None:  # the HPA was written: the workload's rollout is what moves
         workload = plan.workload
         generation = (writer.read(workload.kind, workload.namespace, workload.name).get("metadata") or {}).get(
             "generation")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from bot.grammar.requests import CollectRequest, TriageRequest
-from bot.grammar.slack import split_target
+from bot.grammar.slack import split_workload
 from bot.service.bundle_dir import check_bundle_dir, write_bundle_dir
 from bot.service.bundle_out import write_bundle_json
 from bot.service.deps import Deps
@@ -92,6 +92,7 @@ def options_from_settings(settings, context: str | None = None) -> LiveOptions:
         prometheus=prom_opts,
         source_deadline_s=settings.deadlines.source_s,
         total_deadline_s=settings.deadlines.collect_s,
+        argocd_namespace=settings.remediation.argocd_namespace,
     )
 
 
@@ -114,7 +115,9 @@ def run_live_triage(target: str, options: LiveOptions, lang: str = "en",
     nothing is written and no chart is drawn: a terminal triage leaves no files behind."""
     from collectors.live import collect_live  # lazy: see `options_from_settings`
 
-    namespace, name = split_target(target, default_namespace)
+    namespace, kind, name = split_workload(target, default_namespace)
+    if kind != "Deployment":  # NAMESPACE/KIND/NAME: read that kind (a Deployment is looked up with a StatefulSet)
+        options = replace(options, kind=kind)
     if bundle_dir:
         check_bundle_dir(bundle_dir)  # before minutes of collection, not after
     now = now or datetime.now(UTC)

@@ -310,7 +310,8 @@ class RemediationDesk:
             return
         try:
             request = remediate.plan_request(
-                self.store, cmd.target.namespace, cmd.target.name, kind=getattr(args, "kind", "Deployment"),
+                self.store, cmd.target.namespace, cmd.target.name,
+                kind=getattr(args, "kind", "Deployment") if cmd.target.kind == "Deployment" else cmd.target.kind,
                 cluster=approvals.cluster_name(self.settings, cmd.context), sets=list(getattr(args, "set", []) or []),
                 replicas=getattr(args, "replicas", None), container=getattr(args, "container", None),
                 action=getattr(args, "action", None), requested_by=user, origin=f"/gpumem plan in {channel}",
@@ -342,7 +343,8 @@ class RemediationDesk:
                                                           watch_s=self.settings.remediation.watch_s)
             else:
                 request = remediate.request_from_changes(parsed.namespace, parsed.name, cluster, action_id, changes,
-                                                         requested_by=click.user, origin=f"triage of {parsed}")
+                                                         requested_by=click.user, origin=f"triage of {parsed}",
+                                                         kind=parsed.kind)
         except UsageError as e:
             return self._plan_failed(respond, lang, e)
         self._make_and_post(request, click.channel, click.thread, lang, respond)
@@ -591,6 +593,10 @@ class RemediationDesk:
                     available=look.available, replicas=look.replicas, symptoms=look.symptoms))
 
         target = store.get(plan_id).plan.target
+        if not remediate.watchable(store.get(plan_id).plan):  # a StatefulSet's or LeaderWorkerSet's: not judged
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_watched", kind=target.kind,
+                                                           name=target.name))
+            return
         symptoms = watch_metrics.symptoms_reader(self.settings, target.cluster, target.namespace, target.name,
                                                  now=self.now)
         try:

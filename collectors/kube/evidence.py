@@ -31,7 +31,12 @@ from collectors.kube.managers import managers_of
 from collectors.kube.pod_reads import scrub
 from collectors.kube.snapshot import KubeSnapshot
 from collectors.parsers.kube_events import events_from_objects
-from collectors.parsers.kube_objects import autoscaler_from_object, pods_from_objects, workload_from_object
+from collectors.parsers.kube_objects import (
+    autoscaler_from_object,
+    pods_from_objects,
+    spec_owner_config,
+    workload_from_object,
+)
 from collectors.parsers.kube_related import (
     colocated_from_object,
     disruption_from_object,
@@ -44,6 +49,7 @@ from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_total import sum_server_metrics
 from collectors.parsers.textio import iter_lines
 from runbooks.model.evidence import Evidence, LogSignals, ReadIssue
+from runbooks.model.managers import Manager
 from runbooks.model.secrets import redact_evidence, redact_text
 
 try:
@@ -54,6 +60,15 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 T = TypeVar("T")
 
 LOG_HEADER = "# ---- pod/{pod} container/{container} {run} ----"
+
+
+def snapshot_target(snap: KubeSnapshot) -> str:
+    """NAMESPACE/NAME of the workload, or NAMESPACE/KIND/NAME of the InferenceService or
+    LeaderWorkerSet the target named (the one target grammar, `bot.grammar.slack.parse_target`)."""
+    if snap.spec_owner is not None and snap.declared_in is not None:
+        kind, name = snap.declared_in
+        return f"{snap.namespace}/{kind.lower()}/{name}"
+    return f"{snap.namespace}/{snap.name}"
 
 
 def redact_snapshot(snap: KubeSnapshot) -> KubeSnapshot:
@@ -78,6 +93,7 @@ def redact_snapshot(snap: KubeSnapshot) -> KubeSnapshot:
         workload=scrub(snap.workload) if isinstance(snap.workload, dict) else snap.workload,
         replica_sets=objects(snap.replica_sets), pods=objects(snap.pods), events=objects(snap.events),
         hpa=scrub(snap.hpa) if isinstance(snap.hpa, dict) else snap.hpa, pdbs=objects(snap.pdbs),
+        spec_owner=scrub(snap.spec_owner) if isinstance(snap.spec_owner, dict) else snap.spec_owner,
         services=objects(snap.services), ingresses=objects(snap.ingresses), nodes=objects(snap.nodes),
         node_pods=objects(snap.node_pods),
         logs=tuple(replace(t, text=redact_text(t.text)) for t in snap.logs),
@@ -104,9 +120,14 @@ def snapshot_evidence(snap: KubeSnapshot) -> Evidence:
     if snap.workload is not None:
         found = guarded("deployment.yaml", lambda: workload_from_object(snap.workload, "deployment.yaml"))
         if found is not None:
-            fields["workload"] = replace(found[0], managers=managers_of(snap.workload))
+            fields["workload"] = replace(found[0], managers=workload_managers(snap))
             if found[1] is not None:
                 fields["server_config"] = found[1]
+    if snap.spec_owner is not None:  # the flags as the InferenceService or LeaderWorkerSet declares them
+        owner_file = f"{str(snap.spec_owner.get('kind') or 'owner').lower()}.yaml"
+        config = guarded(owner_file, lambda: spec_owner_config(snap.spec_owner, owner_file))
+        if config is not None:
+            fields["server_config"] = config
     fields["pods"] = guarded("pods.yaml", lambda: pods_from_objects(list(snap.pods), "pods.yaml")) or ()
     fields["events"] = guarded("events.yaml", lambda: events_from_objects(list(snap.events), "events.yaml")) or ()
     if snap.hpa is not None:
@@ -134,12 +155,30 @@ def snapshot_evidence(snap: KubeSnapshot) -> Evidence:
     fields["colocated"] = tuple(c for c in (guarded("node-pods.yaml", lambda o=o: colocated_from_object(
         o, "node-pods.yaml")) for o in snap.node_pods) if c is not None)
     return Evidence(
-        target=f"{snap.namespace}/{snap.name}",
+        target=snapshot_target(snap),
         collected_at=snap.collected_at,
         sources=tuple(dict.fromkeys(snap.sources)),
         issues=tuple(issues),
         **{k: v for k, v in fields.items() if v is not None},
     )
+
+
+def workload_managers(snap: KubeSnapshot) -> tuple[Manager, ...]:
+    """Who manages the workload (`managers_of`), with where its spec is declared when the owner
+    chain says so: a pod-owned StatefulSet (a LeaderWorkerSet's workers) names the
+    LeaderWorkerSet, not its leader pod; and the managers of the InferenceService or
+    LeaderWorkerSet the target named (Argo CD tracking it, say), after the workload's own."""
+    managers = list(managers_of(snap.workload))
+    if snap.declared_in is not None:
+        kind, name = snap.declared_in
+        if not any(m.kind == "controller" and m.owner_kind == kind and m.name == name for m in managers):
+            managers = [m for m in managers if not (m.kind == "controller" and m.owner_kind == "Pod")]
+            managers.insert(0, Manager("controller", name, f"owner references of the pods lead to {kind}/{name}",
+                                       namespace=snap.namespace, owner_kind=kind))
+    if snap.spec_owner is not None:
+        seen = {(m.kind, m.name) for m in managers}
+        managers += [m for m in managers_of(snap.spec_owner) if (m.kind, m.name) not in seen]
+    return tuple(managers)
 
 
 def parse_logs(text: str, year: int) -> LogSignals:
@@ -177,6 +216,8 @@ def bundle_files(snap: KubeSnapshot) -> dict[str, str]:
     files: dict[str, str] = {}
     if snap.workload is not None:
         files["deployment.yaml"] = to_yaml(snap.workload)
+    if snap.spec_owner is not None:  # what the flags were read from, for people and a replay
+        files[f"{str(snap.spec_owner.get('kind') or 'owner').lower()}.yaml"] = to_yaml(snap.spec_owner)
     if snap.pods:
         files["pods.yaml"] = to_yaml(_list(snap.pods))
     if snap.events:

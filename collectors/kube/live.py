@@ -39,6 +39,7 @@ from collectors.kube.client import (
     cluster_url,
     issue_for,
 )
+from collectors.kube.owners import SPEC_OWNER_KINDS, controller_of, spec_owner_of_pod
 from collectors.kube.pod_reads import (
     container_status,
     metrics_ports,
@@ -53,7 +54,7 @@ from collectors.kube.runner import CallRunner
 from collectors.kube.selectors import selector_query
 from collectors.kube.snapshot import KubeSnapshot, LogTail, Scrape
 from collectors.parsers.kube_related import colocated_from_object
-from runbooks.model.errors import TargetNotFound
+from runbooks.model.errors import EvidenceUnavailable, TargetNotFound
 from runbooks.model.evidence import ReadIssue, ServerConfig
 from runbooks.model.units import MIB
 
@@ -135,10 +136,18 @@ class _Gather:
         self.node_pods: list[dict[str, Any]] = []
         self.logs: list[LogTail] = []
         self.scrapes: list[Scrape] = []
+        #: the InferenceService or LeaderWorkerSet a target named, and whether it was found
+        self.spec_owner: dict[str, Any] | None = None
+        self.owner_kind: str | None = None
+        self.owner_missing = False
+        self.declared_in: tuple[str, str] | None = None
 
     # ---------------------------------------------------------------- wave 1
 
     def start(self, kind: str | None) -> None:
+        if kind in SPEC_OWNER_KINDS:
+            self._owner(kind)
+            return
         readers = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
         for wanted in [kind] if kind else list(readers):
             resource = readers[wanted]
@@ -149,6 +158,35 @@ class _Gather:
                             lambda obj, k=wanted: self._on_workload(k, obj),
                             lambda e, c=call: self._on_lookup_error(c, e))
 
+    # ---------------------------------------------------------------- wave 0: a spec owner
+
+    def _owner(self, kind: str) -> None:
+        """An InferenceService or LeaderWorkerSet: read it, then the one Deployment (KServe's raw
+        deployment mode) or leader StatefulSet its controller made, found by owner reference."""
+        group, version, plural = SPEC_OWNER_KINDS[kind]
+        self.owner_kind = kind
+        self.lookups += 1
+        call = Call("get", plural, self.ns, self.name, group=group)
+        where = path("apis", group, version, "namespaces", self.ns, plural, self.name)
+        self.run.submit(call, lambda t: self.rest.get_json(where, timeout_s=t),
+                        lambda obj: self._on_owner(kind, obj), lambda e, c=call: self._on_lookup_error(c, e))
+
+    def _on_owner(self, kind: str, obj: dict[str, Any]) -> None:
+        self.spec_owner = pick.with_kind(scrub(obj), kind, "/".join(SPEC_OWNER_KINDS[kind][:2]))
+        self.declared_in = (kind, self.name)
+        made, resource = ("Deployment", "deployments") if kind == "InferenceService" else ("StatefulSet", "statefulsets")
+
+        def on_list(doc: dict[str, Any]) -> None:
+            owned = [o for o in doc.get("items") or [] if isinstance(o, dict) and controller_of(o) == (kind, self.name)]
+            if not owned:
+                self.owner_missing = True
+                return
+            self._on_workload(made, sorted(owned, key=pick.name_of)[0])
+
+        where = path("apis", "apps", "v1", "namespaces", self.ns, resource)
+        self.run.submit(Call("list", resource, self.ns, group="apps"),
+                        lambda t: self.rest.get_json(where, timeout_s=t), on_list)
+
     def _on_lookup_error(self, call: Call, error: BaseException) -> bool:
         self.lookup_errors.append((call, error))
         return True
@@ -157,6 +195,8 @@ class _Gather:
         if self.workload is not None:
             return  # both kinds exist under this name (rare): the first answer is used
         self.kind, self.workload = kind, pick.with_kind(scrub(obj), kind, "apps/v1")
+        if self.declared_in is None:
+            self._declared_in(obj)
         try:
             query = selector_query((obj.get("spec") or {}).get("selector"), source=f"kube:{kind}")
         except ParseError as e:
@@ -171,6 +211,25 @@ class _Gather:
         self._list("poddisruptionbudgets", "policy", "v1", None)
         self._list("services", "", "v1", None)
         self._list("ingresses", "networking.k8s.io", "v1", None)
+
+    def _declared_in(self, obj: dict[str, Any]) -> None:
+        """Where the workload's spec is declared, by owner references: its controller when that is
+        an InferenceService or LeaderWorkerSet; for a StatefulSet a pod owns (a LeaderWorkerSet's
+        workers), the pod's own chain (`owners.spec_owner_of_pod`)."""
+        owner = controller_of(obj)
+        if owner is None:
+            return
+        if owner[0] in SPEC_OWNER_KINDS:
+            self.declared_in = owner
+            return
+        if owner[0] != "Pod":
+            return
+        call = Call("get", "pods", self.ns, owner[1])
+
+        def found(link: tuple[str, str] | None) -> None:
+            self.declared_in = link
+
+        self.run.submit(call, lambda t: spec_owner_of_pod(self.rest, self.ns, owner[1], timeout_s=t), found)
 
     def _list(self, resource: str, group: str, version: str, then: Callable[[list[dict[str, Any]]], None] | None,
               **query: Any) -> None:
@@ -189,7 +248,8 @@ class _Gather:
 
     def _on_pods(self, items: list[dict[str, Any]]) -> None:
         kind = self.kind or "Deployment"
-        owned = (pick.with_kind(scrub(p), "Pod", "v1") for p in items if pick.owns_pod(kind, self.name, p))
+        name = pick.name_of(self.workload) if self.workload else self.name
+        owned = (pick.with_kind(scrub(p), "Pod", "v1") for p in items if pick.owns_pod(kind, name, p))
         self.pods = sorted(owned, key=pick.name_of)
         if self.on_pods is not None:
             self.on_pods([pick.name_of(p) for p in self.pods])
@@ -282,6 +342,13 @@ class _Gather:
 
     def snapshot(self, kind: str | None, now: datetime) -> KubeSnapshot:
         issues = list(self.run.issues)
+        if self.owner_missing:
+            made = "Deployment" if self.owner_kind == "InferenceService" else "StatefulSet"
+            why = (" (KServe's serverless mode runs Knative Services, which gpumem does not read)"
+                   if self.owner_kind == "InferenceService" else "")
+            raise EvidenceUnavailable("no_owned_workload", target=f"{self.ns}/{self.name}", kind=self.owner_kind,
+                                      detail=f"{self.owner_kind} {self.ns}/{self.name} owns no {made} in namespace "
+                                             f"{self.ns}{why}")
         if self.workload is None:
             errors = self.lookup_errors
             if len(errors) == self.lookups and all(isinstance(e, ApiException) and e.status == 404 for _, e in errors):
@@ -292,17 +359,18 @@ class _Gather:
                 if issue.kind != "not_found" and (issue.kind, issue.message) not in seen:
                     seen.add((issue.kind, issue.message))
                     issues.append(issue)
-        kind = self.kind or kind or "Deployment"
+        kind = self.kind or (kind if kind not in SPEC_OWNER_KINDS else None) or "Deployment"
+        name = pick.name_of(self.workload) if self.workload else self.name
         workload = self.workload or {}
         lists = self.lists
         replica_sets = pick.owned_replica_sets(workload, lists.get("replicasets", [])) if workload else []
-        hpa = pick.target_hpa(kind, self.name, lists.get("horizontalpodautoscalers", []))
+        hpa = pick.target_hpa(kind, name, lists.get("horizontalpodautoscalers", []))
         services = pick.selecting_services(workload, lists.get("services", [])) if workload else []
         return KubeSnapshot(
-            namespace=self.ns, name=self.name, kind=kind, server=self.run.server, context=self.context,
+            namespace=self.ns, name=name, kind=kind, server=self.run.server, context=self.context,
             collected_at=now, workload=self.workload, replica_sets=tuple(scrub(rs) for rs in replica_sets),
             pods=tuple(self.pods),
-            events=tuple(pick.related_events(kind, self.name, lists.get("events", []), replica_sets, self.pods, hpa)),
+            events=tuple(pick.related_events(kind, name, lists.get("events", []), replica_sets, self.pods, hpa)),
             hpa=hpa,
             pdbs=tuple(pick.selecting_pdbs(workload, lists.get("poddisruptionbudgets", []))) if workload else (),
             services=tuple(services),
@@ -314,7 +382,7 @@ class _Gather:
             logs=tuple(sorted(self.logs, key=lambda t: (t.pod, t.container, not t.previous))),
             scrapes=tuple(sorted(self.scrapes, key=lambda s: s.pod)),
             issues=tuple(issues), sources=tuple(self.run.sources), calls=self.run.calls,
-            depth=self.run.depth,
+            depth=self.run.depth, spec_owner=self.spec_owner, declared_in=self.declared_in,
         )
 
 

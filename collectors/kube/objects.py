@@ -25,6 +25,10 @@ RESOURCES = {
     "StatefulSet": ("apps", "v1", "statefulsets"),
     "Service": ("", "v1", "services"),
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
+    # the objects that declare a workload's pods, written by JSON patch (a custom resource takes no
+    # strategic merge)
+    "InferenceService": ("serving.kserve.io", "v1beta1", "inferenceservices"),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
 }
 
 

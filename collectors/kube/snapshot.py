@@ -71,3 +71,9 @@ class KubeSnapshot:
     depth: int = 0
     #: credentials are masked in every object, log, scrape and issue (`evidence.redact_snapshot`)
     redacted: bool = False
+    #: the object that declares the workload's spec when a target named it (an InferenceService,
+    #: a LeaderWorkerSet), as read; the server flags are read from it
+    spec_owner: dict[str, Any] | None = None
+    #: (kind, name) of the object whose controller writes the workload from its own spec, where
+    #: the owner references say so (None: the workload is its own source of truth, or unknown)
+    declared_in: tuple[str, str] | None = None

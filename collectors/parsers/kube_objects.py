@@ -22,6 +22,7 @@ object-level functions (`workload_from_object`, `pod_state_from_object`,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from collectors.errors import ParseError
@@ -36,6 +37,7 @@ from collectors.parsers.kube_pod_spec import (
 )
 from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.model.evidence import Autoscaler, ContainerState, PodState, ServerConfig, Workload
+from runbooks.model.templates import SPEC_OWNER_KINDS, TemplateShapeError, deployment_view, pod_sites
 
 __all__ = [
     "autoscaler_from_object",
@@ -48,6 +50,7 @@ __all__ = [
     "parse_pods",
     "pod_state_from_object",
     "pods_from_objects",
+    "spec_owner_config",
     "workload_from_object",
 ]
 
@@ -62,9 +65,10 @@ def parse_deployment(text: str, source: str = "deployment.yaml") -> tuple[Worklo
     In a List, the first workload that runs an inference server is taken (production-stack
     ships its router beside the engine), else the first workload.
     """
-    candidates = [obj for obj in load_yaml_documents(text, source) if obj.get("kind") in WORKLOAD_KINDS]
+    candidates = [obj for obj in load_yaml_documents(text, source)
+                  if obj.get("kind") in WORKLOAD_KINDS or obj.get("kind") in SPEC_OWNER_KINDS]
     if not candidates:
-        raise ParseError(source, "no Deployment or StatefulSet in the file")
+        raise ParseError(source, "no Deployment, StatefulSet, InferenceService or LeaderWorkerSet in the file")
     first = workload_from_object(candidates[0], source)
     if first[1] is not None:
         return first
@@ -79,6 +83,8 @@ def workload_from_object(obj: Any, source: str = "deployment.yaml") -> tuple[Wor
     """One Deployment or StatefulSet object (dict) as a Workload plus its server's flags."""
     obj = as_mapping(obj, "", source)
     kind = as_str(obj.get("kind"), "kind", source) or "Deployment"
+    if kind in SPEC_OWNER_KINDS:
+        return _spec_owner_workload(obj, kind, source)
     if kind not in WORKLOAD_KINDS:
         raise fail(source, "kind", f"expected Deployment or StatefulSet, got {kind!r}"[:200])
     meta = as_mapping(obj.get("metadata"), "metadata", source)
@@ -112,6 +118,41 @@ def workload_from_object(obj: Any, source: str = "deployment.yaml") -> tuple[Wor
         revision=annotations.get("deployment.kubernetes.io/revision"),
     )
     return workload, config
+
+
+def _sites(obj: dict[str, Any], source: str):
+    try:
+        return pod_sites(obj)
+    except TemplateShapeError as e:
+        raise fail(source, e.field, e.why) from None
+
+
+def spec_owner_config(obj: Any, source: str = "deployment.yaml") -> ServerConfig | None:
+    """The server flags an InferenceService or LeaderWorkerSet declares (`runbooks.model.templates`):
+    a LeaderWorkerSet's leader template first, its worker template when the leader runs no
+    known server; an InferenceService's predictor containers or its model. None: no known server."""
+    obj = as_mapping(obj, "", source)
+    for site in _sites(obj, source):
+        _index, config = pick_server_container(site.pod_spec, site.pod_path.lstrip("/").replace("/", "."), source)
+        if config is not None:
+            return config
+    return None
+
+
+def _spec_owner_workload(obj: dict[str, Any], kind: str, source: str) -> tuple[Workload, ServerConfig | None]:
+    """An InferenceService or LeaderWorkerSet read through its pod template as a Deployment's
+    (`deployment_view`), named as itself; an image gpumem read a model as (KServe's Hugging Face
+    runtime) is not reported as the model's image."""
+    sites = _sites(obj, source)
+    config = spec_owner_config(obj, source)
+    site = sites[0]
+    for candidate in sites:
+        if pick_server_container(candidate.pod_spec, "spec", source)[1] is not None:
+            site = candidate
+            break
+    workload, _ = workload_from_object(deployment_view(obj, site), source)
+    return replace(workload, kind=kind, max_surge=None, max_unavailable=None,
+                   image=None if site.runtime_read else workload.image), config
 
 
 def _name(meta: dict[str, Any], source: str, path: str = "metadata") -> str:

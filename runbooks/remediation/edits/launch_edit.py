@@ -992,7 +992,9 @@ def apply_splices(spec: dict[str, Any], splices: list[Splice], drops: list[str] 
             new[s.field][s.index] = text[:s.start] + s.text + text[s.end:]
     for s in order:
         if isinstance(s, ListSplice):
-            items = new.setdefault(s.field, [])
+            items = new.get(s.field)
+            if items is None:  # absent, or `args: null` as a manifest may say
+                items = new[s.field] = []
             items[s.start:s.end] = [copy.deepcopy(x) for x in s.items]
     for name in drops:
         if new.get(name) == []:
