@@ -137,7 +137,7 @@ def _logged(query_log: Path, offset: int) -> tuple[list[dict], int]:
     return [json.loads(line) for line in text.splitlines() if line.strip()], offset + len(text)
 
 
-def run(folder: Path, mode: str, deployments: int, repeat: int) -> dict[str, float]:
+def run(folder: Path, mode: str, deployments: int, repeat: int, timeout_s: float = 60.0) -> dict[str, float]:
     """`repeat` fresh `gpumem fleet` processes against the blocks, `mode` raw or recorded."""
     rules = None
     if mode == "recorded":
@@ -154,7 +154,8 @@ def run(folder: Path, mode: str, deployments: int, repeat: int) -> dict[str, flo
         for _ in range(repeat):
             started = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "bot", "fleet", "--prometheus", url, "--at", END.isoformat(),
-                                   "--json", "--top", "10"], cwd=ROOT, capture_output=True, text=True)
+                                   "--json", "--top", "10", "--timeout", str(timeout_s)], cwd=ROOT,
+                                  capture_output=True, text=True)
             walls.append(time.perf_counter() - started)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"gpumem fleet exited {done.returncode}: {done.stderr[-2000:]}")
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--step", type=int, default=30, help="seconds between samples (the scrape interval)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--mode", choices=("raw", "recorded", "both"), default="both")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="gpumem fleet's --timeout (the raw queries on 10,000 deployments take longer than its 10 s)")
     args = ap.parse_args(argv)
     folder, built = load(args.deployments, int(args.history_h * 3600), args.step)
     if built:
@@ -201,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"written in {built['write_s']:.1f} s, promtool {built['promtool_s']:.1f} s")
     out: dict[str, float] = {}
     for mode in (("raw", "recorded") if args.mode == "both" else (args.mode,)):
-        out.update(run(folder, mode, args.deployments, args.repeat))
+        out.update(run(folder, mode, args.deployments, args.repeat, args.timeout))
     return out
 
 
