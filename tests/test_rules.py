@@ -93,7 +93,7 @@ def test_the_fleets_recording_rules_follow_the_level_metric_operations_naming(ca
     for rule in fleet["rules"]:
         assert set(rule) <= {"record", "expr", "labels"} and "alert" not in rule
         level, metric, operations = rule["record"].split(":")
-        assert level in ("namespace_deployment", "namespace_deployment_le"), rule["record"]
+        assert level == "namespace_deployment", rule["record"]
         assert metric.startswith(("gpumem_", "kube_pod_")) and operations
     per_engine = [r for r in fleet["rules"] if "labels" in r]
     assert {r["labels"]["engine"] for r in per_engine} == {"vllm", "sglang", "tgi"}

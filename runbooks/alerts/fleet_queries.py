@@ -30,7 +30,7 @@ carries an `engine` label) and one for Kubernetes and DCGM:
 | `namespace_deployment:gpumem_<engine>_kv_usage:max` | KV usage per workload now |
 | `namespace_deployment:gpumem_<engine>_queue:sum` | requests waiting |
 | `namespace_deployment:gpumem_<engine>_preemptions:increase1h` | preemptions over the hour |
-| `namespace_deployment_le:gpumem_<engine>_ttft_seconds_bucket:rate5m` | the TTFT histogram's rate |
+| `namespace_deployment:gpumem_<engine>_ttft_seconds:p99_rate5m` | TTFT p99 over the last 5 minutes |
 | `namespace_deployment:gpumem_<engine>_prompts_short:increase15m`, `..._prompts_total:increase15m` | prompt counts of the last quarter hour |
 | `namespace_deployment:gpumem_<engine>_serving:present1h` | workloads that ran the engine in the hour |
 | `namespace_deployment:gpumem_gpu_holder:present1h` | workloads that held a GPU (DCGM) in the hour |
@@ -140,16 +140,12 @@ class _Builder:
             expr = f"({expr} or max by ({_BY}) ({older}))"
         return expr
 
-    def ttft_rate(self, engine: str) -> str | None:
+    def ttft(self, engine: str) -> str | None:
         s = SERIES[engine]
         if s.ttft_buckets is None:
             return None
         rate = self.wl(f"rate({self.sel(s.ttft_buckets)}[{q.duration(RATE_WINDOW_S)}])")
-        return f"sum by ({_BY}, le) ({rate})"
-
-    def ttft(self, engine: str) -> str | None:
-        rate = self.ttft_rate(engine)
-        return None if rate is None else f"histogram_quantile(0.99, {rate})"
+        return f"histogram_quantile(0.99, sum by ({_BY}, le) ({rate}))"
 
     def prompts(self, engine: str, count: str, offset: str = "") -> str:
         """The prompts of the last quarter hour (before `offset`): `short` (<= LONG_INPUT_TOKENS) or `total`."""
@@ -258,7 +254,7 @@ def _name(kind: str, engine: str | None = None) -> str:
         "kv": f"namespace_deployment:gpumem_{e}kv_usage:max",
         "queue": f"namespace_deployment:gpumem_{e}queue:sum",
         "preemptions": f"namespace_deployment:gpumem_{e}preemptions:increase1h",
-        "ttft": f"namespace_deployment_le:gpumem_{e}ttft_seconds_bucket:rate5m",
+        "ttft": f"namespace_deployment:gpumem_{e}ttft_seconds:p99_rate5m",
         "short": f"namespace_deployment:gpumem_{e}prompts_short:increase15m",
         "total": f"namespace_deployment:gpumem_{e}prompts_total:increase15m",
         "serving": f"namespace_deployment:gpumem_{e}serving:present1h",
@@ -279,7 +275,7 @@ def recording_rules(engines: Sequence[str] = ENGINES) -> tuple[Recording, ...]:
         out.append(Recording(_name("queue", e), b.queue(e), e))
         if (pre := b.preemptions(e)) is not None:
             out.append(Recording(_name("preemptions", e), pre, e))
-        if (ttft := b.ttft_rate(e)) is not None:
+        if (ttft := b.ttft(e)) is not None:  # the quantile itself: one series a workload, not one a bucket
             out.append(Recording(_name("ttft", e), ttft, e))
         out.append(Recording(_name("short", e), b.prompts(e, "short"), e))
         out.append(Recording(_name("total", e), b.prompts(e, "total"), e))
@@ -333,7 +329,7 @@ def recorded_queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str]
     if all_engines:
         out["gpu_used"] = f"max by ({_BY}) ({sel('gpu_used', per_engine=False)})"
     ttft = sel("ttft")
-    out["ttft_p99"] = None if ttft is None else f"histogram_quantile(0.99, sum by ({_BY}, engine, le) ({ttft}))"
+    out["ttft_p99"] = None if ttft is None else f"max by ({_BY}, engine) ({ttft})"
     pieces = []
     for when, offset in (("now", ""), ("before", f" offset {q.duration(SHIFT_GAP_S)}")):
         for count in ("short", "total"):
