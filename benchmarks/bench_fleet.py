@@ -24,6 +24,7 @@ page cache.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import shutil
@@ -104,18 +105,22 @@ def record(folder: Path) -> tuple[Path, float | None]:
     """The recording-rule file, and the rules' last RECORDED_S evaluated into the blocks (once;
     the seconds that took, None when they were there already)."""
     rules = write_recording_rules(folder / "gpumem-fleet.rules.yml")
+    digest = hashlib.sha256(rules.read_bytes()).hexdigest()
     done = folder / "recorded"
-    if done.exists():
+    before = json.loads(done.read_text()) if done.exists() else {}
+    if before.get("rules_sha256") == digest:
         return rules, None
+    for block in before.get("blocks", ()):  # the blocks of rules since changed
+        shutil.rmtree(folder / "data" / block, ignore_errors=True)
     started = time.perf_counter()
     proc, url = start_prometheus(folder / "data", folder, ready_s=120)
     try:
         end = int(END.timestamp())
-        backfill_rules(rules, url, end - RECORDED_S, end + 60, folder / "data", folder)
+        blocks = backfill_rules(rules, url, end - RECORDED_S, end + 60, folder / "data", folder)
     finally:
         stop_prometheus(proc)
     took = time.perf_counter() - started
-    done.write_text(json.dumps({"backfill_s": took}))
+    done.write_text(json.dumps({"backfill_s": took, "rules_sha256": digest, "blocks": blocks}))
     return rules, took
 
 

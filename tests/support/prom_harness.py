@@ -341,10 +341,10 @@ def start_prometheus(data: Path, workdir: Path, query_log: Path | None = None,
 
 
 def backfill_rules(rule_file: Path, url: str, start_s: int, end_s: int, data: Path, workdir: Path,
-                   eval_interval_s: int = 60, timeout_s: float | None = None) -> None:
+                   eval_interval_s: int = 60, timeout_s: float | None = None) -> list[str]:
     """Evaluate the recording rules of `rule_file` against the Prometheus at `url` from `start_s`
     to `end_s` (`promtool tsdb create-blocks-from rules`) and put the blocks into the TSDB `data`
-    (the server must be restarted to read them); RuntimeError if promtool fails."""
+    (the server must be restarted to read them): the blocks' names. RuntimeError if promtool fails."""
     out = workdir / "recorded-blocks"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -353,9 +353,12 @@ def backfill_rules(rule_file: Path, url: str, start_s: int, end_s: int, data: Pa
                             f"--output-dir={out}", str(rule_file)], capture_output=True, text=True, timeout=timeout_s)
     if built.returncode != 0:
         raise RuntimeError(f"promtool could not backfill {rule_file.name}: {(built.stderr or built.stdout)[-2000:]}")
+    moved = []
     for block in out.iterdir():
         if block.is_dir():
             shutil.move(str(block), str(data / block.name))
+            moved.append(block.name)
+    return moved
 
 
 def stop_prometheus(proc: subprocess.Popen) -> None:
