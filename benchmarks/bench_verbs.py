@@ -11,7 +11,9 @@ against its goal.
 The project's bytecode is compiled first (`compileall`), as an install leaves it: without it,
 under PYTHONDONTWRITEBYTECODE=1, every run compiles each module it imports anew. Each verb
 runs `--repeat` times after one warm-up run; printed: the median, min and max wall
-seconds, the goal, and how many modules the process imported (`-X importtime`, one more run).
+seconds, the median CPU seconds of the process (user + system: what it needs of a core, which a
+shared machine's load does not change much), the goal, and how many modules the process
+imported (`-X importtime`, one more run). A note's store write is in every `note` run.
 
     python -m benchmarks.bench_verbs [--repeat 5] [--only triage-offline,plans]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,10 +63,15 @@ VERBS = (
 )
 
 
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the process, user + system, the result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "bot", *argv], cwd=ROOT, capture_output=True, text=True, env=env)
-    return time.perf_counter() - started, done
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done
 
 
 def _modules(argv: list[str], env: dict[str, str]) -> int:
@@ -92,23 +100,24 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         _run(VERBS[3].argv(sc.kubeconfig, store), env)
         print(f"gpumem verbs, a fresh process each (median of {args.repeat} after a warm-up); "
               f"stand-in API server, {args.pods} pods")
-        print(f"  {'verb':18s} {'median':>7s} {'min':>6s} {'max':>6s} {'goal':>5s}  {'modules':>7s}")
+        print(f"  {'verb':18s} {'median':>7s} {'min':>6s} {'max':>6s} {'cpu':>6s} {'goal':>5s}  {'modules':>7s}")
         for verb in chosen:
             sc.kube.latency_s = verb.latency_s
             cmd = verb.argv(sc.kubeconfig, store)
             _run(cmd, env)
-            times = []
+            times, cpus = [], []
             for _ in range(args.repeat):
-                took, done = _run(cmd, env)
+                took, cpu, done = _run(cmd, env)
                 if done.returncode not in verb.ok:
                     raise SystemExit(f"gpumem {' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
                 times.append(took)
+                cpus.append(cpu)
             median = statistics.median(times)
             modules = _modules(cmd, env)
             sc.kube.latency_s = 0.0
             mark = "" if median <= verb.goal_s else "  over"
-            print(f"  {verb.name:18s} {median:6.2f}s {min(times):5.2f}s {max(times):5.2f}s {verb.goal_s:4.1f}s  "
-                  f"{modules:7d}{mark}")
+            print(f"  {verb.name:18s} {median:6.2f}s {min(times):5.2f}s {max(times):5.2f}s {statistics.median(cpus):5.2f}s "
+                  f"{verb.goal_s:4.1f}s  {modules:7d}{mark}")
             out[verb.name] = round(median, 3)
     return out
 
