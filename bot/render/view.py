@@ -54,7 +54,10 @@ class FindingView:
     severity: str
     sev: str
     title: str
+    #: the finding's facts less those the verdict's "Why" already shows
     facts: tuple[str, ...]
+    #: some of its facts are shown under "Why" (and left out here)
+    in_why: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,14 @@ def _action(cat: Catalog, a: Action) -> ActionView:
     text = action_text(cat, a)
     return ActionView(a.id, text["title"], text["risk"], text["rollback"], text["tier"],
                       tuple(ch.describe() for ch in a.changes))
+
+
+def _finding(cat: Catalog, f: Any, why: set[str]) -> FindingView:
+    """A finding, its facts less those "Why" shows: the evidence is read once, not twice."""
+    facts = [fact_text(cat, x) for x in f.facts]
+    kept = tuple(x for x in facts if x not in why)
+    return FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"), kept,
+                       len(kept) < len(facts))
 
 
 def _memory_lines(cat: Catalog, report: Report) -> list[str]:
@@ -184,11 +195,9 @@ def view(report: Report, lang: str) -> ReportView:
     cat = Catalog.load(lang)
     v = report.verdict
     causes = [_cause(cat, c, v.kubernetes) for c in v.causes]
+    why = set(causes[0].evidence) if causes else set()
     checks = tuple(
-        CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(
-            FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"),
-                        tuple(fact_text(cat, x) for x in f.facts))
-            for f in c.findings))
+        CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(_finding(cat, f, why) for f in c.findings))
         for c in report.checks)
     service = ""
     if report.engine or report.model or report.gpu:
