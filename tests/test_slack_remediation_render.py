@@ -76,7 +76,7 @@ STAGES = {
     "symptoms_remain": (_stored("watched", ("U0APPROVER",)),
                         {"notes": ("12 preemption or reject lines in new pods' logs",), "replicas": 2}),
     "failed": (_stored("failed", ("U0APPROVER",)),
-               {"notes": ("1 restarts in new pods", "2 CUDA OOM lines in new pods' logs"), "replicas": 2}),
+               {"notes": ("1 restart in new pods", "2 CUDA OOM lines in new pods' logs"), "replicas": 2}),
     "failed_rolled_back": (_stored("rolled_back", ("U0APPROVER",)),
                            {"notes": ("progress deadline exceeded",), "replicas": 2}),
     "changed": (_stored("failed", ("U0APPROVER",)), {"planned": "41", "now": "44"}),

@@ -88,9 +88,16 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 class Catalog:
-    def __init__(self, lang: str, messages: dict[str, str]):
+    def __init__(self, lang: str, messages: dict[str, str], defaults: dict[str, Any] | None = None):
         self.lang = lang
         self.messages = messages
+        #: values every message may ask for without its caller passing them (the deployed
+        #: engine's own flag names, `bot.render.wording.engine_words`); a passed value wins
+        self.defaults = dict(defaults or {})
+
+    def with_values(self, **defaults: Any) -> Catalog:
+        """This catalog, with `defaults` filled into every message that asks for them."""
+        return Catalog(self.lang, self.messages, {**self.defaults, **defaults})
 
     @classmethod
     @cache
@@ -109,7 +116,7 @@ class Catalog:
             template = self.messages[key]
         except KeyError:
             raise MissingMessage(f"{self.lang}: no message for {key!r}") from None
-        values = dict(params or {})
+        values = {**self.defaults, **(params or {})}
         values.update(more)
         return _FMT.vformat(template, (), values)
 

@@ -33,7 +33,7 @@ from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, masked_op, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
-from bot.render.wording import action_text
+from bot.render.wording import action_text, engine_catalog
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, change_of
 from runbooks.model.report import Report
@@ -106,7 +106,7 @@ def plan_buttons(report: Report, lang: str, target: str, context: str | None,
                  plannable: Sequence[str]) -> list[Block]:
     """An actions block of "Plan: <action>" buttons for the actions in `plannable` (at most
     `MAX_PLAN_BUTTONS`); none when there are none."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     buttons = []
     for i, action in enumerate(report.actions, 1):
         if action.id not in plannable or len(buttons) >= MAX_PLAN_BUTTONS:

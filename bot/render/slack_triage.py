@@ -19,7 +19,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.view import ReportView, view
-from bot.render.wording import cause_title, pct
+from bot.render.wording import cause_title, engine_catalog, pct
 from runbooks.model.report import Report
 
 RERUN_ACTION = "gpumem_rerun"
@@ -155,7 +155,7 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                       plan_blocks: Sequence[Block] = ()) -> Message:
     """The parent once the verdict is in. At most ~10 blocks whatever the report holds (and the
     "Plan" buttons, `bot.render.slack_remediation.plan_buttons`, above "Run again")."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     v = view(report, lang)
     target = target or v.target
     emoji = status_emoji(report.verdict.primary, report.verdict.priority)
@@ -268,7 +268,7 @@ def _gaps_blocks(cat: Catalog, v: ReportView) -> list[Block]:
 def thread_detail(report: Report, lang: str) -> ThreadDetail:
     """The thread replies under the diagnosis: actions (each with its risk and rollback), why,
     numbers, findings (less what "Why" shows), gaps."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     v = view(report, lang)
     groups = [_action_blocks(cat, v), _why_blocks(cat, v), _number_blocks(cat, v), _finding_blocks(cat, v),
               _gaps_blocks(cat, v)]

@@ -17,6 +17,7 @@ from bot.render.wording import (
     budget_concurrency,
     cause_title,
     concurrency_text,
+    engine_catalog,
     fact_text,
     issue_text,
     pct,
@@ -191,8 +192,8 @@ def _profile_lines(cat: Catalog, report: Report) -> list[str]:
 
 
 def view(report: Report, lang: str) -> ReportView:
-    """Word a Report once, for every surface."""
-    cat = Catalog.load(lang)
+    """Word a Report once, for every surface, in the deployed engine's own flag names."""
+    cat = engine_catalog(lang, report.engine)
     v = report.verdict
     causes = [_cause(cat, c, v.kubernetes) for c in v.causes]
     why = set(causes[0].evidence) if causes else set()

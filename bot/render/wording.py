@@ -6,10 +6,33 @@ import re
 from typing import Any
 
 from bot.render.i18n import Catalog
+from runbooks.catalogs.engine_flags import role_flag
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 from runbooks.remediation.solver import ENGINE_FLAGS
+
+#: the roles a message names by the deployed engine's own flag: `--{length_flag}` is vLLM's
+#: --max-model-len, SGLang's --context-length, TGI's --max-total-tokens
+ENGINE_WORDS = {"length_flag": "context_length", "seqs_flag": "concurrency", "fraction_flag": "memory_fraction",
+                "tp_flag": "tensor_parallel"}
+
+
+def engine_words(engine: str | None) -> dict[str, str]:
+    """The flag names of `engine` (no dashes) by the placeholder messages use; vLLM's where the
+    engine is not known.
+
+    >>> engine_words("sglang")["length_flag"], engine_words("tgi")["seqs_flag"], engine_words(None)["fraction_flag"]
+    ('context-length', 'max-batch-size', 'gpu-memory-utilization')
+    """
+    name = (engine or "vllm").lower()
+    name = name if name in ENGINE_FLAGS else "vllm"
+    return {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
+
+
+def engine_catalog(lang: str, engine: str | None) -> Catalog:
+    """The catalog of `lang` that words every message with `engine`'s own flag names."""
+    return Catalog.load(lang).with_values(**engine_words(engine))
 
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
