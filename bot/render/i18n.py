@@ -107,6 +107,10 @@ class Catalog:
         text = resources.files("bot.render").joinpath("locales", f"{lang}.yaml").read_text(encoding="utf-8")
         return cls(lang, _flatten(yaml.safe_load(text)))
 
+    def join(self, items: Any) -> str:
+        """A list of people or items in this language's way: "a, b" in English, "a、b" in Chinese."""
+        return self.messages.get("list.sep", ", ").join(str(x) for x in items)
+
     def has(self, key: str) -> bool:
         return key in self.messages
 

@@ -132,7 +132,7 @@ def mention(ident: str) -> str:
 
 
 def mentions(cat: Catalog, ids: Sequence[str]) -> str:
-    return ", ".join(mention(i) for i in ids) if ids else esc(cat.t("slack_plan.nobody"))
+    return cat.join(mention(i) for i in ids) if ids else esc(cat.t("slack_plan.nobody"))
 
 
 def slack_date(at: datetime) -> str:
@@ -214,7 +214,7 @@ def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[s
             key = "waiting_no_other" if configured else "waiting_unconfigured"
             return t(cat, f"slack_plan.headline.{key}", raw={"changes": changes}, namespace=tgt.namespace,
                      name=tgt.name)
-        who = ", ".join(mention(a) for a in approvers)
+        who = cat.join(mention(a) for a in approvers)
         left = max(1, p.approvals_needed - len(stored.approvals))
         return t(cat, "slack_plan.headline.waiting", raw={"changes": changes, "approvers": who},
                  namespace=tgt.namespace, name=tgt.name, needed=left)
@@ -286,7 +286,8 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
     blocks += B.text_sections(cat.t("slack_plan.rollback"),
                               [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])
-    blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
+    blocks.append(B.context(t(cat, "slack_plan.footer", raw={"plan": B.code(p.id), "action": B.code(p.action_id),
+                                                          "hash": B.code(p.content_hash[:12])})))
     blocks += _buttons(cat, stored, stage, split if p.action_id == S.ACTION else None)
     return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
 

@@ -36,7 +36,8 @@ def engine_catalog(lang: str, engine: str | None) -> Catalog:
 
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
-           "admitted": "demand_admitted", "pool": "pool_basis"}
+           "admitted": "demand_admitted", "pool": "pool_basis",
+           "phase": "alloc_phase"}
 #: the most of a quoted log line a message shows (the full line is in --json)
 QUOTE_CHARS = 140
 #: what a log line starts with before its message: a logfmt time/level, a vLLM "INFO 03-09
