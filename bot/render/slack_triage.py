@@ -247,7 +247,7 @@ def _finding_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     for c in v.checks:
         lines.append(f"*{esc(c.title)}*")
         for f in c.findings:
-            see = f" _({esc(cat.t('section.see_why'))})_" if f.in_why and not f.facts else ""
+            see = f" _{esc(cat.t('section.see_why').strip())}_" if f.in_why and not f.facts else ""
             lines.append(f"{_SEVERITY.get(f.severity, '•')} {esc(f.title)}{see}")
             lines += [f"      {esc(x)}" for x in f.facts]
         if not c.findings:
