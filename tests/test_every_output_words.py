@@ -28,12 +28,15 @@ from bot.render import slack_triage as R
 from bot.render.text import render_text
 from bot.service import triage as triage_service
 from runbooks.model.report import VERDICT_IDS
+from runbooks.remediation.plan import STATES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "expected.json").is_file())
 REAL = sorted(p for p in (ROOT / "tests" / "data" / "real").iterdir() if p.is_dir())
 GOLDEN = sorted((ROOT / "tests" / "golden" / "slack").glob("*.json"))
-PLAN_STATES = ("rolled_back", "rollback_failed", "dry_run_failed", "partly_applied", "symptoms_remain")
+#: plan states and outcomes that are ids, not words (a state spelled as a word, "applied", reads as one)
+PLAN_STATES = (*(s for s in STATES if "_" in s), "rollback_failed", "dry_run_failed", "partly_applied",
+               "symptoms_remain")
 
 #: what is not prose: code spans, quoted text (log lines, the engine's or a reader's words),
 #: Slack's own tokens (mentions, dates, links, emoji, entities)
