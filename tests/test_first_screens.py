@@ -4,6 +4,7 @@ evidence comes after, each line once."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def _section(text: str, cat: Catalog, key: str) -> list[str]:
     out, inside = [], False
     for line in text.splitlines():
         if line.startswith("== "):
-            inside = line[3:].split(":")[0] == cat.t(key)
+            inside = re.split("[:：]", line[3:])[0] == cat.t(key)
             continue
         if inside and line.strip():
             out.append(line.strip().removeprefix("- ").removeprefix("· "))
@@ -50,8 +51,9 @@ def test_the_first_twenty_lines_hold_the_verdict_the_priority_and_the_first_acti
     report = _report(bundle)
     cat, v = Catalog.load(lang), view(report, lang)
     first = render_text(report, lang).splitlines()[:FIRST_SCREEN]
-    assert any(line.startswith(f"== {cat.t('section.verdict')}: {v.primary_title}") for line in first), first
-    assert any(line.strip() == f"{cat.t('section.priority')}: {v.priority} · {cat.t('section.coverage', pct=v.coverage)}"
+    colon = cat.t("punct.colon")
+    assert any(line.startswith(f"== {cat.t('section.verdict')}{colon}{v.primary_title}") for line in first), first
+    assert any(line.strip() == f"{cat.t('section.priority')}{colon}{v.priority} · {cat.t('section.coverage', pct=v.coverage)}"
                for line in first), first
     if v.capture:  # not enough evidence: what to capture, with its command, is the first thing to do
         assert f"  1. {v.capture[0]}" in first, first
