@@ -70,7 +70,7 @@ def _rendered(lang: str, engine: str) -> dict[str, str]:
     cat = engine_catalog(lang, engine)
     out = {}
     for key, template in cat.messages.items():
-        dummy = {name: "X" for name in placeholders(template) if name not in ENGINE_WORDS}
+        dummy = {name: "X" for name in placeholders(template) if name not in engine_words(engine)}
         out[key] = cat.t(key, dummy)
     return out
 
@@ -118,6 +118,13 @@ def test_a_message_written_for_one_engine_names_only_its_flags(lang: str):
         for key, text in rendered.items():
             if _owner(key) == engine:
                 assert not _foreign(text, engine), (key, text)
+
+
+def test_the_queue_action_names_the_deployed_engines_queue_metric():
+    key = "action.hpa_on_queue_depth.title"
+    assert "tgi_queue_size" in _rendered("en", "tgi")[key] and "vllm:" not in _rendered("en", "tgi")[key]
+    assert "sglang:num_queue_reqs" in _rendered("zh", "sglang")[key]
+    assert "vllm:num_requests_waiting" in _rendered("en", "vllm")[key]
 
 
 def test_the_fraction_action_names_the_deployed_engines_flag_only():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.render.i18n import LANGS, Catalog, MissingMessage, placeholders
-from bot.render.wording import ENGINE_WORDS
+from bot.render.wording import engine_words
 from runbooks.model.report import VERDICT_IDS
 
 RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
@@ -74,7 +74,7 @@ def test_none_values_render_as_not_available():
 def _placeholders(text: str) -> set[str]:
     """The values a fact's message wants from the runbooks: the engine's own flag names
     (`--{length_flag}`) are the renderer's to fill (`bot.render.wording.engine_words`)."""
-    return placeholders(text) - set(ENGINE_WORDS)
+    return placeholders(text) - set(engine_words(None))
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from bot.render.i18n import Catalog
+from runbooks.alerts.engines import SERIES
 from runbooks.catalogs.engine_flags import role_flag
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
@@ -24,10 +25,16 @@ def engine_words(engine: str | None) -> dict[str, str]:
 
     >>> engine_words("sglang")["length_flag"], engine_words("tgi")["seqs_flag"], engine_words(None)["fraction_flag"]
     ('context-length', 'max-batch-size', 'gpu-memory-utilization')
+    >>> engine_words("tgi")["queue_metric"]
+    'tgi_queue_size'
+
     """
     name = (engine or "vllm").lower()
     name = name if name in ENGINE_FLAGS else "vllm"
-    return {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
+    words = {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
+    # the queue series, from the metric table the alert rules use
+    words["queue_metric"] = SERIES[name].queue
+    return words
 
 
 def engine_catalog(lang: str, engine: str | None) -> Catalog:
