@@ -2,8 +2,8 @@
 
 The outputs: the terminal triage of every example and every real case, the Slack diagnosis and
 thread of every example, every Slack golden file (plans, previews, pool splits, status
-messages, the handover), and the terminal budget and profile of the examples; in English and
-in Chinese.
+messages, the handover), the terminal budget and profile of the examples and the dashboards of
+each engine; in English and in Chinese.
 
 - No `?`, `n/a`, `None` or `<name>` standing for a value, and no raw cause id or plan state
   (`kv_cache_pressure`, `rolled_back`) in prose, outside code spans and quoted lines.
@@ -88,6 +88,8 @@ def _outputs(lang: str) -> list[tuple[str, str]]:
         if (bundle / "deployment.yaml").is_file():
             out.append((f"budget {bundle.name}", _cli("budget", "--from-deployment", str(bundle / "deployment.yaml"),
                                                       "--lang", lang)))
+    for engine in ("vllm", "sglang", "tgi"):
+        out.append((f"dashboards {engine}", _cli("dashboards", "--engine", engine, "--lang", lang)))
     for path in GOLDEN:
         if path.name.endswith(f".{lang}.json"):
             out.append((f"golden {path.name}", "\n".join(_slack_texts(json.loads(path.read_text(encoding="utf-8"))))))
@@ -106,7 +108,7 @@ def _prose(line: str) -> str:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_outputs_cover_every_surface(lang: str):
     kinds = {where.split()[0] for where, _ in _all(lang)}
-    assert kinds == {"triage", "slack", "profile", "budget", "golden"}
+    assert kinds == {"triage", "slack", "profile", "budget", "dashboards", "golden"}
     assert len(_all(lang)) >= len(EXAMPLES) + len(REAL) + len(GOLDEN) // 2
 
 
@@ -153,7 +155,7 @@ ZH_ALLOWED = {
     # the stand-in cluster and namespace the Slack goldens use (names)
     "prod", "llm",
     # the file names of a bundle (without their suffix)
-    "nvidia", "smi", "metrics", "deployment", "events", "logs", "access", "log", "hpa", "txt", "yaml", "json",
+    "nvidia", "smi", "metrics", "deployment", "events", "logs", "access", "log", "hpa", "txt", "yaml", "json", "JSON", "YAML",
     "config",
 }
 #: commands shown to run, as typed
@@ -168,7 +170,7 @@ _NAME = re.compile(r"--[\w.-]+|\S*[\d/._:=-]\S*")
 _NOT_OURS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d <@\w+> |^- \w+ = .*\(")
 
 
-@pytest.mark.parametrize("bundle_or_file", ["triage", "slack", "profile", "budget", "golden"])
+@pytest.mark.parametrize("bundle_or_file", ["triage", "slack", "profile", "budget", "dashboards", "golden"])
 def test_every_chinese_output_is_chinese_but_for_flags_metrics_commands_names_and_quotes(bundle_or_file: str):
     leaks: dict[str, tuple[str, str]] = {}
     for where, text in _all("zh"):
