@@ -151,7 +151,7 @@ def test_a_scale_plan_whose_new_pods_crash_loop_with_a_cuda_oom_fails(cluster, t
     assert seen.outcome == "failed" and final.state == "failed"
     (new,) = seen.new_pods
     assert seen.restarts == _restarts(cluster, new) >= 1, "only the new pod's restarts count"
-    assert seen.oom_lines >= 1 and seen.notes[0] == f"{seen.restarts} restarts in new pods"
+    assert seen.oom_lines >= 1 and seen.notes[0] == f"{seen.restarts} restart{'' if seen.restarts == 1 else 's'} in new pods"
     assert not any("ran before" in n for n in seen.notes)
     assert clock() < 600
 
@@ -184,6 +184,6 @@ def test_restarts_and_oom_lines_of_old_pods_count_only_after_the_write(cluster, 
     kube.set_log(NS, OLD_POD, "vllm", f"{stamp} INFO 03-09 21:01:00 api_server.py:585] vLLM API server version 0.6.6\n")
     seen = look(writer, NS, NAME, applied["generation"], baseline)
     assert seen.outcome == "failed" and seen.restarts == 1 and seen.oom_lines == 1
-    assert seen.notes == ("1 restarts in pods that ran before the change, since it",
-                          "1 CUDA OOM lines in the logs of pods that ran before the change, since it")
+    assert seen.notes == ("1 restart in pods that ran before the change, since it",
+                          "1 CUDA OOM line in the logs of pods that ran before the change, since it")
     assert "CUDA out of memory" in old_previous, "the earlier OOM is in the log, and did not count"

@@ -319,14 +319,14 @@ def test_a_repeated_notification_is_deduplicated(tmp_path):
         assert s.runner.started._value == 1
         assert len(s.parents()) == 1
         parent_ts = s.parents()[0].response["ts"]
-        assert not any("more alert(s)" in c.args["text"] for c in s.fake.thread(CHANNEL, parent_ts))
+        assert not any("more alert" in c.args["text"] for c in s.fake.thread(CHANNEL, parent_ts))
         assert _outcomes(s.records()) == {"triaged": 1, "joined": 1, "duplicate": 4}
         # a new firing of the same alert (a new startsAt) is not a duplicate: it joins the thread
         s.post(notification([alert(starts="2026-03-09T22:00:00Z")]))
         s.settle()
         assert _outcomes(s.records())["joined"] == 2
-        replies = [c for c in s.fake.thread(CHANNEL, parent_ts) if "more alert(s)" in c.args["text"]]
-        assert [c.args["text"].split(";")[0] for c in replies] == ["1 more alert(s) for llm/vllm-server"]
+        replies = [c for c in s.fake.thread(CHANNEL, parent_ts) if "more alert" in c.args["text"]]
+        assert [c.args["text"].split(";")[0] for c in replies] == ["1 more alert for llm/vllm-server"]
 
 
 def test_a_target_is_triaged_once_per_interval_and_later_alerts_reply_in_its_thread(tmp_path):
@@ -339,10 +339,10 @@ def test_a_target_is_triaged_once_per_interval_and_later_alerts_reply_in_its_thr
                              alert(name="GpumemPreemptionsRising", summary="preemptions rising")], group="g2"))
         s.settle()
         assert s.runner.started._value == 1
-        replies = [c for c in s.fake.thread(CHANNEL, parent_ts) if c.args["text"].startswith("2 more alert(s)")]
+        replies = [c for c in s.fake.thread(CHANNEL, parent_ts) if c.args["text"].startswith("2 more alerts")]
         assert len(replies) == 1
         reply = replies[0].args
-        assert reply["text"].startswith("2 more alert(s) for llm/vllm-server; it was triaged at ")
+        assert reply["text"].startswith("2 more alerts for llm/vllm-server; it was triaged at ")
         listed = json.dumps(reply["blocks"])
         assert "GpumemQueueDeep" in listed and "preemptions rising" in listed
         assert _outcomes(s.records()) == {"triaged": 1, "joined": 2}
@@ -520,6 +520,6 @@ def test_an_alert_firing_again_on_a_resolved_triage_takes_back_its_resolved_head
         s.settle()
         assert s.runner.started._value == 1  # within the interval: joined, not triaged again
         assert head().startswith(":rotating_light: *Alert GpumemKVCacheHigh (critical) firing since")
-        assert any(c.args["text"].startswith("1 more alert(s) for llm/vllm-server")
+        assert any(c.args["text"].startswith("1 more alert for llm/vllm-server")
                    for c in s.fake.thread(CHANNEL, parent_ts))
         assert _outcomes(s.records()) == {"triaged": 1, "resolved": 1, "joined": 1}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.render.i18n import LANGS, Catalog, MissingMessage
+from bot.render.i18n import LANGS, Catalog, MissingMessage, placeholders
+from bot.render.wording import engine_words
 from runbooks.model.report import VERDICT_IDS
 
 RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
@@ -48,11 +49,8 @@ def test_every_emitted_key_has_wording(lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_placeholders_agree_between_languages(lang):
     en, other = Catalog.load("en"), Catalog.load(lang)
-    fields = string.Formatter()
     for key, text in en.messages.items():
-        a = {f for _, f, _, _ in fields.parse(text) if f}
-        b = {f for _, f, _, _ in fields.parse(other.messages[key]) if f}
-        assert a == b, key
+        assert placeholders(text) == placeholders(other.messages[key]), key
 
 
 def test_every_action_the_runbooks_recommend_has_risk_and_rollback():
@@ -74,7 +72,9 @@ def test_none_values_render_as_not_available():
 
 
 def _placeholders(text: str) -> set[str]:
-    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+    """The values a fact's message wants from the runbooks: the engine's own flag names
+    (`--{length_flag}`) are the renderer's to fill (`bot.render.wording.engine_words`)."""
+    return placeholders(text) - set(engine_words(None))
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -109,3 +109,23 @@ def test_every_fact_the_runbooks_build_supplies_the_placeholders_of_its_message(
             assert wanted <= passed, (path.name, node.lineno, node.args[0].value, sorted(wanted - passed))
             checked += 1
     assert checked > 60
+
+
+def test_a_count_chooses_its_noun_and_a_quoted_log_line_is_left_as_quoted():
+    en = Catalog.load("en")
+    quoted = "scanner: 1 lines over 64 KiB left out"
+    one = en.t("fact.log_signal", signal="OOM", count=1, example=quoted)
+    many = en.t("fact.log_signal", signal="OOM", count=6, example=quoted)
+    assert one == 'OOM: 1 line in the log; e.g. "scanner: 1 lines over 64 KiB left out"'
+    assert many == 'OOM: 6 lines in the log; e.g. "scanner: 1 lines over 64 KiB left out"'
+    assert en.t("fact.restarts", count=1, pods=1, cuda_oom_lines=0) == (
+        "1 restart across 1 pod; 0 CUDA OOM lines in the log")
+    assert en.t("fact.preemptions", count=12345) == "12,345 preemptions"
+
+
+def test_every_counted_field_names_two_forms():
+    for key, text in Catalog.load("en").messages.items():
+        for _, f, _, _ in string.Formatter().parse(text):
+            if f and "|" in f:
+                name, one, other = ([*f.split("|"), "", ""])[:3]
+                assert name.isidentifier() and one and other and one != other, (key, f)

@@ -354,7 +354,7 @@ def test_a_watch_that_rolled_back_by_itself_says_so_and_what_it_restored(cluster
     assert rc == 1
     lines = out.splitlines()
     assert lines[0] == f"Watch ended after 0:20 (window 10:00): failed. Plan {plan}: rolled back."
-    assert lines[1].startswith("  watch: failed; rolled back by itself (remediation.auto_rollback) (1 restarts")
+    assert lines[1].startswith("  watch: failed; rolled back by itself (remediation.auto_rollback) (1 restart")
     assert lines[2:4] == ["  Restored on Deployment llm/vllm-server (cluster prod), the values as they are now:",
                           "    - --max-num-seqs 64 -> 128"]
     vllm = next(c for c in cluster.kube.get("Deployment", "llm", "vllm-server")["spec"]["template"]["spec"]

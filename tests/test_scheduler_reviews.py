@@ -161,7 +161,7 @@ def test_the_reminder_says_whether_the_stopgap_is_still_live(store, tmp_path):
 def test_the_slack_handover_marks_unconfirmed_stopgaps_and_only_read_ones_as_confirmed(store, tmp_path):
     now = T0 + timedelta(hours=6)
     offline = build_handover(store, channel=CHANNEL, since=T0, now=now)
-    for lang, word, note in (("en", "unconfirmed: the live object could not be read", "2 of 2 stop-gap(s) unconfirmed"),
+    for lang, word, note in (("en", "unconfirmed: the live object could not be read", "2 of 2 stop-gaps unconfirmed"),
                              ("zh", "未确认：无法读取线上对象", "2 项临时措施中有 2 项未确认")):
         parent = json.dumps(handover_parent(offline, lang)["blocks"], ensure_ascii=False)
         thread = json.dumps([m["blocks"] for m in handover_thread(offline, lang)[0]], ensure_ascii=False)

@@ -142,7 +142,7 @@ def test_a_namespace_ranks_only_its_services_and_a_channel_only_its_namespaces(t
     assert "*1. search/rag-sgl*" in search and "prod/" not in search
     assert prom.end.strftime("at %Y-%m-%d %H:%M UTC") in search  # --at: the view as it was then
     # the Chinese channel may read llm and search: --all means those two (the fleet has none in llm)
-    assert "集群总览 · llm, search" in zh and "search/rag-sgl" in zh and "prod/" not in zh
+    assert "集群总览 · llm、search" in zh and "search/rag-sgl" in zh and "prod/" not in zh
     assert "不允许 gpumem 读取命名空间 prod" in refused["text"] and "llm, search" in refused["text"]
     assert "not both" in both["text"]
 

@@ -77,7 +77,7 @@ STAGES = {
     "symptoms_remain": (_stored("watched", ("U0APPROVER",)),
                         {"notes": ("12 preemption or reject lines in new pods' logs",), "replicas": 2}),
     "failed": (_stored("failed", ("U0APPROVER",)),
-               {"notes": ("1 restarts in new pods", "2 CUDA OOM lines in new pods' logs"), "replicas": 2}),
+               {"notes": ("1 restart in new pods", "2 CUDA OOM lines in new pods' logs"), "replicas": 2}),
     "failed_rolled_back": (_stored("rolled_back", ("U0APPROVER",)),
                            {"notes": ("progress deadline exceeded",), "replicas": 2}),
     "changed": (_stored("failed", ("U0APPROVER",)), {"planned": "41", "now": "44"}),
@@ -186,7 +186,7 @@ def test_the_preview_shows_a_stuck_rollout_first_and_a_missing_model_plainly(lan
     texts = [b["text"]["text"] for b in doc["stuck"]["blocks"] if b["type"] == "section" and "text" in b]
     warning = next(i for i, text in enumerate(texts) if text.startswith(":warning:"))
     assert texts[warning - 1].startswith(f"*{cat.t('slack_plan.changes')}*"), "right under the change"
-    assert ("maxUnavailable" in texts[warning]) and "gpu-node-03, gpu-node-05" in texts[warning]
+    assert ("maxUnavailable" in texts[warning]) and cat.join(("gpu-node-03", "gpu-node-05")) in texts[warning]
     missing = json.dumps(doc["no_model"]["blocks"], ensure_ascii=False)
     assert "acme/mystery-llm-13b" in missing and cat.t("plan_preview.budget.title_missing") in missing
     assert cat.t("plan_preview.blast_title") not in json.dumps(doc["stored_before_previews"]["blocks"],
@@ -256,7 +256,7 @@ def test_every_refusal_is_worded_with_its_values(lang):
         assert block_errors(msg["blocks"]) == [] and "n/a" not in msg["text"], reason
     who = P.refusal_message(lang, "not_an_approver", plan="p-1", namespace="llm", approvers=("U1", "S2"),
                             verb="approve")
-    assert "<@U1>, <!subteam^S2>" in who["text"]
+    assert {"en": "<@U1>, <!subteam^S2>", "zh": "<@U1>、<!subteam^S2>"}[lang] in who["text"]
     nobody = P.refusal_message(lang, "not_an_approver", plan="p-1", namespace="llm", approvers=(), verb="approve")
     assert cat.t("slack_plan.nobody") in nobody["text"]
 

@@ -79,6 +79,40 @@ def test_the_parent_leads_with_the_verdict_and_its_confidence():
     assert msg["text"].startswith("KV-cache pressure")
 
 
+def _block_text(block: dict) -> str:
+    return block.get("text", {}).get("text", "") if isinstance(block.get("text"), dict) else ""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_the_parent_says_what_to_do_before_the_numbers(bundle, lang):
+    from bot.render.i18n import Catalog
+
+    cat = Catalog.load(lang)
+    report = _report(bundle)
+    blocks = R.diagnosis_message(report, lang)["blocks"]
+    decide = cat.t("section.capture_next" if report.verdict.capture_next else "section.actions")
+    heads = [i for i, b in enumerate(blocks) if _block_text(b).startswith(f"*{decide}*")]
+    numbers = [i for i, b in enumerate(blocks) if b.get("fields") or _block_text(b).startswith(
+        f"*{cat.t('section.flags')}*")]
+    if report.actions or report.verdict.capture_next:
+        assert heads and heads[0] == 2, [_block_text(b)[:40] for b in blocks]  # after the headline and context
+        assert all(i > heads[0] for i in numbers)
+
+
+def test_not_enough_evidence_gives_its_capture_commands_as_code_to_copy():
+    blocks = R.diagnosis_message(_report("insufficient-evidence"), "en")["blocks"]
+    text = "\n".join(_block_text(b) for b in blocks)
+    assert "1. the engine's /metrics (KV-cache usage, queue, rejects): `curl -s localhost:8000/metrics &gt; metrics.txt`" in text
+
+
+def test_the_thread_starts_with_the_actions_then_why():
+    detail = R.thread_detail(_report("runbook-incident"), "en")
+    texts = [_block_text(b) for b in detail.messages[0]["blocks"] if _block_text(b)]
+    assert texts[0].startswith("*Next actions*")
+    assert any(t.startswith("*Why") for t in texts[1:])
+
+
 def test_the_parent_carries_the_key_numbers_and_flags_at_the_edge():
     msg = R.diagnosis_message(_report("runbook-incident"), "en")
     fields = {f["text"].split("\n")[0]: f["text"].split("\n")[1]

@@ -62,7 +62,9 @@ def test_example_text_report_leads_with_the_verdict(bundle: Path, lang: str, cap
     cat = Catalog.load(lang)
     verdict_line = next(line for line in out.splitlines() if line.startswith("== "))
     assert cat.t(f"verdict.{expected['primary']}") in verdict_line
-    assert cat.t("section.actions") in out
+    # what to do next: the actions, or for not enough evidence what to capture
+    decide = "section.capture_next" if expected["primary"] == "insufficient_evidence" else "section.actions"
+    assert f"== {cat.t(decide)}" in out
     if lang == "zh":
         assert CJK.search(verdict_line)
     else:

@@ -474,13 +474,13 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
         notes.append("progress deadline exceeded")
     for tally, where in ((fresh, "new pods"), (since, "pods that ran before the change, since it")):
         if tally["restarts"]:
-            notes.append(f"{tally['restarts']} restarts in {where}")
+            notes.append(f"{_n(tally['restarts'], 'restart')} in {where}")
     for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
         if tally["ooms"]:
-            notes.append(f"{tally['ooms']} CUDA OOM lines in {where}")
+            notes.append(f"{_n(tally['ooms'], 'CUDA OOM line')} in {where}")
     for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
         if tally["pressure"]:
-            notes.append(f"{tally['pressure']} preemption or reject lines in {where}")
+            notes.append(f"{_n(tally['pressure'], 'preemption or reject line')} in {where}")
     seen = _read(symptoms)
     metric_symptom = False
     if seen is not None and seen.error:
@@ -490,7 +490,7 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             notes.append(f"KV cache usage {_pct(seen.kv_usage)} (at or above {_pct(KV_USAGE_HIGH)})")
             metric_symptom = True
         if seen.preemptions is not None and seen.preemptions > 0:
-            notes.append(f"{seen.preemptions:.0f} preemptions in the last {max(1, round(seen.window_s / 60))} min")
+            notes.append(f"{_n(round(seen.preemptions), 'preemption')} in the last {max(1, round(seen.window_s / 60))} min")
             metric_symptom = True
     if reverted:  # the change is not on the object any more: what its rollout does is not its own
         outcome = "reverted"
@@ -533,3 +533,8 @@ def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None,
                                                                        "notes": (*seen.notes, "not rolled out "
                                                                                  "within the watch window")})
         sleep(min(poll_s, max(0.0, end - clock())))
+
+
+def _n(count: int, noun: str) -> str:
+    """"1 restart", "2 restarts": a note's count with its noun."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -198,9 +198,9 @@ def bucket_lines(cat: Catalog, cap: BucketCapacity, engine: str) -> list[str]:
     seqs_flag = ENGINE_FLAGS[engine][1]
     lines = []
     for r in cap.rows:
-        basis = cat.t(f"budget_cli.basis.{r.basis}")
+        basis = cat.t(f"budget_cli.basis.{r.basis}", length_flag=ENGINE_FLAGS[engine][0])
         if r.capped:
-            basis = cat.t("budget_cli.buckets.capped", basis=basis)
+            basis = cat.t("budget_cli.buckets.capped", basis=basis, length_flag=ENGINE_FLAGS[engine][0])
         text = cat.t("budget_cli.buckets.row", bucket=r.bucket, tokens=r.tokens, basis=basis, fit_in_kv=r.fit_in_kv,
                      concurrent=r.concurrent, seqs_flag=seqs_flag, seqs=cap.max_num_seqs)
         if r.share is not None:

@@ -73,7 +73,7 @@ def dashboards_text(outcome: DashboardsOutcome, lang: str) -> str:
                     lines.append(cat.t("dashboards.text.missing", title=title,
                                        reason=cat.t(f"rules_cli.missing.{p.missing}")))
                     continue
-                metrics = ", ".join(p.metrics())
+                metrics = cat.join(p.metrics())
                 key = "dashboards.text.line" if p.line is not None else "dashboards.text.panel"
                 lines.append(cat.t(key, title=title, metrics=metrics,
                                    line=_line(p, cat) if p.line is not None else None))

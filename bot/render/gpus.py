@@ -60,7 +60,7 @@ def render_text(snapshot: GpuSnapshot, cat: Catalog) -> str:
     at = snapshot.taken_at.strftime("%Y-%m-%d %H:%M:%S %Z").strip() if snapshot.taken_at else None
     hosts = sorted({d.host for d in snapshot.devices if d.host})
     lines = [cat.t("snapshot_cli.header", at=at, driver=snapshot.driver_version, cuda=snapshot.cuda_version,
-                   host=", ".join(hosts) or None)]
+                   host=cat.join(hosts) or None)]
     rows: list[tuple[list[str], GpuDevice | None]] = [([cat.t(f"snapshot_cli.col.{c}") for c in _TEXT_COLUMNS], None)]
     rows += [(_text_cells(d), d) for d in snapshot.devices]
     widths = [max(_width(cells[i]) for cells, _ in rows) for i in range(len(_TEXT_COLUMNS))]

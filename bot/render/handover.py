@@ -180,7 +180,7 @@ def handover_text(h: Any, lang: str) -> str:
     section("handover.changes", ["  " + cat.t("handover.change_line", plan=c.plan, state=state_word(cat, c.state),
                                               target=c.target, changes="; ".join(c.changes), by=c.requested_by,
                                               approved=cat.t("handover.change_approved",
-                                                             approvers=", ".join(c.approvers))
+                                                             approvers=cat.join(c.approvers))
                                               if c.approvers else "") for c in h.changes])
     section("handover.temporary", ["  " + cat.t("handover.temporary_line", target=m.target, what=m.what,
                                                 value=m.value, since=_hm(m.since), hours=f"{m.age_s / 3600:.1f}",
@@ -189,7 +189,7 @@ def handover_text(h: Any, lang: str) -> str:
     if getattr(h, "drift", ()):
         section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes="; ".join(d.changes),
                                                 plan=d.plan, state=state_word(cat, d.state), at=_hm(d.at),
-                                                managers=", ".join(d.managers)) for d in h.drift])
+                                                managers=cat.join(d.managers)) for d in h.drift])
     if getattr(h, "reverted", ()):
         section("handover.reverted", ["  " + reverted_line(cat, r) for r in h.reverted])
     section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"

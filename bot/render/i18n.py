@@ -9,11 +9,12 @@ All wording lives in the catalogs; code passes keys and values.
 'Evidence coverage 97%'
 >>> en.t("fact.kv_usage", usage_pct=None)
 'KV-cache usage n/a%'
+>>> en.t("fact.restarts", count=1, pods=2, cuda_oom_lines=1)
+'1 restart across 2 pods; 1 CUDA OOM line in the log'
 """
 
 from __future__ import annotations
 
-import re
 import string
 from functools import cache
 from importlib import resources
@@ -45,8 +46,36 @@ class _Formatter(string.Formatter):
 
     def get_value(self, key, args, kwargs):
         if isinstance(key, str):
+            name, bar, forms = key.partition("|")
+            if bar:
+                return _Counted(kwargs.get(name), *forms.partition("|")[::2])
             return kwargs.get(key)
         return super().get_value(key, args, kwargs)
+
+    def get_field(self, field_name, args, kwargs):
+        # "{count|line|lines}": the whole field is one name (no attribute or index lookups)
+        if "|" in field_name:
+            return self.get_value(field_name, args, kwargs), field_name
+        return super().get_field(field_name, args, kwargs)
+
+    def convert_field(self, value, conversion):
+        if isinstance(value, _Counted):
+            return value.worded(self)
+        return super().convert_field(value, conversion)
+
+
+class _Counted:
+    """A count with its noun, from a catalog field `{count|line|lines}`: "1 line", "6 lines".
+
+    The form is chosen from the count itself, where the message is worded, so nothing else
+    in the text (a quoted log line, a name) is ever rewritten."""
+
+    def __init__(self, count: Any, one: str, other: str):
+        self.count, self.one, self.other = count, one, other or one
+
+    def worded(self, fmt: _Formatter) -> str:
+        is_one = (self.count == 1 and not isinstance(self.count, bool)) or self.count == "1"
+        return f"{fmt.format_field(self.count, '')} {self.one if is_one else self.other}"
 
 
 _FMT = _Formatter()
@@ -63,33 +92,17 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-#: English nouns the catalogs count ("{count} lines"): "1 lines" reads "1 line"
-_NOUNS = ("lines", "pods", "restarts", "requests", "preemptions", "nodes", "approvals", "replicas", "GPUs",
-          "minutes", "changes", "stop-gaps", "rejects", "plans", "alerts", "notes", "incidents", "services", "errors",
-          "containers", "kills", "times", "files", "buckets", "seconds", "hours", "days")
-_ONE = re.compile(r"(?<![\d.,])1 ((?:[A-Z]{2,}\w* ){0,2})(" + "|".join(_NOUNS) + r")\b")
-_PAREN_ONE = re.compile(r"(?<![\d.,])1 (extra )?(\w+)\(s\)")
-_PAREN_MANY = re.compile(r"(\d[\d,]*) (extra )?(\w+)\(s\)")
-
-
-def plural_en(text: str) -> str:
-    """Counted English nouns agree with their number: "1 lines" -> "1 line", "1 approval(s)" ->
-    "1 approval", "2 approval(s)" -> "2 approvals".
-
-    >>> plural_en("1 lines in the log; 5 restarts across 1 pods; 0.1 lines; 21 pods; 1 CUDA OOM lines")
-    '1 line in the log; 5 restarts across 1 pod; 0.1 lines; 21 pods; 1 CUDA OOM line'
-    >>> plural_en("Waiting for 1 approval(s); 2 extra pod(s)")
-    'Waiting for 1 approval; 2 extra pods'
-    """
-    text = _ONE.sub(lambda m: f"1 {m.group(1)}{m.group(2)[:-1]}", text)
-    text = _PAREN_ONE.sub(lambda m: f"1 {m.group(1) or ''}{m.group(2)}", text)
-    return _PAREN_MANY.sub(lambda m: f"{m.group(1)} {m.group(2) or ''}{m.group(3)}s", text)
-
-
 class Catalog:
-    def __init__(self, lang: str, messages: dict[str, str]):
+    def __init__(self, lang: str, messages: dict[str, str], defaults: dict[str, Any] | None = None):
         self.lang = lang
         self.messages = messages
+        #: values every message may ask for without its caller passing them (the deployed
+        #: engine's own flag names, `bot.render.wording.engine_words`); a passed value wins
+        self.defaults = dict(defaults or {})
+
+    def with_values(self, **defaults: Any) -> Catalog:
+        """This catalog, with `defaults` filled into every message that asks for them."""
+        return Catalog(self.lang, self.messages, {**self.defaults, **defaults})
 
     @classmethod
     @cache
@@ -98,6 +111,10 @@ class Catalog:
             raise ValueError(f"unknown language {lang!r}; use one of {', '.join(LANGS)}")
         text = resources.files("bot.render").joinpath("locales", f"{lang}.yaml").read_text(encoding="utf-8")
         return cls(lang, _flatten(yaml.load(text, Loader=_Loader)))
+
+    def join(self, items: Any) -> str:
+        """A list of people or items in this language's way: "a, b" in English, "a、b" in Chinese."""
+        return self.messages.get("list.sep", ", ").join(str(x) for x in items)
 
     def has(self, key: str) -> bool:
         return key in self.messages
@@ -108,10 +125,14 @@ class Catalog:
             template = self.messages[key]
         except KeyError:
             raise MissingMessage(f"{self.lang}: no message for {key!r}") from None
-        values = dict(params or {})
+        values = {**self.defaults, **(params or {})}
         values.update(more)
-        text = _FMT.vformat(template, (), values)
-        return plural_en(text) if self.lang == "en" else text
+        return _FMT.vformat(template, (), values)
 
     def t_or(self, key: str, fallback: str, params: dict[str, Any] | None = None) -> str:
         return self.t(key, params) if key in self.messages else fallback
+
+
+def placeholders(text: str) -> set[str]:
+    """The value names a message asks for; `{count|line|lines}` asks for `count`."""
+    return {f.partition("|")[0] for _, f, _, _ in _FMT.parse(text) if f}

@@ -99,15 +99,15 @@ def _strategy(cat: Catalog, r: BlastRadius) -> str:
     return cat.t("plan_preview.strategy.other", strategy=r.strategy)
 
 
-def _names(names: tuple[str, ...], shown: int | None) -> str:
-    """Names joined, the first `shown` of them (None: all) and how many more.
+def _names(cat: Catalog, names: tuple[str, ...], shown: int | None) -> str:
+    """Names joined in the catalog's way, the first `shown` of them (None: all) and how many more.
 
-    >>> _names(("a", "b", "c"), 2)
-    'a, b, … (+1)'
+    >>> _names(Catalog.load("en"), ("a", "b", "c"), 2), _names(Catalog.load("zh"), ("a", "b", "c"), 2)
+    ('a, b, … (+1)', 'a、b、… (+1)')
     """
     if shown is None or len(names) <= shown:
-        return ", ".join(names)
-    return ", ".join(names[:shown]) + f", … (+{len(names) - shown})"
+        return cat.join(names)
+    return cat.join((*names[:shown], f"… (+{len(names) - shown})"))
 
 
 def blast_words(cat: Catalog, r: BlastRadius, reason: str, shown: int | None = None) -> tuple[list[str], list[str]]:
@@ -117,7 +117,7 @@ def blast_words(cat: Catalog, r: BlastRadius, reason: str, shown: int | None = N
     if r.template_changed:
         if r.restart_pods:
             lines.append(cat.t("plan_preview.restart_all", count=len(r.restart_pods), strategy=_strategy(cat, r),
-                               pods=_names(r.restart_pods, shown)))
+                               pods=_names(cat, r.restart_pods, shown)))
         elif r.strategy != "OnDelete":
             lines.append(cat.t("plan_preview.restart_unlisted", count=r.replicas_before, strategy=_strategy(cat, r)))
     else:
@@ -130,8 +130,8 @@ def blast_words(cat: Catalog, r: BlastRadius, reason: str, shown: int | None = N
                            after=r.replicas_after))
     params = {"extra": r.extra_pods, "per_pod": r.gpus_per_pod, "resource": r.gpu_resource, "needed": r.gpus_needed,
               "spare": r.spare_gpus, "fit": len(r.nodes), "placeable": r.placeable_pods,
-              "nodes": _names(tuple(f"{n.name} {n.spare}/{n.allocatable}" for n in r.nodes), shown) or "-",
-              "node_names": _names(tuple(n.name for n in r.nodes), shown) or "-", "unavailable": r.max_unavailable,
+              "nodes": _names(cat, tuple(f"{n.name} {n.spare}/{n.allocatable}" for n in r.nodes), shown) or "-",
+              "node_names": _names(cat, tuple(n.name for n in r.nodes), shown) or "-", "unavailable": r.max_unavailable,
               "pending": max(0, r.pods_added - (r.placeable_pods or 0)), "added": r.pods_added,
               "free": max(0, r.pods_added - (r.placeable_pods or 0)) * r.gpus_per_pod, "reason": reason,
               "ruled_out": r.nodes_ruled_out}

@@ -81,7 +81,8 @@ def _window(cat: Catalog, p: RequestProfile) -> str | None:
     if p.first_at is None or p.last_at is None:
         return None
     minutes = (p.last_at - p.first_at).total_seconds() / 60
-    span = f"{minutes / 60:.1f} h" if minutes >= 120 else f"{minutes:.0f} min"
+    span = (cat.t("span.hours", value=f"{minutes / 60:.1f}") if minutes >= 120
+            else cat.t("span.minutes", value=round(minutes)))
     return cat.t("profile_cli.window", first=p.first_at.strftime("%Y-%m-%d %H:%M"),
                  last=p.last_at.strftime("%Y-%m-%d %H:%M"), span=span)
 
@@ -106,7 +107,8 @@ def percentile_lines(cat: Catalog, p: RequestProfile, d: ProfileDetail | None) -
     if d is not None:
         rows.append((cat.t("profile_cli.row_total"), d.p50_total_tokens, d.p95_total_tokens, d.p99_total_tokens, None))
     label_w = max(_display(r[0]) for r in rows) + 2
-    head = " " * label_w + "".join(f"{h:>10}" for h in ("p50", "p95", "p99", "max"))
+    head = " " * label_w + "".join(" " * (10 - _display(h)) + h
+                                   for h in ("p50", "p95", "p99", cat.t("profile_cli.col_max")))
     out = [head]
     for label, *values in rows:
         out.append(label + " " * (label_w - _display(label)) + "".join(f"{_int(v):>10}" for v in values))

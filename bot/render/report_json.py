@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.render.i18n import Catalog
 from bot.render.managers import managers_json
-from bot.render.wording import cause_title
+from bot.render.wording import cause_title, engine_catalog
 from runbooks.model.report import Report
 from runbooks.model.serde import to_jsonable
 
 
 def report_json(report: Report, lang: str = "en") -> dict[str, Any]:
     """The report as plain JSON data; `lang` only changes the human-readable `title` fields."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     doc = to_jsonable(report)
     doc["lang"] = lang
     k8s = report.verdict.kubernetes

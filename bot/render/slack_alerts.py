@@ -105,7 +105,7 @@ def resolved_reply(lang: str, at: datetime, alertname: str, target: str) -> Mess
 def busy_message(lang: str, count: int, limit: int, targets: Sequence[str]) -> Message:
     """One note per channel and notification for the alerts that found no free triage."""
     cat = Catalog.load(lang)
-    shown = ", ".join(targets[:LISTED_ALERTS]) + (f" (+{len(targets) - LISTED_ALERTS})"
+    shown = cat.join(targets[:LISTED_ALERTS]) + (f" (+{len(targets) - LISTED_ALERTS})"
                                                   if len(targets) > LISTED_ALERTS else "")
     text = cat.t("slack.alert.busy", count=count, limit=limit, targets=shown or "-")
     return B.message(B.clip(text, B.FALLBACK_CHARS), [B.section(":hourglass: " + B.esc(B.clip(text, 2900)))])

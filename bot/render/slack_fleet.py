@@ -32,7 +32,7 @@ Message = dict[str, Any]
 
 
 def scope_text(cat: Catalog, namespaces: tuple[str, ...]) -> str:
-    return ", ".join(namespaces) if namespaces else cat.t("slack.fleet.scope_all")
+    return cat.join(namespaces) if namespaces else cat.t("slack.fleet.scope_all")
 
 
 def _why(cat: Catalog, row: Ranked) -> str:

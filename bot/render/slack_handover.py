@@ -87,8 +87,8 @@ def _z(at: Any) -> str:
     return at.strftime("%Y-%m-%d %H:%M") + "Z"
 
 
-def _age(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
+def _age(cat: Catalog, seconds: float) -> str:
+    return cat.t("span.hours", value=f"{seconds / 3600:.1f}")
 
 
 #: a stop-gap's live state -> its mark; anything but a read that matched is not shown as confirmed
@@ -111,7 +111,7 @@ def _review(cat: Catalog, m: Any) -> str:
 
 
 def _stopgap(cat: Catalog, m: Any) -> str:
-    return f"`{B.esc(m.target)}` {B.esc(m.what)} {B.esc(m.old)} → *{B.esc(m.value)}* · {_age(m.age_s)} · " \
+    return f"`{B.esc(m.target)}` {B.esc(m.what)} {B.esc(m.old)} → *{B.esc(m.value)}* · {_age(cat, m.age_s)} · " \
            f"{B.esc(_review(cat, m))} [{live_mark(cat, m)}]"
 
 
@@ -241,11 +241,11 @@ def review_message(reminder: Any, lang: str) -> Message:
     m = reminder.measure
     title = cat.t("slack.review.title", target=m.target)
     what = cat.t("slack.review.what", what=m.what, old=m.old, value=m.value, plan=m.plan, since=_z(m.since),
-                 age=_age(m.age_s), due=_z(reminder.review_at))
+                 age=_age(cat, m.age_s), due=_z(reminder.review_at))
     people = [f"<@{u}>" if u[:1] in "UW" and u.isalnum() else B.esc(u) for u in reminder.approvers]
     who = cat.t("slack.review.who", requested_by=f"<@{reminder.requested_by}>"
                 if reminder.requested_by[:1] in "UW" and reminder.requested_by.isalnum()
-                else B.esc(reminder.requested_by), approvers=", ".join(people) or "-")
+                else B.esc(reminder.requested_by), approvers=cat.join(people) or "-")
     reverted = getattr(reminder, "reverted", None)
     if reverted is not None:  # put back by another manager: not running, and not gpumem's to restore
         live = cat.t("slack.review.reverted", reverted=revert_words(cat, reverted))

@@ -34,7 +34,7 @@ from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
-from bot.render.wording import action_text
+from bot.render.wording import action_text, engine_catalog
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, change_of
 from runbooks.model.report import Report
@@ -108,7 +108,7 @@ def plan_buttons(report: Report, lang: str, target: str, context: str | None,
                  plannable: Sequence[str]) -> list[Block]:
     """An actions block of "Plan: <action>" buttons for the actions in `plannable` (at most
     `MAX_PLAN_BUTTONS`); none when there are none."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     buttons = []
     for i, action in enumerate(report.actions, 1):
         if action.id not in plannable or len(buttons) >= MAX_PLAN_BUTTONS:
@@ -134,7 +134,7 @@ def mention(ident: str) -> str:
 
 
 def mentions(cat: Catalog, ids: Sequence[str]) -> str:
-    return ", ".join(mention(i) for i in ids) if ids else esc(cat.t("slack_plan.nobody"))
+    return cat.join(mention(i) for i in ids) if ids else esc(cat.t("slack_plan.nobody"))
 
 
 def slack_date(at: datetime) -> str:
@@ -218,7 +218,7 @@ def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[s
             key = "waiting_no_other" if configured else "waiting_unconfigured"
             return t(cat, f"slack_plan.headline.{key}", raw={"changes": changes}, namespace=tgt.namespace,
                      name=tgt.name)
-        who = ", ".join(mention(a) for a in approvers)
+        who = cat.join(mention(a) for a in approvers)
         left = max(1, p.approvals_needed - len(stored.approvals))
         return t(cat, "slack_plan.headline.waiting", raw={"changes": changes, "approvers": who},
                  namespace=tgt.namespace, name=tgt.name, needed=left)
@@ -293,7 +293,8 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     if stage != "reverted":  # another writer put the old values back: no rollback of gpumem's is left
         blocks += B.text_sections(cat.t("slack_plan.rollback"),
                                   [t(cat, "slack_plan.rollback_value", restored=restored_of(cat, p), plan=p.id)])
-    blocks.append(B.context(t(cat, "slack_plan.footer", plan=p.id, action=p.action_id, hash=p.content_hash[:12])))
+    blocks.append(B.context(t(cat, "slack_plan.footer", raw={"plan": B.code(p.id), "action": B.code(p.action_id),
+                                                          "hash": B.code(p.content_hash[:12])})))
     blocks += _buttons(cat, stored, stage, split if p.action_id == S.ACTION else None)
     return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
 

@@ -47,7 +47,7 @@ def undo_text(cat: Catalog, plan: Plan, restored: str) -> str:
     """What a rollback of a split plan puts back: phase 1 deletes what it created (Service first),
     phase 2 restores the single pool's flags (`restored`, made from its flag changes)."""
     if is_create(plan):
-        objects = ", ".join(f"{op.get('kind')}/{op.get('name')}" for op in reversed(creates(plan)))
+        objects = cat.join(f"{op.get('kind')}/{op.get('name')}" for op in reversed(creates(plan)))
         return cat.t("slack_split.undo1", objects=objects)
     return restored
 
@@ -201,7 +201,7 @@ def approve_text(cat: Catalog, plan: Plan, split: Mapping[str, Any], where: Mapp
     """The Approve dialog of a split plan: phase 1 creates objects beside the original; phase 2
     writes the original's flags."""
     if is_create(plan):
-        objects = ", ".join(f"{op.get('kind')}/{op.get('name')}" for op in creates(plan))
+        objects = cat.join(f"{op.get('kind')}/{op.get('name')}" for op in creates(plan))
         return cat.t("slack_split.confirm_approve1", objects=objects, short=split["short"]["deployment"], **where)
     changes = "; ".join(c.describe() for c in flag_changes(plan))
     return cat.t("slack_plan.confirm.approve_text", changes=changes, **where)

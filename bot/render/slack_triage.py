@@ -19,7 +19,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.view import ReportView, view
-from bot.render.wording import cause_title, pct
+from bot.render.wording import cause_title, engine_catalog, pct
 from runbooks.model.report import Report
 
 RERUN_ACTION = "gpumem_rerun"
@@ -155,12 +155,25 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                       plan_blocks: Sequence[Block] = ()) -> Message:
     """The parent once the verdict is in. At most ~10 blocks whatever the report holds (and the
     "Plan" buttons, `bot.render.slack_remediation.plan_buttons`, above "Run again")."""
-    cat = Catalog.load(lang)
+    cat = engine_catalog(lang, report.engine)
     v = view(report, lang)
     target = target or v.target
     emoji = status_emoji(report.verdict.primary, report.verdict.priority)
     headline = f"{emoji} *{esc(v.primary_title)}*\n{_confidence_line(cat, v)}"
     blocks: list[Block] = [B.section(headline), B.context(_service_line(cat, v, user, elapsed_s))]
+    # the decision first: what to do (or capture), then the numbers it rests on
+    if v.capture:
+        # not enough evidence: what to capture is the action (its command as code, to copy)
+        lines = [t(cat, f"fact.{f.key}", raw={"command": B.code(str(f.params.get("command", "")))},
+                   **{k: val for k, val in f.params.items() if k != "command"})
+                 for f in report.verdict.capture_next]
+        blocks += B.text_sections(cat.t("section.capture_next"), [f"{i}. {x}" for i, x in enumerate(lines, 1)])
+    if v.actions:
+        shown = v.actions[:PARENT_ACTIONS]
+        lines = [f"{i}. {esc(a.title)} _({esc(a.tier)})_" for i, a in enumerate(shown, 1)]
+        if len(v.actions) > PARENT_ACTIONS:
+            lines.append(t(cat, "slack.diag.more_actions", count=len(v.actions) - PARENT_ACTIONS))
+        blocks += B.text_sections(cat.t("section.actions"), lines)
     numbers = key_numbers(cat, report)
     if numbers:
         blocks.append(B.fields(numbers))
@@ -169,15 +182,6 @@ def diagnosis_message(report: Report, lang: str, target: str | None = None, cont
                                                 "safe": B.code(e.safe_value or "?")})
                  for e in report.flags_at_edge]
         blocks += B.text_sections(cat.t("section.flags"), B.bullets(lines))
-    if v.capture:
-        # not enough evidence: what to capture is the action (commands as code, not mrkdwn)
-        blocks += B.text_sections(cat.t("section.capture_next"), B.bullets(map(esc, v.capture)))
-    if v.actions:
-        shown = v.actions[:PARENT_ACTIONS]
-        lines = [f"{i}. {esc(a.title)} _({esc(a.tier)})_" for i, a in enumerate(shown, 1)]
-        if len(v.actions) > PARENT_ACTIONS:
-            lines.append(t(cat, "slack.diag.more_actions", count=len(v.actions) - PARENT_ACTIONS))
-        blocks += B.text_sections(cat.t("section.actions"), lines)
     others = [t(cat, "slack.diag.cause", cause=cause_title(cat, c.id, report.verdict.kubernetes, "slack.cause_short"), label=c.label,
                 value=f"{c.confidence:.2f}") for c in v.other_causes[:4]]
     notes = [t(cat, "slack.diag.also", causes=" · ".join(others))] if others else []
@@ -243,7 +247,8 @@ def _finding_blocks(cat: Catalog, v: ReportView) -> list[Block]:
     for c in v.checks:
         lines.append(f"*{esc(c.title)}*")
         for f in c.findings:
-            lines.append(f"{_SEVERITY.get(f.severity, '•')} {esc(f.title)}")
+            see = f" _{esc(cat.t('section.see_why').strip())}_" if f.in_why and not f.facts else ""
+            lines.append(f"{_SEVERITY.get(f.severity, '•')} {esc(f.title)}{see}")
             lines += [f"      {esc(x)}" for x in f.facts]
         if not c.findings:
             lines.append("      " + esc(cat.t("section.nothing_found" if c.checked else "section.not_run")))
@@ -261,10 +266,11 @@ def _gaps_blocks(cat: Catalog, v: ReportView) -> list[Block]:
 
 
 def thread_detail(report: Report, lang: str) -> ThreadDetail:
-    """The thread replies under the diagnosis: why, actions, numbers, findings, gaps."""
-    cat = Catalog.load(lang)
+    """The thread replies under the diagnosis: actions (each with its risk and rollback), why,
+    numbers, findings (less what "Why" shows), gaps."""
+    cat = engine_catalog(lang, report.engine)
     v = view(report, lang)
-    groups = [_why_blocks(cat, v), _action_blocks(cat, v), _number_blocks(cat, v), _finding_blocks(cat, v),
+    groups = [_action_blocks(cat, v), _why_blocks(cat, v), _number_blocks(cat, v), _finding_blocks(cat, v),
               _gaps_blocks(cat, v)]
     blocks: list[Block] = []
     for group in groups:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import io
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from bot.render.chart_buckets import render_bucket_chart
+from bot.render.chart_layout import fit_title, outside_legend, renderer
 from bot.render.chart_memory import _rc, chart_lang, render_memory_chart
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import Evidence
@@ -69,9 +71,25 @@ def profile_chart(report: Report, lang: str = "en") -> bytes | None:
 
 
 def _split_chart(report: Report, lang: str) -> bytes:
+    fig = split_figure(report, lang)
+    buf = io.BytesIO()
+    with matplotlib_rc(lang):
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def matplotlib_rc(lang: str) -> Any:
+    import matplotlib  # lazy: see `split_figure`
+
+    return matplotlib.rc_context(_rc(chart_lang(lang)))
+
+
+def split_figure(report: Report, lang: str) -> Any:
+    """One card split into weights, other static memory, KV cache and free space, the memory in
+    use now as a red line and the card's size as a dashed line labelled with its GiB; the legend
+    below the axes, the title fitted to the width."""
     # lazy, as in the chart modules: matplotlib costs ~450 ms to import (-X importtime), which
     # a triage without charts (a terminal, a JSON report) never pays
-    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -79,6 +97,7 @@ def _split_chart(report: Report, lang: str) -> bytes:
     cat = Catalog.load(lang)
     mem = report.memory
     assert mem is not None and mem.gpu_total_gib
+    total = mem.gpu_total_gib
     parts: list[tuple[str, float, str]] = []
     if mem.static_gib is not None:
         weights = mem.weights_gib or 0.0
@@ -88,28 +107,32 @@ def _split_chart(report: Report, lang: str) -> bytes:
     elif mem.gpu_used_gib is not None:
         parts.append((cat.t("slack.chart.in_use"), mem.gpu_used_gib, _COLORS["used"]))
     used = sum(gib for _, gib, _ in parts)
-    parts.append((cat.t("slack.chart.free"), max(0.0, mem.gpu_total_gib - used), _COLORS["free"]))
-    with matplotlib.rc_context(_rc(lang)):
-        fig = Figure(figsize=(10, 3.2), dpi=100)
+    parts.append((cat.t("slack.chart.free"), max(0.0, total - used), _COLORS["free"]))
+    with matplotlib_rc(lang):
+        fig = Figure(figsize=(10, 3.6), dpi=100, layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
-        fig.subplots_adjust(left=0.04, right=0.98, top=0.80, bottom=0.42)
+        handles = []
         left = 0.0
         for label, gib, color in parts:
-            ax.barh([0], [gib], left=left, color=color, label=f"{label} {gib:.1f} GiB")
+            handles.append(ax.barh([0], [gib], left=left, color=color, label=f"{label} {gib:.1f} GiB"))
             left += gib
         if mem.static_gib is not None and mem.gpu_used_gib is not None:
-            ax.axvline(mem.gpu_used_gib, color=_COLORS["used"], linewidth=3,
-                       label=f"{cat.t('slack.chart.in_use')} {mem.gpu_used_gib:.1f} GiB")
+            handles.insert(0, ax.axvline(mem.gpu_used_gib, color=_COLORS["used"], linewidth=3,
+                                         label=f"{cat.t('slack.chart.in_use')} {mem.gpu_used_gib:.1f} GiB"))
+        # the card's size: a dashed line at its GiB, labelled with it above the bar
+        ax.axvline(total, color="#333333", linestyle="--", linewidth=1.6, zorder=3, gid=f"card:{total:.1f}")
+        ax.text(total, 1.02, cat.t("chart_memory.card", gib=f"{total:.1f}"), transform=ax.get_xaxis_transform(),
+                ha="right", va="bottom", fontsize=11, color="#333333", gid=f"card-label:{total:.1f}")
         ax.set_yticks([])
-        ax.set_xlim(0, max(mem.gpu_total_gib, left))
+        ax.set_xlim(0, max(total, left) * 1.02)
         ax.set_xlabel(cat.t("slack.chart.gib"))
-        ax.set_title(cat.t("slack.chart.memory_split", target=report.target or "?", gpu=report.gpu or "GPU"),
-                     loc="left", fontsize=15)
-        ax.legend(ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.55), frameon=False)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    return buf.getvalue()
+        heading = ax.set_title(cat.t("slack.chart.memory_split", target=report.target or cat.t("section.no_target"),
+                                     gpu=report.gpu or cat.t("section.gpu_unknown")), loc="left", fontsize=15, pad=22)
+        outside_legend(fig, handles, "lower center", ncol=3)
+        fit_title(fig, heading)
+        renderer(fig)  # the layout again, around the fitted (perhaps wrapped) title
+    return fig
 
 
 def warm_charts(lang: str = "en") -> None:

@@ -17,6 +17,7 @@ from bot.render.wording import (
     budget_concurrency,
     cause_title,
     concurrency_text,
+    engine_catalog,
     fact_text,
     issue_text,
     pct,
@@ -55,7 +56,10 @@ class FindingView:
     severity: str
     sev: str
     title: str
+    #: the finding's facts less those the verdict's "Why" already shows
     facts: tuple[str, ...]
+    #: some of its facts are shown under "Why" (and left out here)
+    in_why: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,14 @@ def _action(cat: Catalog, a: Action) -> ActionView:
     text = action_text(cat, a)
     return ActionView(a.id, text["title"], text["risk"], text["rollback"], text["tier"],
                       tuple(ch.describe() for ch in a.changes))
+
+
+def _finding(cat: Catalog, f: Any, why: set[str]) -> FindingView:
+    """A finding, its facts less those "Why" shows: the evidence is read once, not twice."""
+    facts = [fact_text(cat, x) for x in f.facts]
+    kept = tuple(x for x in facts if x not in why)
+    return FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"), kept,
+                       len(kept) < len(facts))
 
 
 def _memory_lines(cat: Catalog, report: Report) -> list[str]:
@@ -181,23 +193,24 @@ def _profile_lines(cat: Catalog, report: Report) -> list[str]:
 
 
 def view(report: Report, lang: str) -> ReportView:
-    """Word a Report once, for every surface."""
-    cat = Catalog.load(lang)
+    """Word a Report once, for every surface, in the deployed engine's own flag names."""
+    cat = engine_catalog(lang, report.engine)
+    cat = cat.with_values(undo=_undo(cat, report))
     v = report.verdict
     causes = [_cause(cat, c, v.kubernetes) for c in v.causes]
+    why = set(causes[0].evidence) if causes else set()
     checks = tuple(
-        CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(
-            FindingView(f.severity, cat.t(f"severity.{f.severity}"), cat.t(f"finding.{f.id}"),
-                        tuple(fact_text(cat, x) for x in f.facts))
-            for f in c.findings))
+        CheckView(cat.t(f"check.{c.check}"), c.checked, tuple(_finding(cat, f, why) for f in c.findings))
         for c in report.checks)
     service = ""
     if report.engine or report.model or report.gpu:
-        service = cat.t("section.service", engine=report.engine or "?", version=report.engine_version or "",
-                        model=report.model or "?", gpu=report.gpu or "?")
+        key = "section.service" if report.engine_version else "section.service_no_version"
+        service = cat.t(key, engine=report.engine or cat.t("section.engine_unknown"), version=report.engine_version,
+                        model=report.model or cat.t("section.model_unknown"),
+                        gpu=report.gpu or cat.t("section.gpu_unknown"))
     return ReportView(
         t=cat.t,
-        target=report.target or "?",
+        target=report.target or cat.t("section.no_target"),
         service=service,
         primary=v.primary,
         primary_title=cause_title(cat, v.primary, v.kubernetes),
@@ -210,7 +223,9 @@ def view(report: Report, lang: str) -> ReportView:
         memory=tuple(_memory_lines(cat, report)),
         budget=tuple(_budget_lines(cat, report)),
         profile=tuple(_profile_lines(cat, report)),
-        flags=tuple(cat.t("edge.line", flag=e.flag, value=e.value, safe=e.safe_value, reason=cat.t(f"edge.{e.reason}"))
+        flags=tuple(cat.t("edge.line", flag=e.flag, value=e.value,
+                          safe=cat.t("edge.unset") if e.safe_value == "(unset)" else e.safe_value,
+                          reason=cat.t(f"edge.{e.reason}"))
                     for e in report.flags_at_edge) or (
             (cat.t("edge.none_but_failure"),) if any(c.id == "params_near_edge" for c in v.causes) else ()),
         checks=checks,
@@ -218,7 +233,7 @@ def view(report: Report, lang: str) -> ReportView:
         could_not_read=tuple(issue_text(cat, i) for i in report.read_issues),
         actions=tuple(_action(cat, a) for a in report.actions),
         misjudgements=tuple(cat.t(f"misjudgement.{m.id}") for m in v.misjudgements),
-        sources=", ".join(report.sources),
+        sources=cat.join(report.sources),
         health=tuple(fact_text(cat, f) for f in v.health_evidence),
         capture=tuple(fact_text(cat, f) for f in v.capture_next),
         managed=tuple(f"{manager_line(cat, m.to_json())} {cat.t('managers.evidence', evidence=m.evidence)}"
@@ -226,6 +241,15 @@ def view(report: Report, lang: str) -> ReportView:
             cat.t("managers.declared_in", kind=m.owner_kind, name=m.name)  # where the spec is declared
             for m in report.managers or () if m.kind == "controller" and m.owner_kind in SPEC_OWNER_KINDS),
     )
+
+
+def _undo(cat: Catalog, report: Report) -> str:
+    """How to put the previous launch back: `kubectl rollout undo` of the workload where the
+    evidence shows Kubernetes and names it, else in words."""
+    ns, _, name = (report.target or "").rpartition("/")
+    if report.verdict.kubernetes and name:
+        return cat.t("undo.kubectl", namespace=ns or "default", name=name)
+    return cat.t("undo.by_hand")
 
 
 def _r(x: float | None) -> float | None:

@@ -2,18 +2,92 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.render.i18n import Catalog
+from runbooks.alerts.engines import SERIES
+from runbooks.catalogs.engine_flags import role_flag
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 from runbooks.remediation.solver import ENGINE_FLAGS
 
+#: the roles a message names by the deployed engine's own flag: `--{length_flag}` is vLLM's
+#: --max-model-len, SGLang's --context-length, TGI's --max-total-tokens
+ENGINE_WORDS = {"length_flag": "context_length", "seqs_flag": "concurrency", "fraction_flag": "memory_fraction",
+                "tp_flag": "tensor_parallel"}
+
+
+def engine_words(engine: str | None) -> dict[str, str]:
+    """The flag names of `engine` (no dashes) by the placeholder messages use; vLLM's where the
+    engine is not known.
+
+    >>> engine_words("sglang")["length_flag"], engine_words("tgi")["seqs_flag"], engine_words(None)["fraction_flag"]
+    ('context-length', 'max-batch-size', 'gpu-memory-utilization')
+    >>> engine_words("tgi")["queue_metric"]
+    'tgi_queue_size'
+
+    """
+    name = (engine or "vllm").lower()
+    name = name if name in ENGINE_FLAGS else "vllm"
+    words = {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
+    # the queue series, from the metric table the alert rules use
+    words["queue_metric"] = SERIES[name].queue
+    return words
+
+
+def engine_catalog(lang: str, engine: str | None) -> Catalog:
+    """The catalog of `lang` that words every message with `engine`'s own flag names."""
+    return Catalog.load(lang).with_values(**engine_words(engine))
+
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
-           "admitted": "demand_admitted", "pool": "pool_basis"}
-_EXAMPLE_CHARS = 160
+           "admitted": "demand_admitted", "pool": "pool_basis",
+           "phase": "alloc_phase"}
+#: the most of a quoted log line a message shows (the full line is in --json)
+QUOTE_CHARS = 140
+#: what a log line starts with before its message: a logfmt time/level, a vLLM "INFO 03-09
+#: 20:14:01 [engine.py:123]", a worker's "(VllmWorkerProcess pid=221)", a bracketed tag
+_LOG_PREFIX = re.compile(
+    r"^(?:\s*(?:\(\w+(?: pid=\d+)?\)|\[[^\]]{0,60}\]|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b:?"
+    r"|\d{2,4}[-/]\d{2}(?:[-/]\d{2})?(?:[T ][\d:.,]+Z?)?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?|[\w/.-]+\.py:\d+\]?"
+    r"|(?:time|ts|level)=\S+)\s*)+")
+#: where the part worth quoting starts: the error class ("torch.OutOfMemoryError: ..."), or
+#: "... error: ..." in a line with no class
+_ERROR_CLASS = re.compile(r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)\b")
+_ERROR_WORD = re.compile(r"\b(?:\w+ )?error: ", re.IGNORECASE)
+_LOGFMT_MSG = re.compile(r'\bmsg="((?:[^"\\]|\\.)*)"')
+
+
+def quote_text(line: str, limit: int = QUOTE_CHARS) -> str:
+    """A log line cut to its key part for a message: from its error class (or its logfmt msg),
+    without the timestamp and level in front, at most `limit` characters; "…" where cut.
+
+    >>> quote_text('time=2026-03-09T2014Z level=warn msg="request rejected due to insufficient KV cache blocks"')
+    '…request rejected due to insufficient KV cache blocks'
+    >>> quote_text("ERROR 04-27 11:08:32 [core.py:340] ValueError: No available memory for the cache blocks.")
+    '…ValueError: No available memory for the cache blocks.'
+    >>> quote_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.17 GiB. GPU 0 has a total "
+    ...            "capacity of 39.38 GiB of which 412.06 MiB is free. Process 1 has 38.9 GiB memory in use.", 80)
+    'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.17 GiB. GPU 0…'
+    >>> quote_text("Liveness probe failed: connection refused")
+    'Liveness probe failed: connection refused'
+    """
+    text, front = line.strip(), False
+    msg = _LOGFMT_MSG.search(text)
+    if msg:
+        text, front = msg.group(1), True
+    else:
+        anchors = [m.start() for m in (_ERROR_CLASS.search(text), _ERROR_WORD.search(text)) if m]
+        start = min(anchors) if anchors else len(_LOG_PREFIX.match(text).group(0) if _LOG_PREFIX.match(text) else "")
+        if 0 < start < len(text):
+            text, front = text[start:].lstrip(), True
+    if len(text) > limit:
+        cut = text[: limit - 1]
+        space = cut.rfind(" ")
+        text = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+    return ("…" if front else "") + text
 
 
 def fact_text(cat: Catalog, f: Fact) -> str:
@@ -29,8 +103,8 @@ def fact_text(cat: Catalog, f: Fact) -> str:
     for name in ("before_label", "after_label"):
         params[name] = shift_label(cat, params.get(name))
     example = params.get("example")
-    if isinstance(example, str) and len(example) > _EXAMPLE_CHARS:
-        params["example"] = example[: _EXAMPLE_CHARS - 1] + "…"
+    if isinstance(example, str):
+        params["example"] = quote_text(example)
     text = cat.t(f"fact.{f.key}", params)
     if f.key.startswith("missing_") and params.get("reason"):
         text = cat.t("fact.missing_reason", what=text, source=f.source, reason=params["reason"])
