@@ -1,0 +1,192 @@
+"""The watch of StatefulSet and LeaderWorkerSet plans, over HTTP with the real kubernetes client
+against the stand-in, whose controllers roll them out: a StatefulSet's update revision replacing
+its pods from the highest ordinal down (a partition keeping the lower ones), a LeaderWorkerSet's
+groups (leader StatefulSet, then each group's workers) and its status. The same outcomes as a
+Deployment's: held, failed (auto-rolled back), reverted (never rolled back); "not watched" only
+where no status can be read, saying why. Each outcome counts the writes the stand-in received."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.actuator.writer import KubeWriter
+from bot.service import remediate
+from bot.store.db import Store
+from runbooks.remediation.policy import ApprovalPolicy
+from tests.support.fake_kube import LWS_HASH, Reverter
+from tests.support.kube_fixtures import manual_clock, run_cli, running_scenario
+from tests.test_crd_schemas import LWS
+
+NS = "llm"
+CONTAINER = {"name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+             "args": ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-num-seqs", "128"]}
+
+
+@pytest.fixture
+def sc(tmp_path):
+    with running_scenario(None, tmp_path) as scenario:
+        yield scenario
+
+
+def _sts(replicas: int = 3, partition: int | None = None) -> dict:
+    spec = {"replicas": replicas, "serviceName": "vllm", "selector": {"matchLabels": {"app": "vllm"}},
+            "template": {"metadata": {"labels": {"app": "vllm"}}, "spec": {"containers": [copy.deepcopy(CONTAINER)]}}}
+    if partition is not None:
+        spec["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "vllm", "namespace": NS},
+            "spec": spec}
+
+
+def _lws(groups: int = 2, size: int = 2) -> dict:
+    lws = copy.deepcopy(LWS)
+    lws["spec"]["replicas"] = groups
+    lws["spec"]["leaderWorkerTemplate"]["size"] = size
+    return lws
+
+
+def _running(sc, kind: str, obj: dict, ready_after_s: float = 20.0):
+    """The object added and its controller run until every pod is ready, on a manual clock."""
+    clock = manual_clock(sc, ready_after_s=ready_after_s)
+    sc.kube.add(obj)
+    sc.kube.run(kind, NS, obj["metadata"]["name"])
+    clock.advance(ready_after_s * 10)
+    return clock
+
+
+def _plan_apply_watch(sc, tmp_path, kind: str, name: str, clock, window: float = 600, auto_rollback: bool = True):
+    store = Store.open(tmp_path / "gpumem.db")
+    writer = KubeWriter(sc.api("prod"))
+    request = remediate.PlanRequest(NS, name, kind, flags=(("max-num-seqs", 64),), requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    assert remediate.watchable(stored.plan)
+    remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    looks = []
+    final, seen = remediate.watch_after(store, writer, stored.plan.id, window, auto_rollback=auto_rollback,
+                                        poll_s=30, clock=clock, sleep=clock.advance, on_look=looks.append)
+    return store, stored, final, seen, looks
+
+
+def _patches(sc) -> int:
+    return sum(r.verb == "patch" for r in sc.kube.writes())
+
+
+def _seqs(pod: dict) -> str:
+    args = pod["spec"]["containers"][0]["args"]
+    return args[args.index("--max-num-seqs") + 1]
+
+
+def _pods(sc, prefix: str) -> list[dict]:
+    return sorted((p for p in sc.kube.list_objects("", "pods", NS) if p["metadata"]["name"].startswith(prefix)),
+                  key=lambda p: p["metadata"]["name"])
+
+
+# ----------------------------------------------------------------------------- StatefulSet
+
+
+def test_a_statefulset_plan_holds_once_every_pod_runs_the_update_revision(sc, tmp_path):
+    clock = _running(sc, "StatefulSet", _sts())
+    before = sc.kube.get("StatefulSet", NS, "vllm")["status"]["currentRevision"]
+    _store, _stored, final, seen, looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
+    assert seen.outcome == "held" and final.state == "watched", seen.notes
+    status = sc.kube.get("StatefulSet", NS, "vllm")["status"]
+    assert status["currentRevision"] == status["updateRevision"] != before
+    assert (seen.replicas, seen.updated, seen.ready, seen.restarts) == (3, 3, 3, 0)
+    assert sorted(seen.new_pods) == ["vllm-0", "vllm-1", "vllm-2"]
+    assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["64", "64", "64"]
+    # mid-rollout looks were not decided: one pod at a time, from the highest ordinal down
+    assert looks[0].outcome == "rolling_out" and looks[0].updated < 3
+    assert _patches(sc) == 1 and len(sc.kube.dry_runs()) == 1  # the patch and its dry run, nothing else
+
+
+def test_a_statefulset_whose_new_pods_crash_fails_and_is_rolled_back(sc, tmp_path):
+    clock = _running(sc, "StatefulSet", _sts())
+    sc.kube.rollout.outcome = lambda pod: "crashloop" if _seqs(pod) == "64" else "ready"
+    store, stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
+    assert seen.outcome == "failed" and final.state == "rolled_back", seen.notes
+    assert seen.restarts >= 1 and seen.oom_lines >= 1 and seen.new_pods == ("vllm-2",)
+    # the controller waits for vllm-2 before it replaces vllm-1: the others never took the change
+    states = [e.to_state for e in store.plan_audit(stored.plan.id)]
+    assert states[-2:] == ["failed", "rolled_back"]
+    assert _patches(sc) == 2  # the plan's patch and the automatic rollback's, no other write
+    spec = sc.kube.get("StatefulSet", NS, "vllm")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert spec == CONTAINER["args"]
+
+
+def test_a_partition_keeps_the_lower_pods_and_says_so(sc, tmp_path):
+    clock = _running(sc, "StatefulSet", _sts(replicas=3, partition=2))
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
+    assert seen.outcome == "held" and final.state == "watched", seen.notes
+    assert "partition 2: the pods below ordinal 2 keep the old template" in seen.notes
+    assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["128", "128", "64"]
+    assert seen.new_pods == ("vllm-2",) and _patches(sc) == 1
+
+
+def test_a_statefulset_field_put_back_is_reverted_not_held_and_not_rolled_back(sc, tmp_path):
+    sc.kube.managed_fields = True
+    clock = _running(sc, "StatefulSet", _sts())
+    argocd = Reverter("StatefulSet", NS, "vllm", ("spec", "template", "spec", "containers", 0, "args"),
+                      list(CONTAINER["args"]), "argocd-controller", after_s=45)
+    sc.kube.reverters.append(argocd)
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
+    assert seen.outcome == "reverted" and final.state == "reverted"
+    (r,) = seen.reverted
+    assert r.manager == "argocd-controller" and r.put_back
+    assert argocd.reverts == 1 and _patches(sc) == 1  # gpumem's one patch; the revert was the stand-in's
+
+
+def test_a_statefulset_that_never_rolls_out_fails_at_the_end_of_the_window(sc, tmp_path):
+    clock = _running(sc, "StatefulSet", _sts())
+    sc.kube.rollout.outcome = lambda pod: "ready"
+    sc.kube.rollout.ready_after_s = 10_000  # the new pod never gets ready within the window
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock,
+                                                             auto_rollback=False)
+    assert seen.outcome == "failed" and "not rolled out within the watch window" in seen.notes
+    assert final.state == "failed" and _patches(sc) == 1
+
+
+# ----------------------------------------------------------------------------- LeaderWorkerSet
+
+
+def test_a_leader_worker_set_plan_holds_once_every_group_runs_the_new_template(sc, tmp_path):
+    clock = _running(sc, "LeaderWorkerSet", _lws(groups=2, size=2))
+    old_hash = sc.kube.get("StatefulSet", NS, "vllm")["spec"]["template"]["metadata"]["labels"][LWS_HASH]
+    before = sc.kube.get("StatefulSet", NS, "vllm")["metadata"]["generation"]
+    _store, stored, final, seen, looks = _plan_apply_watch(sc, tmp_path, "LeaderWorkerSet", "vllm", clock)
+    assert stored.plan.workload is not None and (stored.plan.workload.kind, stored.plan.workload.name) == (
+        "StatefulSet", "vllm")
+    assert seen.outcome == "held" and final.state == "watched", seen.notes
+    assert seen.observed_generation > before
+    status = sc.kube.get("LeaderWorkerSet", NS, "vllm")["status"]
+    assert (status["updatedReplicas"], status["readyReplicas"]) == (2, 2)
+    assert sorted(seen.new_pods) == ["vllm-0", "vllm-0-1", "vllm-1", "vllm-1-1"]
+    pods = _pods(sc, "vllm-")
+    assert {p["metadata"]["labels"][LWS_HASH] for p in pods} != {old_hash}
+    assert [_seqs(p) for p in pods] == ["64"] * 4
+    assert looks[0].outcome == "rolling_out"
+    assert _patches(sc) == 1 and len(sc.kube.dry_runs()) == 1
+
+
+def test_a_leader_worker_set_whose_workers_crash_fails_and_is_rolled_back(sc, tmp_path):
+    clock = _running(sc, "LeaderWorkerSet", _lws(groups=1, size=3))
+    sc.kube.rollout.outcome = lambda pod: ("crashloop" if _seqs(pod) == "64"
+                                           and pod["metadata"]["name"] != "vllm-0" else "ready")
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "LeaderWorkerSet", "vllm", clock)
+    assert seen.outcome == "failed" and final.state == "rolled_back", seen.notes
+    assert seen.oom_lines >= 1 and {"vllm-0-1", "vllm-0-2"} & set(seen.new_pods)
+    assert _patches(sc) == 2
+    lwt = sc.kube.get("LeaderWorkerSet", NS, "vllm")["spec"]["leaderWorkerTemplate"]
+    assert lwt == _lws(groups=1, size=3)["spec"]["leaderWorkerTemplate"]
+
+
+def test_a_leader_worker_set_whose_leader_statefulset_is_not_found_is_not_watched_and_says_why(
+        sc, tmp_path, capsys):
+    sc.kube.add(_lws())  # no controller runs: no leader StatefulSet, no status to read
+    rc, p = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", "llm/lws/vllm", "--set", "max-num-seqs=64", "--json")
+    assert rc == 0 and p.get("workload") is None, p
+    rc, text = run_cli(capsys, sc, tmp_path / "gpumem.db", "apply", p["id"], "--yes")
+    assert rc == 0, text
+    assert "not watched: its status cannot be read" in text and "leader StatefulSet" in text
+    assert _patches(sc) == 1
