@@ -16,7 +16,7 @@ from bot.actuator.writer import KubeWriter
 from bot.service import remediate
 from bot.store.db import Store
 from runbooks.remediation.policy import ApprovalPolicy
-from tests.support.fake_kube import LWS_HASH, Reverter
+from tests.support.fake_kube import LWS_HASH, LWS_NAME, Reverter
 from tests.support.kube_fixtures import manual_clock, run_cli, running_scenario
 from tests.test_crd_schemas import LWS
 
@@ -190,3 +190,26 @@ def test_a_leader_worker_set_whose_leader_statefulset_is_not_found_is_not_watche
     assert rc == 0, text
     assert "not watched: its status cannot be read" in text and "leader StatefulSet" in text
     assert _patches(sc) == 1
+
+
+def test_slack_approves_a_leader_worker_set_plan_and_reports_it_held(tmp_path):
+    from tests.test_slack_remediation import (
+        APPROVER,
+        _click,
+        _command,
+        _top_level_plan,
+        _wait_edit,
+        remediation_bot,
+    )
+
+    with remediation_bot(tmp_path) as (kube_sc, fake, bot):
+        kube_sc.kube.add(_lws(groups=2, size=2))
+        kube_sc.kube.run("LeaderWorkerSet", NS, "vllm")
+        kube_sc.kube.clock.advance(600)  # every group ready before the plan
+        _command(bot, fake, "plan llm/lws/vllm --set max-num-seqs=64 --context prod", n=301)
+        plan_id, plan_ts = _top_level_plan(fake)
+        _click(bot, fake, "gpumem_plan_approve", plan_id, plan_ts, APPROVER, n=302)
+        _wait_edit(fake, plan_ts, "Held: 2 of 2 updated and available")
+        assert [(r.verb, r.resource) for r in kube_sc.kube.writes()] == [("patch", "leaderworkersets")]
+        pods = [p for p in _pods(kube_sc, "vllm-") if LWS_NAME in p["metadata"]["labels"]]
+        assert [_seqs(p) for p in pods] == ["64"] * 4
