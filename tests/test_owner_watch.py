@@ -213,3 +213,35 @@ def test_slack_approves_a_leader_worker_set_plan_and_reports_it_held(tmp_path):
         assert [(r.verb, r.resource) for r in kube_sc.kube.writes()] == [("patch", "leaderworkersets")]
         pods = [p for p in _pods(kube_sc, "vllm-") if LWS_NAME in p["metadata"]["labels"]]
         assert [_seqs(p) for p in pods] == ["64"] * 4
+
+
+@pytest.mark.parametrize("kind, obj", [("StatefulSet", _sts()), ("LeaderWorkerSet", _lws())])
+def test_rolled_out_with_kv_cache_still_full_is_symptoms_remain_not_held(sc, tmp_path, kind, obj):
+    from bot.actuator.watch import Symptoms
+
+    clock = _running(sc, kind, obj)
+    store = Store.open(tmp_path / "gpumem.db")
+    writer = KubeWriter(sc.api("prod"))
+    request = remediate.PlanRequest(NS, "vllm", kind, flags=(("max-num-seqs", 64),), requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    final, seen = remediate.watch_after(store, writer, stored.plan.id, 600, auto_rollback=True, poll_s=30,
+                                        clock=clock, sleep=clock.advance,
+                                        symptoms=lambda: Symptoms(kv_usage=0.97, queue=4.0, preemptions=0.0))
+    assert seen.outcome == "symptoms_remain" and final.state == "watched", seen.notes
+    assert "KV cache usage 97% (at or above 90%)" in seen.notes
+    assert _patches(sc) == 1  # held or not, symptoms are never rolled back
+
+
+def test_a_leader_worker_set_field_put_back_by_argo_cd_is_reverted_and_not_rolled_back(sc, tmp_path):
+    sc.kube.managed_fields = True
+    clock = _running(sc, "LeaderWorkerSet", _lws())
+    path = ("spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers", 0, "args")
+    original = list(_lws()["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"])
+    argocd = Reverter("LeaderWorkerSet", NS, "vllm", path, original, "argocd-controller", after_s=45)
+    sc.kube.reverters.append(argocd)
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "LeaderWorkerSet", "vllm", clock)
+    assert seen.outcome == "reverted" and final.state == "reverted"
+    (r,) = seen.reverted
+    assert r.manager == "argocd-controller" and r.path.startswith("/spec/leaderWorkerTemplate/workerTemplate/")
+    assert argocd.reverts == 1 and _patches(sc) == 1
