@@ -245,3 +245,16 @@ def test_a_leader_worker_set_field_put_back_by_argo_cd_is_reverted_and_not_rolle
     (r,) = seen.reverted
     assert r.manager == "argocd-controller" and r.path.startswith("/spec/leaderWorkerTemplate/workerTemplate/")
     assert argocd.reverts == 1 and _patches(sc) == 1
+
+
+def test_an_on_delete_statefulset_never_rolls_out_on_its_own_and_the_watch_says_why(sc, tmp_path):
+    obj = _sts()
+    obj["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    clock = _running(sc, "StatefulSet", obj)
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock,
+                                                             auto_rollback=False)
+    assert seen.outcome == "failed" and final.state == "failed"
+    assert "updateStrategy OnDelete: a pod takes the change only once someone deletes it" in seen.notes
+    assert "not rolled out within the watch window" in seen.notes
+    assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["128"] * 3 and seen.new_pods == ()
+    assert _patches(sc) == 1
