@@ -79,6 +79,7 @@ def _seqs(pod: dict) -> str:
 
 
 def _pods(sc, prefix: str) -> list[dict]:
+    sc.kube.reconcile()  # the controllers caught up with the clock, as a request would
     return sorted((p for p in sc.kube.list_objects("", "pods", NS) if p["metadata"]["name"].startswith(prefix)),
                   key=lambda p: p["metadata"]["name"])
 
@@ -258,3 +259,27 @@ def test_an_on_delete_statefulset_never_rolls_out_on_its_own_and_the_watch_says_
     assert "not rolled out within the watch window" in seen.notes
     assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["128"] * 3 and seen.new_pods == ()
     assert _patches(sc) == 1
+
+
+def test_a_statefulset_scaled_up_judges_only_its_new_pod_and_a_pod_made_again_counts_whole(sc, tmp_path):
+    """The pods are recorded right before the write with their uids: scaling 2 -> 3 keeps vllm-0
+    and vllm-1 (judged since the write), a template change makes every pod again under its name
+    (another uid: new, judged whole)."""
+    clock = _running(sc, "StatefulSet", _sts(replicas=2))
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _pods(sc, "vllm-")}
+    store = Store.open(tmp_path / "gpumem.db")
+    writer = KubeWriter(sc.api("prod"))
+    request = remediate.PlanRequest(NS, "vllm", "StatefulSet", replicas=3, requested_by="cli:oncall")
+    stored = remediate.make_plan(store, writer, request, ApprovalPolicy(), now=datetime.now(UTC))
+    applied = remediate.apply_now(store, writer, stored.plan.id, "cli:oncall")
+    assert applied.state == "applied"
+    baseline = [e.detail for e in store.plan_audit(stored.plan.id) if e.to_state == "applied"][-1]["baseline"]
+    assert baseline["uids"] == uids
+    final, seen = remediate.watch_after(store, writer, stored.plan.id, 300, poll_s=30, clock=clock,
+                                        sleep=clock.advance)
+    assert seen.outcome == "held" and final.state == "watched", seen.notes
+    assert seen.new_pods == ("vllm-2",)
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in _pods(sc, "vllm-")}.items() >= uids.items()
+    _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
+    assert seen.outcome == "held" and seen.new_pods == ("vllm-0", "vllm-1", "vllm-2")
+    assert _patches(sc) == 2

@@ -80,14 +80,26 @@ UNREAD = "-"
 class Baseline:
     """The pods of the workload right before the write: per pod, per container, the restart
     count and the time of the last log line then (None: no stamped line yet; `UNREAD`: the log
-    could not be read)."""
+    could not be read); per pod its uid (a StatefulSet's pod made again keeps its name: a pod
+    of that name with another uid is new)."""
 
     restarts: Mapping[str, Mapping[str, int]]
     marks: Mapping[str, Mapping[str, str | None]]
+    uids: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"restarts": {p: dict(c) for p, c in self.restarts.items()},
-                "marks": {p: dict(c) for p, c in self.marks.items()}}
+        doc: dict[str, Any] = {"restarts": {p: dict(c) for p, c in self.restarts.items()},
+                               "marks": {p: dict(c) for p, c in self.marks.items()}}
+        if self.uids:
+            doc["uids"] = dict(self.uids)
+        return doc
+
+    def ran(self, pod: dict[str, Any]) -> bool:
+        """Whether `pod` is one that ran before the write (its name, and its uid where recorded)."""
+        meta = pod.get("metadata") or {}
+        name = meta.get("name", "")
+        recorded = self.uids.get(name)
+        return name in self.restarts and (recorded is None or recorded == meta.get("uid"))
 
     @classmethod
     def from_json(cls, doc: Any) -> Baseline | None:
@@ -104,7 +116,9 @@ class Baseline:
             if not isinstance(containers, dict):
                 return None
             marks[str(pod)] = {str(c): m if isinstance(m, str) else None for c, m in containers.items()}
-        return cls(restarts, marks)
+        raw = doc.get("uids")
+        uids = {str(p): u for p, u in raw.items() if isinstance(u, str)} if isinstance(raw, dict) else {}
+        return cls(restarts, marks, uids)
 
 
 @dataclass(frozen=True)
@@ -398,9 +412,13 @@ def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baselin
     pods = _pods(writer, namespace, query)
     restarts: dict[str, dict[str, int]] = {}
     marks: dict[str, dict[str, str | None]] = {}
+    uids: dict[str, str] = {}
     for pod in pods:
         name = (pod.get("metadata") or {}).get("name", "")
         restarts[name], marks[name] = {}, {}
+        uid = (pod.get("metadata") or {}).get("uid")
+        if isinstance(uid, str) and uid:
+            uids[name] = uid
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             container = cs.get("name", "")
             restarts[name][container] = int(cs.get("restartCount") or 0)
@@ -411,7 +429,7 @@ def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baselin
                 mark = _last_stamp(previous)
                 current = current if current is not None else previous
             marks[name][container] = mark if current is not None else UNREAD
-    return Baseline(restarts, marks)
+    return Baseline(restarts, marks, uids)
 
 
 def _after(text: str | None, mark: str | None) -> str:
@@ -573,7 +591,7 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     new_pods: list[str] = []
     for pod in current:
         pod_name = (pod.get("metadata") or {}).get("name", "")
-        ran = pod_name in before
+        ran = baseline is not None and baseline.ran(pod)
         if not ran:
             new_pods.append(pod_name)
         tally = since if ran else fresh
