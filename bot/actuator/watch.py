@@ -488,16 +488,21 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _sts_state(obj: dict[str, Any], generation: int | None) -> tuple[bool, int, int, tuple[str, ...]]:
+def _map(value: Any) -> dict[str, Any]:
+    """A field read from the cluster as a mapping ({} for anything else: a status is outside input)."""
+    return value if isinstance(value, dict) else {}
+
+
+def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int, tuple[str, ...]]:
     """(rolled out, replicas, partition, notes) of a StatefulSet's status: its controller has seen
     `generation`, every pod at or above the partition runs the update revision, all are ready,
-    and (no partition) the current revision is the update revision."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    and (no partition) the current revision is the update revision. `obj` as read from the
+    cluster (any JSON: a field of the wrong type reads as absent, never a traceback)."""
+    obj = _map(obj)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
     replicas = _int(spec.get("replicas"), 1)
-    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
-    partition = _int((strategy.get("rollingUpdate") or {}).get("partition")) if isinstance(
-        strategy.get("rollingUpdate"), dict) else 0
-    partition = min(max(partition, 0), replicas)
+    strategy = _map(spec.get("updateStrategy"))
+    partition = min(max(_int(_map(strategy.get("rollingUpdate")).get("partition")), 0), replicas)
     notes: list[str] = []
     if partition:
         notes.append(f"partition {partition}: the pods below ordinal {partition} keep the old template")
@@ -505,8 +510,9 @@ def _sts_state(obj: dict[str, Any], generation: int | None) -> tuple[bool, int, 
         notes.append("updateStrategy OnDelete: a pod takes the change only once someone deletes it")
     observed = status.get("observedGeneration")
     update = status.get("updateRevision")
-    rolled_out = (isinstance(observed, int) and generation is not None and observed >= generation
-                  and bool(update) and _int(status.get("updatedReplicas")) >= replicas - partition
+    rolled_out = (_int(observed, -1) >= 0 and generation is not None and observed >= generation
+                  and isinstance(update, str) and bool(update)
+                  and _int(status.get("updatedReplicas")) >= replicas - partition
                   and _int(status.get("readyReplicas")) == replicas == _int(status.get("replicas"))
                   and (partition > 0 or status.get("currentRevision") == update))
     return rolled_out, replicas, partition, tuple(notes)
@@ -514,14 +520,14 @@ def _sts_state(obj: dict[str, Any], generation: int | None) -> tuple[bool, int, 
 
 def _statefulset_rollout(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> _Rollout:
     obj = writer.read("StatefulSet", namespace, name)
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    rolled_out, replicas, _partition, notes = _sts_state(obj, generation)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    rolled_out, replicas, _partition, notes = statefulset_state(obj, generation)
     update = status.get("updateRevision")
     pods = _pods(writer, namespace, selector_query(spec.get("selector"), source="watch"))
     current = [p for p in pods if update and ((p.get("metadata") or {}).get("labels") or {}).get(
         "controller-revision-hash") == update]
     observed = status.get("observedGeneration")
-    return _Rollout(obj, replicas, observed if isinstance(observed, int) else None,
+    return _Rollout(obj, replicas, observed if _int(observed, -1) >= 0 else None,
                     _int(status.get("updatedReplicas")), _int(status.get("readyReplicas")),
                     _int(status.get("availableReplicas"), _int(status.get("readyReplicas"))), current, rolled_out,
                     notes=notes)
@@ -538,26 +544,43 @@ def _lws_rollout(writer: KubeWriter, namespace: str, name: str, generation: int 
     StatefulSet's, which must have seen `generation` (the controller's rewrite after the
     write); the pods of the new template, leaders and workers, by its revision hash label."""
     obj = writer.read("LeaderWorkerSet", namespace, name)
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    groups = _int(spec.get("replicas"), 1)
-    notes: list[str] = []
     leader = writer.read("StatefulSet", namespace, name)
-    leader_done, _n, _p, leader_notes = _sts_state(leader, generation)
-    notes += [f"leader StatefulSet: {n}" for n in leader_notes]
-    digest = ((((leader.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}).get(
-        LWS_HASH)
+    rolled_out, groups, updated, ready, notes = lws_state(obj, leader, generation)
+    digest = _map(_map(_map(_map(leader.get("spec")).get("template")).get("metadata")).get("labels")).get(LWS_HASH)
     pods = _pods(writer, namespace, selector_query({"matchLabels": {LWS_NAME: name}}, source="watch"))
     current = [p for p in pods if digest and ((p.get("metadata") or {}).get("labels") or {}).get(LWS_HASH) == digest]
-    own = _int((obj.get("metadata") or {}).get("generation"), 0)
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    observed = _map(leader.get("status")).get("observedGeneration")
+    return _Rollout(obj, groups, observed if _int(observed, -1) >= 0 else None, updated, ready, ready, current,
+                    rolled_out, notes=notes)
+
+
+def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int, int, int, tuple[str, ...]]:
+    """(rolled out, groups, groups updated, groups ready, notes) of a LeaderWorkerSet `obj` and
+    its leader StatefulSet `leader`, both as read from the cluster (any JSON: a field of the
+    wrong type reads as absent, never a traceback).
+
+    >>> lws = {"metadata": {"generation": 2}, "spec": {"replicas": 1}, "status": {"replicas": 1,
+    ...        "readyReplicas": 1, "updatedReplicas": 1, "conditions": [
+    ...        {"type": "Available", "status": "True", "observedGeneration": 2},
+    ...        {"type": "UpdateInProgress", "status": "False", "observedGeneration": 2}]}}
+    >>> sts = {"spec": {"replicas": 1}, "status": {"observedGeneration": 3, "replicas": 1, "readyReplicas": 1,
+    ...        "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "a"}}
+    >>> lws_state(lws, sts, 3)[0], lws_state(lws, sts, 4)[0], lws_state([], "x", 1)[:4]
+    (True, False, (False, 1, 0, 0))
+    """
+    obj, leader = _map(obj), _map(leader)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    groups = _int(spec.get("replicas"), 1)
+    leader_done, _n, _p, leader_notes = statefulset_state(leader, generation)
+    own = _int(_map(obj.get("metadata")).get("generation"), 0)
+    raw = status.get("conditions")
+    conditions = {c.get("type"): c for c in (raw if isinstance(raw, list) else []) if isinstance(c, dict)}
     seen = all(_int(c.get("observedGeneration"), own) >= own for c in conditions.values())
     updated, ready = _int(status.get("updatedReplicas")), _int(status.get("readyReplicas"))
-    rolled_out = (leader_done and seen and (conditions.get("Available") or {}).get("status") == "True"
-                  and (conditions.get("UpdateInProgress") or {}).get("status") != "True"
+    rolled_out = (leader_done and seen and _map(conditions.get("Available")).get("status") == "True"
+                  and _map(conditions.get("UpdateInProgress")).get("status") != "True"
                   and updated == ready == groups == _int(status.get("replicas")))
-    observed = (leader.get("status") or {}).get("observedGeneration")
-    return _Rollout(obj, groups, observed if isinstance(observed, int) else None, updated, ready, ready, current,
-                    rolled_out, notes=tuple(notes))
+    return rolled_out, groups, updated, ready, tuple(f"leader StatefulSet: {n}" for n in leader_notes)
 
 
 #: the kinds the watch follows, each by its own status
