@@ -131,3 +131,14 @@ def test_a_leader_worker_set_surge_needs_a_whole_group_of_spare_gpus(sc, tmp_pat
     # a surge of one group is 3 pods at once; two nodes have a spare GPU: maxUnavailable 0, stuck
     assert (blast["extra_pods"], blast["gpus_needed"], blast["spare_gpus"]) == (3, 3, 2)
     assert blast["outcome"] == "stuck"
+
+
+def test_a_rollout_setting_the_preview_cannot_read_is_a_note_and_the_plan_is_still_made(sc, tmp_path, capsys):
+    lws = _lws(groups=1, size=2)
+    lws["spec"]["rolloutStrategy"] = {"rollingUpdateConfiguration": {"maxSurge": "lots"}}
+    sc.kube.add(lws)
+    rc, p = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", "llm/lws/vllm", "--set", "max-num-seqs=64", "--json")
+    assert rc == 0, p
+    (note,) = [n for n in p["preview"]["notes"] if n["id"] == "preview_failed"]
+    assert "lots" in note["params"]["error"]
+    assert p["preview"]["blast_radius"] is None and sc.kube.writes() == []

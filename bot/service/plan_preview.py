@@ -250,9 +250,15 @@ def _room_nodes(resource: str | None, room: GpuRoom, notes: list[Note]):
     return room.nodes
 
 
+def _dig(obj: Any, *keys: str) -> dict[str, Any]:
+    """The mapping at `keys` of an object read from the cluster ({} where any step is not one)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else {}
+
+
 def _group_size(obj: dict[str, Any]) -> int:
-    lwt = (obj.get("spec") or {}).get("leaderWorkerTemplate") or {}
-    size = lwt.get("size") if isinstance(lwt, dict) else None
+    size = _dig(obj, "spec", "leaderWorkerTemplate").get("size")
     return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else 1
 
 
@@ -265,8 +271,7 @@ def _owner_blast(obj: dict[str, Any], new: dict[str, Any], plan: Plan, budget: B
     before_n, after_n = _replicas(obj), budget.replicas_after if budget.replicas_after is not None else _replicas(new)
     if kind == "InferenceService":
         view = deployment_view(new, sites[0])
-        strategy = ((new.get("spec") or {}).get("predictor") or {}).get("deploymentStrategy")
-        view["spec"]["strategy"] = strategy if isinstance(strategy, dict) else {}
+        view["spec"]["strategy"] = _dig(new, "spec", "predictor", "deploymentStrategy")
         resource, count = template_gpus(view, "kube:inferenceservices")
         return blast_radius(template_changed=changed, replicas_before=before_n, replicas_after=after_n,
                             rollout=rollout_from_object(view, "kube:inferenceservices"), gpu_resource=resource,
@@ -282,7 +287,7 @@ def _owner_blast(obj: dict[str, Any], new: dict[str, Any], plan: Plan, budget: B
     count = max(counts, default=0)
     if len(resources) > 1 or len(set(counts)) > 1:
         notes.append(Note("lws_gpus_differ", {"leader": str(per_site[0][1][1]), "worker": str(per_site[-1][1][1])}))
-    rolling = (((new.get("spec") or {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {})
+    rolling = _dig(new, "spec", "rolloutStrategy", "rollingUpdateConfiguration")
     surge_groups, unavailable_groups = resolve_step(
         Rollout("RollingUpdate", str(rolling.get("maxSurge", 0)), str(rolling.get("maxUnavailable", 1))), after_n)
     notes.append(Note("lws_groups", {"groups": str(after_n), "size": str(size), "workers": str(size - 1),
