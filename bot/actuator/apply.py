@@ -177,7 +177,7 @@ def _baseline(writer: KubeWriter, plan: Plan, current: dict[str, Any]) -> tuple[
     produced), and why there is none. Best effort: an identity that may patch but not list pods
     still writes; its watch then counts every pod of the current revision."""
     t = plan.workload or plan.target  # an HPA plan: the pods of the Deployment it scales
-    if t.kind != "Deployment":
+    if t.kind not in ("Deployment", "StatefulSet"):  # a LeaderWorkerSet's: its leader StatefulSet's
         return None, None
     try:
         obj = current if plan.workload is None else writer.read(t.kind, t.namespace, t.name)

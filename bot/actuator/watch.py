@@ -1,8 +1,22 @@
 """After a write: is the change holding? One look (`look`) and a watch window (`watch`).
 
-A look reads the workload's status (observedGeneration, updated, ready and available
-replicas, the Progressing condition) and the pods of the current revision: their restarts, and
-the CUDA OOM, preemption and reject lines in their logs (the previous container's too). Only
+A look reads the workload's status and the pods of the new revision: their restarts, and
+the CUDA OOM, preemption and reject lines in their logs (the previous container's too). Per kind:
+
+- a Deployment: observedGeneration, updated, ready and available replicas, the Progressing
+  condition (its progress deadline fails the look); the pods of the ReplicaSet of its revision;
+- a StatefulSet: observedGeneration, updateRevision and currentRevision, updatedReplicas and
+  readyReplicas; rolled out once every pod at or above `updateStrategy.rollingUpdate.partition`
+  runs the update revision and all are ready (with no partition, the current revision is the
+  update revision); a partition or OnDelete is said in the notes; the pods labelled with the
+  update revision (`controller-revision-hash`). A StatefulSet has no progress deadline: what
+  fails it is its new pods' restarts and OOM lines, or the window ending before it rolled out;
+- a LeaderWorkerSet: its status (updatedReplicas and readyReplicas in groups, the Available and
+  UpdateInProgress conditions, at the object's generation where they carry one) and its leader
+  StatefulSet's rollout as above, which must have seen the generation its controller's rewrite
+  makes; the pods, leaders and workers, labelled with the leader template's revision hash.
+
+Only
 what the change produced counts. A `Baseline` taken right before the write names the pods that
 ran then, with each container's restart count and the time of its last log line: a pod not in
 it is new and counts whole; a pod in it counts only the restarts since and the log lines
@@ -66,14 +80,26 @@ UNREAD = "-"
 class Baseline:
     """The pods of the workload right before the write: per pod, per container, the restart
     count and the time of the last log line then (None: no stamped line yet; `UNREAD`: the log
-    could not be read)."""
+    could not be read); per pod its uid (a StatefulSet's pod made again keeps its name: a pod
+    of that name with another uid is new)."""
 
     restarts: Mapping[str, Mapping[str, int]]
     marks: Mapping[str, Mapping[str, str | None]]
+    uids: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"restarts": {p: dict(c) for p, c in self.restarts.items()},
-                "marks": {p: dict(c) for p, c in self.marks.items()}}
+        doc: dict[str, Any] = {"restarts": {p: dict(c) for p, c in self.restarts.items()},
+                               "marks": {p: dict(c) for p, c in self.marks.items()}}
+        if self.uids:
+            doc["uids"] = dict(self.uids)
+        return doc
+
+    def ran(self, pod: dict[str, Any]) -> bool:
+        """Whether `pod` is one that ran before the write (its name, and its uid where recorded)."""
+        meta = pod.get("metadata") or {}
+        name = meta.get("name", "")
+        recorded = self.uids.get(name)
+        return name in self.restarts and (recorded is None or recorded == meta.get("uid"))
 
     @classmethod
     def from_json(cls, doc: Any) -> Baseline | None:
@@ -90,7 +116,9 @@ class Baseline:
             if not isinstance(containers, dict):
                 return None
             marks[str(pod)] = {str(c): m if isinstance(m, str) else None for c, m in containers.items()}
-        return cls(restarts, marks)
+        raw = doc.get("uids")
+        uids = {str(p): u for p, u in raw.items() if isinstance(u, str)} if isinstance(raw, dict) else {}
+        return cls(restarts, marks, uids)
 
 
 @dataclass(frozen=True)
@@ -384,9 +412,13 @@ def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baselin
     pods = _pods(writer, namespace, query)
     restarts: dict[str, dict[str, int]] = {}
     marks: dict[str, dict[str, str | None]] = {}
+    uids: dict[str, str] = {}
     for pod in pods:
         name = (pod.get("metadata") or {}).get("name", "")
         restarts[name], marks[name] = {}, {}
+        uid = (pod.get("metadata") or {}).get("uid")
+        if isinstance(uid, str) and uid:
+            uids[name] = uid
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             container = cs.get("name", "")
             restarts[name][container] = int(cs.get("restartCount") or 0)
@@ -397,7 +429,7 @@ def baseline(writer: KubeWriter, namespace: str, obj: dict[str, Any]) -> Baselin
                 mark = _last_stamp(previous)
                 current = current if current is not None else previous
             marks[name][container] = mark if current is not None else UNREAD
-    return Baseline(restarts, marks)
+    return Baseline(restarts, marks, uids)
 
 
 def _after(text: str | None, mark: str | None) -> str:
@@ -415,18 +447,26 @@ def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
-def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
-         baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None,
-         written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now) -> Look:
-    """One look at a Deployment after a write that made `generation`, judging only what the
-    change produced when `baseline` (taken right before the write) is given; with `written`, a
-    field of the written object that no longer holds gpumem's value makes it `reverted`."""
+@dataclass(frozen=True)
+class _Rollout:
+    """What a look reads of a workload's rollout: the object, its replicas, the generation its
+    status observed, the updated, ready and available counts, the pods of the new revision,
+    whether it is rolled out, whether it hit its progress deadline, and notes."""
+
+    obj: dict[str, Any]
+    replicas: int
+    observed: int | None
+    updated: int
+    ready: int
+    available: int
+    current: list[dict[str, Any]]
+    rolled_out: bool
+    deadline: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def _deployment_rollout(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> _Rollout:
     obj = writer.read("Deployment", namespace, name)
-    reverted: tuple[Reverted, ...] = ()
-    if written is not None:
-        target = obj if (written.kind, written.name) == ("Deployment", name) else writer.read(
-            written.kind, namespace, written.name)
-        reverted = reverted_fields(target, written.compare, seen_at(), written.ops)
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     replicas = int(spec.get("replicas") or 0)
     observed = status.get("observedGeneration")
@@ -435,6 +475,138 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     digest = _new_revision_hash(writer, namespace, obj, query)
     pods = _pods(writer, namespace, query)
     current = [p for p in pods if digest and ((p.get("metadata") or {}).get("labels") or {}).get("pod-template-hash") == digest]
+    rolled_out = (observed is not None and generation is not None and observed >= generation
+                  and counts["updatedReplicas"] == replicas == counts["availableReplicas"]
+                  and int(status.get("replicas") or 0) == replicas)
+    deadline = _condition(status, "Progressing").get("reason") == "ProgressDeadlineExceeded"
+    return _Rollout(obj, replicas, observed, counts["updatedReplicas"], counts["readyReplicas"],
+                    counts["availableReplicas"], current, rolled_out, deadline,
+                    ("progress deadline exceeded",) if deadline else ())
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """A field read from the cluster as a mapping ({} for anything else: a status is outside input)."""
+    return value if isinstance(value, dict) else {}
+
+
+def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int, tuple[str, ...]]:
+    """(rolled out, replicas, partition, notes) of a StatefulSet's status: its controller has seen
+    `generation`, every pod at or above the partition runs the update revision, all are ready,
+    and (no partition) the current revision is the update revision. `obj` as read from the
+    cluster (any JSON: a field of the wrong type reads as absent, never a traceback)."""
+    obj = _map(obj)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    replicas = _int(spec.get("replicas"), 1)
+    strategy = _map(spec.get("updateStrategy"))
+    partition = min(max(_int(_map(strategy.get("rollingUpdate")).get("partition")), 0), replicas)
+    notes: list[str] = []
+    if partition:
+        notes.append(f"partition {partition}: the pods below ordinal {partition} keep the old template")
+    if strategy.get("type") == "OnDelete":
+        notes.append("updateStrategy OnDelete: a pod takes the change only once someone deletes it")
+    observed = status.get("observedGeneration")
+    update = status.get("updateRevision")
+    rolled_out = (_int(observed, -1) >= 0 and generation is not None and observed >= generation
+                  and isinstance(update, str) and bool(update)
+                  and _int(status.get("updatedReplicas")) >= replicas - partition
+                  and _int(status.get("readyReplicas")) == replicas == _int(status.get("replicas"))
+                  and (partition > 0 or status.get("currentRevision") == update))
+    return rolled_out, replicas, partition, tuple(notes)
+
+
+def _statefulset_rollout(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> _Rollout:
+    obj = writer.read("StatefulSet", namespace, name)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    rolled_out, replicas, _partition, notes = statefulset_state(obj, generation)
+    update = status.get("updateRevision")
+    pods = _pods(writer, namespace, selector_query(spec.get("selector"), source="watch"))
+    current = [p for p in pods if update and ((p.get("metadata") or {}).get("labels") or {}).get(
+        "controller-revision-hash") == update]
+    observed = status.get("observedGeneration")
+    return _Rollout(obj, replicas, observed if _int(observed, -1) >= 0 else None,
+                    _int(status.get("updatedReplicas")), _int(status.get("readyReplicas")),
+                    _int(status.get("availableReplicas"), _int(status.get("readyReplicas"))), current, rolled_out,
+                    notes=notes)
+
+
+#: the labels a LeaderWorkerSet's controller puts on its StatefulSets and pods
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_HASH = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+
+
+def _lws_rollout(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> _Rollout:
+    """A LeaderWorkerSet's rollout: its status (groups updated and ready, the Available and
+    UpdateInProgress conditions, at its generation where they carry one) and its leader
+    StatefulSet's, which must have seen `generation` (the controller's rewrite after the
+    write); the pods of the new template, leaders and workers, by its revision hash label."""
+    obj = writer.read("LeaderWorkerSet", namespace, name)
+    leader = writer.read("StatefulSet", namespace, name)
+    rolled_out, groups, updated, ready, notes = lws_state(obj, leader, generation)
+    digest = _map(_map(_map(_map(leader.get("spec")).get("template")).get("metadata")).get("labels")).get(LWS_HASH)
+    pods = _pods(writer, namespace, selector_query({"matchLabels": {LWS_NAME: name}}, source="watch"))
+    current = [p for p in pods if digest and ((p.get("metadata") or {}).get("labels") or {}).get(LWS_HASH) == digest]
+    observed = _map(leader.get("status")).get("observedGeneration")
+    return _Rollout(obj, groups, observed if _int(observed, -1) >= 0 else None, updated, ready, ready, current,
+                    rolled_out, notes=notes)
+
+
+def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int, int, int, tuple[str, ...]]:
+    """(rolled out, groups, groups updated, groups ready, notes) of a LeaderWorkerSet `obj` and
+    its leader StatefulSet `leader`, both as read from the cluster (any JSON: a field of the
+    wrong type reads as absent, never a traceback).
+
+    >>> lws = {"metadata": {"generation": 2}, "spec": {"replicas": 1}, "status": {"replicas": 1,
+    ...        "readyReplicas": 1, "updatedReplicas": 1, "conditions": [
+    ...        {"type": "Available", "status": "True", "observedGeneration": 2},
+    ...        {"type": "UpdateInProgress", "status": "False", "observedGeneration": 2}]}}
+    >>> sts = {"spec": {"replicas": 1}, "status": {"observedGeneration": 3, "replicas": 1, "readyReplicas": 1,
+    ...        "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "a"}}
+    >>> lws_state(lws, sts, 3)[0], lws_state(lws, sts, 4)[0], lws_state([], "x", 1)[:4]
+    (True, False, (False, 1, 0, 0))
+    """
+    obj, leader = _map(obj), _map(leader)
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    groups = _int(spec.get("replicas"), 1)
+    leader_done, _n, _p, leader_notes = statefulset_state(leader, generation)
+    own = _int(_map(obj.get("metadata")).get("generation"), 0)
+    raw = status.get("conditions")
+    conditions = {c.get("type"): c for c in (raw if isinstance(raw, list) else []) if isinstance(c, dict)}
+    seen = all(_int(c.get("observedGeneration"), own) >= own for c in conditions.values())
+    updated, ready = _int(status.get("updatedReplicas")), _int(status.get("readyReplicas"))
+    rolled_out = (leader_done and seen and _map(conditions.get("Available")).get("status") == "True"
+                  and _map(conditions.get("UpdateInProgress")).get("status") != "True"
+                  and updated == ready == groups == _int(status.get("replicas")))
+    return rolled_out, groups, updated, ready, tuple(f"leader StatefulSet: {n}" for n in leader_notes)
+
+
+#: the kinds the watch follows, each by its own status
+ROLLOUTS = {"Deployment": _deployment_rollout, "StatefulSet": _statefulset_rollout, "LeaderWorkerSet": _lws_rollout}
+
+
+def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
+         baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None,
+         written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now,
+         kind: str = "Deployment") -> Look:
+    """One look at a Deployment, StatefulSet or LeaderWorkerSet (`kind`) after a write that made
+    `generation` (of the Deployment or StatefulSet; of a LeaderWorkerSet's leader StatefulSet),
+    judging only what the change produced when `baseline` (taken right before the write) is
+    given; with `written`, a field of the written object that no longer holds gpumem's value
+    makes it `reverted`."""
+    rollout = ROLLOUTS[kind](writer, namespace, name, generation)
+    obj = rollout.obj
+    reverted: tuple[Reverted, ...] = ()
+    if written is not None:
+        target = obj if (written.kind, written.name) == (kind, name) else writer.read(
+            written.kind, namespace, written.name)
+        reverted = reverted_fields(target, written.compare, seen_at(), written.ops)
+    replicas, observed = rollout.replicas, rollout.observed
+    counts = {"updatedReplicas": rollout.updated, "readyReplicas": rollout.ready,
+              "availableReplicas": rollout.available}
+    current = rollout.current
     before = baseline.restarts if baseline is not None else {}
     marks = baseline.marks if baseline is not None else {}
     fresh = {"restarts": 0, "ooms": 0, "pressure": 0}
@@ -442,7 +614,7 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     new_pods: list[str] = []
     for pod in current:
         pod_name = (pod.get("metadata") or {}).get("name", "")
-        ran = pod_name in before
+        ran = baseline is not None and baseline.ran(pod)
         if not ran:
             new_pods.append(pod_name)
         tally = since if ran else fresh
@@ -464,14 +636,8 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             tally["ooms"] += len(_OOM.findall(text))
             tally["pressure"] += len(_PRESSURE.findall(text))
     restarts, ooms, pressure = (fresh[k] + since[k] for k in ("restarts", "ooms", "pressure"))
-    notes: list[str] = []
-    progressing = _condition(status, "Progressing")
-    rolled_out = (observed is not None and generation is not None and observed >= generation
-                  and counts["updatedReplicas"] == replicas == counts["availableReplicas"]
-                  and int(status.get("replicas") or 0) == replicas)
-    deadline = progressing.get("reason") == "ProgressDeadlineExceeded"
-    if deadline:
-        notes.append("progress deadline exceeded")
+    notes: list[str] = list(rollout.notes)
+    rolled_out, deadline = rollout.rolled_out, rollout.deadline
     for tally, where in ((fresh, "new pods"), (since, "pods that ran before the change, since it")):
         if tally["restarts"]:
             notes.append(f"{_n(tally['restarts'], 'restart')} in {where}")
@@ -520,12 +686,13 @@ def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None,
           poll_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep, on_look: Callable[[Look], None] | None = None,
           baseline: Baseline | None = None, symptoms: Callable[[], Symptoms] | None = None,
-          written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now) -> Look:
+          written: WrittenObject | None = None, seen_at: Callable[[], str] = _utc_now,
+          kind: str = "Deployment") -> Look:
     """Look until the window ends, the change fails or another writer reverts it; the last look
     decides."""
     end = clock() + window_s
     while True:
-        seen = look(writer, namespace, name, generation, baseline, symptoms, written, seen_at)
+        seen = look(writer, namespace, name, generation, baseline, symptoms, written, seen_at, kind)
         if on_look is not None:
             on_look(seen)
         if seen.outcome in ("failed", "reverted") or clock() >= end:

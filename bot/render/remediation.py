@@ -80,6 +80,19 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def written_name(target: Any) -> str:
+    """The object a plan writes as its headline names it after the namespace: NAME for a
+    Deployment, else KIND/NAME in lower case ("inferenceservice/llama"), so "llm/llama" never
+    stands for an object that is not the Deployment llama.
+
+    >>> from runbooks.remediation.plan import PlanTarget
+    >>> written_name(PlanTarget(None, "llm", "Deployment", "vllm")), written_name(PlanTarget(None, "llm", "LeaderWorkerSet", "big"))
+    ('vllm', 'leaderworkerset/big')
+    """
+    kind = str(getattr(target, "kind", "") or "Deployment")
+    return target.name if kind == "Deployment" else f"{kind.lower()}/{target.name}"
+
+
 def headline_lines(cat: Catalog, stored: StoredPlan) -> list[str]:
     """The one line a plan leads with, as the Slack message does: "Approve `--max-model-len 8192 ->
     4096` on llm/vllm-server? (needs 1 approval: gpumem apply p-… --yes)" while it waits for
@@ -90,7 +103,7 @@ def headline_lines(cat: Catalog, stored: StoredPlan) -> list[str]:
         return []
     changes = "; ".join(f"`{c.describe()}`" for c in p.changes)
     left = max(1, p.approvals_needed - len(stored.approvals))
-    return [cat.t("remediate_cli.headline", changes=changes, namespace=p.target.namespace, name=p.target.name,
+    return [cat.t("remediate_cli.headline", changes=changes, namespace=p.target.namespace, name=written_name(p.target),
                   needed=left, plan=p.id)]
 
 

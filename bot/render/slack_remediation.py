@@ -31,7 +31,7 @@ from bot.render import slack_split as S
 from bot.render.i18n import Catalog
 from bot.render.managers import plan_manager_lines
 from bot.render.plan_preview import preview_words
-from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values
+from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values, written_name
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.wording import action_text, engine_catalog
@@ -201,7 +201,8 @@ def _buttons(cat: Catalog, stored: StoredPlan, stage: str, split: dict[str, Any]
 def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[str] | None = None,
              configured: bool = True) -> str:
     """What the message leads with, the change itself: "Approve `--max-model-len 8192 -> 4096` on
-    llm/vllm-server? (needs 1 of: @ana, @bo)" while it waits, else "`...` on llm/vllm-server"; a
+    llm/vllm-server? (needs 1 of: @ana, @bo)" while it waits, else "`...` on llm/vllm-server"; an
+    object other than a Deployment is named KIND/NAME ("llm/inferenceservice/llama"); a
     plan with no change of its own (a pool split's phase 1) leads with its id and kind.
     `approvers`: who may still approve (None: not known, the question alone; empty: nobody may,
     said in words, `configured` telling whether the namespace names no approver at all)."""
@@ -213,16 +214,16 @@ def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[s
     if stage in _WAITING:
         if approvers is None:  # not known here: the status line under it says who may approve
             return t(cat, "slack_plan.headline.waiting_anyone", raw={"changes": changes}, namespace=tgt.namespace,
-                     name=tgt.name)
+                     name=written_name(tgt))
         if not approvers:
             key = "waiting_no_other" if configured else "waiting_unconfigured"
             return t(cat, f"slack_plan.headline.{key}", raw={"changes": changes}, namespace=tgt.namespace,
-                     name=tgt.name)
+                     name=written_name(tgt))
         who = cat.join(mention(a) for a in approvers)
         left = max(1, p.approvals_needed - len(stored.approvals))
         return t(cat, "slack_plan.headline.waiting", raw={"changes": changes, "approvers": who},
-                 namespace=tgt.namespace, name=tgt.name, needed=left)
-    return t(cat, "slack_plan.headline.other", raw={"changes": changes}, namespace=tgt.namespace, name=tgt.name)
+                 namespace=tgt.namespace, name=written_name(tgt), needed=left)
+    return t(cat, "slack_plan.headline.other", raw={"changes": changes}, namespace=tgt.namespace, name=written_name(tgt))
 
 
 def action_risks(cat: Catalog, plan: Any) -> list[str]:

@@ -13,6 +13,18 @@
   (`collectors.kube.gpu_room`: list nodes and pods cluster-wide, which deploy/base/rbac-reader.yaml
   grants). A rollout that would be stuck says so, with the fix.
 
+An InferenceService or a LeaderWorkerSet plan is previewed from the object it writes: the
+budget from the flags its spec declares, read as triage and `gpumem budget` read them
+(`collectors.parsers.kube_objects.workload_from_object`, the same sites), its replicas an
+InferenceService's `spec.predictor.minReplicas` or a LeaderWorkerSet's groups; the blast radius
+over the pods its controller runs (KServe's `serving.kserve.io/inferenceservice` label, the
+LeaderWorkerSet's `leaderworkerset.sigs.k8s.io/name`). An InferenceService's pods roll as a
+Deployment (its `spec.predictor.deploymentStrategy`, else 25% / 25%). A LeaderWorkerSet group is
+one leader and `size - 1` workers, each pod on a node of its own (tensor or pipeline parallel
+across nodes): the rollout replaces groups (`spec.rolloutStrategy.rollingUpdateConfiguration`,
+maxUnavailable 1 and maxSurge 0 by default), so its surge and its pods are counted in pods,
+`size` per group, each pod asking for the GPUs its template asks for.
+
 Nothing here fails a plan: what could not be read or worked out is a note in the preview.
 """
 
@@ -38,13 +50,16 @@ from collectors.parsers.kube_placement import (
 )
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import GpumemError, UsageError
+from runbooks.model.templates import SPEC_OWNER_KINDS, TemplateShapeError, deployment_view, pod_sites
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.preview import (
     BudgetFigures,
     BudgetPreview,
     Note,
     PlanPreview,
+    Rollout,
     blast_radius,
+    resolve_step,
     selector_matches,
 )
 from runbooks.sizing.budget import compute_budget
@@ -56,6 +71,11 @@ WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 _MISSING = {"no_engine": "engine", "no_model": "model", "unknown_model": "model", "config_unreadable": "model",
             "no_gpu": "gpu", "unknown_gpu": "gpu", "mig_ambiguous": "gpu", "not_positive": "gpu"}
 _PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: the label an owner's controller puts on every pod it makes, its value the owner's name
+OWNER_POD_LABEL = {"InferenceService": "serving.kserve.io/inferenceservice",
+                   "LeaderWorkerSet": "leaderworkerset.sigs.k8s.io/name"}
+#: where an owner declares its pods: a patch under it changes them
+_OWNER_TEMPLATE = {"InferenceService": "/spec/predictor", "LeaderWorkerSet": "/spec/leaderWorkerTemplate"}
 
 
 def reader_for(settings: Any, cluster: str | None) -> KubeRest | None:
@@ -114,13 +134,20 @@ def patched(obj: dict[str, Any], ops: tuple[dict[str, Any], ...]) -> dict[str, A
     return doc
 
 
-def _touches_template(ops: tuple[dict[str, Any], ...]) -> bool:
-    return any(op.get("op") != "test" and str(op.get("path", "")).startswith("/spec/template") for op in ops)
+def _touches_template(ops: tuple[dict[str, Any], ...], prefix: str = "/spec/template") -> bool:
+    return any(op.get("op") != "test" and (str(op.get("path", "")) + "/").startswith(prefix + "/") for op in ops)
 
 
 def _replicas(obj: dict[str, Any]) -> int:
-    value = (obj.get("spec") or {}).get("replicas")
-    return value if isinstance(value, int) else 1  # the API server's default
+    """The engine's replicas: a workload's pods, an InferenceService's minReplicas, a
+    LeaderWorkerSet's groups (each one engine across its pods)."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if obj.get("kind") == "InferenceService":
+        spec = spec.get("predictor") if isinstance(spec.get("predictor"), dict) else {}
+        value = spec.get("minReplicas")
+    else:
+        value = spec.get("replicas")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1  # the API server's default
 
 
 # ----------------------------------------------------------------------------- the budget
@@ -205,10 +232,84 @@ def _workload_pods(obj: dict[str, Any], room: GpuRoom) -> tuple[str, ...] | None
                                                                                             p.labels)))
 
 
+def _owner_pods(obj: dict[str, Any], room: GpuRoom) -> tuple[str, ...] | None:
+    """The pods an owner's controller runs for it, by the label it puts on them."""
+    if room.pods is None:
+        return None
+    meta = obj.get("metadata") or {}
+    label = OWNER_POD_LABEL[str(obj.get("kind"))]
+    return tuple(sorted(p.name for p in room.pods if p.namespace == meta.get("namespace")
+                        and p.labels.get(label) == meta.get("name")))
+
+
+def _room_nodes(resource: str | None, room: GpuRoom, notes: list[Note]):
+    """The nodes whose spare GPUs the blast radius counts: none for a vGPU share (said so)."""
+    if shares_gpu_memory(resource):
+        notes.append(Note("vgpu_not_checked", {"resource": str(resource)}))
+        return None
+    return room.nodes
+
+
+def _dig(obj: Any, *keys: str) -> dict[str, Any]:
+    """The mapping at `keys` of an object read from the cluster ({} where any step is not one)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else {}
+
+
+def _group_size(obj: dict[str, Any]) -> int:
+    size = _dig(obj, "spec", "leaderWorkerTemplate").get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else 1
+
+
+def _owner_blast(obj: dict[str, Any], new: dict[str, Any], plan: Plan, budget: BudgetPreview, room: GpuRoom,
+                 pods: tuple[str, ...] | None, notes: list[Note]):
+    """The blast radius of an InferenceService or LeaderWorkerSet plan (the module docstring)."""
+    kind = str(obj.get("kind"))
+    sites = pod_sites(new)
+    changed = _touches_template(plan.patch, _OWNER_TEMPLATE[kind])
+    before_n, after_n = _replicas(obj), budget.replicas_after if budget.replicas_after is not None else _replicas(new)
+    if kind == "InferenceService":
+        view = deployment_view(new, sites[0])
+        view["spec"]["strategy"] = _dig(new, "spec", "predictor", "deploymentStrategy")
+        resource, count = template_gpus(view, "kube:inferenceservices")
+        return blast_radius(template_changed=changed, replicas_before=before_n, replicas_after=after_n,
+                            rollout=rollout_from_object(view, "kube:inferenceservices"), gpu_resource=resource,
+                            gpus_per_pod=count,
+                            placement=placement_from_pod_spec(sites[0].pod_spec, source="kube:inferenceservices"),
+                            nodes=_room_nodes(resource, room, notes), pods=room.pods, workload_pods=pods)
+    # a LeaderWorkerSet: groups of `size` pods, each on its own node
+    size = _group_size(new)
+    per_site = [(site, template_gpus(deployment_view(new, site), "kube:leaderworkersets")) for site in sites]
+    resources = {r for _s, (r, _c) in per_site if r}
+    resource = resources.pop() if len(resources) == 1 else None
+    counts = [c for _s, (r, c) in per_site if r]
+    count = max(counts, default=0)
+    if len(resources) > 1 or len(set(counts)) > 1:
+        notes.append(Note("lws_gpus_differ", {"leader": str(per_site[0][1][1]), "worker": str(per_site[-1][1][1])}))
+    rolling = _dig(new, "spec", "rolloutStrategy", "rollingUpdateConfiguration")
+    surge_groups, unavailable_groups = resolve_step(
+        Rollout("RollingUpdate", str(rolling.get("maxSurge", 0)), str(rolling.get("maxUnavailable", 1))), after_n)
+    notes.append(Note("lws_groups", {"groups": str(after_n), "size": str(size), "workers": str(size - 1),
+                                     "surge": str(surge_groups), "unavailable": str(unavailable_groups)}))
+    worker = next((s for s in sites if s.role == "worker"), sites[-1])
+    blast = blast_radius(template_changed=changed, replicas_before=before_n * size, replicas_after=after_n * size,
+                        rollout=Rollout("RollingUpdate", str(surge_groups * size), str(unavailable_groups * size)),
+                        gpu_resource=resource, gpus_per_pod=count,
+                        placement=placement_from_pod_spec(worker.pod_spec, source="kube:leaderworkersets"),
+                        nodes=_room_nodes(resource, room, notes), pods=room.pods, workload_pods=pods)
+    if blast.outcome == "slower" and (blast.placeable_pods or 0) < size:
+        # a group starts whole or not at all: room for fewer pods than one group is no room
+        blast = replace(blast, outcome="unavailable" if blast.max_unavailable else "stuck")
+    return blast
+
+
 def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0) -> PlanPreview:
     """The preview of `plan`, made against `obj` (the object as read for it); `rest` the reader's
     connection (None: nodes and pods are not read, and the blast radius says so)."""
     kind = obj.get("kind") or plan.target.kind
+    if kind in SPEC_OWNER_KINDS:
+        return _owner_preview(obj, plan, rest, timeout_s)
     if kind not in WORKLOAD_KINDS:
         return PlanPreview(notes=(Note("not_a_workload", {"kind": str(kind)}),))
     notes: list[Note] = []
@@ -237,6 +338,25 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
                              placement=placement_from_pod_spec(spec, source="kube:deployments"),
                              nodes=nodes, pods=room.pods, workload_pods=pods)
     except (ParseError, GpumemError, ValueError) as e:  # an object the parsers or the sizing refuse
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
+    return PlanPreview(budget, blast, tuple(notes))
+
+
+def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float) -> PlanPreview:
+    """The preview of a plan on an InferenceService or a LeaderWorkerSet (the module docstring)."""
+    notes: list[Note] = []
+    try:
+        after_obj: dict[str, Any] | None = patched(obj, plan.patch)
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        after_obj = None
+        notes.append(Note("patch_not_previewed", {"reason": str(e)[:200]}))
+    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, ("no reader for the cluster",))
+    notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
+    try:
+        pods = _owner_pods(obj, room)
+        budget = budget_preview(obj, after_obj, plan, room, pods)
+        blast = _owner_blast(obj, after_obj if after_obj is not None else obj, plan, budget, room, pods, notes)
+    except (ParseError, GpumemError, TemplateShapeError, ValueError) as e:  # what the parsers or sizing refuse
         return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
     return PlanPreview(budget, blast, tuple(notes))
 

@@ -210,26 +210,32 @@ def spec_owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def owned_deployment(writer: KubeWriter, request: PlanRequest) -> PlanTarget | None:
-    """The Deployment an InferenceService's controller writes (KServe's raw deployment mode),
-    found by owner reference in a list read with the writer's observer (the reader's identity
-    in the bot: the writer's Role lists no Deployments): the rollout the watch follows. None
-    for a LeaderWorkerSet (its StatefulSets are not watched), or when none is found or the list
-    cannot be read (the plan is made; the watch then says it has no rollout to follow)."""
-    if request.kind != "InferenceService":
+    """The workload an InferenceService's or LeaderWorkerSet's controller writes, whose rollout
+    the watch follows: an InferenceService's Deployment (KServe's raw deployment mode), a
+    LeaderWorkerSet's leader StatefulSet (named as it), found by owner reference in a list read
+    with the writer's observer (the reader's identity in the bot: the writer's Role lists no
+    Deployments or StatefulSets). None when none is found or the list cannot be read (the plan
+    is made; the CLI and Slack then say its rollout is not watched, and why)."""
+    made = {"InferenceService": ("deployments", "Deployment"), "LeaderWorkerSet": ("statefulsets", "StatefulSet")}
+    if request.kind not in made:
         return None
-    where = path("apis", "apps", "v1", "namespaces", request.namespace, "deployments")
+    resource, kind = made[request.kind]
+    where = path("apis", "apps", "v1", "namespaces", request.namespace, resource)
     try:
         items = writer.observer.get_json(where, timeout_s=writer.timeout_s).get("items") or []
     except Exception:  # forbidden, unreachable, not JSON: no rollout to follow, said so by the CLI
         return None
+    found = []
     for item in items:
         if not isinstance(item, dict):
             continue
         for ref in (item.get("metadata") or {}).get("ownerReferences") or []:
             if isinstance(ref, dict) and ref.get("controller") is True and ref.get("kind") == request.kind \
                     and ref.get("name") == request.name:
-                return PlanTarget(request.cluster, request.namespace, "Deployment", str(item["metadata"]["name"]))
-    return None
+                found.append(str(item["metadata"]["name"]))
+    if request.kind == "LeaderWorkerSet":  # the leader StatefulSet; the workers' are the leader pods'
+        found = [n for n in found if n == request.name]
+    return PlanTarget(request.cluster, request.namespace, kind, found[0]) if found else None
 
 
 def checked_flags(obj: dict[str, Any], container: str | None,
@@ -335,7 +341,8 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
             obj = owner_obj
     workload = None
     if request.kind in SPEC_OWNER_KINDS:
-        workload = made if owner is not None and made.kind == "Deployment" else owned_deployment(writer, request)
+        workload = (made if owner is not None and (made.kind == "Deployment" or made.name == request.name)
+                    else owned_deployment(writer, request))
     hpas = None
     if request.replicas is not None or any(isinstance(c, HpaOnQueueDepth) for c in request.changes):
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
@@ -548,15 +555,20 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
     return store.move(plan_id, "applied", actor="gpumem", expect="applying", channel=channel, now=now, detail=detail)
 
 
+#: the kinds whose rollout the watch follows (`bot.actuator.watch.ROLLOUTS`)
+WATCHED_KINDS = ("Deployment", "StatefulSet")
+
+
 def watchable(plan: Plan) -> bool:
-    """Whether the watch can follow what `plan` changes: a Deployment's rollout (the plan's target,
-    the Deployment an HPA scales, or the one an InferenceService's controller writes). A
-    StatefulSet's or a LeaderWorkerSet's rollout is not watched."""
+    """Whether the watch can follow what `plan` changes: a Deployment's or StatefulSet's rollout
+    (the plan's target, the workload an HPA scales), an InferenceService's through the Deployment
+    its controller writes, a LeaderWorkerSet's through its status and its leader StatefulSet. Not
+    when that workload was not found when the plan was made (its status cannot be read)."""
     if plan.patch_type == CREATE_OBJECTS:
         return True
     if plan.target.kind in SPEC_OWNER_KINDS:
-        return plan.workload is not None and plan.workload.kind == "Deployment"
-    return (plan.workload or plan.target).kind == "Deployment"
+        return plan.workload is not None and plan.workload.kind in WATCHED_KINDS
+    return (plan.workload or plan.target).kind in WATCHED_KINDS
 
 
 def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float, *, auto_rollback: bool = False,
@@ -571,12 +583,16 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     stored = store.get(plan_id)
     plan = stored.plan
     applied = next((e.detail for e in reversed(store.plan_audit(plan_id)) if e.to_state == "applied"), {})
+    kind = (plan.workload or plan.target).kind if plan.patch_type != CREATE_OBJECTS else "Deployment"
     if plan.target.kind in SPEC_OWNER_KINDS and plan.workload is not None:
-        # the owner was written: its controller's rewrite of the Deployment is what moves, and
-        # it must bump the generation the Deployment had right before the write
+        # the owner was written: its controller's rewrite of the Deployment (a LeaderWorkerSet's:
+        # of its leader StatefulSet) is what moves, and it must bump the generation that
+        # workload had right before the write
         before = applied.get("workload_generation")
         generation = before + 1 if isinstance(before, int) else None
         watched = plan.workload.name
+        if plan.target.kind == "LeaderWorkerSet":  # its own status and its leader StatefulSet's
+            kind, watched = "LeaderWorkerSet", plan.target.name
     elif plan.workload is not None:  # the HPA was written: the workload's rollout is what moves
         workload = plan.workload
         generation = (writer.read(workload.kind, workload.namespace, workload.name).get("metadata") or {}).get(
@@ -589,7 +605,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
                if plan.patch_type == JSON_PATCH else None)  # a created object has no field to put back
     seen = watch(writer, plan.target.namespace, watched, generation, window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
-                 baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms, written=written)
+                 baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms, written=written, kind=kind)
     detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
                               "oom_lines": seen.oom_lines}
     if seen.reverted:

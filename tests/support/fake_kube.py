@@ -27,6 +27,18 @@ run small controllers on `clock`: a Deployment rolls out (new ReplicaSet, new po
 `rollout.outcome = "crashloop"`, its new pods crash-loop with a CUDA OOM in their logs until the
 Deployment's Progressing condition reads ProgressDeadlineExceeded; scaling adds and removes
 pods; an HPA clamps its target to [minReplicas, maxReplicas]; Events are recorded as theirs are.
+A StatefulSet rolls out as its controller does (`StatefulSetController`: pods NAME-ORDINAL made
+one at a time in order, each ready before the next; a template change replaces them from the
+highest ordinal down to `updateStrategy.rollingUpdate.partition`, one at a time, each new pod
+ready before the next goes; OnDelete never replaces one; status.currentRevision,
+updateRevision, currentReplicas, updatedReplicas, readyReplicas, observedGeneration moved
+along). A LeaderWorkerSet (`LeaderWorkerSetController`) runs a leader StatefulSet NAME of
+`replicas` groups and, per group i, a worker StatefulSet NAME-i of `size - 1` pods
+(NAME-i-1 ...), every pod labelled with the template's revision hash; a group's workers take a
+new template once its leader pod has; its status (replicas, readyReplicas, updatedReplicas and
+the Available, Progressing and UpdateInProgress conditions, each with its observedGeneration)
+follows the groups. Both start on a write, or on `run(kind, namespace, name)` for an object
+`add()`ed.
 
 DELETE removes an object (`?dryRun=All` answers without removing; `DeleteOptions.preconditions`
 on uid and resourceVersion are checked, 409 Conflict when one does not hold); deleting a
@@ -207,6 +219,17 @@ class _Watched:
 
 
 @dataclass
+class _SetState:
+    """A StatefulSet or LeaderWorkerSet its controller acts for."""
+
+    due: float | None
+    synced: float = 0.0
+    #: a StatefulSet's revisions: name -> pod template, and the current one
+    revisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    current: str | None = None
+
+
+@dataclass
 class _Binding:
     rules: list[dict[str, Any]]
     namespace: str | None  # None: a ClusterRoleBinding
@@ -280,6 +303,8 @@ class FakeKube(LoopbackServer):
     _plans: dict[tuple[str, str], _PodPlan] = field(default_factory=dict)
     _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
     _hpa_due: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: StatefulSets and LeaderWorkerSets their controllers act for: (kind, namespace, name) -> state
+    _sets: dict[tuple[str, str, str], _SetState] = field(default_factory=dict)
     _random: random.Random = field(default_factory=lambda: random.Random(20260309))
     _addresses: int = 0
     _node_turn: int = 0
@@ -778,6 +803,15 @@ class FakeKube(LoopbackServer):
                         self._notice_hpa((key[0], hpa["metadata"]["name"]), t)
         elif kind == "HorizontalPodAutoscaler" and (old is None or not rules.json_equal(old_spec, spec)):
             self._notice_hpa(key, t)
+        elif kind in ("StatefulSet", "LeaderWorkerSet") and (old is None or not rules.json_equal(old_spec, spec)):
+            self._notice_set(kind, key, t, old)
+
+    def run(self, kind: str, namespace: str, name: str) -> None:
+        """Start the controller of a StatefulSet or LeaderWorkerSet `add()`ed (as a create would):
+        it makes the pods its template declares, ready after `rollout.ready_after_s`."""
+        with self._lock:
+            self._notice_set(kind, (namespace, name), self.now(), None)
+            self.reconcile()
 
     # ----------------------------------------------------------------- controllers
 
@@ -806,6 +840,12 @@ class FakeKube(LoopbackServer):
             offer(self._deadline(key, w), lambda t, key=key: self._time_out(key, t))
         for key, due in sorted(self._hpa_due.items()):
             offer(due, lambda t, key=key: self._sync_hpa(key, t))
+        for key3 in [k for k in self._sets if self._set_object(k) is None]:
+            del self._sets[key3]
+        for key3, st in sorted(self._sets.items()):
+            offer(st.due, lambda t, key3=key3: self._sync_set(key3, t))
+            if key3[0] == "StatefulSet":
+                offer(self._next_set_pod_event(key3, st.synced), lambda t, key3=key3: self._sync_set(key3, t))
         for r in self.reverters:
             offer(self._revert_due(r), lambda t, r=r: self._revert(r, t))
         for timer in self.timers:
@@ -1234,6 +1274,257 @@ class FakeKube(LoopbackServer):
             hpa["status"] = status
             self._store("HorizontalPodAutoscaler", hpa)
 
+
+    # ------------------------------------------- StatefulSet and LeaderWorkerSet controllers
+
+    def _set_object(self, key3: tuple[str, str, str]) -> dict[str, Any] | None:
+        group, _v, resource, _n = rules.KINDS[key3[0]]
+        return self.objects.get((group, resource), {}).get((key3[1], key3[2]))
+
+    def _notice_set(self, kind: str, key: tuple[str, str], t: float, old: dict[str, Any] | None) -> None:
+        due = t + self.rollout.observe_after_s
+        st = self._sets.get((kind, *key))
+        if st is not None:
+            st.due = due if st.due is None else min(st.due, due)
+            return
+        st = self._sets[(kind, *key)] = _SetState(due=due)
+        if kind == "StatefulSet" and old is not None:  # the revision the pods ran before this write
+            template = (old.get("spec") or {}).get("template") or {}
+            st.current = _set_revision(key[1], template)
+            st.revisions[st.current] = copy.deepcopy(template)
+
+    def _sync_set(self, key3: tuple[str, str, str], t: float) -> None:
+        st = self._sets[key3]
+        st.synced, st.due = t, None
+        obj = self._set_object(key3)
+        if obj is None:
+            return
+        if key3[0] == "LeaderWorkerSet":
+            self._sync_lws(obj, t)
+            return
+        for _ in range(200):  # each step's result is seen by the next
+            if not self._sts_step(obj, st, t):
+                break
+        self._sts_status(obj, st, t)
+        owner = (obj["metadata"].get("labels") or {}).get(LWS_NAME)  # a LeaderWorkerSet follows its StatefulSets
+        lws = self._sets.get(("LeaderWorkerSet", key3[1], str(owner))) if owner else None
+        if lws is not None:
+            lws.due = t if lws.due is None else min(lws.due, t)
+
+    def _sts_pods(self, sts: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        out = {}
+        for pod in self.list_objects("", "pods", ns):
+            if _owner(pod, "StatefulSet") == name:
+                ordinal = pod["metadata"]["name"][len(name) + 1:]
+                if ordinal.isdigit():
+                    out[int(ordinal)] = pod
+        return out
+
+    def _sts_step(self, sts: dict[str, Any], st: _SetState, t: float) -> bool:
+        """One step of the StatefulSet controller (OrderedReady); True when it changed something."""
+        spec = sts["spec"]
+        name = sts["metadata"]["name"]
+        template = spec.get("template") or {}
+        update = _set_revision(name, template)
+        st.revisions[update] = copy.deepcopy(template)
+        if st.current is None:
+            st.current = update
+        replicas = int(spec.get("replicas", 1))
+        start = int((spec.get("ordinals") or {}).get("start") or 0)
+        strategy = spec.get("updateStrategy") or {}
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+        pods = self._sts_pods(sts)
+        for i in range(start, start + replicas):
+            if i not in pods:
+                rev = update if i - start >= partition or st.current not in st.revisions else st.current
+                self._create_set_pod(sts, i, rev, st.revisions[rev], t)
+                return True
+            if not self._ready(pods[i], t):
+                return False  # OrderedReady: the next waits for this one
+        for i in sorted((i for i in pods if not start <= i < start + replicas), reverse=True):
+            self._delete_set_pod(sts, pods[i], t)
+            return True
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return False  # OnDelete: a pod takes the new template only once someone deletes it
+        for i in sorted(pods, reverse=True):
+            if i - start >= partition and _pod_revision(pods[i]) != update:
+                self._delete_set_pod(sts, pods[i], t)  # made again at the update revision next step
+                return True
+        return False
+
+    def _create_set_pod(self, sts: dict[str, Any], ordinal: int, revision: str, template: dict[str, Any],
+                        t: float) -> None:
+        ns, set_name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+        name = f"{set_name}-{ordinal}"
+        tmeta = template.get("metadata") or {}
+        labels = {**(tmeta.get("labels") or {}), "controller-revision-hash": revision,
+                  "statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": str(ordinal)}
+        meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": self._uid(), "creationTimestamp": self.wall(t),
+                                "labels": labels}
+        if tmeta.get("annotations"):
+            meta["annotations"] = dict(tmeta["annotations"])
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": set_name,
+                                    "uid": sts["metadata"].get("uid", ""), "controller": True,
+                                    "blockOwnerDeletion": True}]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {}),
+               "status": {"phase": "Pending"}}
+        node = self._schedule(pod)
+        outcome = self.rollout.outcome(copy.deepcopy(pod)) if callable(self.rollout.outcome) else self.rollout.outcome
+        if outcome not in ("ready", "crashloop"):
+            raise ValueError(f"rollout outcome must be 'ready' or 'crashloop', not {outcome!r}")
+        if node is False:
+            outcome = "unschedulable"
+        elif node:
+            pod["spec"]["nodeName"] = node
+        self._addresses += 1
+        n = self._addresses
+        plan = _PodPlan(created=t, outcome=outcome, ready_at=t + self.rollout.ready_after_s if outcome == "ready" else None,
+                        ip=f"10.5.{100 + n // 250}.{n % 250 + 1}")
+        self._plans[(ns, name)] = plan
+        pod["status"] = self._pod_status(pod, plan, t)
+        self._store("Pod", pod)
+        self._event(sts, "SuccessfulCreate", f"create Pod {name} in StatefulSet {set_name} successful", t,
+                    "statefulset-controller")
+        self._write_logs(pod, plan, t)
+
+    def _delete_set_pod(self, sts: dict[str, Any], pod: dict[str, Any], t: float) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.objects.get(("", "pods"), {}).pop(key, None)
+        self._plans.pop(key, None)
+        for log_key in [k for k in self.logs if k[:2] == key]:
+            del self.logs[log_key]  # a pod made again under this name starts with no log
+        self._rv += 1
+        self._changes.append((self._rv, "DELETED", "", "pods", key[0], copy.deepcopy(pod)))
+        self._event(sts, "SuccessfulDelete", f"delete Pod {key[1]} in StatefulSet {sts['metadata']['name']} successful",
+                    t, "statefulset-controller")
+
+    def _next_set_pod_event(self, key3: tuple[str, str, str], after: float) -> float | None:
+        sts = self._set_object(key3)
+        if sts is None:
+            return None
+        times = []
+        for pod in self._sts_pods(sts).values():
+            plan = self._plans.get((key3[1], pod["metadata"]["name"]))
+            if plan is not None and plan.ready_at is not None and plan.ready_at > after:
+                times.append(plan.ready_at)
+        return min(times, default=None)
+
+    def _sts_status(self, sts: dict[str, Any], st: _SetState, t: float) -> None:
+        """updateStatefulSetStatus: counts per revision; the current revision becomes the update
+        revision once every pod runs it."""
+        spec, meta = sts["spec"], sts["metadata"]
+        update = _set_revision(meta["name"], spec.get("template") or {})
+        pods = list(self._sts_pods(sts).values())
+        ready = sum(self._ready(p, t) for p in pods)
+        updated = sum(_pod_revision(p) == update for p in pods)
+        replicas = int(spec.get("replicas", 1))
+        if updated == len(pods) == replicas:
+            st.current = update
+        current = sum(_pod_revision(p) == st.current for p in pods)
+        before = copy.deepcopy(sts.get("status") or {})
+        status: dict[str, Any] = {"observedGeneration": int(meta.get("generation") or 0), "replicas": len(pods),
+                                  "currentRevision": st.current, "updateRevision": update,
+                                  "collisionCount": 0}
+        for name, value in (("readyReplicas", ready), ("availableReplicas", ready), ("currentReplicas", current),
+                            ("updatedReplicas", updated)):
+            if value:
+                status[name] = value
+        if not rules.json_equal(status, before):
+            sts["status"] = status
+            self._store("StatefulSet", sts)
+
+    def _sync_lws(self, lws: dict[str, Any], t: float) -> None:
+        """The LeaderWorkerSet controller: the leader StatefulSet, one worker StatefulSet per group
+        whose leader runs the new template, and the status from the groups."""
+        meta, spec = lws["metadata"], lws.get("spec") or {}
+        ns, name = meta["namespace"], meta["name"]
+        groups = int(spec.get("replicas", 1))
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        size = int(lwt.get("size") or 1)
+        worker = lwt.get("workerTemplate") or {}
+        leader = lwt.get("leaderTemplate") or worker
+        digest = hashlib.sha256(json.dumps([leader, worker], sort_keys=True).encode()).hexdigest()[:10]
+        common = {LWS_NAME: name, LWS_HASH: digest}
+        owner = [{"apiVersion": lws.get("apiVersion", "leaderworkerset.x-k8s.io/v1"), "kind": "LeaderWorkerSet",
+                  "name": name, "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True}]
+        self._own_set(ns, name, groups, _labelled(leader, {**common, LWS_WORKER_INDEX: "0"}), owner, 0, t)
+        leader_pods = self._sts_pods(self._set_object(("StatefulSet", ns, name)) or {"metadata": {"name": name,
+                                                                                                   "namespace": ns}})
+        for g in range(groups):
+            pod = leader_pods.get(g)
+            if size <= 1 or pod is None:
+                continue
+            existing = self._set_object(("StatefulSet", ns, f"{name}-{g}"))
+            group_hash = (pod["metadata"].get("labels") or {}).get(LWS_HASH)
+            if group_hash != digest and existing is not None:
+                continue  # the group's workers change once its leader has
+            self._own_set(ns, f"{name}-{g}", size - 1,
+                          _labelled(worker, {**common, LWS_HASH: group_hash or digest, LWS_GROUP_INDEX: str(g)}),
+                          [{"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
+                            "uid": pod["metadata"].get("uid", ""), "controller": True}], 1, t)
+        ready = updated = 0
+        for g in range(groups):
+            members = [p for p in ([leader_pods[g]] if g in leader_pods else [])]
+            workers = self._set_object(("StatefulSet", ns, f"{name}-{g}"))
+            if size > 1 and workers is not None:
+                members += list(self._sts_pods(workers).values())
+            whole = len(members) == size
+            if whole and all(self._ready(p, t) for p in members):
+                ready += 1
+            if whole and all((p["metadata"].get("labels") or {}).get(LWS_HASH) == digest for p in members):
+                updated += 1
+        status = copy.deepcopy(lws.get("status") or {})
+        generation = int(meta.get("generation") or 1)
+        status.update({"replicas": len(leader_pods), "readyReplicas": ready, "updatedReplicas": updated,
+                       "hpaPodSelector": f"{LWS_NAME}={name},{LWS_WORKER_INDEX}=0"})
+        holder = {"status": status}
+        when = self.wall(t)
+        done = ready == updated == groups
+        for kind, ok, reason, message in (
+                ("Available", ready == groups, "AllGroupsReady" if ready == groups else "GroupsNotReady",
+                 "All replicas are ready" if ready == groups else f"{ready} of {groups} groups are ready"),
+                ("Progressing", not done, "GroupsProgressing" if not done else "GroupsReady",
+                 "Replicas are progressing" if not done else "All groups are ready"),
+                ("UpdateInProgress", updated < groups, "GroupsUpdating" if updated < groups else "UpdateDone",
+                 f"{updated} of {groups} groups run the new template")):
+            _set_condition(holder, kind, "True" if ok else "False", reason, message, when)
+            for c in status["conditions"]:
+                if c["type"] == kind:
+                    c["observedGeneration"] = generation
+        if not rules.json_equal(status, lws.get("status") or {}):
+            lws["status"] = status
+            self._store("LeaderWorkerSet", lws)
+
+    def _own_set(self, ns: str, name: str, replicas: int, template: dict[str, Any], owner: list[dict[str, Any]],
+                 start: int, t: float) -> None:
+        """Create or rewrite a StatefulSet a LeaderWorkerSet runs, as its controller's write."""
+        sts = self._set_object(("StatefulSet", ns, name))
+        selector = {k: v for k, v in (template.get("metadata") or {}).get("labels", {}).items()
+                    if k in (LWS_NAME, LWS_GROUP_INDEX, LWS_WORKER_INDEX)}
+        spec = {"replicas": replicas, "selector": {"matchLabels": selector}, "serviceName": name,
+                "podManagementPolicy": "Parallel" if start else "OrderedReady",
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                "template": template}
+        if start:
+            spec["ordinals"] = {"start": start}
+        if sts is None:
+            sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"name": name, "namespace": ns, "uid": self._uid(), "generation": 1,
+                                "creationTimestamp": self.wall(t), "ownerReferences": owner,
+                                "labels": dict(selector)},
+                   "spec": spec}
+            self._store("StatefulSet", sts)
+            self._notice_set("StatefulSet", (ns, name), t, None)
+            return
+        if rules.json_equal(sts["spec"], spec):
+            return
+        old = copy.deepcopy(sts)
+        sts["spec"] = spec
+        sts["metadata"]["generation"] = int(sts["metadata"].get("generation") or 0) + 1
+        self._store("StatefulSet", sts)
+        self._notice_set("StatefulSet", (ns, name), t, old)
+
     # ------------------------------------------------------------------ kubelet
 
     def _create_pod(self, rs: dict[str, Any], t: float) -> None:
@@ -1491,6 +1782,28 @@ def _apply_patch(patch_type: str, patch: Any, kind: str, current: dict[str, Any]
         shown = rules.go_v(patch) if patch_type == "application/strategic-merge-patch+json" else rules.go_json(new)
         raise rules.Refusal(422, rules.invalid("", "", "", [rules.invalid_value("patch", shown, error)]))
     return new
+
+
+#: the LeaderWorkerSet's labels on its StatefulSets and pods
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_HASH = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def _set_revision(name: str, template: dict[str, Any]) -> str:
+    """A StatefulSet's revision name for a pod template (NAME-HASH, as its ControllerRevisions)."""
+    return f"{name}-" + hashlib.sha256(_template_key(template).encode()).hexdigest()[:10]
+
+
+def _pod_revision(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get("controller-revision-hash")
+
+
+def _labelled(template: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    out = copy.deepcopy(template)
+    out.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    return out
 
 
 def _owner(obj: dict[str, Any], kind: str) -> str | None:
