@@ -144,7 +144,7 @@ ZH_ALLOWED = {
     # the runbook's terms: tensor/pipeline/data parallel, the request buckets, percentiles
     "TP", "PP", "DP", "S", "M", "L", "XL", "LoRA", "AWQ", "GPTQ", "FP", "BF",
     # Kubernetes kinds and fields, as kubectl and the manifests spell them
-    "Pod", "pod", "pods", "Deployment", "StatefulSet", "Service", "HPA", "PodDisruptionBudget", "ServiceMonitor",
+    "Pod", "pod", "pods", "Deployment", "StatefulSet", "LeaderWorkerSet", "InferenceService", "Service", "HPA", "PodDisruptionBudget", "ServiceMonitor",
     "NetworkPolicy", "ConfigMap", "Secret", "ReplicaSet", "Node", "RBAC", "emptyDir", "medium", "Memory",
     "sizeLimit", "maxSurge", "maxUnavailable", "startupProbe", "livenessProbe", "readinessProbe", "resourceVersion",
     "generation", "selector", "Pending", "OOMKilled", "Error", "Recreate", "RollingUpdate",

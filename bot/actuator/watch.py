@@ -500,7 +500,7 @@ def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int,
     cluster (any JSON: a field of the wrong type reads as absent, never a traceback)."""
     obj = _map(obj)
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
-    replicas = _int(spec.get("replicas"), 1)
+    replicas = max(_int(spec.get("replicas"), 1), 0)  # a negative count (never valid) reads as none
     strategy = _map(spec.get("updateStrategy"))
     partition = min(max(_int(_map(strategy.get("rollingUpdate")).get("partition")), 0), replicas)
     notes: list[str] = []
@@ -570,7 +570,7 @@ def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int,
     """
     obj, leader = _map(obj), _map(leader)
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
-    groups = _int(spec.get("replicas"), 1)
+    groups = max(_int(spec.get("replicas"), 1), 0)
     leader_done, _n, _p, leader_notes = statefulset_state(leader, generation)
     own = _int(_map(obj.get("metadata")).get("generation"), 0)
     raw = status.get("conditions")
