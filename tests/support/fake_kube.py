@@ -1369,21 +1369,7 @@ class FakeKube(LoopbackServer):
                                     "blockOwnerDeletion": True}]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {}),
                "status": {"phase": "Pending"}}
-        node = self._schedule(pod)
-        outcome = self.rollout.outcome(copy.deepcopy(pod)) if callable(self.rollout.outcome) else self.rollout.outcome
-        if outcome not in ("ready", "crashloop"):
-            raise ValueError(f"rollout outcome must be 'ready' or 'crashloop', not {outcome!r}")
-        if node is False:
-            outcome = "unschedulable"
-        elif node:
-            pod["spec"]["nodeName"] = node
-        self._addresses += 1
-        n = self._addresses
-        plan = _PodPlan(created=t, outcome=outcome, ready_at=t + self.rollout.ready_after_s if outcome == "ready" else None,
-                        ip=f"10.5.{100 + n // 250}.{n % 250 + 1}")
-        self._plans[(ns, name)] = plan
-        pod["status"] = self._pod_status(pod, plan, t)
-        self._store("Pod", pod)
+        plan = self._start_pod(pod, t, "10.5")
         self._event(sts, "SuccessfulCreate", f"create Pod {name} in StatefulSet {set_name} successful", t,
                     "statefulset-controller")
         self._write_logs(pod, plan, t)
@@ -1527,6 +1513,26 @@ class FakeKube(LoopbackServer):
 
     # ------------------------------------------------------------------ kubelet
 
+    def _start_pod(self, pod: dict[str, Any], t: float, subnet: str) -> _PodPlan:
+        """Schedule a new pod, draw its rollout outcome, give it an address in `subnet` and store it."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        node = self._schedule(pod)
+        outcome = self.rollout.outcome(copy.deepcopy(pod)) if callable(self.rollout.outcome) else self.rollout.outcome
+        if outcome not in ("ready", "crashloop"):
+            raise ValueError(f"rollout outcome must be 'ready' or 'crashloop', not {outcome!r}")
+        if node is False:
+            outcome = "unschedulable"
+        elif node:
+            pod["spec"]["nodeName"] = node
+        self._addresses += 1
+        n = self._addresses
+        plan = _PodPlan(created=t, outcome=outcome, ready_at=t + self.rollout.ready_after_s if outcome == "ready" else None,
+                        ip=f"{subnet}.{100 + n // 250}.{n % 250 + 1}")
+        self._plans[(ns, name)] = plan
+        pod["status"] = self._pod_status(pod, plan, t)
+        self._store("Pod", pod)
+        return plan
+
     def _create_pod(self, rs: dict[str, Any], t: float) -> None:
         ns, rs_name = rs["metadata"]["namespace"], rs["metadata"]["name"]
         name = ""
@@ -1543,21 +1549,8 @@ class FakeKube(LoopbackServer):
                                     "blockOwnerDeletion": True}]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {}),
                "status": {"phase": "Pending"}}
-        node = self._schedule(pod)
-        outcome = self.rollout.outcome(copy.deepcopy(pod)) if callable(self.rollout.outcome) else self.rollout.outcome
-        if outcome not in ("ready", "crashloop"):
-            raise ValueError(f"rollout outcome must be 'ready' or 'crashloop', not {outcome!r}")
-        if node is False:
-            outcome = "unschedulable"
-        elif node:
-            pod["spec"]["nodeName"] = node
-        self._addresses += 1
-        n = self._addresses
-        plan = _PodPlan(created=t, outcome=outcome, ready_at=t + self.rollout.ready_after_s if outcome == "ready" else None,
-                        ip=f"10.4.{100 + n // 250}.{n % 250 + 1}")
-        self._plans[(ns, name)] = plan
-        pod["status"] = self._pod_status(pod, plan, t)
-        self._store("Pod", pod)
+        plan = self._start_pod(pod, t, "10.4")
+        outcome = plan.outcome
         self._event(rs, "SuccessfulCreate", f"Created pod: {name}", t, "replicaset-controller")
         if outcome == "unschedulable":
             self._event(pod, "FailedScheduling", self._unschedulable(pod), t, "default-scheduler", warning=True)
