@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from bot.render.chart_layout import fit_axis_label, fit_title, wrap_labels
+from bot.render.chart_layout import fit_axis_label, fit_title, renderer, wrap_labels
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from bot.render.wording import shift_label
@@ -76,8 +76,10 @@ def _figure(profile: RequestProfile, title: str, lang: str) -> Any:
         _bars(sx, labels, [shift.long_share_before * 100, shift.long_share_after * 100],
               ["#bab0ac", "#e15759" if shift.delta > 0 else "#59a14f"])
         sx.set_title(cat.t("chart_buckets.long_share"), fontsize=14)
+    r = renderer(fig)  # one layout pass for the three fits: none of them moves the axes' width
+    if shift:
         # the two parts' names, each on as many lines as its bar's width needs
-        wrap_labels(fig, sx, range(len(labels)), labels)
-    fit_axis_label(fig, ax, "y")
-    fit_title(fig, heading, min_size=12)
+        wrap_labels(fig, sx, range(len(labels)), labels, r)
+    fit_axis_label(fig, ax, "y", r=r)
+    fit_title(fig, heading, min_size=12, r=r)
     return fig

@@ -26,8 +26,10 @@ _BREAK = re.compile(r"(?<=[\s/·:_,，：、\-])|(?<=[\u2e80-\u9fff\uff00-\uffef
 
 
 def renderer(fig: Any) -> Any:
-    """The figure's renderer, after a draw (layout engines act at draw time)."""
-    fig.canvas.draw()
+    """The figure's renderer, after the layout engine has placed everything (it acts at draw
+    time): `draw_without_rendering` lays the figure out without rasterizing it, a fifth of a full
+    draw's cost, and the text extents measured after it are the ones the saved image has."""
+    fig.draw_without_rendering()
     return fig.canvas.get_renderer()
 
 
@@ -54,10 +56,11 @@ def _wrapped(artist: Any, text: str, room: float, r: Any) -> str:
     return "\n".join(lines)
 
 
-def fit_text(fig: Any, artist: Any, room_px: float, min_size: float = 10.0) -> None:
+def fit_text(fig: Any, artist: Any, room_px: float, min_size: float = 10.0, r: Any = None) -> None:
     """Make `artist`'s text fit in `room_px` pixels of width: smaller (not under `min_size`),
-    then wrapped. The text's words are kept whole where the breaks allow."""
-    r = renderer(fig)
+    then wrapped. The text's words are kept whole where the breaks allow. `r`: a renderer of the
+    laid-out figure (`renderer`), so that several fits share one layout pass."""
+    r = r or renderer(fig)
     text = artist.get_text().replace("\n", " ")
     artist.set_text(text)
     size = artist.get_fontsize()
@@ -68,18 +71,18 @@ def fit_text(fig: Any, artist: Any, room_px: float, min_size: float = 10.0) -> N
         artist.set_text(_wrapped(artist, text, room_px, r))
 
 
-def fit_title(fig: Any, title: Any, min_size: float = 11.0, within: Any = None) -> None:
+def fit_title(fig: Any, title: Any, min_size: float = 11.0, within: Any = None, r: Any = None) -> None:
     """A title starting where it starts, fitted to the figure's right edge, or to the right
     edge of the axes `within` (when a legend stands beside them)."""
-    r = renderer(fig)
+    r = r or renderer(fig)
     left = title.get_window_extent(r).x0
     right = fig.bbox.width - EDGE_PX if within is None else within.get_window_extent(r).x1
-    fit_text(fig, title, right - max(left, 0.0), min_size)
+    fit_text(fig, title, right - max(left, 0.0), min_size, r)
 
 
-def fit_axis_label(fig: Any, ax: Any, axis: str = "y", min_size: float = 10.0) -> None:
+def fit_axis_label(fig: Any, ax: Any, axis: str = "y", min_size: float = 10.0, r: Any = None) -> None:
     """The y label fitted to the axes' height (the x label to their width)."""
-    r = renderer(fig)
+    r = r or renderer(fig)
     box = ax.get_window_extent(r)
     label = ax.yaxis.label if axis == "y" else ax.xaxis.label
     room = (box.height if axis == "y" else box.width) * 0.95
@@ -97,13 +100,13 @@ def fit_axis_label(fig: Any, ax: Any, axis: str = "y", min_size: float = 10.0) -
             label.set_rotation(90)
             label.set_text(wrapped)
     else:
-        fit_text(fig, label, room, min_size)
+        fit_text(fig, label, room, min_size, r)
 
 
-def wrap_labels(fig: Any, ax: Any, positions: Sequence[float], labels: Sequence[str]) -> None:
+def wrap_labels(fig: Any, ax: Any, positions: Sequence[float], labels: Sequence[str], r: Any = None) -> None:
     """Category labels on the x axis, each wrapped to its slot's width (tick labels are set
     again from the formatter at every draw, so the wrapped texts become the labels)."""
-    r = renderer(fig)
+    r = r or renderer(fig)
     slot = ax.get_window_extent(r).width / max(1, len(labels)) * 0.92
     probe = fig.text(0, 0, "", fontproperties=ax.get_xticklabels()[0].get_fontproperties()
                      if ax.get_xticklabels() else None)

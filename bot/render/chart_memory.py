@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks
+from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, renderer, thin_date_ticks
 from bot.render.i18n import Catalog
 from runbooks.catalogs.thresholds import GPU_MEM_PINNED_RATIO
 from runbooks.model.evidence import MemoryHistory, MemorySeries
@@ -105,9 +105,10 @@ def _figure(history: MemoryHistory, title: str, lang: str) -> Any:
                 transform=ax.transAxes, color="#555555")
         ax.set_xticks([])
         ax.set_yticks([])
-    else:
-        fit_axis_label(fig, ax, "y")
-    fit_title(fig, heading)
+    r = renderer(fig)  # one layout pass for both fits
+    if drawn:
+        fit_axis_label(fig, ax, "y", r=r)
+    fit_title(fig, heading, r=r)
     return fig
 
 

@@ -14,7 +14,7 @@ import io
 from datetime import UTC
 from typing import Any
 
-from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks
+from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, renderer, thin_date_ticks
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from runbooks.model.evidence import BUCKETS
@@ -75,8 +75,9 @@ def _figure(detail: ProfileDetail, source: str, total: int, lang: str) -> Any:
     _draw(fig, ax, detail, cat)
     heading = ax.set_title(_drawable(cat.t("profile_cli.chart.title", source=source, total=total), lang),
                            fontsize=14, loc="left")
-    fit_axis_label(fig, ax, "y")
-    fit_title(fig, heading, within=ax)
+    r = renderer(fig)  # one layout pass for both fits
+    fit_axis_label(fig, ax, "y", r=r)
+    fit_title(fig, heading, within=ax, r=r)
     return fig
 
 

@@ -26,7 +26,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, thin_date_ticks, wrap_label
+from bot.render.chart_layout import (
+    fit_axis_label,
+    fit_title,
+    outside_legend,
+    renderer,
+    thin_date_ticks,
+    wrap_label,
+)
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
 from bot.render.triage_charts import _DRAW
@@ -108,6 +115,7 @@ def _figure(lines: list[Any], since: datetime, until: datetime, lang: str) -> An
     ax.grid(alpha=0.3)
     # beside the axes, never over a service's line; long names on two lines
     outside_legend(fig, ax.get_legend_handles_labels()[0], "right upper", fontsize=10)
-    fit_axis_label(fig, ax, "y", min_size=11)
-    fit_title(fig, heading, within=ax)
+    r = renderer(fig)  # one layout pass for both fits
+    fit_axis_label(fig, ax, "y", min_size=11, r=r)
+    fit_title(fig, heading, within=ax, r=r)
     return fig
