@@ -550,7 +550,7 @@ static const char *const key_names[K_COUNT] = {"input_tokens", "prompt_tokens", 
 static name_table key_table = {.names = key_names, .count = K_COUNT};
 
 /* a key=value match whose key starts at k: 1 and the value (and where the match ends), or 0 */
-static int pair_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_t *key_end,
+static inline __attribute__((always_inline)) int pair_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_t *key_end,
                    span *value, Py_ssize_t *end) {
     if (k >= n || !is_key_head(p[k])) return 0;
     Py_ssize_t r = key_run_end(p, k + 1, n);
@@ -577,6 +577,34 @@ static int pair_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_
     return 1;
 }
 
+/* The next match of the key=value regex at or after `pos` (where the previous one ended),
+ * found from the `=` it needs rather than by trying a key after every delimiter: a key holds no
+ * `=` and no delimiter, so a match's `=` is the first byte after its key that is no key
+ * character, and each `=` has one candidate key, the run of key characters before it. It is
+ * a match when that run starts with a key head, is at most 41 long and follows a delimiter at
+ * or after `pos` (or starts the line when `pos` is 0). An `=` that fails cannot belong to a
+ * later match either, so the first `=` that passes gives the leftmost match, as the regex
+ * finds it. 1 and the key's start (`key`), where the key ends, the value and where the match
+ * ends; or 0. */
+__attribute__((noinline, cold)) static int next_pair(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t *key, Py_ssize_t *key_end,
+                     span *value, Py_ssize_t *end) {
+    Py_ssize_t from = pos;
+    while (from < n) {
+        const unsigned char *q = memchr(p + from, '=', (size_t)(n - from));
+        if (q == NULL) return 0;
+        Py_ssize_t e = q - p, k = e;
+        while (k > pos && k > e - 42 && is_key_char(p[k - 1])) k--;
+        int ok = k < e && e - k <= 41 && is_key_head(p[k]) && (k == 0 || (k - 1 >= pos && is_key_delim(p[k - 1])));
+        if (!ok) {
+            from = e + 1;
+            continue;
+        }
+        *key = k;
+        return pair_at(p, n, k, key_end, value, end);
+    }
+    return 0;
+}
+
 static int read_text(span line, int64_t *v_in, int64_t *v_out, int64_t *us) {
     const unsigned char *p = line.p;
     Py_ssize_t n = line.n;
@@ -584,21 +612,21 @@ static int read_text(span line, int64_t *v_in, int64_t *v_out, int64_t *us) {
     int have[K_COUNT] = {0};
     span stamp = {NULL, 0};
     int have_stamp = 0;
-    if (memchr(p, '=', (size_t)n) != NULL) {
+    {
         Py_ssize_t pos = 0;
         while (pos < n) {
-            Py_ssize_t s = pos, key_end = 0, end = 0, k = -1;
+            Py_ssize_t key_end = 0, end = 0, k = -1;
             span value;
-            /* the next match of the key=value regex: a key at the line start, else after the
-             * next delimiter where one starts */
-            if (s == 0 && pair_at(p, n, 0, &key_end, &value, &end)) k = 0;
-            while (k < 0) {
-                s = delim_next(p, s, n);
-                if (s >= n) break;
-                if (pair_at(p, n, s + 1, &key_end, &value, &end)) k = s + 1;
-                s++;
+            /* the next match of the key=value regex: most often a key at the line start or
+             * after the next delimiter (logfmt: one pair after another), else found from an `=` */
+            if (pos == 0 && pair_at(p, n, 0, &key_end, &value, &end)) {
+                k = 0;
+            } else {
+                Py_ssize_t s = delim_next(p, pos, n);
+                if (s >= n) break; /* no delimiter left: no key can follow one */
+                if (__builtin_expect(pair_at(p, n, s + 1, &key_end, &value, &end), 1)) k = s + 1;
+                else if (!next_pair(p, n, s + 1, &k, &key_end, &value, &end)) break;
             }
-            if (k < 0) break;
             int kind = name_of(&key_table, p + k, key_end - k);
             if (kind >= 0) {
                 if (!have[kind]) {
