@@ -17,7 +17,8 @@ alternating, `--runs` times each:
   included, the packages' bytecode compiled first as an install leaves it), which reads the counts and the times, builds exact percentiles, the shift and
   per-bucket detail, and splits the file across the CPUs it may use.
 
-Prints, per shape, wall seconds (median), the ratio, gpumem's peak memory (the resident
+Prints, per shape, wall seconds (median), the ratio, CPU seconds (user + system, gpumem's
+processes summed: on a shared machine the steadier figure), gpumem's peak memory (the resident
 memory of all its processes summed, sampled every 10 ms) and whether the bucket counts of
 the two agree. Each file is deleted after its shape.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -304,9 +306,17 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int]:
-    """(wall seconds, stdout, peak RSS of the process and its children summed, KiB; 0 unless `sample`)."""
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's waited-for children and theirs."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int, float]:
+    """(wall seconds, stdout, peak RSS of the process and its children summed, KiB (0 unless
+    `sample`), CPU seconds of the process and its children)."""
     peak = [0]
+    cpu0 = _children_cpu_s()
     done = threading.Event()
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -326,7 +336,7 @@ def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int]:
         watcher.join()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.strip()[:500]}")
-    return seconds, out, peak[0]
+    return seconds, out, peak[0], _children_cpu_s() - cpu0
 
 
 def _gpumem_cmd(path: Path, workers: int | None) -> list[str]:
@@ -343,6 +353,8 @@ class Row:
     lines: int
     gpumem_s: float
     mawk_s: float
+    gpumem_cpu_s: float
+    mawk_cpu_s: float
     peak_mib: float
     workers: int
     agree: bool
@@ -358,20 +370,23 @@ def run_shape(shape: Shape, tmp: Path, mawk: str, size_mb: float, runs: int, wor
             pass
     awk = [mawk, "-f", str(script), str(path)]
     gp = _gpumem_cmd(path, workers)
-    t_awk, t_gp, peaks = [], [], []
+    t_awk, t_gp, c_awk, c_gp, peaks = [], [], [], [], []
     out_awk = out_gp = ""
     for _ in range(max(1, runs)):
-        s, out_awk, _ = timed(awk)
+        s, out_awk, _, cpu = timed(awk)
         t_awk.append(s)
-        s, out_gp, peak = timed(gp, sample=True)
+        c_awk.append(cpu)
+        s, out_gp, peak, cpu = timed(gp, sample=True)
         t_gp.append(s)
+        c_gp.append(cpu)
         peaks.append(peak)
     mib = path.stat().st_size / MIB
     path.unlink()
     doc = json.loads(out_gp)
     counts = [b["count"] for b in doc["buckets"]]
     awk_counts = [int(x) for x in out_awk.split()[:4]]
-    return Row(shape, mib, lines, statistics.median(t_gp), statistics.median(t_awk), max(peaks) / 1024,
+    return Row(shape, mib, lines, statistics.median(t_gp), statistics.median(t_awk), statistics.median(c_gp),
+               statistics.median(c_awk), max(peaks) / 1024,
                doc.get("workers", 0), counts == awk_counts)
 
 
@@ -400,15 +415,18 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             row = run_shape(SHAPES[name], Path(tmp), mawk, args.size_mb, args.runs, args.workers, args.seed)
-            print(f"{name}: gpumem {row.gpumem_s:.2f} s, mawk {row.mawk_s:.2f} s, {row.mawk_s / row.gpumem_s:.2f}x, "
-                  f"peak {row.peak_mib:.0f} MiB", flush=True)
+            print(f"{name}: gpumem {row.gpumem_s:.2f} s ({row.gpumem_cpu_s:.2f} s CPU), mawk {row.mawk_s:.2f} s "
+                  f"({row.mawk_cpu_s:.2f} s CPU), {row.mawk_s / row.gpumem_s:.2f}x, peak {row.peak_mib:.0f} MiB", flush=True)
             rows.append(row)
-    print(f"\n{args.size_mb:,.0f} MiB per shape; {available_cpus()} CPUs; medians of {args.runs} runs, alternating")
-    print("| shape | lines | gpumem s | mawk s | mawk / gpumem | gpumem peak MiB | buckets agree |")
-    print("|---|---|---|---|---|---|---|")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n{args.size_mb:,.0f} MiB per shape; {available_cpus()} CPUs; medians of {args.runs} runs, alternating; "
+          f"load average at the end {load}")
+    print("| shape | lines | gpumem s | mawk s | mawk / gpumem | gpumem CPU s | mawk CPU s | gpumem peak MiB "
+          "| buckets agree |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r.shape.title} | {r.lines:,} | {r.gpumem_s:.2f} | {r.mawk_s:.2f} | {r.mawk_s / r.gpumem_s:.2f}x | "
-              f"{r.peak_mib:.0f} | {'yes' if r.agree else 'NO'} |")
+              f"{r.gpumem_cpu_s:.2f} | {r.mawk_cpu_s:.2f} | {r.peak_mib:.0f} | {'yes' if r.agree else 'NO'} |")
     print(f"\ngpumem used {rows[0].workers if rows else 0} processes; mawk runs in one.")
 
 
