@@ -3,7 +3,10 @@
 For each shape (`SHAPES`: the runbook's key=value line, a logfmt gateway log with RFC 3339
 times and quoted values, nginx's combined format with upstream variables, Envoy's default
 format with the counts appended, key=value with Unix epochs, OpenAI-style JSON responses,
-and a gateway's JSON log with nested objects) a deterministic file of `--size-mb` MiB is
+a gateway's JSON log with nested objects; and four with what gateways add: JSON with RFC 3339
+times in µs or ms and zone offsets such as -05:00 and +05:30, logfmt with quoted values holding
+spaces and escaped quotes, nginx and Envoy with request ids, upstream status, trace ids and
+bytes between and after the counts) a deterministic file of `--size-mb` MiB is
 written into a temporary folder (lognormal lengths, 50 requests a second), then timed,
 alternating, `--runs` times each:
 
@@ -14,7 +17,8 @@ alternating, `--runs` times each:
   included, the packages' bytecode compiled first as an install leaves it), which reads the counts and the times, builds exact percentiles, the shift and
   per-bucket detail, and splits the file across the CPUs it may use.
 
-Prints, per shape, wall seconds (median), the ratio, gpumem's peak memory (the resident
+Prints, per shape, wall seconds (median), the ratio, CPU seconds (user + system, gpumem's
+processes summed: on a shared machine the steadier figure), gpumem's peak memory (the resident
 memory of all its processes summed, sampled every 10 ms) and whether the bucket counts of
 the two agree. Each file is deleted after its shape.
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -158,6 +163,78 @@ def _gateway_json(k: int, i: int, o: int) -> str:
     return f'{{"level": "info", {request}, {usage}, "time": "{ts}", {response}, {client}}}'
 
 
+#: zone offsets some writers log local time with (hours, minutes); UTC first
+_ZONES = ((0, 0), (8, 0), (-5, 0), (5, 30), (-3, -30), (1, 0))
+
+
+def _zoned(k: int, micro: bool) -> str:
+    """Request k's time as RFC 3339 in a local zone, with milliseconds or microseconds
+    (`2026-10-10T21:55:36.123456+08:00`, `...-05:00`, `...Z`)."""
+    at, ms = _at(k)
+    zh, zm = _ZONES[k % len(_ZONES)]
+    local = at + timedelta(hours=zh, minutes=zm)
+    frac = f"{ms:03d}{(k * 7) % 1000:03d}" if micro else f"{ms:03d}"
+    if zh == zm == 0:
+        zone = "Z" if k % 2 else "+00:00"
+    else:
+        zone = f"{'-' if zh < 0 or zm < 0 else '+'}{abs(zh):02d}:{abs(zm):02d}"
+    return f"{local:%Y-%m-%dT%H:%M:%S}.{frac}{zone}"
+
+
+def _json_zones(k: int, i: int, o: int) -> str:
+    ts = _zoned(k, micro=k % 4 < 2)
+    request = (f'"request": {{"id": "req-{k:08x}", "method": "POST", "path": "/v1/chat/completions", '
+               '"model": "qwen2.5-7b", "stream": true}')
+    usage = (f'"usage": {{"prompt_tokens": {i}, "completion_tokens": {o}, "total_tokens": {i + o}, '
+             '"prompt_tokens_details": {"cached_tokens": 0}}')
+    response = f'"response": {{"status": 200, "latency_ms": {k % 997}.{k % 10}, "upstream": "10.1.2.3:8000"}}'
+    trace = f'"trace_id": "{k * 2654435761 % (1 << 64):016x}{k:016x}", "span_id": "{k:016x}"'
+    if k % 2:
+        return f'{{"timestamp": "{ts}", "level": "info", {request}, {response}, {usage}, {trace}}}'
+    return f'{{"level": "info", {trace}, {usage}, {request}, "timestamp": "{ts}", {response}}}'
+
+
+_AGENTS = ('python-httpx/0.27.0', 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)',
+           'OpenAI/Python 1.40.0', 'curl/8.5.0')
+
+
+def _logfmt_quoted(k: int, i: int, o: int) -> str:
+    ts = _zoned(k, micro=k % 2 == 0)
+    agent = _AGENTS[k % len(_AGENTS)]
+    msg = 'upstream said \\"done\\" after retry' if k % 5 == 0 else "request done"
+    if k % 2:
+        return (f'ts={ts} level=info msg="{msg}" request_id=req-{k:08x} user_agent="{agent}" '
+                f'input_tokens={i} route="chat completions" output_tokens={o} bytes={1200 + k % 4000} '
+                f'trace_id={k:032x} duration={k % 997}.{k % 1000:03d}ms')
+    return (f'level=info msg="{msg}" model="qwen2.5 7b" output_tokens={o} status=200 user_agent="{agent}" '
+            f'input_tokens={i} ts={ts} upstream_status=200 request_id=req-{k:08x} error=""')
+
+
+def _nginx_extra(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    agent = _AGENTS[k % len(_AGENTS)]
+    # log_format llm '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    #   '"$http_referer" "$http_user_agent" rid=$request_id input_tokens=$upstream_http_x_input_tokens '
+    #   'us=$upstream_status trace="$http_traceparent" output_tokens=$upstream_http_x_output_tokens '
+    #   'bytes_in=$request_length rt=$request_time urt="$upstream_response_time" ua="$upstream_addr"';
+    return (f'10.0.3.{k % 250} - - [{at.day:02d}/{_MONTHS[at.month - 1]}/{at.year}:{at:%H:%M:%S} +0000] '
+            f'"POST /v1/chat/completions HTTP/1.1" 200 {1200 + k % 4000} "-" "{agent}" rid={k:032x} '
+            f'input_tokens={i} us=200 trace="00-{k:032x}-{k:016x}-01" output_tokens={o} bytes_in={900 + k % 3000} '
+            f'rt={ms / 1000:.3f} urt="{ms / 1000:.3f}" ua="10.1.2.3:8000"')
+
+
+def _envoy_extra(k: int, i: int, o: int) -> str:
+    at, ms = _at(k)
+    agent = _AGENTS[k % len(_AGENTS)]
+    # Envoy's default format with the counts among more operators: %UPSTREAM_HOST%, request id,
+    # trace id, upstream status (`UPSTREAM_TRANSPORT_FAILURE_REASON`-style dashes), bytes
+    return (f'[{at:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z] "POST /v1/chat/completions HTTP/1.1" 200 - 512 {1200 + k % 4000} '
+            f'{ms} {ms - 2 if ms > 2 else 0} "10.0.3.{k % 250}" "{agent}" "{k:08x}-1f2e-4d3c-9b8a" '
+            f'"llm.example" "10.1.2.3:8000" input_tokens={i} x_request_id="{k:08x}-1f2e" upstream_status=200 '
+            f'output_tokens={o} trace_id={k:032x} bytes_received=512 bytes_sent={1200 + k % 4000} '
+            f'upstream_failure="-"')
+
+
 SHAPES: dict[str, Shape] = {s.name: s for s in (
     Shape("runbook", "key=value, runbook (`time=2026-03-09T2011Z input_tokens=...`)", _runbook,
           "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
@@ -173,6 +250,14 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
           '"prompt_tokens":[0-9]+', 16, '"completion_tokens":[0-9]+', 20),
     Shape("gateway-json", "JSON gateway log: nested objects, ISO times, 2 key orders", _gateway_json,
           '"prompt_tokens": [0-9]+', 17, '"completion_tokens": [0-9]+', 21),
+    Shape("json-zones", "JSON gateway log: RFC 3339 µs / ms + zone offsets, trace ids, 2 key orders", _json_zones,
+          '"prompt_tokens": [0-9]+', 17, '"completion_tokens": [0-9]+', 21),
+    Shape("logfmt-quoted", "logfmt: quoted values with spaces and escaped quotes, µs / ms + offsets, extra fields",
+          _logfmt_quoted, "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("nginx-extra", "nginx combined + request id, upstream status, trace id between and after the counts",
+          _nginx_extra, "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
+    Shape("envoy-extra", "Envoy default format + request id, trace id, bytes between and after the counts",
+          _envoy_extra, "input_tokens=[0-9]+", 13, "output_tokens=[0-9]+", 14),
 )}
 
 
@@ -221,9 +306,17 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int]:
-    """(wall seconds, stdout, peak RSS of the process and its children summed, KiB; 0 unless `sample`)."""
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's waited-for children and theirs."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int, float]:
+    """(wall seconds, stdout, peak RSS of the process and its children summed, KiB (0 unless
+    `sample`), CPU seconds of the process and its children)."""
     peak = [0]
+    cpu0 = _children_cpu_s()
     done = threading.Event()
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -243,7 +336,7 @@ def timed(cmd: list[str], sample: bool = False) -> tuple[float, str, int]:
         watcher.join()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.strip()[:500]}")
-    return seconds, out, peak[0]
+    return seconds, out, peak[0], _children_cpu_s() - cpu0
 
 
 def _gpumem_cmd(path: Path, workers: int | None) -> list[str]:
@@ -260,6 +353,8 @@ class Row:
     lines: int
     gpumem_s: float
     mawk_s: float
+    gpumem_cpu_s: float
+    mawk_cpu_s: float
     peak_mib: float
     workers: int
     agree: bool
@@ -275,20 +370,23 @@ def run_shape(shape: Shape, tmp: Path, mawk: str, size_mb: float, runs: int, wor
             pass
     awk = [mawk, "-f", str(script), str(path)]
     gp = _gpumem_cmd(path, workers)
-    t_awk, t_gp, peaks = [], [], []
+    t_awk, t_gp, c_awk, c_gp, peaks = [], [], [], [], []
     out_awk = out_gp = ""
     for _ in range(max(1, runs)):
-        s, out_awk, _ = timed(awk)
+        s, out_awk, _, cpu = timed(awk)
         t_awk.append(s)
-        s, out_gp, peak = timed(gp, sample=True)
+        c_awk.append(cpu)
+        s, out_gp, peak, cpu = timed(gp, sample=True)
         t_gp.append(s)
+        c_gp.append(cpu)
         peaks.append(peak)
     mib = path.stat().st_size / MIB
     path.unlink()
     doc = json.loads(out_gp)
     counts = [b["count"] for b in doc["buckets"]]
     awk_counts = [int(x) for x in out_awk.split()[:4]]
-    return Row(shape, mib, lines, statistics.median(t_gp), statistics.median(t_awk), max(peaks) / 1024,
+    return Row(shape, mib, lines, statistics.median(t_gp), statistics.median(t_awk), statistics.median(c_gp),
+               statistics.median(c_awk), max(peaks) / 1024,
                doc.get("workers", 0), counts == awk_counts)
 
 
@@ -317,15 +415,18 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             row = run_shape(SHAPES[name], Path(tmp), mawk, args.size_mb, args.runs, args.workers, args.seed)
-            print(f"{name}: gpumem {row.gpumem_s:.2f} s, mawk {row.mawk_s:.2f} s, {row.mawk_s / row.gpumem_s:.2f}x, "
-                  f"peak {row.peak_mib:.0f} MiB", flush=True)
+            print(f"{name}: gpumem {row.gpumem_s:.2f} s ({row.gpumem_cpu_s:.2f} s CPU), mawk {row.mawk_s:.2f} s "
+                  f"({row.mawk_cpu_s:.2f} s CPU), {row.mawk_s / row.gpumem_s:.2f}x, peak {row.peak_mib:.0f} MiB", flush=True)
             rows.append(row)
-    print(f"\n{args.size_mb:,.0f} MiB per shape; {available_cpus()} CPUs; medians of {args.runs} runs, alternating")
-    print("| shape | lines | gpumem s | mawk s | mawk / gpumem | gpumem peak MiB | buckets agree |")
-    print("|---|---|---|---|---|---|---|")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n{args.size_mb:,.0f} MiB per shape; {available_cpus()} CPUs; medians of {args.runs} runs, alternating; "
+          f"load average at the end {load}")
+    print("| shape | lines | gpumem s | mawk s | mawk / gpumem | gpumem CPU s | mawk CPU s | gpumem peak MiB "
+          "| buckets agree |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r.shape.title} | {r.lines:,} | {r.gpumem_s:.2f} | {r.mawk_s:.2f} | {r.mawk_s / r.gpumem_s:.2f}x | "
-              f"{r.peak_mib:.0f} | {'yes' if r.agree else 'NO'} |")
+              f"{r.gpumem_cpu_s:.2f} | {r.mawk_cpu_s:.2f} | {r.peak_mib:.0f} | {'yes' if r.agree else 'NO'} |")
     print(f"\ngpumem used {rows[0].workers if rows else 0} processes; mawk runs in one.")
 
 
