@@ -73,3 +73,17 @@ def test_an_owner_without_its_pod_template_names_the_field(capsys, tmp_path):
     del broken["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     rc, text = _budget(capsys, tmp_path, broken)
     assert rc == 2 and "spec.leaderWorkerTemplate.workerTemplate: missing" in text
+
+
+def test_a_leader_worker_sets_ranks_across_its_pods_are_no_clash(capsys, tmp_path):
+    # TP 2 over a group of two pods of one GPU each (the vLLM multi-node LeaderWorkerSet layout):
+    # the leader's own request is not what the ranks can use, so no "needs 2 GPUs" clash
+    lws = _shell_lws()
+    for role in ("leaderTemplate", "workerTemplate"):
+        container = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0]
+        container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 2
+    rc, doc = _budget(capsys, tmp_path, lws)
+    assert rc == 0, doc
+    assert doc["tp"] == 2
+    assert not [c for c in doc.get("conflicts", []) if "GPU" in json.dumps(c)], doc.get("conflicts")

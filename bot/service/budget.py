@@ -183,8 +183,9 @@ def read_profile(path: str):
 
 def _gpus_for_ranks(workload, config) -> int | None:
     """GPUs the engine's ranks can use: the pod's request, times the nodes of a multi-node
-    launch (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray)."""
-    if workload is None or workload.gpu is None:
+    launch (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray, a
+    LeaderWorkerSet's group: its leader and workers each bring their own GPUs)."""
+    if workload is None or workload.gpu is None or workload.kind == "LeaderWorkerSet":
         return None
     flags = config.flags if config is not None else {}
     if (flags.get("distributed-executor-backend") or "").lower() == "ray":
