@@ -170,7 +170,7 @@ class Work:
         self.store = store
         #: the handover's Prometheus state reader (`bot.service.handover.prometheus_reader`); None: none
         self.read_state: Callable[..., Any] | None = None
-        #: reads a stop-gap's live object (`bot.service.handover.kube_reader`); None: they stay unconfirmed
+        #: reads a stop-gap's live object (`bot.service.handover.live_object_reader`); None: they stay unconfirmed
         self.read_object: Callable[..., Any] | None = None
         #: reads the watched services' KV usage over the shift (the handover chart); None: no chart
         self.read_series: Callable[..., Any] | None = None
