@@ -87,3 +87,15 @@ def test_a_leader_worker_sets_ranks_across_its_pods_are_no_clash(capsys, tmp_pat
     assert rc == 0, doc
     assert doc["tp"] == 2
     assert not [c for c in doc.get("conflicts", []) if "GPU" in json.dumps(c)], doc.get("conflicts")
+
+
+def test_a_leader_worker_set_of_one_pod_cannot_hold_ranks_its_gpus_do_not_cover(capsys, tmp_path):
+    # the same TP 2, but a group of one pod with one GPU: the ranks have nowhere to go
+    lws = _shell_lws()
+    for role in ("leaderTemplate", "workerTemplate"):
+        container = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0]
+        container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 1
+    rc, doc = _budget(capsys, tmp_path, lws)
+    assert rc == 2, doc
+    assert [c for c in doc.get("conflicts", []) if "GPU" in json.dumps(c)], doc

@@ -182,11 +182,14 @@ def read_profile(path: str):
 
 
 def _gpus_for_ranks(workload, config) -> int | None:
-    """GPUs the engine's ranks can use: the pod's request, times the nodes of a multi-node
-    launch (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray, a
-    LeaderWorkerSet's group: its leader and workers each bring their own GPUs)."""
-    if workload is None or workload.gpu is None or workload.kind == "LeaderWorkerSet":
+    """GPUs the engine's ranks can use: the pod's request, times the pods of a LeaderWorkerSet's
+    group (its leader and workers each bring their own) or the nodes of a multi-node launch
+    (SGLang --nnodes); None when ranks may live in other pods (vLLM on Ray) or a group's size
+    is not known."""
+    if workload is None or workload.gpu is None:
         return None
+    if workload.kind == "LeaderWorkerSet":
+        return workload.gpu.count * workload.group_size if workload.group_size else None
     flags = config.flags if config is not None else {}
     if (flags.get("distributed-executor-backend") or "").lower() == "ray":
         return None

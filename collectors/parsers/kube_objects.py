@@ -151,7 +151,12 @@ def _spec_owner_workload(obj: dict[str, Any], kind: str, source: str) -> tuple[W
             site = candidate
             break
     workload, _ = workload_from_object(deployment_view(obj, site), source)
-    return replace(workload, kind=kind, max_surge=None, max_unavailable=None,
+    group = None
+    if kind == "LeaderWorkerSet":
+        template = as_mapping(as_mapping(obj.get("spec"), "spec", source).get("leaderWorkerTemplate"),
+                              "spec.leaderWorkerTemplate", source)
+        group = as_int(template.get("size"), "spec.leaderWorkerTemplate.size", source) or 1  # the CRD's default
+    return replace(workload, kind=kind, max_surge=None, max_unavailable=None, group_size=group,
                    image=None if site.runtime_read else workload.image), config
 
 

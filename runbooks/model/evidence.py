@@ -392,6 +392,9 @@ class Workload:
     #: who manages the object besides kubectl (`collectors.kube.managers`): None = not read
     #: (a manifest file), () = read, none found
     managers: tuple[Manager, ...] | None = None
+    #: a LeaderWorkerSet's pods per group (`leaderWorkerTemplate.size`: the leader and its
+    #: workers, each with its own GPUs); None for every other kind
+    group_size: int | None = None
 
 
 # --------------------------------------------------------------------- logs
