@@ -166,8 +166,8 @@ def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, 
     values = {"needed": p.approvals_needed, "namespace": p.target.namespace, "count": len(stored.approvals),
               "rv": p.resource_version, "restored": restored_of(cat, p), "at": p.expires_at.strftime("%H:%M UTC"),
               **params}
-    if "notes" in values:
-        values["notes"] = "; ".join(values["notes"]) or "-"
+    if "notes" in values:  # the watch's notes (`runbooks.model.phrases.Phrase`; text as stored before them)
+        values["notes"] = cat.phrases(values["notes"]) or "-"
     if stage == "reverted" or "reverted" in values:  # the watch's reverts: who put the change back, when
         values["reverted"] = reverts_words(cat, values.get("reverted") or ()) or "-"
     return t(cat, f"slack_plan.stage.{stage}", raw=raw, **values)

@@ -17,6 +17,7 @@ from bot.grammar.requests import ApplyRequest, PlansRequest
 from bot.service.deps import Deps
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import IN_FLIGHT_S, PlanMoved, StaleObject, TargetNotFound
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
 
@@ -49,11 +50,12 @@ class Reconciled:
     plan_id: str
     target: str
     outcome: str
-    reason: str = ""
+    #: why: a `Phrase` (what the re-read found), or the read's own error text
+    reason: Phrase | str = ""
     rollback: bool = False
 
 
-def landed_on(plan: Plan, current: dict[str, Any]) -> str | None:
+def landed_on(plan: Plan, current: dict[str, Any]) -> Phrase | None:
     """None when `plan`'s write is on `current`: the values it writes and its annotation (a
     JSON patch), or the object it created (a `create` plan: its annotation); else why not."""
     from bot.actuator.apply import created_by, landed  # only with a plan to settle: see CREATE
@@ -124,7 +126,7 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
         obj = _read(store, reader_for, plan, now, out)
         if obj is _UNREAD:
             continue
-        reason = f"the object is not there: {t}" if obj is None else landed_on(plan, obj)
+        reason = Phrase("reason.object_gone", {"target": str(t)}) if obj is None else landed_on(plan, obj)
         if reason is not None and _may_still_land(store, plan.id, now):
             continue
         meta = (obj or {}).get("metadata") or {}
@@ -136,7 +138,7 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
                 out.append(Reconciled(plan.id, str(t), "applied"))
             else:
                 store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
-                           detail={"reconciled": True, "error": "not_applied", "reason": reason[:300]})
+                           detail={"reconciled": True, "error": "not_applied", "reason": reason})
                 out.append(Reconciled(plan.id, str(t), "failed", reason))
         except PlanMoved:  # the apply it was waiting for moved it meanwhile
             continue
@@ -172,7 +174,7 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
         else:
             store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
                        detail={"reconciled": True, "error": "split_partly_applied", "created": ", ".join(found.there),
-                               "missing": "; ".join(found.absent)[:300], "reason": found.proof()})
+                               "missing": found.missing(), "reason": found.proof()})
             out.append(Reconciled(plan.id, str(t), "partly_applied", found.proof()))
     except PlanMoved:  # the apply it was waiting for moved it meanwhile
         return
@@ -220,18 +222,19 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
         except Exception as e:
             _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback=True)
             return out[0]
-        why = None if not found.there else "still there: " + ", ".join(found.there)
+        why = None if not found.there else Phrase("reason.created_still_there", {"objects": ", ".join(found.there)})
     else:
         obj = _read(store, reader_for, plan, now, out, rollback=True)
         if obj is _UNREAD:
             return out[0]
         try:
             if plan.patch_type == CREATE:
-                why = None if obj is None else "the object gpumem created is still there"
+                why = None if obj is None else Phrase("reason.created_object_still_there")
             else:
-                why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
+                why = Phrase("reason.object_gone", {"target": str(t)}) if obj is None else restored_on(plan, obj)
         except StaleObject as e:  # neither the old values nor gpumem's: someone else changed them
-            why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
+            rows = e.params.get("differences") or ()
+            why = Phrase("reason.neither", {"paths": ", ".join(str(r.get("path")) for r in rows if isinstance(r, dict))[:300]})
     if why is not None and _may_still_land(store, plan.id, now):
         return None
     if why is None:
@@ -242,7 +245,7 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
             return None
         return Reconciled(plan.id, str(t), "rolled_back", rollback=True)
     store.record(ROLLBACK_SETTLED, actor=RECONCILE_ACTOR, now=now,
-                 detail={"plan": plan.id, "outcome": "rollback_not_applied", "reason": why[:300]})
+                 detail={"plan": plan.id, "outcome": "rollback_not_applied", "reason": why})
     return Reconciled(plan.id, str(t), "rollback_not_applied", why, rollback=True)
 
 

@@ -40,6 +40,7 @@ from collectors.parsers.kube_objects import workload_from_object
 from runbooks.model.changes import Change, SplitPools
 from runbooks.model.errors import StaleObject, TargetNotFound, UsageError
 from runbooks.model.evidence import BucketShare, RequestProfile
+from runbooks.model.phrases import Phrase
 from runbooks.remediation import split
 from runbooks.remediation.edits.split_clones import build_clones
 from runbooks.remediation.plan import Plan, PlanTarget
@@ -267,7 +268,7 @@ def _setup(original: dict[str, Any], gpu: str | None):
     except ParseError as e:
         raise UsageError("split_no_server", name=name, reason=str(e)[:200]) from None
     if config is None:
-        raise UsageError("split_no_server", name=name, reason="no inference server container")
+        raise UsageError("split_no_server", name=name, reason=Phrase("reason.no_server_container"))
     split.flags_for(config.engine or "")
     try:
         return workload, config, setup_for(workload, config, gpu)
