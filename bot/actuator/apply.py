@@ -138,7 +138,7 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
         current = None
     except Exception as e:  # typed or not (an answer that is not JSON): nothing is known
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
-                             reread=_one_line(e)) from unknown
+                             reread=read_failure(e)) from unknown
     if current is None and gone_is_done:
         return {}
     why = (Phrase("reason.not_there", {"kind": t.kind, "namespace": t.namespace, "name": t.name})
@@ -167,7 +167,7 @@ def still_in_flight(plan: Plan, unknown: OutcomeUnknown, why: Phrase) -> Outcome
                           reread=Phrase("reason.in_flight", {"why": why, "seconds": f"{IN_FLIGHT_S:.0f}"}))
 
 
-def _one_line(error: Exception) -> Phrase | str:
+def read_failure(error: Exception) -> Phrase | str:
     """Why a re-read failed, in a few words: "HTTP 503: etcdserver: leader changed", "no answer
     within 10.0 s", "forbidden: get deployments.apps in namespace llm"."""
     if not isinstance(error, GpumemError):

@@ -41,9 +41,9 @@ from bot.actuator.apply import (
     CAUSE_ANNOTATION,
     PLAN_ANNOTATION,
     Written,
-    _one_line,
     check_unchanged,
     lost_reason,
+    read_failure,
     still_in_flight,
 )
 from bot.actuator.writer import KubeWriter
@@ -235,7 +235,7 @@ def settle_creates(reader: Any, plan: Plan, unknown: OutcomeUnknown) -> SplitRea
         return read_created(reader, plan)
     except Exception as e:  # typed or not: nothing is known
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=lost_reason(unknown),
-                             source=unknown.params.get("source", ""), reread=_one_line(e)) from unknown
+                             source=unknown.params.get("source", ""), reread=read_failure(e)) from unknown
 
 
 def raise_unsettled(plan: Plan, found: SplitRead, unknown: OutcomeUnknown) -> None:
@@ -334,7 +334,7 @@ def _settle_delete(writer: KubeWriter, plan: Plan, op: dict[str, Any], was: dict
         return
     except Exception as e:
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
-                             reread=Phrase("reason.of_object", {"what": what, "why": _one_line(e)}),
+                             reread=Phrase("reason.of_object", {"what": what, "why": read_failure(e)}),
                              deleted=", ".join(deleted) or "-") from unknown
     uid = str((now.get("metadata") or {}).get("uid") or "")
     if uid != str((was.get("metadata") or {}).get("uid") or ""):

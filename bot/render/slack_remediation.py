@@ -28,6 +28,7 @@ from typing import Any
 
 from bot.render import slack_blocks as B
 from bot.render import slack_split as S
+from bot.render.errors import plan_states
 from bot.render.i18n import Catalog
 from bot.render.managers import plan_manager_lines
 from bot.render.plan_preview import preview_words
@@ -386,6 +387,7 @@ def refusal_message(lang: str, key: str, /, **params: Any) -> Message:
     approvers = params.pop("approvers", ())
     if params.get("verb"):
         params["verb"] = cat.t(f"slack_plan.verb.{params['verb']}")
+    params = plan_states(cat, params)
     text = t(cat, f"slack_plan.refused.{key}", raw={"approvers": mentions(cat, approvers)}, **params)
     return B.message(text, [B.section(f":warning: {text}")])
 
