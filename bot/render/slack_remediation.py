@@ -402,11 +402,11 @@ def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str)
     """
     key = f"slack_plan.error.{code}"
     if cat.has(key):
-        return cat.t(key, params)
+        return cat.t(key, plan_states(cat, params))
     if code in ("managed_gitops", "managed_controller"):  # the shared refusal, without the terminal's lead
         return _CLI_LEAD.sub("", fallback, count=1)
     if code.startswith("split_") and code not in _VALUES_INSIDE and cat.has(f"remediate_cli.error.{code}"):
-        return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", params), count=1)
+        return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", plan_states(cat, params)), count=1)
     return fallback
 
 

@@ -152,7 +152,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         check_replicas(request.replicas)
         old = (obj.get("spec") or {}).get("replicas")
         if old == request.replicas:
-            raise UsageError("nothing_to_change", what=f"replicas {old}")
+            raise UsageError("nothing_to_change", what=Phrase("reason.replicas_already", {"replicas": old}))
         ops += [{"op": "test", "path": "/spec/replicas", "value": old},
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
         changes.append(Scale(old, request.replicas))
@@ -161,7 +161,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         ops += edit.ops
         changes += edit.changes
     if not changes:
-        raise UsageError("nothing_to_change", what="no --set or --replicas")
+        raise UsageError("nothing_to_change", what=Phrase("reason.no_set_or_replicas"))
     _one_op_per_path(ops)
     return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
 
@@ -176,7 +176,7 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
         raise UsageError("kind_takes_flags_only", kind=request.kind, target=f"{request.namespace}/{request.name}",
                          kinds=", ".join(kinds))
     if not request.flags:
-        raise UsageError("nothing_to_change", what="no --set")
+        raise UsageError("nothing_to_change", what=Phrase("reason.no_set"))
     if request.container and request.action_id != "manual":
         # a triage's action names the container of the pods (KServe's `kserve-container` is the
         # Deployment's; an owner may name it otherwise): the owner's server container is used
@@ -394,7 +394,7 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
     if action_id in ESCALATE_ONLY:
         raise UsageError("escalate_only", action=action_id)
     if not changes:
-        raise UsageError("nothing_to_change", what=action_id)
+        raise UsageError("nothing_to_change", what=Phrase("reason.action_without_changes", {"action": action_id}))
     other = sorted({c.kind for c in changes if c.kind not in APPLY_KINDS})
     if other == [SPLIT_KIND]:  # two phases of their own: `bot.service.split_pools`
         raise UsageError("split_use_option", target=f"{namespace}/{name}")

@@ -40,11 +40,13 @@ class Phrase:
 
 
 def phrase_json(value: Any) -> Any:
-    """`value` as JSON: a Phrase as its `to_json`, a list or tuple item by item, else as it is."""
+    """`value` as JSON: a Phrase as its `to_json`, a list, tuple or mapping item by item, else as it is."""
     if isinstance(value, Phrase):
         return value.to_json()
     if isinstance(value, list | tuple):
         return [phrase_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: phrase_json(v) for k, v in value.items()}
     return value
 
 
