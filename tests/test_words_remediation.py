@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -299,10 +300,10 @@ def _plan(sc, store: Path, lang: str) -> tuple[str, str]:
     return re.search(r"\bp-[0-9a-f]{8}\b", text).group(0), text
 
 
-def _apply_watched(sc, store: Path, plan: str, lang: str, window: int = 120) -> tuple[int, str]:
+def _apply_watched(sc, store: Path, plan: str, lang: str, window: int = 120, *more: str) -> tuple[int, str]:
     """`gpumem apply PLAN --yes --watch WINDOW` on the stand-in's clock, its watch on a pipe:
     the exit code and stdout with stderr (the watch's lines) after it."""
-    args = parse_argv(["apply", plan, "--yes", "--watch", str(window), "--kubeconfig", str(sc.kubeconfig),
+    args = parse_argv(["apply", plan, "--yes", "--watch", str(window), *more, "--kubeconfig", str(sc.kubeconfig),
                        "--context", "prod", "--store", str(store), "--lang", lang])
     out, err = io.StringIO(), io.StringIO()
     saved = sys.stdout, sys.stderr
@@ -426,6 +427,7 @@ def test_the_watch_json_gives_each_note_its_id_values_and_english_text():
         {"id": "leader", "params": {"note": {"phrase": "watch.on_delete", "params": {}}},
          "text": "leader StatefulSet: updateStrategy OnDelete: a pod takes the change only once someone deletes it"},
         {"id": None, "params": {}, "text": "progress deadline exceeded"}]  # stored before notes had ids
+    assert json.loads(json.dumps(render.look_json(look)))["notes"][1]["params"]["note"]["phrase"] == "watch.on_delete"
     assert render.look_text(look, "zh").splitlines()[0].endswith(
         "（新 Pod 重启 2 次；领导者 StatefulSet：更新策略为 OnDelete：Pod 只有在被人删除后才会采用变更；progress deadline exceeded）")
 
@@ -452,3 +454,20 @@ def test_every_chinese_remediation_message_is_chinese_but_for_its_values():
             if words:
                 leaks[key] = words
     assert leaks == {}
+
+
+def test_gpumem_apply_json_gives_the_watch_notes_as_ids_with_their_values(cluster, tmp_path):
+    cluster.kube.rollout.outcome = "crashloop"
+    cluster.kube.rollout.crash_after_s = 20
+    store = tmp_path / "gpumem.db"
+    plan, _ = _plan(cluster, store, "en")
+    rc, text = _apply_watched(cluster, store, plan, "zh", 120, "--json")
+    assert rc == 1
+    doc = json.loads(text[:text.rindex("}") + 1])
+    notes = doc["watch"]["notes"]
+    assert [n["id"] for n in notes] == ["restarts_new", "ooms_new"]
+    assert notes[0]["params"] == {"count": doc["watch"]["restarts"]} and doc["watch"]["restarts"] >= 1
+    assert notes[1]["params"] == {"count": doc["watch"]["oom_lines"]} and doc["watch"]["oom_lines"] >= 1
+    assert notes[0]["text"] == EN.phrase(Phrase("watch.restarts_new", notes[0]["params"]))
+    audit = [r for r in Store.open(store).plan_audit(plan) if r.to_state == "failed"][-1]
+    assert [phrase_of(n) for n in audit.detail["notes"]] == [Phrase(f"watch.{n['id']}", n["params"]) for n in notes]
