@@ -10,8 +10,10 @@ import pytest
 from bot.actuator.apply import apply_plan
 from bot.actuator.watch import look, watch
 from bot.actuator.writer import JSON_PATCH, KubeWriter
+from bot.render.i18n import Catalog
 from bot.service.container_reader import CONTAINER_READER
 from runbooks.model.changes import SetArg
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.plan import Plan, PlanTarget
 from tests.support.kube_fixtures import manual_clock, running_scenario
@@ -62,7 +64,7 @@ def test_new_pods_that_crash_loop_with_a_cuda_oom_fail_the_watch(cluster):
     final = watch(writer, NS, NAME, generation, window_s=600, poll_s=30, clock=clock, sleep=clock.advance)
     assert final.outcome == "failed"
     assert final.restarts >= 1 and final.oom_lines >= 1
-    assert any("CUDA OOM" in n for n in final.notes)
+    assert Phrase("watch.ooms_new", {"count": final.oom_lines}) in final.notes
     assert clock() < 600, "a failure ends the watch early"
 
 
@@ -71,7 +73,7 @@ def test_a_rollout_that_does_not_finish_in_the_window_is_not_held(cluster):
     writer = KubeWriter(cluster.api("prod"))
     generation = _apply(writer)
     final = watch(writer, NS, NAME, generation, window_s=120, poll_s=60, clock=clock, sleep=clock.advance)
-    assert final.outcome == "failed" and "not rolled out within the watch window" in final.notes
+    assert final.outcome == "failed" and final.notes[-1] == Phrase("watch.not_rolled_out")
 
 
 def test_a_failed_watch_rolls_back_by_itself_only_when_configured(cluster, tmp_path):
@@ -151,8 +153,9 @@ def test_a_scale_plan_whose_new_pods_crash_loop_with_a_cuda_oom_fails(cluster, t
     assert seen.outcome == "failed" and final.state == "failed"
     (new,) = seen.new_pods
     assert seen.restarts == _restarts(cluster, new) >= 1, "only the new pod's restarts count"
-    assert seen.oom_lines >= 1 and seen.notes[0] == f"{seen.restarts} restart{'' if seen.restarts == 1 else 's'} in new pods"
-    assert not any("ran before" in n for n in seen.notes)
+    assert seen.oom_lines >= 1 and seen.notes[0] == Phrase("watch.restarts_new", {"count": seen.restarts})
+    assert Catalog.load("en").phrase(seen.notes[0]) == f"{seen.restarts} restart{'' if seen.restarts == 1 else 's'} in new pods"
+    assert not any(n.key.endswith("_since") for n in seen.notes)
     assert clock() < 600
 
 
@@ -184,6 +187,7 @@ def test_restarts_and_oom_lines_of_old_pods_count_only_after_the_write(cluster, 
     kube.set_log(NS, OLD_POD, "vllm", f"{stamp} INFO 03-09 21:01:00 api_server.py:585] vLLM API server version 0.6.6\n")
     seen = look(writer, NS, NAME, applied["generation"], baseline)
     assert seen.outcome == "failed" and seen.restarts == 1 and seen.oom_lines == 1
-    assert seen.notes == ("1 restart in pods that ran before the change, since it",
-                          "1 CUDA OOM line in the logs of pods that ran before the change, since it")
+    assert seen.notes == (Phrase("watch.restarts_since", {"count": 1}), Phrase("watch.ooms_since", {"count": 1}))
+    assert Catalog.load("en").phrases(seen.notes) == ("1 restart in pods that ran before the change, since it; "
+                                                      "1 CUDA OOM line in the logs of pods that ran before the change, since it")
     assert "CUDA out of memory" in old_previous, "the earlier OOM is in the log, and did not count"

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from bot.main import main
+from runbooks.model.phrases import Phrase
 from tests.support.kube_fixtures import running_scenario
 from tests.test_crd_schemas import APP, ISVC
 
@@ -223,7 +224,7 @@ def test_the_watch_of_an_inference_service_plan_waits_for_its_controller_to_rewr
 
 def test_a_controller_that_never_rewrites_the_deployment_is_not_held(cluster, tmp_path, capsys):
     _before, stored, seen = _watch(cluster, tmp_path, capsys, controller_rewrites=False)
-    assert seen.outcome == "failed" and "not rolled out within the watch window" in seen.notes
+    assert seen.outcome == "failed" and seen.notes[-1] == Phrase("watch.not_rolled_out")
     assert stored.state == "failed"
 
 

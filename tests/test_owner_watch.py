@@ -13,12 +13,16 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.actuator.writer import KubeWriter
+from bot.render.i18n import Catalog
 from bot.service import remediate
 from bot.store.db import Store
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support.fake_kube import LWS_HASH, LWS_NAME, Reverter
 from tests.support.kube_fixtures import manual_clock, run_cli, running_scenario
 from tests.test_crd_schemas import LWS
+
+EN = Catalog.load("en")
 
 NS = "llm"
 CONTAINER = {"name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
@@ -120,7 +124,8 @@ def test_a_partition_keeps_the_lower_pods_and_says_so(sc, tmp_path):
     clock = _running(sc, "StatefulSet", _sts(replicas=3, partition=2))
     _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock)
     assert seen.outcome == "held" and final.state == "watched", seen.notes
-    assert "partition 2: the pods below ordinal 2 keep the old template" in seen.notes
+    assert Phrase("watch.partition", {"partition": 2}) in seen.notes
+    assert "partition 2: the pods below ordinal 2 keep the old template" in EN.phrases(seen.notes)
     assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["128", "128", "64"]
     assert seen.new_pods == ("vllm-2",) and _patches(sc) == 1
 
@@ -144,7 +149,7 @@ def test_a_statefulset_that_never_rolls_out_fails_at_the_end_of_the_window(sc, t
     sc.kube.rollout.ready_after_s = 10_000  # the new pod never gets ready within the window
     _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock,
                                                              auto_rollback=False)
-    assert seen.outcome == "failed" and "not rolled out within the watch window" in seen.notes
+    assert seen.outcome == "failed" and seen.notes[-1] == Phrase("watch.not_rolled_out")
     assert final.state == "failed" and _patches(sc) == 1
 
 
@@ -230,7 +235,8 @@ def test_rolled_out_with_kv_cache_still_full_is_symptoms_remain_not_held(sc, tmp
                                         clock=clock, sleep=clock.advance,
                                         symptoms=lambda: Symptoms(kv_usage=0.97, queue=4.0, preemptions=0.0))
     assert seen.outcome == "symptoms_remain" and final.state == "watched", seen.notes
-    assert "KV cache usage 97% (at or above 90%)" in seen.notes
+    assert Phrase("watch.kv_usage_high", {"usage": "97%", "high": "90%"}) in seen.notes
+    assert "KV cache usage 97% (at or above 90%)" in EN.phrases(seen.notes)
     assert _patches(sc) == 1  # held or not, symptoms are never rolled back
 
 
@@ -255,8 +261,9 @@ def test_an_on_delete_statefulset_never_rolls_out_on_its_own_and_the_watch_says_
     _store, _stored, final, seen, _looks = _plan_apply_watch(sc, tmp_path, "StatefulSet", "vllm", clock,
                                                              auto_rollback=False)
     assert seen.outcome == "failed" and final.state == "failed"
-    assert "updateStrategy OnDelete: a pod takes the change only once someone deletes it" in seen.notes
-    assert "not rolled out within the watch window" in seen.notes
+    assert "updateStrategy OnDelete: a pod takes the change only once someone deletes it" in EN.phrases(seen.notes)
+    assert Phrase("watch.on_delete") in seen.notes or Phrase("watch.leader", {"note": Phrase("watch.on_delete")}) in seen.notes
+    assert seen.notes[-1] == Phrase("watch.not_rolled_out")
     assert [_seqs(p) for p in _pods(sc, "vllm-")] == ["128"] * 3 and seen.new_pods == ()
     assert _patches(sc) == 1
 

@@ -13,11 +13,15 @@ import pytest
 from bot.actuator.apply import apply_plan
 from bot.actuator.writer import KubeWriter
 from bot.main import main
+from bot.render.i18n import Catalog
 from bot.service import remediate
 from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
+from runbooks.model.phrases import Phrase, phrase_of
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support.kube_fixtures import running_scenario
+
+EN = Catalog.load("en")
 
 NS, NAME = "llm", "vllm-server"
 T0 = datetime.now(UTC) - timedelta(minutes=10)
@@ -67,10 +71,12 @@ def test_a_write_that_did_not_land_is_reconciled_to_failed_with_the_reason(clust
     store = Store.open(tmp_path / "gpumem.db")
     plan_id = _left_applying(cluster, store, landed=False)
     (done,) = reconcile_applying(store, lambda cluster_name: KubeWriter(cluster.api("prod")))
-    assert done.outcome == "failed" and done.reason == f"the object's gpumem.io/plan annotation is absent, not {plan_id}"
+    assert done.outcome == "failed" and done.reason == Phrase("reason.annotation_absent", {
+        "annotation": "gpumem.io/plan", "plan": plan_id})
+    assert EN.phrase(done.reason) == f"the object's gpumem.io/plan annotation is absent, not {plan_id}"
     assert store.get(plan_id).state == "failed"
     last = store.plan_audit(plan_id)[-1]
-    assert (last.actor, last.to_state, last.detail["reason"]) == (RECONCILE_ACTOR, "failed", done.reason)
+    assert (last.actor, last.to_state, phrase_of(last.detail["reason"])) == (RECONCILE_ACTOR, "failed", done.reason)
     assert cluster.kube.writes() == [] and cluster.kube.dry_runs() == []
 
 
@@ -87,7 +93,8 @@ def test_an_annotation_without_the_values_is_not_a_landed_write(cluster, tmp_pat
     assert obj["metadata"]["annotations"]["gpumem.io/plan"] == plan_id
     writes = len(cluster.kube.writes())
     (done,) = reconcile_applying(store, lambda cluster_name: KubeWriter(cluster.api("prod")))
-    assert done.outcome == "failed" and done.reason == f"the values the plan writes are not on the object: {path}"
+    assert done.outcome == "failed" and done.reason == Phrase("reason.not_written", {"paths": path})
+    assert EN.phrase(done.reason) == f"the values the plan writes are not on the object: {path}"
     assert len(cluster.kube.writes()) == writes
 
 

@@ -163,7 +163,7 @@ def test_on_a_narrow_terminal_the_line_is_cut_to_its_width_in_chinese_too(cluste
     assert all(sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in f) <= 29 for f in frames)
     assert frames[-2] == "观察 0:20 / 0:20：滚动更新..." and frames[-1] == "" and "\n" not in text
     assert out.splitlines()[0] == f"观察结束，用时 0:20（窗口 0:20）：失败。计划 {plan}：失败。"
-    assert out.splitlines()[1].startswith("  观察：失败；可用 gpumem rollback 回滚 (not rolled out within")
+    assert out.splitlines()[1] == "  观察：失败；可用 gpumem rollback 回滚（观察窗口内未完成滚动更新）"
 
 
 def test_an_interrupted_watch_leaves_its_last_line_ended(cluster, tmp_path, capsys):

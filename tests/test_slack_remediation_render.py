@@ -15,6 +15,7 @@ from bot.render.i18n import Catalog
 from bot.render.slack_triage import diagnosis_message
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Scale, SetArg, SplitPools
+from runbooks.model.phrases import Phrase
 from runbooks.model.report import Action, Report, Verdict
 from runbooks.remediation.plan import Plan, PlanTarget
 from runbooks.remediation.preview import (
@@ -75,11 +76,12 @@ STAGES = {
     "watching": (_stored("applied", ("U0APPROVER",)), {"minutes": 10, "updated": 1, "available": 1, "replicas": 2}),
     "held": (_stored("watched", ("U0APPROVER",)), {"notes": (), "replicas": 2}),
     "symptoms_remain": (_stored("watched", ("U0APPROVER",)),
-                        {"notes": ("12 preemption or reject lines in new pods' logs",), "replicas": 2}),
+                        {"notes": (Phrase("watch.pressure_new", {"count": 12}),), "replicas": 2}),
     "failed": (_stored("failed", ("U0APPROVER",)),
-               {"notes": ("1 restart in new pods", "2 CUDA OOM lines in new pods' logs"), "replicas": 2}),
+               {"notes": (Phrase("watch.restarts_new", {"count": 1}), Phrase("watch.ooms_new", {"count": 2})),
+                "replicas": 2}),
     "failed_rolled_back": (_stored("rolled_back", ("U0APPROVER",)),
-                           {"notes": ("progress deadline exceeded",), "replicas": 2}),
+                           {"notes": (Phrase("watch.deadline"),), "replicas": 2}),
     "changed": (_stored("failed", ("U0APPROVER",)), {"planned": "41", "now": "44"}),
     "not_applied": (_stored("failed", ("U0APPROVER",)),
                     {"reason": "gpumem: the writer may not patch deployments in llm (missing RBAC verb patch)."}),
@@ -89,7 +91,8 @@ STAGES = {
     "superseded": (_stored("superseded"), {}),
     "reconciled_applied": (_stored("applied", ("U0APPROVER",)), {"reason": "-"}),
     "reconciled_failed": (_stored("failed", ("U0APPROVER",)),
-                          {"reason": "the object's gpumem.io/plan annotation is absent, not p-0a1b2c3d"}),
+                          {"reason": Phrase("reason.annotation_absent", {"annotation": "gpumem.io/plan",
+                                                                         "plan": "p-0a1b2c3d"})}),
     "unknown": (_stored("applying", ("U0APPROVER",)),
                 {"reason": "HTTP 503", "reread": "no answer within 10.0 s"}),
     "rollback_unknown": (_stored("applied", ("U0APPROVER",)),
@@ -97,11 +100,13 @@ STAGES = {
                           "reread": "HTTP 503: etcdserver: request timed out"}),
     "reconciled_rolled_back": (_stored("rolled_back", ("U0APPROVER",)), {}),
     "rollback_not_applied": (_stored("applied", ("U0APPROVER",)),
-                             {"reason": "the values the plan wrote are still on the object: "
-                                        "/spec/template/spec/containers/0/args"}),
+                             {"reason": Phrase("reason.still_written",
+                                               {"paths": "/spec/template/spec/containers/0/args"})}),
     "partly_applied": (_stored("failed", ("U0APPROVER",)),
-                       {"reason": "Deployment/vllm-server-long is there with gpumem.io/plan naming the plan; "
-                                  "Service/vllm-server-long is not there"}),
+                       {"reason": Phrase("reason.list", {"items": [
+                           Phrase("reason.split_there", {"what": "Deployment/vllm-server-long",
+                                                         "annotation": "gpumem.io/plan"}),
+                           Phrase("reason.split_absent", {"what": "Service/vllm-server-long"})]})}),
     "watch_stopped": (_stored("applied", ("U0APPROVER",)), {"error_id": "3f9a1c07"}),
     "reverted": (_stored("reverted", ("U0APPROVER",)),
                  {"notes": (), "replicas": 2, "reverted": (Reverted(

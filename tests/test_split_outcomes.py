@@ -13,11 +13,15 @@ import pytest
 
 from bot.actuator.split_apply import read_created
 from bot.actuator.writer import KubeWriter
+from bot.render.i18n import Catalog
 from bot.service import remediate
 from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
 from runbooks.model.errors import OutcomeUnknown
+from runbooks.model.phrases import Phrase
 from tests.support.kube_fixtures import run_cli, running_scenario
+
+EN = Catalog.load("en")
 
 TARGET = "llm/vllm-server"
 NS, LONG = "llm", "vllm-server-long"
@@ -244,8 +248,11 @@ def test_someone_elses_object_under_the_name_is_not_counted_as_created(cluster, 
     writer.create("Service", NS, other)
     found = read_created(writer, plan)
     assert found.there == () and found.outcome == "not_applied"
-    assert found.absent == (f"Deployment/{LONG} is not there",
-                            f"Service/{LONG} is there, but its gpumem.io/plan annotation is p-someone, not {plan_id}")
+    assert [EN.phrase(a) for a in found.absent] == [
+        f"Deployment/{LONG} is not there",
+        f"Service/{LONG} is there, but its gpumem.io/plan annotation is p-someone, not {plan_id}"]
+    assert found.absent[1] == Phrase("reason.split_not_ours", {"what": f"Service/{LONG}", "annotation": "gpumem.io/plan",
+                                                               "named": "p-someone", "plan": plan_id})
 
 
 # ----------------------------------------------------------------------------- rollback
@@ -306,7 +313,8 @@ def test_an_unreadable_delete_is_recorded_and_the_reconcile_pass_settles_it(clus
     # the Deployment's delete was never sent: not rolled back, the plan keeps its state
     (settled,) = _reconcile(cluster, store)
     assert (settled.outcome, settled.rollback) == ("rollback_not_applied", True)
-    assert settled.reason == f"still there: Deployment/{LONG}" and _state(store, plan_id) == "applied"
+    assert settled.reason == Phrase("reason.created_still_there", {"objects": f"Deployment/{LONG}"})
+    assert EN.phrase(settled.reason) == f"still there: Deployment/{LONG}" and _state(store, plan_id) == "applied"
     assert _reconcile(cluster, store) == [], "settled once"
 
     rc, out = run_cli(capsys, cluster, store, "rollback", plan_id, "--yes")

@@ -12,9 +12,11 @@ from bot.actuator.writer import KubeWriter
 from bot.config.settings import ClusterSettings, PrometheusSettings, Settings
 from bot.render import remediation as render
 from bot.render import slack_remediation as P
+from bot.render.i18n import Catalog
 from bot.service import remediate
 from bot.service.watch_metrics import symptoms_reader
 from bot.store.db import Store
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support import prom_harness as h
 from tests.support.kube_fixtures import manual_clock, running_scenario
@@ -54,8 +56,10 @@ def test_rolled_out_with_kv_usage_high_and_preemptions_rising_is_symptoms_remain
     assert s.error is None and s.kv_usage == pytest.approx(h.KV_USAGE_PEAK)
     assert s.queue == 4  # 2 + 1 (pod A's engines) + 1 (pod B); the canary and the decoys do not match
     assert s.preemptions == pytest.approx(h.PREEMPTIONS_PER_S * 120, rel=0.15)
-    assert seen.notes[0] == "KV cache usage 97% (at or above 90%)"
-    assert seen.notes[1].endswith("preemptions in the last 2 min")
+    assert seen.notes[0] == Phrase("watch.kv_usage_high", {"usage": "97%", "high": "90%"})
+    assert seen.notes[1] == Phrase("watch.preemptions", {"count": round(s.preemptions), "minutes": 2})
+    assert Catalog.load("en").phrase(seen.notes[0]) == "KV cache usage 97% (at or above 90%)"
+    assert Catalog.load("en").phrase(seen.notes[1]).endswith("preemptions in the last 2 min")
     assert all(look.symptoms is not None for look in looks) and looks[0].outcome == "rolling_out"
     watched = next(e for e in store.plan_audit(final.plan.id) if e.to_state == "watched")
     assert watched.detail["outcome"] == "symptoms_remain"
@@ -85,7 +89,8 @@ def test_a_prometheus_that_does_not_answer_leaves_the_watch_to_kubernetes_and_sa
     settings = Settings(prometheus=PrometheusSettings(f"http://127.0.0.1:{h.free_port()}", timeout_s=1.0))
     _, final, seen, _ = _watch(cluster, tmp_path, settings, datetime.now(UTC), window_s=120)
     assert seen.outcome == "held" and final.state == "watched"
-    assert seen.symptoms.error and seen.notes[0].startswith("Prometheus not read: ")
+    assert seen.symptoms.error and seen.notes[0] == Phrase("watch.prometheus_unread", {"error": seen.symptoms.error})
+    assert Catalog.load("en").phrase(seen.notes[0]).startswith("Prometheus not read: ")
     assert render.look_text(seen, "en").splitlines()[-1].startswith("  Prometheus: not read (")
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.actuator.watch import lws_state, statefulset_state
+from runbooks.model.phrases import Phrase
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner,
@@ -46,5 +47,5 @@ def test_a_statefulset_is_rolled_out_only_at_its_generation_with_every_pod_updat
     assert not statefulset_state(_sts(2, 3, 2), 2)[0]           # one not ready
     assert not statefulset_state(_sts(2, 3, 3, current="a"), 2)[0]  # current revision not moved yet
     done, _r, partition, notes = statefulset_state(_sts(2, 2, 3, current="a", partition=1), 2)
-    assert done and partition == 1 and notes == ("partition 1: the pods below ordinal 1 keep the old template",)
+    assert done and partition == 1 and notes == (Phrase("watch.partition", {"partition": 1}),)
     assert not statefulset_state(_sts(2, 2, 3), None)[0]        # no generation to wait for: never held

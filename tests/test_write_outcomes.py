@@ -15,14 +15,18 @@ import pytest
 from bot.actuator.apply import PLAN_ANNOTATION, apply_plan, rollback_plan
 from bot.actuator.writer import KubeWriter
 from bot.main import main
+from bot.render.i18n import Catalog
 from bot.service import remediate
 from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
 from runbooks.model.changes import HpaOnQueueDepth
 from runbooks.model.errors import ChangedAfterApply, OutcomeUnknown, TemporaryError
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.policy import ApprovalPolicy
 from tests.support.kube_fixtures import running_scenario
 from tests.test_actuator import NAME, NS, _scale_plan
+
+EN = Catalog.load("en")
 
 #: the real write of a plan (the dry run carries `&dryRun=All` after it)
 WRITE = r"deployments/vllm-server\?fieldManager=gpumem$"
@@ -83,7 +87,8 @@ def test_a_5xx_for_a_write_that_did_not_land_is_not_applied_and_says_how_that_is
     with pytest.raises(TemporaryError) as e:
         apply_plan(writer, plan, "gpumem plan p-scale")
     assert e.value.code == "not_applied" and e.value.params["reason"] == "HTTP 503"
-    assert e.value.params["proof"] == "the object's gpumem.io/plan annotation is absent, not p-scale"
+    assert e.value.params["proof"] == Phrase("reason.annotation_absent", {"annotation": "gpumem.io/plan", "plan": "p-scale"})
+    assert EN.phrase(e.value.params["proof"]) == "the object's gpumem.io/plan annotation is absent, not p-scale"
     assert _replicas(cluster) == 2 and len(_patches(cluster)) == 1
 
 
@@ -140,7 +145,8 @@ def test_a_rollback_whose_answer_was_lost_is_settled_by_a_re_read(cluster):
     with pytest.raises(TemporaryError) as e:
         rollback_plan(writer, plan2, "gpumem rollback p-four")
     assert e.value.code == "rollback_not_applied" and _replicas(cluster) == 4
-    assert e.value.params["proof"] == "the values the plan wrote are still on the object: /spec/replicas"
+    assert e.value.params["proof"] == Phrase("reason.still_written", {"paths": "/spec/replicas"})
+    assert EN.phrase(e.value.params["proof"]) == "the values the plan wrote are still on the object: /spec/replicas"
     assert len(_patches(cluster)) == 4
 
 
@@ -202,7 +208,8 @@ def test_an_hpa_create_answered_503_and_not_stored_is_not_applied(cluster):
     cluster.kube.fail(r"horizontalpodautoscalers\?fieldManager=gpumem$", 503)
     with pytest.raises(TemporaryError) as e:
         remediate.apply_now(store, writer, stored.plan.id, "cli:op")
-    assert e.value.code == "not_applied" and "is not there" in e.value.params["proof"]
+    assert e.value.code == "not_applied" and e.value.params["proof"].key == "reason.not_there"
+    assert EN.phrase(e.value.params["proof"]).endswith(" is not there")
     assert store.get(stored.plan.id).state == "failed"
     assert len(cluster.kube.writes(resource="horizontalpodautoscalers")) == 1
 

@@ -45,6 +45,7 @@ from runbooks.model.errors import (
     TemporaryError,
     UsageError,
 )
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.patches import FIELDS, element_shown
 from runbooks.remediation.plan import Plan
 
@@ -63,9 +64,9 @@ class Written:
     baseline: Baseline | None = None
     #: why no baseline was taken (the pods could not be listed); None when taken or not needed
     baseline_error: str | None = None
-    #: the write's answer did not settle it (e.g. "HTTP 503"): the object was read again and
-    #: carries the change; None when the answer itself said so
-    unclear: str | None = None
+    #: the write's answer did not settle it (e.g. "HTTP 503", or a `Phrase`: the answer was not
+    #: JSON): the object was read again and carries the change; None when the answer itself said so
+    unclear: Phrase | str | None = None
 
 
 def _version(obj: dict[str, Any]) -> tuple[str, int | None]:
@@ -117,30 +118,31 @@ def apply_plan(writer: KubeWriter, plan: Plan, cause: str,
     try:
         after, unclear = _write_after_dry_run(writer, plan, body), None
     except OutcomeUnknown as e:
-        after, unclear = _settle(writer, plan, e, landed, "not_applied"), str(e.params.get("reason") or "")
+        after, unclear = _settle(writer, plan, e, landed, "not_applied"), lost_reason(e)
     rv, generation = _version(after)
     return Written(after, rv, generation, before, unread, unclear)
 
 
 def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
-            check: Callable[[Plan, dict[str, Any]], str | None], refused: str,
+            check: Callable[[Plan, dict[str, Any]], Phrase | None], refused: str,
             gone_is_done: bool = False) -> dict[str, Any]:
     """The object read again after a write whose answer did not settle it: returned when
     `check(plan, obj)` finds the write on it ({} when it is gone and `gone_is_done`: a delete);
     TemporaryError `refused` (nothing was written, the re-read shows it) when not;
     OutcomeUnknown with `reread` when it cannot be read."""
     t = plan.target
-    reason = str(unknown.params.get("reason") or "")
+    reason = lost_reason(unknown)
     try:
         current = writer.read(t.kind, t.namespace, t.name)
     except TargetNotFound:
         current = None
     except Exception as e:  # typed or not (an answer that is not JSON): nothing is known
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
-                             reread=_one_line(e)) from unknown
+                             reread=read_failure(e)) from unknown
     if current is None and gone_is_done:
         return {}
-    why = f"{t.kind} {t.namespace}/{t.name} is not there" if current is None else check(plan, current)
+    why = (Phrase("reason.not_there", {"kind": t.kind, "namespace": t.namespace, "name": t.name})
+           if current is None else check(plan, current))
     if why is None:
         assert current is not None
         return current
@@ -149,22 +151,30 @@ def _settle(writer: KubeWriter, plan: Plan, unknown: OutcomeUnknown,
     raise TemporaryError(unknown.delay_s, code=refused, plan=plan.id, reason=reason, proof=why) from unknown
 
 
-def still_in_flight(plan: Plan, unknown: OutcomeUnknown, why: str) -> OutcomeUnknown:
+def lost_reason(unknown: GpumemError) -> Phrase | str:
+    """Why a write's answer was lost, as the error says it: a `Phrase` (the answer was not
+    JSON), or the transport's own words ("HTTP 503", "no answer within 10.0 s"); "" for none."""
+    reason = unknown.params.get("reason")
+    return reason if isinstance(reason, Phrase) else str(reason or "")
+
+
+def still_in_flight(plan: Plan, unknown: OutcomeUnknown, why: Phrase) -> OutcomeUnknown:
     """The write no answer came for is not on the object as read at once: that is no proof, the
     API server may still be at work on it. The outcome stays unknown until `IN_FLIGHT_S` has
     passed (the reconcile pass reads it again then)."""
-    return OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=str(unknown.params.get("reason") or ""),
+    return OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=lost_reason(unknown),
                           source=unknown.params.get("source", ""), in_flight="yes",
-                          reread=f"not there yet ({why[:200]}); with no answer the API server may still be at "
-                                 f"work on the request: read again after {IN_FLIGHT_S:.0f} s")
+                          reread=Phrase("reason.in_flight", {"why": why, "seconds": f"{IN_FLIGHT_S:.0f}"}))
 
 
-def _one_line(error: Exception) -> str:
+def read_failure(error: Exception) -> Phrase | str:
     """Why a re-read failed, in a few words: "HTTP 503: etcdserver: leader changed", "no answer
     within 10.0 s", "forbidden: get deployments.apps in namespace llm"."""
     if not isinstance(error, GpumemError):
         return f"{type(error).__name__}: {error}"[:300]
     p = error.params
+    if isinstance(p.get("reason"), Phrase):
+        return p["reason"]
     if p.get("reason"):
         return str(p["reason"])[:300]
     if p.get("status"):
@@ -213,17 +223,22 @@ def _create(writer: KubeWriter, plan: Plan, cause: str, on_dry_run: Callable[[],
     except StaleObject as e:  # AlreadyExists between the dry run and the write
         raise ChangedSincePlanned(plan=plan.id, detail=e.params.get("detail", "")) from e
     except OutcomeUnknown as e:  # there with this plan's annotation: created; absent: not
-        after, unclear = _settle(writer, plan, e, created_by, "not_applied"), str(e.params.get("reason") or "")
+        after, unclear = _settle(writer, plan, e, created_by, "not_applied"), lost_reason(e)
     rv, generation = _version(after)
     return Written(after, rv, generation, unclear=unclear)
 
 
-def created_by(plan: Plan, current: dict[str, Any]) -> str | None:
+def created_by(plan: Plan, current: dict[str, Any]) -> Phrase | None:
     """None when `current` is the object `plan` created (its annotation names the plan)."""
     named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
-    if named != plan.id:
-        return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
-    return None
+    return None if named == plan.id else annotation_not(plan, named)
+
+
+def annotation_not(plan: Plan, named: Any) -> Phrase:
+    """Why an object is not `plan`'s: its plan annotation names another plan, or none."""
+    if not named:
+        return Phrase("reason.annotation_absent", {"annotation": PLAN_ANNOTATION, "plan": plan.id})
+    return Phrase("reason.annotation_other", {"annotation": PLAN_ANNOTATION, "named": str(named), "plan": plan.id})
 
 
 def rollback_ops(plan: Plan) -> list[dict[str, Any]]:
@@ -377,12 +392,12 @@ def rollback_plan(writer: KubeWriter, plan: Plan, cause: str) -> Written:
     try:
         after = _write_after_dry_run(writer, plan, body)
     except OutcomeUnknown as e:
-        after, unclear = _settle(writer, plan, e, restored_on, "rollback_not_applied"), str(e.params.get("reason") or "")
+        after, unclear = _settle(writer, plan, e, restored_on, "rollback_not_applied"), lost_reason(e)
     rv, generation = _version(after)
     return Written(after, rv, generation, unclear=unclear)
 
 
-def restored_on(plan: Plan, current: dict[str, Any]) -> str | None:
+def restored_on(plan: Plan, current: dict[str, Any]) -> Phrase | None:
     """None when a rollback of `plan` is on `current` (every value the plan changed is back to
     what it was before, an added one gone); else why not. Values that are neither gpumem's nor
     the old ones are ChangedAfterApply: someone else changed them."""
@@ -390,19 +405,19 @@ def restored_on(plan: Plan, current: dict[str, Any]) -> str | None:
     if all(row["now"] == row["before"] for row in rows):
         return None
     if all(row["now"] == row["gpumem"] for row in rows):
-        return "the values the plan wrote are still on the object: " + ", ".join(row["path"] for row in rows)
+        return Phrase("reason.still_written", {"paths": ", ".join(row["path"] for row in rows)})
     raise ChangedAfterApply(plan=plan.id, differences=[r for r in rows if r["now"] != r["before"]])
 
 
-def landed(plan: Plan, current: dict[str, Any]) -> str | None:
+def landed(plan: Plan, current: dict[str, Any]) -> Phrase | None:
     """None when `plan`'s write is on the object `current` (the values it wrote are there and
     the object's `gpumem.io/plan` annotation names it); else why not, in a few words."""
     named = ((current.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
     if named != plan.id:
-        return f"the object's {PLAN_ANNOTATION} annotation is {named or 'absent'}, not {plan.id}"
+        return annotation_not(plan, named)
     differ = [row["path"] for row, same in _compared(plan, current) if not same]
     if differ:
-        return "the values the plan writes are not on the object: " + ", ".join(differ)
+        return Phrase("reason.not_written", {"paths": ", ".join(differ)})
     return None
 
 
@@ -427,15 +442,15 @@ def _delete_created(writer: KubeWriter, plan: Plan) -> Written:
     try:
         writer.delete(t.kind, t.namespace, t.name, preconditions)
     except OutcomeUnknown as e:  # gone: deleted; still there with its uid: not
-        def deleted(_plan: Plan, now: dict[str, Any]) -> str | None:
+        def deleted(_plan: Plan, now: dict[str, Any]) -> Phrase | None:
             uid = str((now.get("metadata") or {}).get("uid") or "")
             if uid == preconditions["uid"]:
-                return f"{t.kind} {t.namespace}/{t.name} is still there (uid {uid})"
+                return Phrase("reason.still_there", {"what": f"{t.kind} {t.namespace}/{t.name}", "uid": uid})
             raise ChangedAfterApply(plan=plan.id, differences=[
                 {"path": "/metadata/uid", "before": None, "gpumem": preconditions["uid"], "now": uid}])
 
         _settle(writer, plan, e, deleted, "rollback_not_applied", gone_is_done=True)
-        return Written({}, "", None, unclear=str(e.params.get("reason") or ""))
+        return Written({}, "", None, unclear=lost_reason(e))
     except StaleObject as e:
         raise ChangedAfterApply(plan=plan.id, differences=[
             {"path": "/metadata/resourceVersion", "before": None, "gpumem": preconditions["resourceVersion"],

@@ -41,8 +41,9 @@ from bot.actuator.apply import (
     CAUSE_ANNOTATION,
     PLAN_ANNOTATION,
     Written,
-    _one_line,
     check_unchanged,
+    lost_reason,
+    read_failure,
     still_in_flight,
 )
 from bot.actuator.writer import KubeWriter
@@ -56,6 +57,7 @@ from runbooks.model.errors import (
     TemporaryError,
     UsageError,
 )
+from runbooks.model.phrases import Phrase
 from runbooks.remediation import split
 from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.edits.split_clones import build_clones
@@ -113,8 +115,7 @@ def _rebuilt(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]], original
                            object=f"{want['kind']}/{want['name']}")
         sources[want["kind"]] = now
     if set(sources) != {"Deployment", "Service"}:
-        raise StaleObject("split_clone_mismatch", plan=plan.id, object="-", paths="the plan names no Deployment and "
-                       "Service to clone")
+        raise StaleObject("split_clone_mismatch", plan=plan.id, object="-", paths=Phrase("reason.no_clone_sources"))
     build = ops[0]["build"]
     deployment, service, _ = build_clones(sources["Deployment"], sources["Service"],
                                           replicas=int(build["replicas"]), container=build.get("container"),
@@ -164,7 +165,7 @@ def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
             if f"{kind}/{body['metadata']['name']}" not in found.there:
                 raise_unsettled(plan, found, e)
             made.append(found.objects[kind])
-            unclear = str(e.params.get("reason") or "")
+            unclear = lost_reason(e)
     deployment = next((m for m in made if m.get("kind") == "Deployment"), made[0])
     meta = deployment.get("metadata") or {}
     return Written(deployment, str(meta.get("resourceVersion") or ""), meta.get("generation"), unclear=unclear)
@@ -174,12 +175,12 @@ def apply_creates(writer: KubeWriter, plan: Plan, cause: str,
 class SplitRead:
     """What reading a phase-1 plan's objects again found: `there` (`Kind/name` of each object
     carrying this plan's annotation), `absent` (each one that is not there, or is someone
-    else's: why, in a few words), `changed` (masked difference paths of an object that is there
+    else's: why, a `Phrase`), `changed` (masked difference paths of an object that is there
     but reads differently from what gpumem sent), `objects` (kind -> the object read)."""
 
     there: tuple[str, ...]
-    absent: tuple[str, ...]
-    changed: tuple[str, ...] = ()
+    absent: tuple[Phrase, ...]
+    changed: tuple[Phrase, ...] = ()
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -189,10 +190,14 @@ class SplitRead:
             return "applied"
         return "partly_applied" if self.there else "not_applied"
 
-    def proof(self) -> str:
-        """What was read, in a few words: what is there and what is not."""
-        parts = [f"{what} is there with {PLAN_ANNOTATION} naming the plan" for what in self.there]
-        return "; ".join([*parts, *self.absent, *self.changed])[:300]
+    def proof(self) -> Phrase:
+        """What was read: what is there and what is not."""
+        parts = [Phrase("reason.split_there", {"what": what, "annotation": PLAN_ANNOTATION}) for what in self.there]
+        return Phrase("reason.list", {"items": [*parts, *self.absent, *self.changed]})
+
+    def missing(self) -> Phrase:
+        """What is not there, or is someone else's."""
+        return Phrase("reason.list", {"items": list(self.absent)})
 
 
 def read_created(reader: Any, plan: Plan) -> SplitRead:
@@ -206,17 +211,20 @@ def read_created(reader: Any, plan: Plan) -> SplitRead:
         try:
             now = reader.read(op["kind"], plan.target.namespace, op["name"])
         except TargetNotFound:
-            absent.append(f"{what} is not there")
+            absent.append(Phrase("reason.split_absent", {"what": what}))
             continue
         owner = ((now.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
         if owner != plan.id:
-            absent.append(f"{what} is there, but its {PLAN_ANNOTATION} annotation is {owner or 'absent'}, not {plan.id}")
+            absent.append(Phrase("reason.split_not_ours", {"what": what, "annotation": PLAN_ANNOTATION, "named": str(owner),
+                                                           "plan": plan.id}) if owner else
+                          Phrase("reason.split_unannotated", {"what": what, "annotation": PLAN_ANNOTATION, "plan": plan.id}))
             continue
         there.append(what)
         objects[op["kind"]] = now
         rows = [r for r in differences(plan, op, now) if r["path"] != "/metadata/generation"]
         if rows:
-            changed.append(f"{what} reads differently at " + ", ".join(r["path"] or "/" for r in rows[:4]))
+            changed.append(Phrase("reason.split_changed", {"what": what,
+                                                           "paths": ", ".join(r["path"] or "/" for r in rows[:4])}))
     return SplitRead(tuple(there), tuple(absent), tuple(changed), objects)
 
 
@@ -226,22 +234,22 @@ def settle_creates(reader: Any, plan: Plan, unknown: OutcomeUnknown) -> SplitRea
     try:
         return read_created(reader, plan)
     except Exception as e:  # typed or not: nothing is known
-        raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=str(unknown.params.get("reason") or ""),
-                             source=unknown.params.get("source", ""), reread=_one_line(e)) from unknown
+        raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=lost_reason(unknown),
+                             source=unknown.params.get("source", ""), reread=read_failure(e)) from unknown
 
 
 def raise_unsettled(plan: Plan, found: SplitRead, unknown: OutcomeUnknown) -> None:
     """The create whose answer was lost did not land: none of the objects there -> TemporaryError
     not_applied (nothing was written, the re-read shows it); some -> PartlyApplied
     naming which (the plan fails; its rollback deletes what exists)."""
-    reason = str(unknown.params.get("reason") or "")
+    reason = lost_reason(unknown)
     if unknown.params.get("in_flight") == "yes":  # what is missing may still land
         raise still_in_flight(plan, unknown, found.proof()) from unknown
     if not found.there:
         raise TemporaryError(unknown.delay_s, code="not_applied", plan=plan.id, reason=reason,
                              proof=found.proof()) from unknown
     raise PartlyApplied(plan=plan.id, reason=reason, created=", ".join(found.there),
-                   missing="; ".join(found.absent)[:300], proof=found.proof()) from unknown
+                   missing=found.missing(), proof=found.proof()) from unknown
 
 
 def differences(plan: Plan, op: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
@@ -276,7 +284,7 @@ def _read_unchanged(writer: KubeWriter, plan: Plan, ops: list[dict[str, Any]]) -
     return found
 
 
-def delete_created(writer: KubeWriter, plan: Plan, unclear: list[str] | None = None) -> list[str]:
+def delete_created(writer: KubeWriter, plan: Plan, unclear: list[Phrase | str] | None = None) -> list[str]:
     """Delete what phase 1 created, Service first, each only if unchanged since; the `Kind/name`
     of each object deleted (one already gone is skipped). A delete whose answer was lost is
     settled by reading the object again (`_settle_delete`); `unclear` gets why it was read."""
@@ -297,7 +305,7 @@ def delete_created(writer: KubeWriter, plan: Plan, unclear: list[str] | None = N
             except OutcomeUnknown as e:  # gone: deleted, the next goes on; still there: not; unreadable: unknown
                 _settle_delete(writer, plan, op, now, e, deleted)
                 if unclear is not None:
-                    unclear.append(str(e.params.get("reason") or ""))
+                    unclear.append(lost_reason(e))
                 break
             except StaleObject:
                 if attempt == _DELETE_TRIES - 1:
@@ -319,24 +327,25 @@ def _settle_delete(writer: KubeWriter, plan: Plan, op: dict[str, Any], was: dict
     gpumem created: another uid); TemporaryError rollback_not_applied when it is still there
     (naming what was deleted before it); OutcomeUnknown with `reread` when it cannot be read."""
     what = f"{op['kind']}/{op['name']}"
-    reason = str(unknown.params.get("reason") or "")
+    reason = lost_reason(unknown)
     try:
         now = writer.read(op["kind"], plan.target.namespace, op["name"])
     except TargetNotFound:
         return
     except Exception as e:
         raise OutcomeUnknown(unknown.delay_s, plan=plan.id, reason=reason, source=unknown.params.get("source", ""),
-                             reread=f"{what}: {_one_line(e)}"[:300], deleted=", ".join(deleted) or "-") from unknown
+                             reread=Phrase("reason.of_object", {"what": what, "why": read_failure(e)}),
+                             deleted=", ".join(deleted) or "-") from unknown
     uid = str((now.get("metadata") or {}).get("uid") or "")
     if uid != str((was.get("metadata") or {}).get("uid") or ""):
         return  # deleted, and something else made since under the name: not gpumem's to delete
     if unknown.params.get("in_flight") == "yes":  # still there, and the delete may still land
-        raise still_in_flight(plan, unknown, f"{what} is still there (uid {uid})") from unknown
+        raise still_in_flight(plan, unknown, Phrase("reason.still_there", {"what": what, "uid": uid})) from unknown
     if deleted:  # the Service is gone, the Deployment not: Roll back again deletes the rest
         raise TemporaryError(unknown.delay_s, code="split_partly_rolled_back", plan=plan.id, reason=reason,
                              deleted=", ".join(deleted), remaining=f"{what} (uid {uid})") from unknown
     raise TemporaryError(unknown.delay_s, code="rollback_not_applied", plan=plan.id, reason=reason,
-                         proof=f"{what} is still there (uid {uid})") from unknown
+                         proof=Phrase("reason.still_there", {"what": what, "uid": uid})) from unknown
 
 
 def _preconditions(meta: dict[str, Any]) -> dict[str, str]:

@@ -62,6 +62,7 @@ from collectors.kube.objects import typed as typed_failure
 from collectors.kube.rest import path
 from collectors.kube.selectors import selector_query
 from runbooks.model.errors import GpumemError, TemporaryError
+from runbooks.model.phrases import Phrase
 
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 _PRESSURE = re.compile(r"preempted|[Pp]reemption|insufficient KV cache|KV cache (is )?full|retract", re.I)
@@ -330,8 +331,8 @@ class Look:
     restarts: int = 0
     oom_lines: int = 0
     pressure_lines: int = 0
-    #: why, in a few words each ("progress deadline exceeded", "2 restarts in new pods", ...)
-    notes: tuple[str, ...] = field(default=())
+    #: why, each a `Phrase` the renderers word (`watch.deadline`, `watch.restarts_new`, ...)
+    notes: tuple[Phrase, ...] = field(default=())
     #: Prometheus at this look (None: no Prometheus configured)
     symptoms: Symptoms | None = None
     #: the fields the plan changed that another writer put back (outcome `reverted`)
@@ -462,7 +463,7 @@ class _Rollout:
     current: list[dict[str, Any]]
     rolled_out: bool
     deadline: bool = False
-    notes: tuple[str, ...] = ()
+    notes: tuple[Phrase, ...] = ()
 
 
 def _deployment_rollout(writer: KubeWriter, namespace: str, name: str, generation: int | None) -> _Rollout:
@@ -481,7 +482,7 @@ def _deployment_rollout(writer: KubeWriter, namespace: str, name: str, generatio
     deadline = _condition(status, "Progressing").get("reason") == "ProgressDeadlineExceeded"
     return _Rollout(obj, replicas, observed, counts["updatedReplicas"], counts["readyReplicas"],
                     counts["availableReplicas"], current, rolled_out, deadline,
-                    ("progress deadline exceeded",) if deadline else ())
+                    (Phrase("watch.deadline"),) if deadline else ())
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -493,7 +494,7 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int, tuple[str, ...]]:
+def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int, tuple[Phrase, ...]]:
     """(rolled out, replicas, partition, notes) of a StatefulSet's status: its controller has seen
     `generation`, every pod at or above the partition runs the update revision, all are ready,
     and (no partition) the current revision is the update revision. `obj` as read from the
@@ -503,11 +504,11 @@ def statefulset_state(obj: Any, generation: int | None) -> tuple[bool, int, int,
     replicas = max(_int(spec.get("replicas"), 1), 0)  # a negative count (never valid) reads as none
     strategy = _map(spec.get("updateStrategy"))
     partition = min(max(_int(_map(strategy.get("rollingUpdate")).get("partition")), 0), replicas)
-    notes: list[str] = []
+    notes: list[Phrase] = []
     if partition:
-        notes.append(f"partition {partition}: the pods below ordinal {partition} keep the old template")
+        notes.append(Phrase("watch.partition", {"partition": partition}))
     if strategy.get("type") == "OnDelete":
-        notes.append("updateStrategy OnDelete: a pod takes the change only once someone deletes it")
+        notes.append(Phrase("watch.on_delete"))
     observed = status.get("observedGeneration")
     update = status.get("updateRevision")
     rolled_out = (_int(observed, -1) >= 0 and generation is not None and observed >= generation
@@ -554,7 +555,7 @@ def _lws_rollout(writer: KubeWriter, namespace: str, name: str, generation: int 
                     rolled_out, notes=notes)
 
 
-def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int, int, int, tuple[str, ...]]:
+def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int, int, int, tuple[Phrase, ...]]:
     """(rolled out, groups, groups updated, groups ready, notes) of a LeaderWorkerSet `obj` and
     its leader StatefulSet `leader`, both as read from the cluster (any JSON: a field of the
     wrong type reads as absent, never a traceback).
@@ -580,7 +581,7 @@ def lws_state(obj: Any, leader: Any, generation: int | None) -> tuple[bool, int,
     rolled_out = (leader_done and seen and _map(conditions.get("Available")).get("status") == "True"
                   and _map(conditions.get("UpdateInProgress")).get("status") != "True"
                   and updated == ready == groups == _int(status.get("replicas")))
-    return rolled_out, groups, updated, ready, tuple(f"leader StatefulSet: {n}" for n in leader_notes)
+    return rolled_out, groups, updated, ready, tuple(Phrase("watch.leader", {"note": n}) for n in leader_notes)
 
 
 #: the kinds the watch follows, each by its own status
@@ -636,27 +637,24 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             tally["ooms"] += len(_OOM.findall(text))
             tally["pressure"] += len(_PRESSURE.findall(text))
     restarts, ooms, pressure = (fresh[k] + since[k] for k in ("restarts", "ooms", "pressure"))
-    notes: list[str] = list(rollout.notes)
+    notes: list[Phrase] = list(rollout.notes)
     rolled_out, deadline = rollout.rolled_out, rollout.deadline
-    for tally, where in ((fresh, "new pods"), (since, "pods that ran before the change, since it")):
-        if tally["restarts"]:
-            notes.append(f"{_n(tally['restarts'], 'restart')} in {where}")
-    for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
-        if tally["ooms"]:
-            notes.append(f"{_n(tally['ooms'], 'CUDA OOM line')} in {where}")
-    for tally, where in ((fresh, "new pods' logs"), (since, "the logs of pods that ran before the change, since it")):
-        if tally["pressure"]:
-            notes.append(f"{_n(tally['pressure'], 'preemption or reject line')} in {where}")
+    # per count, the note for the new pods and for the pods that ran before the change (since it)
+    for what in ("restarts", "ooms", "pressure"):
+        for tally, where in ((fresh, "new"), (since, "since")):
+            if tally[what]:
+                notes.append(Phrase(f"watch.{what}_{where}", {"count": tally[what]}))
     seen = _read(symptoms)
     metric_symptom = False
     if seen is not None and seen.error:
-        notes.append(f"Prometheus not read: {seen.error}")
+        notes.append(Phrase("watch.prometheus_unread", {"error": seen.error}))
     elif seen is not None:
         if seen.kv_usage is not None and seen.kv_usage >= KV_USAGE_HIGH:
-            notes.append(f"KV cache usage {_pct(seen.kv_usage)} (at or above {_pct(KV_USAGE_HIGH)})")
+            notes.append(Phrase("watch.kv_usage_high", {"usage": _pct(seen.kv_usage), "high": _pct(KV_USAGE_HIGH)}))
             metric_symptom = True
         if seen.preemptions is not None and seen.preemptions > 0:
-            notes.append(f"{_n(round(seen.preemptions), 'preemption')} in the last {max(1, round(seen.window_s / 60))} min")
+            notes.append(Phrase("watch.preemptions", {"count": round(seen.preemptions),
+                                                      "minutes": max(1, round(seen.window_s / 60))}))
             metric_symptom = True
     if reverted:  # the change is not on the object any more: what its rollout does is not its own
         outcome = "reverted"
@@ -697,11 +695,6 @@ def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             on_look(seen)
         if seen.outcome in ("failed", "reverted") or clock() >= end:
             return seen if seen.outcome != "rolling_out" else Look(**{**seen.__dict__, "outcome": "failed",
-                                                                       "notes": (*seen.notes, "not rolled out "
-                                                                                 "within the watch window")})
+                                                                       "notes": (*seen.notes, Phrase("watch.not_rolled_out"))})
         sleep(min(poll_s, max(0.0, end - clock())))
 
-
-def _n(count: int, noun: str) -> str:
-    """"1 restart", "2 restarts": a note's count with its noun."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

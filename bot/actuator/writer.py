@@ -21,6 +21,7 @@ from collectors.kube.client import RETRYABLE_STATUSES, Call, transport_error
 from collectors.kube.objects import ObjectReader, resource_path
 from collectors.kube.rest import KubeRest, error_for
 from runbooks.model.errors import OutcomeUnknown
+from runbooks.model.phrases import Phrase
 
 JSON_PATCH = "application/json-patch+json"
 #: a plan whose "patch" is the one object it creates (POST), rolled back by deleting that object
@@ -118,11 +119,11 @@ def send_json(rest: KubeRest, method: str, where: str, body: Any, call: Call, ti
         doc = json.loads(response.data)
     except ValueError as e:
         if write:
-            raise OutcomeUnknown(reason="the answer was not JSON", source=call.source, verb=call.verb) from e
+            raise OutcomeUnknown(reason=Phrase("reason.answer_not_json"), source=call.source, verb=call.verb) from e
         raise
     if not isinstance(doc, dict):
         if write:
-            raise OutcomeUnknown(reason="the answer was not a JSON object", source=call.source, verb=call.verb)
+            raise OutcomeUnknown(reason=Phrase("reason.answer_not_object"), source=call.source, verb=call.verb)
         raise ValueError("expected a JSON object")
     return doc
 

@@ -7,6 +7,8 @@ terminal and in a channel.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.render.i18n import Catalog
 from bot.render.managers import refusal_line
 from runbooks.model.errors import (
@@ -60,4 +62,19 @@ def verb_error_line(cat: Catalog, error: GpumemError, keys: str | None) -> str:
     'gpumem note: the note is empty.'
     """
     key = f"{keys}.{error.code}" if keys else None
-    return cat.t(key, error.params) if key and cat.has(key) else error_line(cat, error)
+    return cat.t(key, plan_states(cat, error.params)) if key and cat.has(key) else error_line(cat, error)
+
+
+def plan_states(cat: Catalog, params: dict[str, Any]) -> dict[str, Any]:
+    """An error's values with the plan states it names (`state`, `wanted`: "rolled_back") worded
+    as the plan's state reads (`remediate_cli.state`: "rolled back", "已回滚").
+
+    >>> plan_states(Catalog.load("en"), {"plan": "p-1", "state": "rolled_back", "wanted": "applying"})
+    {'plan': 'p-1', 'state': 'rolled back', 'wanted': 'applying'}
+    """
+    out = dict(params)
+    for name in ("state", "wanted"):
+        value = out.get(name)
+        if isinstance(value, str) and cat.has(f"remediate_cli.state.{value}"):
+            out[name] = cat.t(f"remediate_cli.state.{value}")
+    return out

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from runbooks.model.phrases import Phrase, phrase_of
+
 try:  # libyaml reads the 130 kB catalogs in 25 ms where the pure-Python loader takes 340 ms
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
@@ -127,7 +129,37 @@ class Catalog:
             raise MissingMessage(f"{self.lang}: no message for {key!r}") from None
         values = {**self.defaults, **(params or {})}
         values.update(more)
-        return _FMT.vformat(template, (), values)
+        return _FMT.vformat(template, (), {k: self._worded(v) for k, v in values.items()})
+
+    def _worded(self, value: Any) -> Any:
+        """A value a message is filled with: a `Phrase` (or its stored JSON) worded in this
+        language, a list of them joined; anything else as it is."""
+        if isinstance(value, Phrase) or (isinstance(value, dict) and isinstance(value.get("phrase"), str)):
+            return self.phrase(value)
+        if isinstance(value, list | tuple) and any(
+                isinstance(v, Phrase) or (isinstance(v, dict) and "phrase" in v) for v in value):
+            return self.phrases(value)
+        return value
+
+    def phrase(self, value: Any) -> str:
+        """A `runbooks.model.phrases.Phrase` in this language (`phrase.<key>`; its values worded
+        too); its stored JSON alike; text stored before phrases existed as it was.
+
+        >>> Catalog.load("en").phrase(Phrase("watch.restarts_new", {"count": 2}))
+        '2 restarts in new pods'
+        >>> Catalog.load("zh").phrase({"phrase": "watch.restarts_new", "params": {"count": 1}})
+        '新 Pod 重启 1 次'
+        >>> Catalog.load("zh").phrase("2 restarts in new pods")
+        '2 restarts in new pods'
+        """
+        found = phrase_of(value)
+        if not isinstance(found, Phrase):
+            return "" if found is None else str(found)
+        return self.t(f"phrase.{found.key}", dict(found.params))
+
+    def phrases(self, values: Any) -> str:
+        """Several phrases in a row, in this language's way ("a; b", "a；b")."""
+        return self.messages.get("phrase.sep", "; ").join(self.phrase(v) for v in values or ())
 
     def t_or(self, key: str, fallback: str, params: dict[str, Any] | None = None) -> str:
         return self.t(key, params) if key in self.messages else fallback

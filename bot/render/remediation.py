@@ -13,6 +13,7 @@ from bot.render.i18n import Catalog
 from bot.render.managers import managers_json, plan_manager_lines
 from bot.render.plan_preview import preview_json, preview_words
 from bot.store.db import StoredPlan
+from runbooks.model.phrases import Phrase, phrase_json, phrase_of
 from runbooks.remediation.preview import PlanPreview
 from runbooks.remediation.split import masked
 
@@ -125,9 +126,30 @@ def look_json(look: Any) -> dict[str, Any]:
     return {"outcome": look.outcome, "observed_generation": look.observed_generation, "replicas": look.replicas,
             "updated": look.updated, "ready": look.ready, "available": look.available,
             "new_pods": list(look.new_pods), "restarts": look.restarts, "oom_lines": look.oom_lines,
-            "pressure_lines": look.pressure_lines, "notes": list(look.notes),
+            "pressure_lines": look.pressure_lines, "notes": notes_json(look.notes),
             "prometheus": symptoms_json(getattr(look, "symptoms", None)),
             "reverted": [r.to_json() for r in getattr(look, "reverted", ())]}
+
+
+def notes_json(notes: Sequence[Any]) -> list[dict[str, Any]]:
+    """The watch's notes as JSON: per note its `id`, `params` and `text` (in English), as the
+    budget's notes; a note stored as text before notes had ids: `id` null, the text as it was."""
+    en = Catalog.load("en")
+    out = []
+    for note in notes:
+        found = phrase_of(note)
+        if isinstance(found, Phrase):
+            out.append({"id": found.key.removeprefix("watch."), "params": phrase_json(dict(found.params)),
+                        "text": en.phrase(found)})
+        else:
+            out.append({"id": None, "params": {}, "text": str(found)})
+    return out
+
+
+def notes_words(cat: Catalog, notes: Sequence[Any]) -> str:
+    """The watch's notes after a judgement, in brackets: " (1 restart in new pods; ...)", "（...）"
+    in Chinese; "" for none."""
+    return cat.t("remediate_cli.notes", notes=cat.phrases(notes)) if notes else ""
 
 
 def utc_clock(at: str | None) -> str:
@@ -190,7 +212,7 @@ def look_text(look: Any, lang: str, rolled_back: bool = False) -> str:
     outcome = "failed_rolled_back" if rolled_back and look.outcome == "failed" else look.outcome
     line = cat.t(f"remediate_cli.watch.{outcome}", updated=look.updated, available=look.available,
                  replicas=look.replicas)
-    out = line + (" (" + "; ".join(look.notes) + ")" if look.notes else "") + "\n"
+    out = line + notes_words(cat, look.notes) + "\n"
     reverted = getattr(look, "reverted", ())
     for r in reverted:
         out += cat.t("remediate_cli.reverted_line", path=r.path, before=_plain(r.before), gpumem=_plain(r.gpumem),

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
-from bot.render.remediation import look_text
+from bot.render.remediation import look_text, notes_words
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, SplitPools
 from runbooks.remediation.plan import Plan
@@ -42,7 +42,7 @@ def progress_body(look: Any, lang: str) -> str:
     cat = Catalog.load(lang)
     body = cat.t("remediate_cli.progress.body", judgement=cat.t(f"remediate_cli.progress.{look.outcome}"),
                  updated=look.updated, available=look.available, replicas=look.replicas)
-    return body + (" (" + "; ".join(look.notes) + ")" if look.notes else "")
+    return body + notes_words(cat, look.notes)
 
 
 def live_line(look: Any, elapsed_s: float, window_s: float, lang: str) -> str:

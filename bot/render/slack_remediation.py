@@ -28,6 +28,7 @@ from typing import Any
 
 from bot.render import slack_blocks as B
 from bot.render import slack_split as S
+from bot.render.errors import plan_states
 from bot.render.i18n import Catalog
 from bot.render.managers import plan_manager_lines
 from bot.render.plan_preview import preview_words
@@ -166,8 +167,8 @@ def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, 
     values = {"needed": p.approvals_needed, "namespace": p.target.namespace, "count": len(stored.approvals),
               "rv": p.resource_version, "restored": restored_of(cat, p), "at": p.expires_at.strftime("%H:%M UTC"),
               **params}
-    if "notes" in values:
-        values["notes"] = "; ".join(values["notes"]) or "-"
+    if "notes" in values:  # the watch's notes (`runbooks.model.phrases.Phrase`; text as stored before them)
+        values["notes"] = cat.phrases(values["notes"]) or "-"
     if stage == "reverted" or "reverted" in values:  # the watch's reverts: who put the change back, when
         values["reverted"] = reverts_words(cat, values.get("reverted") or ()) or "-"
     return t(cat, f"slack_plan.stage.{stage}", raw=raw, **values)
@@ -386,6 +387,7 @@ def refusal_message(lang: str, key: str, /, **params: Any) -> Message:
     approvers = params.pop("approvers", ())
     if params.get("verb"):
         params["verb"] = cat.t(f"slack_plan.verb.{params['verb']}")
+    params = plan_states(cat, params)
     text = t(cat, f"slack_plan.refused.{key}", raw={"approvers": mentions(cat, approvers)}, **params)
     return B.message(text, [B.section(f":warning: {text}")])
 
@@ -400,11 +402,11 @@ def error_reason(cat: Catalog, code: str, params: dict[str, Any], fallback: str)
     """
     key = f"slack_plan.error.{code}"
     if cat.has(key):
-        return cat.t(key, params)
+        return cat.t(key, plan_states(cat, params))
     if code in ("managed_gitops", "managed_controller"):  # the shared refusal, without the terminal's lead
         return _CLI_LEAD.sub("", fallback, count=1)
     if code.startswith("split_") and code not in _VALUES_INSIDE and cat.has(f"remediate_cli.error.{code}"):
-        return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", params), count=1)
+        return _CLI_LEAD.sub("", cat.t(f"remediate_cli.error.{code}", plan_states(cat, params)), count=1)
     return fallback
 
 

@@ -17,6 +17,7 @@ from bot.grammar.requests import ApplyRequest, PlansRequest
 from bot.service.deps import Deps
 from bot.store.db import Store, StoredPlan
 from runbooks.model.errors import IN_FLIGHT_S, PlanMoved, StaleObject, TargetNotFound
+from runbooks.model.phrases import Phrase, phrase_json
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
 
@@ -49,11 +50,12 @@ class Reconciled:
     plan_id: str
     target: str
     outcome: str
-    reason: str = ""
+    #: why: a `Phrase` (what the re-read found), or the read's own error text
+    reason: Phrase | str = ""
     rollback: bool = False
 
 
-def landed_on(plan: Plan, current: dict[str, Any]) -> str | None:
+def landed_on(plan: Plan, current: dict[str, Any]) -> Phrase | None:
     """None when `plan`'s write is on `current`: the values it writes and its annotation (a
     JSON patch), or the object it created (a `create` plan: its annotation); else why not."""
     from bot.actuator.apply import created_by, landed  # only with a plan to settle: see CREATE
@@ -84,12 +86,13 @@ def _may_still_land(store: Store, plan_id: str, now: datetime) -> bool:
     return False
 
 
-def _last_unknown(store: Store, plan_id: str) -> str | None:
-    """The reason of the last `reconcile` row, when it was an unknown outcome (not repeated)."""
+def _last_unknown(store: Store, plan_id: str) -> Any:
+    """The reason of the last `reconcile` row, as stored (a phrase as its JSON), when it was an
+    unknown outcome (not repeated)."""
     rows = store.plan_audit(plan_id)
     last = rows[-1] if rows else None
     if last is not None and last.event == "reconcile" and last.detail.get("outcome") == "unknown":
-        return str(last.detail.get("reason") or "")
+        return last.detail.get("reason") or ""
     return None
 
 
@@ -124,7 +127,7 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
         obj = _read(store, reader_for, plan, now, out)
         if obj is _UNREAD:
             continue
-        reason = f"the object is not there: {t}" if obj is None else landed_on(plan, obj)
+        reason = Phrase("reason.object_gone", {"target": str(t)}) if obj is None else landed_on(plan, obj)
         if reason is not None and _may_still_land(store, plan.id, now):
             continue
         meta = (obj or {}).get("metadata") or {}
@@ -136,7 +139,7 @@ def reconcile_applying(store: Store, reader_for: Any, now: datetime | None = Non
                 out.append(Reconciled(plan.id, str(t), "applied"))
             else:
                 store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
-                           detail={"reconciled": True, "error": "not_applied", "reason": reason[:300]})
+                           detail={"reconciled": True, "error": "not_applied", "reason": reason})
                 out.append(Reconciled(plan.id, str(t), "failed", reason))
         except PlanMoved:  # the apply it was waiting for moved it meanwhile
             continue
@@ -148,13 +151,14 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
     (`bot.actuator.split_apply.read_created`): every object there -> applied; none -> failed;
     some -> failed with `partly_applied` (its Roll back deletes what exists); unreadable ->
     unknown, the plan stays `applying`."""
-    from bot.actuator.split_apply import read_created  # only with a plan to settle: see CREATE
+    from bot.actuator.apply import read_failure  # only with a plan to settle: see CREATE
+    from bot.actuator.split_apply import read_created
 
     t = plan.target
     try:
         found = read_created(reader_for(t.cluster), plan)
     except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
-        _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300])
+        _unknown(store, plan, now, out, read_failure(e))
         return
     if found.outcome != "applied" and _may_still_land(store, plan.id, now):
         return
@@ -172,7 +176,7 @@ def _settle_split(store: Store, reader_for: Any, plan: Plan, now: datetime, out:
         else:
             store.move(plan.id, "failed", actor=RECONCILE_ACTOR, expect="applying", now=now,
                        detail={"reconciled": True, "error": "split_partly_applied", "created": ", ".join(found.there),
-                               "missing": "; ".join(found.absent)[:300], "reason": found.proof()})
+                               "missing": found.missing(), "reason": found.proof()})
             out.append(Reconciled(plan.id, str(t), "partly_applied", found.proof()))
     except PlanMoved:  # the apply it was waiting for moved it meanwhile
         return
@@ -186,20 +190,22 @@ def _read(store: Store, reader_for: Any, plan: Plan, now: datetime, out: list[Re
           rollback: bool = False) -> Any:
     """The plan's object (None: not there), or _UNREAD after recording why it could not be read
     (once per reason: a pass every minute does not repeat the same row)."""
+    from bot.actuator.apply import read_failure  # only with a plan to settle: see CREATE
+
     t = plan.target
     try:
         return reader_for(t.cluster).read(t.kind, t.namespace, t.name)
     except TargetNotFound:
         return None
     except Exception as e:  # a cluster that cannot answer now: nothing is known, nothing moves
-        _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback)
+        _unknown(store, plan, now, out, read_failure(e), rollback)
         return _UNREAD
 
 
-def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], detail: str,
+def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], detail: Phrase | str,
              rollback: bool = False) -> None:
     """Nothing is known: a `reconcile` row saying why (unless the last one said the same)."""
-    if _last_unknown(store, plan.id) != detail:
+    if _last_unknown(store, plan.id) != phrase_json(detail):
         store.record("reconcile", actor=RECONCILE_ACTOR, now=now,
                      detail={"plan": plan.id, "outcome": "unknown", "reason": detail, "rollback": rollback})
     out.append(Reconciled(plan.id, str(plan.target), "unknown", detail, rollback))
@@ -208,7 +214,7 @@ def _unknown(store: Store, plan: Plan, now: datetime, out: list[Reconciled], det
 def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: datetime) -> Reconciled | None:
     """A rollback whose outcome was unknown: the old values back -> rolled_back; gpumem's still
     there -> a ROLLBACK_SETTLED row (the plan keeps its state and its Roll back)."""
-    from bot.actuator.apply import restored_on  # only with a plan to settle: see CREATE
+    from bot.actuator.apply import read_failure, restored_on  # only with a plan to settle: see CREATE
     from bot.actuator.split_apply import read_created
 
     plan = stored.plan
@@ -218,20 +224,21 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
         try:
             found = read_created(reader_for(t.cluster), plan)
         except Exception as e:
-            _unknown(store, plan, now, out, f"{type(e).__name__}: {e}"[:300], rollback=True)
+            _unknown(store, plan, now, out, read_failure(e), rollback=True)
             return out[0]
-        why = None if not found.there else "still there: " + ", ".join(found.there)
+        why = None if not found.there else Phrase("reason.created_still_there", {"objects": ", ".join(found.there)})
     else:
         obj = _read(store, reader_for, plan, now, out, rollback=True)
         if obj is _UNREAD:
             return out[0]
         try:
             if plan.patch_type == CREATE:
-                why = None if obj is None else "the object gpumem created is still there"
+                why = None if obj is None else Phrase("reason.created_object_still_there")
             else:
-                why = f"the object is not there: {t}" if obj is None else restored_on(plan, obj)
+                why = Phrase("reason.object_gone", {"target": str(t)}) if obj is None else restored_on(plan, obj)
         except StaleObject as e:  # neither the old values nor gpumem's: someone else changed them
-            why = f"the values are neither gpumem's nor the old ones: {e.params.get('differences')}"[:300]
+            rows = e.params.get("differences") or ()
+            why = Phrase("reason.neither", {"paths": ", ".join(str(r.get("path")) for r in rows if isinstance(r, dict))[:300]})
     if why is not None and _may_still_land(store, plan.id, now):
         return None
     if why is None:
@@ -242,7 +249,7 @@ def _settle_rollback(store: Store, reader_for: Any, stored: StoredPlan, now: dat
             return None
         return Reconciled(plan.id, str(t), "rolled_back", rollback=True)
     store.record(ROLLBACK_SETTLED, actor=RECONCILE_ACTOR, now=now,
-                 detail={"plan": plan.id, "outcome": "rollback_not_applied", "reason": why[:300]})
+                 detail={"plan": plan.id, "outcome": "rollback_not_applied", "reason": why})
     return Reconciled(plan.id, str(t), "rollback_not_applied", why, rollback=True)
 
 

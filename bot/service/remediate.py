@@ -57,6 +57,7 @@ from runbooks.model.errors import (
     TargetNotFound,
     UsageError,
 )
+from runbooks.model.phrases import Phrase, clipped, phrase_json
 from runbooks.model.secrets import redact_text, secret_name
 from runbooks.model.templates import SPEC_OWNER_KINDS, deployment_view
 from runbooks.remediation.edits import hpa as hpa_edits
@@ -151,7 +152,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         check_replicas(request.replicas)
         old = (obj.get("spec") or {}).get("replicas")
         if old == request.replicas:
-            raise UsageError("nothing_to_change", what=f"replicas {old}")
+            raise UsageError("nothing_to_change", what=Phrase("reason.replicas_already", {"replicas": old}))
         ops += [{"op": "test", "path": "/spec/replicas", "value": old},
                 {"op": "replace", "path": "/spec/replicas", "value": request.replicas}]
         changes.append(Scale(old, request.replicas))
@@ -160,7 +161,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
         ops += edit.ops
         changes += edit.changes
     if not changes:
-        raise UsageError("nothing_to_change", what="no --set or --replicas")
+        raise UsageError("nothing_to_change", what=Phrase("reason.no_set_or_replicas"))
     _one_op_per_path(ops)
     return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
 
@@ -175,7 +176,7 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
         raise UsageError("kind_takes_flags_only", kind=request.kind, target=f"{request.namespace}/{request.name}",
                          kinds=", ".join(kinds))
     if not request.flags:
-        raise UsageError("nothing_to_change", what="no --set")
+        raise UsageError("nothing_to_change", what=Phrase("reason.no_set"))
     if request.container and request.action_id != "manual":
         # a triage's action names the container of the pods (KServe's `kserve-container` is the
         # Deployment's; an owner may name it otherwise): the owner's server container is used
@@ -393,7 +394,7 @@ def request_from_changes(namespace: str, name: str, cluster: str | None, action_
     if action_id in ESCALATE_ONLY:
         raise UsageError("escalate_only", action=action_id)
     if not changes:
-        raise UsageError("nothing_to_change", what=action_id)
+        raise UsageError("nothing_to_change", what=Phrase("reason.action_without_changes", {"action": action_id}))
     other = sorted({c.kind for c in changes if c.kind not in APPLY_KINDS})
     if other == [SPLIT_KIND]:  # two phases of their own: `bot.service.split_pools`
         raise UsageError("split_use_option", target=f"{namespace}/{name}")
@@ -514,7 +515,7 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
         stopgap = managed_guard(writer, plan, stopgap_on_gitops, argocd_namespace)
     except GpumemError as e:  # managed elsewhere (or unreadable): refused before any write
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
-                   detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
+                   detail={"error": e.code, **{k: clipped(v) for k, v in e.params.items()}})
         raise
     if stopgap:  # allowed by remediation.stopgap_on_gitops: drift to fold back into the source
         store.record(STOPGAP_EVENT, actor=actor, channel=channel, now=now,
@@ -536,12 +537,12 @@ def apply_approved(store: Store, writer: KubeWriter, plan_id: str, actor: str, n
                  else apply_plan)
         written = write(writer, plan, _cause(plan, "plan"), on_dry_run=on_dry_run)
     except OutcomeUnknown as e:  # sent, and neither the answer nor a re-read says what became of it
-        params = {**{k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}, "plan": plan_id}
+        params = {**{k: clipped(v) for k, v in e.params.items() if k != "delay_s"}, "plan": plan_id}
         store.record(OUTCOME_UNKNOWN, actor="gpumem", channel=channel, now=now, detail=params)
         raise OutcomeUnknown(e.delay_s, **params) from e
     except GpumemError as e:
         store.move(plan_id, "failed", actor="gpumem", expect="applying", channel=channel, now=now,
-                   detail={"error": e.code, **{k: str(v)[:300] for k, v in e.params.items()}})
+                   detail={"error": e.code, **{k: clipped(v) for k, v in e.params.items()}})
         raise
     detail: dict[str, Any] = {"resource_version": written.resource_version, "generation": written.generation}
     if made_generation is not None:
@@ -606,7 +607,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
     seen = watch(writer, plan.target.namespace, watched, generation, window_s, poll_s=poll_s,
                  clock=clock or time.monotonic, sleep=sleep or time.sleep, on_look=on_look,
                  baseline=Baseline.from_json(applied.get("baseline")), symptoms=symptoms, written=written, kind=kind)
-    detail: dict[str, Any] = {"outcome": seen.outcome, "notes": list(seen.notes), "restarts": seen.restarts,
+    detail: dict[str, Any] = {"outcome": seen.outcome, "notes": phrase_json(seen.notes), "restarts": seen.restarts,
                               "oom_lines": seen.oom_lines}
     if seen.reverted:
         detail["reverted"] = [r.to_json() for r in seen.reverted]
@@ -641,26 +642,28 @@ ROLLBACK_OUTCOME_UNKNOWN = "rollback_outcome_unknown"
 
 
 def _undo(store: Store, writer: KubeWriter, stored: StoredPlan, verb: str, *, actor: str = "gpumem",
-          channel: str | None = None, now: datetime | None = None) -> str | None:
+          channel: str | None = None, now: datetime | None = None) -> Phrase | str | None:
     """Undo what a plan wrote: the inverse patch, or for a split's phase 1 the deletes. Returns
     why the outcome was read again (the answer did not settle it; the re-read shows it undone),
     None when the answer did. A rollback whose outcome cannot be read raises OutcomeUnknown,
     after an audit row the reconcile pass settles it from (the plan keeps its state)."""
     try:
         if stored.plan.patch_type == CREATE_OBJECTS:  # a pool split's phase 1: the deletes
-            unclear: list[str] = []
+            unclear: list[Phrase | str] = []
             rollback_created(store, writer, stored, unclear)
-            return "; ".join(unclear) or None
+            if len(unclear) < 2:
+                return unclear[0] if unclear else None
+            return Phrase("reason.list", {"items": unclear})
         return rollback_plan(writer, stored.plan, _cause(stored.plan, verb)).unclear
     except OutcomeUnknown as e:
-        params = {k: str(v)[:300] for k, v in e.params.items() if k != "delay_s"}
+        params = {k: clipped(v) for k, v in e.params.items() if k != "delay_s"}
         store.record(ROLLBACK_OUTCOME_UNKNOWN, actor=actor, channel=channel, now=now,
                      detail={**params, "plan": stored.plan.id})
         raise OutcomeUnknown(e.delay_s, code=ROLLBACK_OUTCOME_UNKNOWN, **{**params, "plan": stored.plan.id}) from e
 
 
 def rollback_created(store: Store, writer: KubeWriter, stored: StoredPlan,
-                     unclear: list[str] | None = None) -> list[str]:
+                     unclear: list[Phrase | str] | None = None) -> list[str]:
     """Delete what a plan of patch type `create_objects` (a pool split's phase 1) created,
     refused (StaleObject split_phase2_active) while a phase-2 plan made after it is on the
     cluster: the tightened short pool would then refuse long requests. `unclear` gets why a

@@ -40,6 +40,7 @@ from collectors.parsers.kube_objects import workload_from_object
 from runbooks.model.changes import Change, SplitPools
 from runbooks.model.errors import StaleObject, TargetNotFound, UsageError
 from runbooks.model.evidence import BucketShare, RequestProfile
+from runbooks.model.phrases import Phrase
 from runbooks.remediation import split
 from runbooks.remediation.edits.split_clones import build_clones
 from runbooks.remediation.plan import Plan, PlanTarget
@@ -267,7 +268,7 @@ def _setup(original: dict[str, Any], gpu: str | None):
     except ParseError as e:
         raise UsageError("split_no_server", name=name, reason=str(e)[:200]) from None
     if config is None:
-        raise UsageError("split_no_server", name=name, reason="no inference server container")
+        raise UsageError("split_no_server", name=name, reason=Phrase("reason.no_server_container"))
     split.flags_for(config.engine or "")
     try:
         return workload, config, setup_for(workload, config, gpu)
@@ -380,10 +381,10 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     first = phase1_of(store, ns, name)
     if first is None or first.state not in PHASE1_LIVE:
         raise UsageError("split_phase1_not_applied", target=f"{ns}/{name}",
-                         state=first.state if first else "none", plan=first.plan.id if first else "-")
+                         state=first.state if first else Phrase("reason.no_phase1"), plan=first.plan.id if first else "-")
     template = dict(template_of(store, first.plan.id) or {})
     if not template:
-        raise UsageError("split_phase1_not_applied", target=f"{ns}/{name}", state="no template",
+        raise UsageError("split_phase1_not_applied", target=f"{ns}/{name}", state=Phrase("reason.no_template"),
                          plan=first.plan.id)
     threshold = template["threshold"]
     long = template["long"]
@@ -403,7 +404,7 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     short_len = int(template["short"]["max_model_len"])
     current_len = config.max_model_len or setup.model.max_position_embeddings
     if current_len and short_len >= current_len:
-        raise UsageError("nothing_to_change", what=f"--{length_flag} is {current_len} already")
+        raise UsageError("nothing_to_change", what=Phrase("reason.flag_already", {"flag": f"--{length_flag}", "value": current_len}))
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
     size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
     flags: list[tuple[str, Any]] = [(length_flag, short_len)]

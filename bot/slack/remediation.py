@@ -553,12 +553,12 @@ class RemediationDesk:
             return
         except PartlyApplied as e:  # some of a split's objects are there: Roll back deletes them
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "partly_applied",
-                                                           reason=str(e.params.get("proof") or "-")))
+                                                           reason=e.params.get("proof") or "-"))
             return
         except OutcomeUnknown as e:  # sent, the answer lost, the object unreadable: the reconcile pass reads it
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "unknown",
-                                                           reason=str(e.params.get("reason") or "-"),
-                                                           reread=str(e.params.get("reread") or "-")))
+                                                           reason=e.params.get("reason") or "-",
+                                                           reread=e.params.get("reread") or "-"))
             self._settled_meanwhile(plan_id, channel, ts, lang)
             return
         except GpumemError as e:  # refused before the write, by a 4xx, or a re-read proved it absent
@@ -579,7 +579,7 @@ class RemediationDesk:
             detail = (last.detail or {}) if last is not None else {}
             partly = stored.state == "failed" and detail.get("error") == "split_partly_applied"
             stage = RECONCILED_STAGES["partly_applied" if partly else stored.state]
-            self.poster.update(channel, ts, self._message(stored, lang, stage, reason=str(detail.get("reason") or "-")))
+            self.poster.update(channel, ts, self._message(stored, lang, stage, reason=detail.get("reason") or "-"))
 
     def _watch(self, plan_id: str, channel: str, ts: str, lang: str, writer: Any) -> None:
         store = self.store
@@ -610,7 +610,7 @@ class RemediationDesk:
         except OutcomeUnknown as e:  # the automatic rollback's answer was lost: the reconcile pass reads it
             self.poster.update(channel, ts, self._message(
                 store.get(plan_id), lang, "rollback_unknown", users=("remediation.auto_rollback",),
-                reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
+                reason=e.params.get("reason") or "-", reread=e.params.get("reread") or "-"))
             return
         stage = "failed_rolled_back" if stored.state == "rolled_back" else seen.outcome
         self.poster.update(channel, ts, self._message(stored, lang, stage, notes=seen.notes, replicas=seen.replicas,
@@ -677,7 +677,7 @@ class RemediationDesk:
             if message is not None:
                 self.poster.update(message[0], message[1], self._message(
                     self.store.get(plan_id), home, "rollback_unknown", users=(user,),
-                    reason=str(e.params.get("reason") or "-"), reread=str(e.params.get("reread") or "-")))
+                    reason=e.params.get("reason") or "-", reread=e.params.get("reread") or "-"))
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             return self._refuse(respond, lang, "rollback_unknown", plan=plan_id, reason=reason)
         except GpumemError as e:

@@ -30,6 +30,7 @@ from bot.store.chain import ChainReport, ensure_triggers, verify
 from bot.store.chain import append as append_audit
 from bot.store.migrations import MIGRATIONS
 from runbooks.model.errors import AlreadyApproved, PlanExpired, PlanMoved, PlanNotFound, UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.remediation.plan import FINAL, Plan, can_move
 
@@ -277,7 +278,7 @@ class Store:
         append_audit(conn, at=at, actor=actor, event=event, plan_id=plan_id, content_hash=content_hash,
                      channel=channel, cluster=target.cluster if target else None,
                      namespace=target.namespace if target else None, name=target.name if target else None,
-                     from_state=from_state, to_state=to_state, detail=json.dumps(detail, sort_keys=True, default=str))
+                     from_state=from_state, to_state=to_state, detail=json.dumps(detail, sort_keys=True, default=_jsonable))
 
     def record(self, event: str, *, actor: str, channel: str | None = None, detail: Mapping[str, Any] | None = None,
                now: datetime | None = None) -> None:
@@ -365,3 +366,9 @@ def _window(since: datetime | None, until: datetime | None) -> tuple[list[str], 
         where.append("at <= ?")
         params.append(_iso(until))
     return where, params
+
+
+def _jsonable(value: Any) -> Any:
+    """An audit detail's value JSON does not know: a `Phrase` as its JSON (the renderers word it
+    when the row is shown), anything else as its text."""
+    return value.to_json() if isinstance(value, Phrase) else str(value)

@@ -23,6 +23,7 @@ from typing import Any
 
 from runbooks.model.changes import Change
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,10 @@ class KindEdit:
     create: dict[str, Any] | None = None
 
 
-def invalid(field: str, value: Any, why: str) -> UsageError:
-    return UsageError("invalid_field", field=field, value=str(value), why=why)
+def invalid(field: str, value: Any, why: Phrase) -> UsageError:
+    """A refused value: the field, the value as given (a `Phrase` where it is a description,
+    "(none)"), why (the renderers word it)."""
+    return UsageError("invalid_field", field=field, value=value if isinstance(value, Phrase) else str(value), why=why)
 
 
 def get_in(obj: Any, *keys: str) -> Any:
@@ -60,5 +63,5 @@ def append_op(path: str, items: Any, item: dict[str, Any], field: str) -> list[d
     if items is None:
         return [{"op": "add", "path": path, "value": [copy.deepcopy(item)]}]
     if not isinstance(items, list):
-        raise invalid(field, type(items).__name__, "is not a list")
+        raise invalid(field, type(items).__name__, Phrase("reason.not_a_list"))
     return [{"op": "add", "path": f"{path}/{len(items)}", "value": copy.deepcopy(item)}]

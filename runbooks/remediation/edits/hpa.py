@@ -15,6 +15,7 @@ from typing import Any
 
 from runbooks.model.changes import HpaOnQueueDepth, Scale
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import KindEdit, get_in, invalid, set_op
 from runbooks.remediation.edits.launch_edit import server_container
 from runbooks.remediation.edits.reader import ContainerReader
@@ -31,19 +32,18 @@ def hpa_for(hpas: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any] 
              and (get_in(h, "spec", "scaleTargetRef") or {}).get("name") == name]
     if len(found) > 1:
         raise invalid("HorizontalPodAutoscaler", ", ".join(sorted(get_in(h, "metadata", "name") for h in found)),
-                      f"several HPAs target {kind} {name}; fix that first")
+                      Phrase("reason.several_hpas", {"kind": kind, "name": name}))
     return found[0] if found else None
 
 
 def hpa_scale(hpa: dict[str, Any], replicas: int) -> KindEdit:
     """minReplicas to `replicas` (maxReplicas too when below it): the HPA keeps at least that many."""
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise invalid("--replicas", replicas, f"HPA {get_in(hpa, 'metadata', 'name')} scales this workload: "
-                                              "its minReplicas must be at least 1")
+        raise invalid("--replicas", replicas, Phrase("reason.hpa_min_one", {"hpa": get_in(hpa, "metadata", "name")}))
     spec = hpa.get("spec") or {}
     low, high = spec.get("minReplicas"), spec.get("maxReplicas")
     if (low or 1) == replicas:
-        raise UsageError("nothing_to_change", what=f"HPA minReplicas {low or 1}")
+        raise UsageError("nothing_to_change", what=Phrase("reason.hpa_min_already", {"replicas": low or 1}))
     changes = [Scale(low, replicas, "minReplicas")]
     ops = set_op("/spec/minReplicas", "minReplicas" in spec, low, replicas)
     if isinstance(high, int) and high < replicas:
@@ -78,24 +78,23 @@ def hpa_queue(workload: dict[str, Any], hpa: dict[str, Any] | None, metric: str,
     if max_replicas is not None:
         max_replicas = check_option("--hpa-max", max_replicas)
     if not metric or "/" in metric or "%" in metric:
-        raise invalid("--queue-metric", metric, "a metric name without / or %")
+        raise invalid("--queue-metric", metric, Phrase("reason.metric_name"))
     metrics = [{"type": "Pods", "pods": {"metric": {"name": metric},
                                          "target": {"type": "AverageValue", "averageValue": str(target)}}}]
     if hpa is not None:
         if max_replicas is not None:
-            raise invalid("--hpa-max", max_replicas, f"HPA {get_in(hpa, 'metadata', 'name')} exists: change its "
-                                                       "maxReplicas with --replicas or by hand")
+            raise invalid("--hpa-max", max_replicas, Phrase("reason.hpa_exists", {"hpa": get_in(hpa, "metadata", "name")}))
         spec = hpa.get("spec") or {}
         old = spec.get("metrics")
         if old == metrics:
-            raise UsageError("nothing_to_change", what=f"HPA metrics already {metric} {target}")
+            raise UsageError("nothing_to_change", what=Phrase("reason.hpa_metrics_already", {"metric": metric, "target": target}))
         return KindEdit((HpaOnQueueDepth(metric, metrics_summary(old), target),),
                         tuple(set_op("/spec/metrics", "metrics" in spec, old, metrics)))
     meta = workload.get("metadata") or {}
     low = max(1, int(get_in(workload, "spec", "replicas") or 1))
     high = max_replicas if max_replicas is not None else max(2 * low, low + 1)
     if isinstance(high, bool) or not isinstance(high, int) or high < low:
-        raise invalid("--hpa-max", high, f"must be at least the current replicas ({low})")
+        raise invalid("--hpa-max", high, Phrase("reason.hpa_max_low", {"low": low}))
     body = {"apiVersion": "autoscaling/v2", "kind": HPA_KIND,
             "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
                          "labels": {"app.kubernetes.io/managed-by": "gpumem"}},

@@ -12,6 +12,7 @@ from typing import Any
 
 from runbooks.model.changes import LowerMaxSurge
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import KindEdit, get_in, invalid, set_op
 from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.value_ranges import check_option, shown
@@ -23,7 +24,7 @@ def surge_value(text: Any, field: str = "--max-surge") -> int | str:
     """A maxSurge/maxUnavailable value: a whole number or a percentage ("25%")."""
     m = _SURGE.match(str(text).strip())
     if m is None or (m.group(2) and (len(m.group(1)) > 3 or int(m.group(1)) > 100)):
-        raise invalid(field, shown(text), "expected a whole number or a percentage like 25%")
+        raise invalid(field, shown(text), Phrase("reason.surge_format"))
     return f"{int(m.group(1))}%" if m.group(2) else check_option("--max-surge", m.group(1))
 
 
@@ -33,7 +34,7 @@ def max_surge(workload: dict[str, Any], surge: Any) -> KindEdit:
     new_surge = surge_value(surge)
     strategy = get_in(workload, "spec", "strategy") or {}
     if strategy.get("type", "RollingUpdate") != "RollingUpdate":
-        raise invalid("spec.strategy.type", strategy.get("type"), "maxSurge applies to RollingUpdate only")
+        raise invalid("spec.strategy.type", strategy.get("type"), Phrase("reason.surge_rolling_only"))
     rolling = strategy.get("rollingUpdate")
     changes, ops = [], []
     if rolling is None:  # the API server defaults it; an object from a file may lack it
@@ -52,7 +53,7 @@ def max_surge(workload: dict[str, Any], surge: Any) -> KindEdit:
         changes.append(LowerMaxSurge(field, old, value))
         ops += set_op(f"/spec/strategy/rollingUpdate/{field}", field in rolling, old, value)
     if not changes:
-        raise UsageError("nothing_to_change", what=f"maxSurge {new_surge}")
+        raise UsageError("nothing_to_change", what=Phrase("reason.max_surge_already", {"value": new_surge}))
     return KindEdit(tuple(changes), tuple(ops))
 
 

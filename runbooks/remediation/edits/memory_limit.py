@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.model.changes import RaiseMemoryLimit
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import KindEdit, invalid, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
 from runbooks.remediation.edits.quantities import canonical_quantity, quantity_bytes
@@ -25,10 +26,10 @@ def memory_limit(workload: dict[str, Any], container: str | None, limit: Any, *,
     old = limits.get("memory")
     where = f"containers[{spec.get('name')}].resources.limits.memory"
     if old is None:
-        raise invalid(where, "(none)", "has no memory limit to raise: the container is not limited by one")
+        raise invalid(where, Phrase("reason.none_value"), Phrase("reason.no_memory_limit"))
     old_bytes = quantity_bytes(old, where)
     if quantity_bytes(new, "--memory-limit") <= old_bytes:
-        raise invalid("--memory-limit", new, f"is not above the current limit {old}")
+        raise invalid("--memory-limit", new, Phrase("reason.limit_not_above", {"old": old}))
     base = f"{POD_PATH}/containers/{index}/resources"
     changes = [RaiseMemoryLimit(spec.get("name"), "limits.memory", old, new)]
     ops = set_op(f"{base}/limits/memory", True, old, new)
@@ -44,8 +45,8 @@ def raised_limit(workload: dict[str, Any], container: str | None, *, reader: Con
     _index, spec, _config = server_container(workload, container, reader=reader)
     old = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
     if old is None:
-        raise invalid(f"containers[{spec.get('name')}].resources.limits.memory", "(none)",
-                      "has no memory limit to raise: the container is not limited by one")
+        raise invalid(f"containers[{spec.get('name')}].resources.limits.memory", Phrase("reason.none_value"),
+                      Phrase("reason.no_memory_limit"))
     raised = quantity_bytes(old, "resources.limits.memory") * MEMORY_RAISE
     return f"{-(-int(raised) // 2**30)}Gi"
 

@@ -10,6 +10,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import invalid
 from runbooks.remediation.value_ranges import check_memory
 
@@ -22,15 +23,15 @@ def quantity_bytes(text: Any, field: str) -> int:
     """Bytes of a Kubernetes memory quantity ("64Gi", "64G", "68719476736")."""
     m = _QUANTITY.match(str(text))
     if m is None:
-        raise invalid(field, text, "expected a memory quantity like 16Gi or 64G")
+        raise invalid(field, text, Phrase("reason.memory_quantity"))
     number, suffix = m.group(1), m.group(2) or ""
     scale = _BINARY.get(suffix) or _DECIMAL.get(suffix) or 1
     exact = Fraction(number) * scale
     if exact.denominator != 1:
-        raise invalid(field, text, "is not a whole number of bytes")
+        raise invalid(field, text, Phrase("reason.whole_bytes"))
     value = int(exact)
     if value <= 0:
-        raise invalid(field, text, "must be more than 0")
+        raise invalid(field, text, Phrase("reason.more_than_zero"))
     return value
 
 

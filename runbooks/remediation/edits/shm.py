@@ -6,6 +6,7 @@ from typing import Any
 
 from runbooks.model.changes import AddShm
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import KindEdit, append_op, get_in, invalid, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
 from runbooks.remediation.edits.quantities import canonical_quantity
@@ -31,17 +32,17 @@ def shm(workload: dict[str, Any], container: str | None, size: Any, *, reader: C
         volume = (volumes or [])[at] if at is not None else None
         empty = volume.get("emptyDir") if isinstance(volume, dict) else None
         if not isinstance(empty, dict) or empty.get("medium") != "Memory":
-            raise invalid(f"spec.template.spec.volumes[{mount.get('name')}]", "not an emptyDir of medium Memory",
-                          "/dev/shm is mounted from another volume; change it by hand")
+            raise invalid(f"spec.template.spec.volumes[{mount.get('name')}]", Phrase("reason.not_memory_empty_dir"),
+                          Phrase("reason.shm_other_volume"))
         if empty.get("sizeLimit") == limit:
-            raise UsageError("nothing_to_change", what=f"/dev/shm sizeLimit {limit}")
+            raise UsageError("nothing_to_change", what=Phrase("reason.shm_already", {"limit": limit}))
         new = {**empty, "sizeLimit": limit}
         return KindEdit((AddShm(name, empty.get("sizeLimit"), limit),),
                         tuple(set_op(f"{POD_PATH}/volumes/{at}/emptyDir", True, empty, new)))
     taken = {v.get("name") for v in volumes or [] if isinstance(v, dict)}
     volume_name = SHM_VOLUME if SHM_VOLUME not in taken else "gpumem-dshm"
     if volume_name in taken:
-        raise invalid("spec.template.spec.volumes", volume_name, "a volume of that name exists already")
+        raise invalid("spec.template.spec.volumes", volume_name, Phrase("reason.volume_exists"))
     ops = append_op(f"{POD_PATH}/volumes", volumes, {"name": volume_name, "emptyDir": {"medium": "Memory",
                                                                                           "sizeLimit": limit}},
                     "spec.template.spec.volumes")

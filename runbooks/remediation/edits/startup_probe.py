@@ -12,6 +12,7 @@ from typing import Any
 
 from runbooks.model.changes import AddStartupProbe
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.common import KindEdit, set_op
 from runbooks.remediation.edits.launch_edit import POD_PATH, server_container
 from runbooks.remediation.edits.reader import ContainerReader
@@ -45,7 +46,8 @@ def startup_probe(workload: dict[str, Any], container: str | None, budget_s: Any
              "failureThreshold": failures, "timeoutSeconds": 1, "successThreshold": 1}
     old = spec.get("startupProbe")
     if old == probe:
-        raise UsageError("nothing_to_change", what=f"startupProbe of {spec.get('name')} already allows {budget_s} s")
+        raise UsageError("nothing_to_change", what=Phrase("reason.startup_probe_already", {
+            "container": spec.get("name"), "seconds": budget_s}))
     old_budget = None
     if isinstance(old, dict):
         old_budget = int(old.get("periodSeconds") or 10) * int(old.get("failureThreshold") or 3)
