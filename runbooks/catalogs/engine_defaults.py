@@ -284,6 +284,21 @@ TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0
 TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
 
 
+#: from 1.2.0 the router's warm-up requests ask for max-total-tokens minus their prompt as new
+#: tokens (router/client/src/client.rs:130@v1.2.0, :135@v1.4.5; 2 before: client.rs:129@v1.1.0),
+#: so each holds KV blocks for input + max_new_tokens - 1 = max-total-tokens - 1 tokens
+#: (flash_causal_lm.py:196-197@v1.4.5)
+TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
+#: TGI releases whose AWQ layers run llm-awq's GEMM with split_k_iters 8
+#: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
+#: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
+#: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
+#: server/Makefile-awq@v1.4.5 builds); from 2.2.0 AWQ loads through Marlin where the GPU allows
+#: (layers/marlin.py:171-183@v2.2.0)
+TGI_AWQ_SPLIT_K = 8
+TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
+
+
 def tgi_regime(version: tuple[int, int, int]) -> str:
     """TGI's warm-up semantics: "tgi-0" (a fixed --max-batch-total-tokens allocated up front),
     "tgi-1" (budget inferred, warm-up requests of input + 2 tokens), "tgi-2" (warm-up
