@@ -293,8 +293,9 @@ TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
 #: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
 #: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
 #: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
-#: server/Makefile-awq@v1.4.5 builds); from 2.2.0 AWQ loads through Marlin where the GPU allows
-#: (layers/marlin.py:171-183@v2.2.0)
+#: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
+#: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
+#: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
 TGI_AWQ_SPLIT_K = 8
 TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 
