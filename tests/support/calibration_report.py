@@ -145,9 +145,9 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "the model minus free memory after the profile run (worker.py:184-195@0.5.3, the CUDA context "
               "and NCCL set up after init_gpu_memory included), with no empty_cache between; the profile "
               "samples all 256 dummy sequences with top_k = vocab - 1 and top_p 0.99 (model_runner.py:806, "
-              "858-862@0.5.3, sampler.py:119-130@0.5.3) on rank 0, whose full-vocabulary sort would take ~1.2 "
-              "GiB at the V0 figure, where the budget counts the 0.16 GiB read off chunked-prefill logs of 0.7; "
-              "which of the two 0.5.3 ran is not shown"},
+              "858-862@0.5.3, sampler.py:119-130@0.5.3) on rank 0, ~1.2 GiB at the unchunked V0 figure; 0.6.4 "
+              "and 0.7.3 profile the same way, yet their chunked-prefill logs peak no higher than the forward "
+              "pass, whence the 0.16 GiB the budget counts; why is not in the source read"},
     "vllm-21348-qwen3-235b-fp8-4xh100": {
         "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1), whose GPU buffers the "
               "budget does not model; neither the weights nor the GPU's total are printed: 9.69 GiB predicted "
