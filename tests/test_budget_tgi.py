@@ -102,3 +102,29 @@ def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():
     capped = _tgi_70b_on_two_h100s("3.0.0", cuda_memory_fraction=0.98)
     lost = (full.gpu_blocks - capped.gpu_blocks) * full.kv_bytes_per_token * full.block_size / 2**30
     assert lost == pytest.approx((1 - 0.98) * 0.95 * 79.19, abs=0.01)
+
+
+LLAMA3_AWQ = find_model("meta-llama/Meta-Llama-3-8B-Instruct-AWQ")
+
+
+def test_awq_split_k_gemm_holds_eight_partial_outputs_of_the_widest_projection():
+    from runbooks.sizing.tgi import awq_split_k_peak_bytes
+    # Llama-3-8B, 4096 warm-up tokens in fp16: the fused gate/up (2 x 14336) written 8 times
+    # and summed, next to the residual and normed input (3 x 4096)
+    assert awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 1, 2) == 4096 * 2 * (3 * 4096 + 9 * 2 * 14336)
+    assert awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 2, 2) < awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 1, 2)
+
+
+@pytest.mark.parametrize(("version", "split_k"), [("1.1.0", True), ("1.4.5", True), ("2.1.1", True),
+                                                  ("1.0.3", False), ("2.2.0", False), ("3.3.0", False)])
+def test_awq_warmup_peak_counts_the_split_k_buffer_only_where_the_release_runs_it(version, split_k):
+    kw = {"gpu_total_gib": 23.58, "engine_version": version, "max_input_tokens": 1024, "max_total_tokens": 2048,
+          "max_batch_prefill_tokens": 4096}
+    awq = tgi(LLAMA3_AWQ, quantization="awq", **kw)
+    plain = tgi(find_model("meta-llama/Meta-Llama-3-8B-Instruct"), dtype="float16", **kw)
+    # the same warm-up batch: logits and log-softmax are the same, the forward peak differs
+    extra = awq.activation_gib - plain.activation_gib
+    if split_k:
+        assert extra * 2**30 == pytest.approx(4096 * 2 * 9 * 2 * 14336 - 4096 * 2 * 3 * 14336, rel=1e-6)
+    else:
+        assert extra == pytest.approx(0.0, abs=1e-9)

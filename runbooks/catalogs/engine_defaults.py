@@ -84,6 +84,17 @@ def vllm_engine(version: tuple[int, int, int], use_v1: bool | None,
     return "v1", "vLLM >= 0.8 runs V1 by default"
 
 
+#: what V1's profile run holds past the forward pass, by release: 0.7.0-0.7.2 compute logits
+#: over every one of the max_num_batched_tokens dummy tokens and stop there ("TODO(woosuk):
+#: Consider the memory usage of the sampler", v1/worker/gpu_model_runner.py:986-988@0.7.0,
+#: 1010-1012@0.7.2); 0.7.3 keeps only the last token of each of max_num_seqs dummy requests
+#: (`hidden_states[logit_indices]`, gpu_model_runner.py:1296-1306@0.7.3), still without the
+#: sampler; 0.8.0 runs the sampler on them (`_dummy_sampler_run`, gpu_model_runner.py:1276,
+#: 1403@0.8.0)
+VLLM_V1_LOGITS_PER_REQUEST_FROM = (0, 7, 3)
+VLLM_V1_SAMPLER_PROFILED_FROM = (0, 8, 0)
+
+
 def vllm_v1_needs_ampere(version: tuple[int, int, int]) -> bool:
     """V1 of this version refuses GPUs below compute capability 8.0 (0.8.0 - 0.10.1)."""
     return VLLM_V1_DEFAULT_FROM <= version < VLLM_V1_ANY_GPU_FROM
@@ -126,6 +137,12 @@ def vllm_v0_chunked_default(max_model_len: int, multimodal: bool, mla: bool) -> 
 #: (:1495@0.9.0, vllm#17885), a >= 160 GiB tier of 1024 / 16384 from 0.28.0 (:2582@0.28.0; absent
 #: in 0.27.0), GB10 (compute capability 12.1) excepted from 0.33.0 (:2963@0.33.0)
 VLLM_A100_EXCEPTION_FROM = (0, 9, 0)
+#: before 0.8.5 the card's name decided, not its memory: 8192 batched tokens on an H100 or H200
+#: ('"h100" in device_name or "h200" in device_name'), 2048 on any other (arg_utils.py:1281@0.7.0,
+#: :1368@0.7.3, :1693@0.8.0, :1669@0.8.4); max_num_seqs 1024 on every card until 0.8.3
+#: (arg_utils.py:213@0.7.0, :1715@0.8.0, :1669@0.8.3), 256 off H100/H200 in 0.8.4 (:1682@0.8.4)
+VLLM_V1_LIMITS_BY_MEMORY_FROM = (0, 8, 5)
+VLLM_V1_SEQS_BY_CARD_FROM = (0, 8, 4)
 VLLM_160_GIB_TIER_FROM = (0, 28, 0)
 VLLM_GB10_EXCEPTION_FROM = (0, 33, 0)
 
@@ -137,8 +154,12 @@ def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name
     ((1024, 8192), (256, 2048))
     >>> vllm_v1_limits((0, 21, 0), 178.0, "B200")[:2], vllm_v1_limits((0, 28, 0), 178.0, "B200")[:2]
     ((1024, 8192), (1024, 16384))
+    >>> vllm_v1_limits((0, 7, 1), 79.15, "A100 80GB")[:2], vllm_v1_limits((0, 8, 4), 44.4, "L40S")[:2]
+    ((1024, 2048), (256, 2048))
     """
     name = (gpu_name or "").lower()
+    if version < VLLM_V1_LIMITS_BY_MEMORY_FROM:
+        return _vllm_v1_limits_by_name(version, gpu_total_gib, name)
     excepted = ("a100" in name and version >= VLLM_A100_EXCEPTION_FROM) or \
         ("gb10" in name and version >= VLLM_GB10_EXCEPTION_FROM)
     if version >= VLLM_160_GIB_TIER_FROM and gpu_total_gib >= 160:
@@ -150,6 +171,18 @@ def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name
     if gpu_total_gib >= 70:
         return 256, 2048, f"vLLM V1 API server default on {'A100' if 'a100' in name else 'GB10'} GPUs"
     return 256, 2048, "vLLM V1 API server default on < 70 GiB GPUs"
+
+
+def _vllm_v1_limits_by_name(version: tuple[int, int, int], gpu_total_gib: float, name: str) -> tuple[int, int, str]:
+    """V1 0.7.0-0.8.4: 8192 batched tokens on an H100/H200 by name, else 2048; 1024 sequences
+    (0.8.4: 256 off H100/H200). An unnamed card is taken as an H100/H200 from 70 GiB."""
+    if name:
+        big, why = "h100" in name or "h200" in name, "by card name"
+    else:
+        big, why = gpu_total_gib >= 70, "GPU model unknown: H100/H200 assumed from >= 70 GiB"
+    seqs = 1024 if big or version < VLLM_V1_SEQS_BY_CARD_FROM else 256
+    card = "H100/H200" if big else "non-H100/H200"
+    return seqs, 8192 if big else 2048, f"vLLM 0.7-0.8.4 V1 API server default on {card} GPUs ({why})"
 
 
 def vllm_mla_absorbs_matrices(version: tuple[int, int, int], regime: str) -> bool:
@@ -282,6 +315,22 @@ TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0
 #: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)); before, wiggle x (free - (1 -
 #: cuda_memory_fraction) x total) (flash_causal_lm.py:1553@v2.4.1)
 TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
+
+
+#: from 1.2.0 the router's warm-up requests ask for max-total-tokens minus their prompt as new
+#: tokens (router/client/src/client.rs:130@v1.2.0, :135@v1.4.5; 2 before: client.rs:129@v1.1.0),
+#: so each holds KV blocks for input + max_new_tokens - 1 = max-total-tokens - 1 tokens
+#: (flash_causal_lm.py:196-197@v1.4.5)
+TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
+#: TGI releases whose AWQ layers run llm-awq's GEMM with split_k_iters 8
+#: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
+#: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
+#: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
+#: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
+#: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
+#: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
+TGI_AWQ_SPLIT_K = 8
+TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 
 
 def tgi_regime(version: tuple[int, int, int]) -> str:

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 from runbooks.catalogs.engine_defaults import (
     LATEST,
+    VLLM_V1_LOGITS_PER_REQUEST_FROM,
+    VLLM_V1_SAMPLER_PROFILED_FROM,
     parse_version,
     version_text,
     vllm_engine,
@@ -38,6 +40,7 @@ from runbooks.sizing.activation import (
     cuda_context_gib,
     cudagraph_gib,
     forward_peak_bytes,
+    logits_bytes,
     sampler_peak_bytes,
     vllm_v0_capture_sizes,
     vllm_v1_capture_sizes,
@@ -81,7 +84,7 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
     weights = _weights_gib(model, setup, version, regime, elem, notes) - max(0.0, inp.cpu_offload_gib)
     lora = _lora_gib(model, inp, setup, notes)
     weights += lora
-    activation = _activation_gib(model, regime, setup, seqs, mnbt, chunked)
+    activation = _activation_gib(model, regime, version, setup, seqs, mnbt, chunked)
     ctx = cuda_context_gib(total)
     comm = comm_buffers_gib(setup.tp, setup.nvlink)
     other = max(0.0, inp.other_process_gib)
@@ -186,7 +189,9 @@ def _limits(model: ModelSpec, inp: BudgetInputs, version: tuple[int, int, int], 
             notes.assume("max_num_batched_tokens", f"{mnbt} (vLLM V0 default"
                          + (", chunked prefill)" if chunked else ", max(max_model_len, 2048))"))
         return seqs, mnbt, chunked
-    gpu_name = setup.gpu.name if setup.gpu else inp.gpu_name
+    # the name as given first: vLLM 0.7-0.8.4 match "h100"/"h200" in the device's own name,
+    # which the catalog's entry may not carry (an H800 is priced as an H100)
+    gpu_name = inp.gpu_name or (setup.gpu.name if setup.gpu else None)
     d_seqs, d_mnbt, why = vllm_v1_limits(version, inp.gpu_total_gib, gpu_name)
     if inp.max_num_seqs is None:
         notes.assume("max_num_seqs", f"{d_seqs} ({why})")
@@ -214,16 +219,23 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
     return weights
 
 
-def _activation_gib(model: ModelSpec, regime: str, setup: Setup, seqs: int, mnbt: int, chunked: bool) -> float:
+def _activation_gib(model: ModelSpec, regime: str, version: tuple[int, int, int], setup: Setup, seqs: int,
+                    mnbt: int, chunked: bool) -> float:
     forward = forward_peak_bytes(model, mnbt, setup.tp, setup.dtype)
     rows = min(seqs, mnbt)
+    hidden_states = mnbt * (model.hidden_size or 0) * dtype_bytes(setup.dtype)
     if regime.startswith("v0"):
         # V0 profiles multimodal models with as few sequences as fit one encoder input
         rows = 1 if is_multimodal(model) else rows
         units = SAMPLER_UNITS_V0_CHUNKED if chunked else SAMPLER_UNITS_V0
+    elif version < VLLM_V1_SAMPLER_PROFILED_FROM:
+        # V1 0.7.x profiles the logits (in the model's dtype) and not the sampler: of every
+        # dummy token before 0.7.3, of each request's last from it
+        rows = rows if version >= VLLM_V1_LOGITS_PER_REQUEST_FROM else mnbt
+        logits = logits_bytes(model, rows, dtype_bytes(setup.dtype))
+        return max(forward, logits + hidden_states) / GIB
     else:
         units = SAMPLER_UNITS_V1
-    hidden_states = mnbt * (model.hidden_size or 0) * dtype_bytes(setup.dtype)
     sampler = sampler_peak_bytes(model, rows, units) + hidden_states
     return max(forward, sampler) / GIB
 
