@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
-from bot.render.wording import budget_concurrency, concurrency_short, pct
+from bot.render.wording import budget_concurrency, concurrency_short, eviction_words, pct
 from bot.service.outcomes import BudgetPage as Page
 from bot.service.outcomes import BudgetSide as Side
 from runbooks.model.budget import Budget, BudgetInputs
@@ -208,7 +208,8 @@ def bucket_lines(cat: Catalog, cap: BucketCapacity, engine: str) -> list[str]:
         lines.append(text)
     lines.append(cat.t(f"budget_cli.long.{cap.status}", now=pct(cap.long_share_now), limit=pct(cap.long_share_limit),
                        seqs=cap.max_num_seqs, seqs_flag=seqs_flag, demand_tokens=cap.demand_tokens,
-                       kv_cache_tokens=cap.kv_cache_tokens, demand_pct=pct(cap.demand_ratio)))
+                       kv_cache_tokens=cap.kv_cache_tokens, demand_pct=pct(cap.demand_ratio),
+                       **eviction_words(cat, engine)))  # the engine's own "preempted" / "retracted"
     return lines
 
 
