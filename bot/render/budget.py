@@ -63,7 +63,8 @@ def side_json(side: Side, cat: Catalog) -> dict[str, Any]:
     b, inp = side.budget, side.inputs
     doc: dict[str, Any] = {"engine": b.engine, "engine_version": inp.engine_version, "tp": inp.tp, "pp": inp.pp}
     doc.update(_budget_doc(b))
-    doc["assumptions"] = {name: assumed_line(cat, name, a, with_name=False) for name, a in b.assumptions}
+    en = Catalog.load("en")  # the assumptions' words are English in every language, as they always were
+    doc["assumptions"] = {name: assumed_line(en, name, a, with_name=False) for name, a in b.assumptions}
     doc["assumption_reasons"] = assumption_reasons(b)
     doc["warnings"] = [{"id": w, "text": warning_text(cat, w)} for w in _warnings(side)]
     doc["conflicts"] = [{"id": c.id, "fatal": c.fatal, "params": c.params, "text": conflict_text(cat, c)}
