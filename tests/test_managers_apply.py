@@ -197,8 +197,9 @@ def test_the_handover_lists_an_applied_stopgap_as_drift_until_it_is_rolled_back(
     store = Store.open(store_path)
     h = build_handover(store)
     (d,) = h.drift
-    assert (d.plan, d.target, d.managers, d.state) == (plan["id"], "llm/vllm-server", ("argocd llm-serving",),
-                                                      "applied")
+    assert (d.plan, d.target, d.state) == (plan["id"], "llm/vllm-server", "applied")
+    assert [(m["kind"], m["name"]) for m in d.managers] == [("argocd", "llm-serving")]
+    assert handover_json(h)["drift"][0]["managers"] == ["argocd llm-serving"]
     assert d.changes == ("--max-num-seqs 128 -> 64",)
     assert handover_json(h)["drift"][0]["plan"] == plan["id"]
     assert "Stop-gaps on GitOps-managed objects, drift to fold back" in handover_text(h, "en")

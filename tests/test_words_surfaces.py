@@ -25,7 +25,7 @@ import yaml
 
 from bot.main import main
 from bot.render.handover import handover_text
-from bot.service.handover import ServiceState, build_handover
+from bot.service.handover import STOPGAP_EVENT, ServiceState, build_handover
 from bot.service.notes import add_note, record_triage
 from bot.store.alerts import AlertLog
 from bot.store.db import Store
@@ -50,7 +50,7 @@ _COMMANDS = re.compile(r"(?:promtool)\b[^；;，。（）]*")
 #: Prometheus's own template code in an annotation ({{ $value | humanizePercentage }})
 _TEMPLATE = re.compile(r"\{\{[^}]*\}\}")
 #: a note in the terminal handover, left as its author wrote it ("2026-12-01 02:15Z  U042  llm/x: ...")
-_NOTE_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\dZ  \S+  (?:\S+/\S+: )?")
+_NOTE_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\dZ  [^\s:：]+(?:  [^\s:：]+/[^\s:：]+)?[:：]")
 
 
 def _words(line: str) -> str:
@@ -173,10 +173,16 @@ def _shift() -> Store:
             "path": "/spec/template/spec/containers/0/args/3", "before": "--max-num-seqs=128",
             "gpumem": "--max-num-seqs=96", "now": "--max-num-seqs=128", "manager": "argocd-controller",
             "at": "2026-12-01T04:02:11Z", "seen_at": "2026-12-01T04:02:30Z", "operation": "Update"}]})
+    gitops = _plan("p-git", (SetArg("vllm", "max-num-seqs", 256, 192),), name="gitops", at=T0 + timedelta(hours=1))
+    _applied(store, gitops, T0 + timedelta(hours=1))
+    store.record(STOPGAP_EVENT, actor="U2", now=T0 + timedelta(hours=1), detail={
+        "plan": "p-git", "changes": ["--max-num-seqs 256 -> 192"],
+        "managers": [{"kind": "argocd", "name": "llm-serving", "namespace": "argocd"},
+                     {"kind": "helm", "name": "vllm-gitops"}]})
     record_triage(store, Report(target="llm/vllm-server", model="Qwen2.5-72B", engine="vllm", gpu="H100 80GB",
                                 verdict=Verdict("kv_cache_pressure", priority="highest")), actor="cli:ana",
                   now=T0 - timedelta(minutes=2))
-    record_triage(store, Report(target="llm/other", verdict=Verdict("weights_exceed_gpu", priority="high")),
+    record_triage(store, Report(target="llm/other", verdict=Verdict("weights_too_large", priority="high")),
                   actor="U3", now=T0 + timedelta(minutes=30))
     add_note(store, "U042", "max-num-seqs lowered while the batch job runs", target="llm/vllm-server",
              channel="C1", now=T0 + timedelta(minutes=1))
@@ -233,6 +239,9 @@ def test_the_sweep_covers_every_surface_with_words_in_it(outputs, lang):
     assert texts[f"fleet raw {lang}"].count("gpumem triage ") >= 10
     assert texts[f"fleet recorded {lang}"].count("gpumem triage ") >= 10
     assert "p-argo" in texts[f"handover state {lang}"] and "argocd-controller" in texts[f"handover state {lang}"]
+    assert "llm-serving" in texts[f"handover state {lang}"] and "p-git" in texts[f"handover state {lang}"]
+    loaded = {"en": "Read from gpumem's recording rules", "zh": "读取自 gpumem 的记录规则"}[lang]
+    assert loaded in texts[f"fleet recorded {lang}"] and loaded not in texts[f"fleet raw {lang}"]
     assert "GpumemKVCacheHigh" in texts[f"rules file {lang}"]
 
 
@@ -275,6 +284,12 @@ def test_a_chinese_output_lists_with_the_chinese_separator(outputs, surface):
     assert bad == []
 
 
+def test_only_a_note_is_left_as_written():
+    assert _NOTE_LINE.search("2026-12-01 02:15Z  U042  llm/vllm-server：max-num-seqs lowered")
+    assert _NOTE_LINE.search("2026-12-01 02:15Z  U042: lowered while the batch job runs")
+    assert not _NOTE_LINE.search("2026-12-01 02:12Z  llm/vllm-server  KV cache 压力（优先级：最高）  cli:ana")
+
+
 def test_the_english_handover_counts_agree_with_their_nouns(outputs):
     text = dict(outputs["en"])["handover state en"]
     assert "llm/vllm-server: 2 OOM kills this shift" in text
@@ -291,4 +306,4 @@ def test_the_json_of_the_sweeps_handover_stays_english_with_its_ids():
 
     doc = json.loads(json.dumps(handover_json(build_handover(_shift(), since=T0 - timedelta(hours=1), now=NOW))))
     assert "p-ok on llm/third is approved and awaits apply: --max-num-seqs 64 -> 48" in doc["watch_next"]
-    assert next(s for s in doc["services"] if s["target"] == "llm/other")["layer"] == "weights_exceed_gpu"
+    assert next(s for s in doc["services"] if s["target"] == "llm/other")["layer"] == "weights_too_large"

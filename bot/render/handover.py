@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.managers import who
 from bot.render.remediation import revert_words
 from bot.store.notes import Note
 
@@ -202,7 +203,14 @@ def handover_json(h: Any) -> dict[str, Any]:
         alert["outcomes"] = ", ".join(f"{name} {count}" for name, count in _outcome_pairs(alert["outcomes"]))
     for m in doc["temporary"]:
         m["review"] = review_word(en, m["review"])
+    for d in doc["drift"]:  # "argocd llm-serving", as the JSON always had it
+        d["managers"] = [f"{m.get('kind')} {m.get('name')}" for m in d["managers"]]
     return doc
+
+
+def managers_word(cat: Catalog, managers: Any) -> str:
+    """Who manages a drifted object, in words ("Argo CD application llm-serving")."""
+    return cat.join(who(cat, m) if isinstance(m, dict) else str(m) for m in managers)
 
 
 def _json_field(en: Catalog, field: str, items: Any) -> Any:
@@ -242,10 +250,11 @@ def handover_text(h: Any, lang: str) -> str:
     if getattr(h, "drift", ()):
         section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes="; ".join(d.changes),
                                                 plan=d.plan, state=state_word(cat, d.state), at=_hm(d.at),
-                                                managers=cat.join(d.managers)) for d in h.drift])
+                                                managers=managers_word(cat, d.managers)) for d in h.drift])
     if getattr(h, "reverted", ()):
         section("handover.reverted", ["  " + reverted_line(cat, r) for r in h.reverted])
-    section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"
+    section("handover.notes", ["  " + cat.t("handover.note_line", at=_hm(n.at), author=n.author,
+                                            target=f"  {n.target}" if n.target else "", text=n.text)
                                for n in h.notes])
     if h.alerts:
         section("handover.alerts", [alert_line(cat, a) for a in h.alerts])

@@ -13,6 +13,7 @@ from bot.render import slack_blocks as B
 from bot.render.handover import (
     cause_word,
     count_word,
+    managers_word,
     outcomes_word,
     pct_word,
     priority_word,
@@ -161,7 +162,7 @@ def handover_parent(h: Any, lang: str) -> Message:
     for key, lines in (("handover.incidents", [_incident(cat, i) for i in h.incidents]),
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
                        ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
-                                           f"{B.esc(', '.join(d.managers))})" for d in getattr(h, "drift", ())]),
+                                           f"{B.esc(managers_word(cat, d.managers))})" for d in getattr(h, "drift", ())]),
                        ("handover.reverted", [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r))
                                               for r in getattr(h, "reverted", ())]),
                        ("handover.alerts", [_alert(cat, a) for a in getattr(h, "alerts", ())])):

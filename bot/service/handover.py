@@ -120,8 +120,8 @@ class DriftItem:
 
     plan: str
     target: str
-    #: who manages it: "argocd llm-serving", "flux apps", "helm vllm"
-    managers: tuple[str, ...]
+    #: who manages it, as the audit recorded them: {kind, name, namespace, owner_kind} ("argocd", "llm-serving")
+    managers: tuple[dict[str, Any], ...]
     changes: tuple[str, ...]
     at: datetime
     state: str
@@ -367,7 +367,8 @@ def drift_items(store: Store, plans: list[StoredPlan]) -> tuple[DriftItem, ...]:
         stored = states.get(str(detail.get("plan")))
         if stored is None or stored.state not in ("applied", "watched"):
             continue
-        managers = tuple(f"{m.get('kind')} {m.get('name')}" for m in detail.get("managers") or [] if isinstance(m, dict))
+        managers = tuple({k: m.get(k) for k in ("kind", "name", "namespace", "owner_kind")}
+                         for m in detail.get("managers") or [] if isinstance(m, dict))
         out.append(DriftItem(stored.plan.id, _target(stored), managers, tuple(str(c) for c in detail.get("changes") or []),
                              datetime.fromisoformat(at), stored.state))
     return tuple(out)
