@@ -41,8 +41,9 @@ SURFACES = ("fleet", "rules", "snapshot", "handover")
 
 #: names these outputs carry beyond `ZH_ALLOWED`, each a name and not a word to translate: the
 #: alert names gpumem's rules define (and the Watchdog alert a page may carry), a Deployment's
-#: `replicas` field (as a change says it), the Prometheus Operator (a product)
-ZH_NAMES = ZH_ALLOWED | {"Watchdog", "replicas", "Operator"}
+#: `replicas` field (as a change says it), the Prometheus Operator and FlashInfer (products), the
+#: interconnects (PCIe, NVLink)
+ZH_NAMES = ZH_ALLOWED | {"Watchdog", "replicas", "Operator", "PCIe", "NVLink", "FlashInfer"}
 #: alert names as the rules spell them
 _ALERT = re.compile(r"\bGpumem[A-Z]\w+")
 #: commands shown to run, as typed (`promtool` beside the shared ones)
@@ -307,3 +308,51 @@ def test_the_json_of_the_sweeps_handover_stays_english_with_its_ids():
     doc = json.loads(json.dumps(handover_json(build_handover(_shift(), since=T0 - timedelta(hours=1), now=NOW))))
     assert "p-ok on llm/third is approved and awaits apply: --max-num-seqs 64 -> 48" in doc["watch_next"]
     assert next(s for s in doc["services"] if s["target"] == "llm/other")["layer"] == "weights_too_large"
+
+
+# ----------------------------------------------------------------------------- the budget's assumptions
+
+#: launches whose budgets between them take every reason a default can have
+_LAUNCHES = [
+    dict(engine="vllm", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB"),  # newest vLLM, the A100 exception
+    dict(engine="vllm", gpu_total_gib=79.15, gpu_name="H100 80GB", engine_version="0.8.5", tp=2),
+    dict(engine="vllm", gpu_total_gib=178.0, gpu_name="B200", engine_version="0.28.0"),
+    dict(engine="vllm", gpu_total_gib=22.05, gpu_name="L4", engine_version="0.6.6", enable_lora=True),
+    dict(engine="vllm", gpu_total_gib=14.58, gpu_name="T4", engine_version="0.9.2"),
+    dict(engine="vllm", gpu_total_gib=39.25, engine_version="0.9.2", tp=2),  # a GPU the catalog does not know
+    dict(engine="vllm", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB", engine_version="0.7.3", use_v1=True),
+    dict(engine="sglang", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB"),
+    dict(engine="sglang", gpu_total_gib=139.8, gpu_name="H200", engine_version="0.4.6", tp=8),
+    dict(engine="sglang", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB", engine_version="0.5.0"),
+    dict(engine="tgi", gpu_total_gib=22.05, gpu_name="A10G", engine_version="1.4.0"),
+    dict(engine="tgi", gpu_total_gib=22.05, gpu_name="A10G", engine_version="2.2.0"),
+    dict(engine="tgi", gpu_total_gib=79.15, gpu_name="A100-SXM4-80GB"),
+    dict(engine="tgi", gpu_total_gib=22.05, gpu_name="A10G", engine_version="0.9.3"),
+]
+
+
+def test_every_assumed_default_is_worded_in_both_languages_and_chinese_in_zh():
+    from bot.render.budget import assumed_line
+    from bot.render.i18n import Catalog
+    from runbooks.catalogs.models import find_model
+    from runbooks.model.budget import BudgetInputs
+    from runbooks.sizing.budget import compute_budget
+
+    model = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    en, zh = Catalog.load("en"), Catalog.load("zh")
+    reasons: set[str] = set()
+    leaks = []
+    for launch in _LAUNCHES:
+        budget = compute_budget(model, BudgetInputs(**launch))
+        for name, a in budget.assumptions:
+            reasons.add(a.why)
+            english, chinese = assumed_line(en, name, a), assumed_line(zh, name, a)
+            assert english.startswith(f"{name} = ") and "(" in english, english
+            assert re.search(r"[\u4e00-\u9fff]", chinese), chinese
+            said = chinese.split(" = ", 1)[1]  # the setting's name is its JSON key
+            leaks += [(w, chinese) for w in re.findall(r"[A-Za-z][A-Za-z']*", _words(said)) if w not in ZH_NAMES]
+    assert sorted(set(leaks)) == []
+    # the launches reach reasons of every engine and of the shared resolution
+    assert {"newest_known", "engine_default", "checkpoint_dtype", "vllm_v1_excepted_gpu", "vllm_v1_160_gib",
+            "vllm_lora_default", "sglang_activation_reserve", "sglang_tp_default_raised", "tgi_1_default",
+            "tgi_2_default", "tgi_paged_attention", "tgi_flashinfer_attention"} <= reasons, sorted(reasons)

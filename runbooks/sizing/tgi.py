@@ -94,7 +94,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         notes.assume("cuda_memory_fraction", 1.0, "engine_default", engine="TGI")
     block_size = inp.block_size or (16 if version < (3, 0, 0) else 1)
     if inp.block_size is None:
-        notes.assume("block_size", block_size, "tgi_attention", attention="paged" if block_size == 16 else "flashinfer")
+        notes.assume("block_size", block_size, "tgi_paged_attention" if block_size == 16 else "tgi_flashinfer_attention")
     max_input, max_total, prefill, limit_notes = tgi_limits(
         version, model.max_position_embeddings, inp.max_input_tokens, inp.max_total_tokens or inp.max_model_len,
         inp.max_batch_prefill_tokens)
