@@ -6,6 +6,7 @@ import pytest
 
 from runbooks.catalogs.engine_defaults import tgi_wiggle_room
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
@@ -19,9 +20,9 @@ def tgi(model=LLAMA8, **kw):
 def test_tgi2_defaults_cap_lengths_at_4096():
     b = tgi(engine_version="2.2.0")
     assumed = dict(b.assumptions)
-    assert assumed["max_total_tokens"].startswith("4096")
-    assert assumed["max_input_tokens"].startswith("4095")
-    assert assumed["max_batch_prefill_tokens"].startswith("4145")
+    assert assumed["max_total_tokens"] == Assumed(4096, "tgi_2_default")
+    assert assumed["max_input_tokens"] == Assumed(4095, "tgi_2_default")
+    assert assumed["max_batch_prefill_tokens"] == Assumed(4145, "tgi_2_default")
     assert b.max_model_len == 4096
     assert b.block_size == 16
 

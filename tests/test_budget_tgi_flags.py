@@ -15,6 +15,7 @@ from bot.main import main
 from collectors.parsers.kube_objects import parse_deployment
 from runbooks.catalogs.engine_defaults import tgi_limits, tgi_regime, tgi_wiggle_room
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.model.units import GIB
 from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
 from runbooks.sizing.conflicts import find_conflicts
@@ -59,7 +60,7 @@ def test_1x_defaults_are_1024_input_2048_total_4096_prefill():
 def test_before_0_9_3_the_batch_total_tokens_are_allocated_up_front():
     b = tgi("0.9.1")
     assert b.regime == "tgi-0"
-    assert b.assumption("max_batch_total_tokens").startswith("16000")
+    assert b.assumption("max_batch_total_tokens") == Assumed(16000, "tgi_legacy_batch_total")
     # ceil(16000 / 16) + 10 blocks of 16 tokens x 0.5 MiB
     assert b.gpu_blocks == 1010
     assert b.kv_cache_gib == pytest.approx(1010 * 16 * 0.5 / 1024)
@@ -128,7 +129,7 @@ def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     default = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07)
     assert default.failure is None
     assert default.max_model_len == default.kv_cache_tokens == 23125
-    assert default.assumption("max_input_tokens") == "23124 (TGI 3: max_total_tokens - 1)"
+    assert default.assumption("max_input_tokens") == Assumed(23124, "tgi3_total_minus_one")
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)
     assert given_.failure == "Not enough memory to handle max_total_tokens=131072"
 

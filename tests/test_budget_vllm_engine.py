@@ -16,6 +16,7 @@ from collectors.parsers.kube_objects import parse_deployment
 from runbooks.catalogs.engine_defaults import vllm_engine, vllm_regime
 from runbooks.catalogs.gpus import find_gpu
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
 from runbooks.sizing.conflicts import find_conflicts
 from runbooks.sizing.whatif import apply_what_if, parse_what_if
@@ -50,7 +51,7 @@ def test_t4_on_0_8_runs_the_v0_arithmetic_and_says_why():
     forced = vllm(engine_version="0.8.5", use_v1=False)
     assert auto.regime == forced.regime == "vllm-v0"
     assert auto.kv_cache_tokens == forced.kv_cache_tokens
-    assert auto.assumption("vllm_engine") == "V0 (vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0)"
+    assert auto.assumption("vllm_engine") == Assumed("V0", "vllm_v0_below_cc80")
     # V0 defaults, not V1's: 256 sequences, max(max_model_len, 2048) tokens per step, no chunked prefill
     assert (auto.max_num_seqs, auto.max_num_batched_tokens) == (256, 4096)
     assert auto.weights_gib == pytest.approx(2.88, abs=0.01)
@@ -60,7 +61,7 @@ def test_t4_on_0_8_runs_the_v0_arithmetic_and_says_why():
 def test_the_same_launch_on_an_ampere_card_runs_v1():
     b = vllm(engine_version="0.8.5", gpu_name="A10G")
     assert b.regime == "vllm-v1-08"
-    assert b.assumption("vllm_engine") == "V1 (vLLM >= 0.8 runs V1 by default)"
+    assert b.assumption("vllm_engine") == Assumed("V1", "vllm_v1_from_08")
     assert (b.max_num_seqs, b.max_num_batched_tokens) == (256, 2048)
 
 
@@ -73,7 +74,7 @@ def test_from_0_10_2_a_t4_runs_v1():
 def test_unknown_gpu_assumes_v1_and_says_so():
     b = vllm(engine_version="0.9.2", gpu_name=None, gpu_total_gib=14.56)
     assert b.regime == "vllm-v1"
-    assert "compute capability >= 8.0 assumed" in b.assumption("vllm_engine")
+    assert b.assumption("vllm_engine") == Assumed("V1", "vllm_gpu_unknown_cc80")
 
 
 def test_v0_switch_after_0_11_is_ignored_with_a_warning():

@@ -8,6 +8,7 @@ releases takes the older behaviour.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: the newest version of each engine whose arithmetic this package models
 LATEST = {"vllm": (0, 33, 0), "sglang": (0, 5, 23), "tgi": (3, 3, 0)}
@@ -61,27 +62,28 @@ VLLM_V0_REMOVED_IN = (0, 11, 0)
 def vllm_engine(version: tuple[int, int, int], use_v1: bool | None,
                 compute_capability: tuple[int, int] | None = None) -> tuple[str, str]:
     """("v0" | "v1", why): the engine a vLLM version runs for VLLM_USE_V1 (None: unset) on a
-    GPU of `compute_capability` (None: unknown, taken as able to run V1).
+    GPU of `compute_capability` (None: unknown, taken as able to run V1); `why` a reason id
+    (catalog `budget_why.<why>`).
 
     >>> vllm_engine((0, 8, 5), None, (7, 5))
-    ('v0', 'vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0')
+    ('v0', 'vllm_v0_below_cc80')
     >>> vllm_engine((0, 8, 5), None, (8, 0))[0], vllm_engine((0, 10, 2), None, (7, 5))[0]
     ('v1', 'v1')
     """
     if version >= VLLM_V0_REMOVED_IN:
-        return "v1", "vLLM >= 0.11 has only the V1 engine"
+        return "v1", "vllm_v1_only"
     if version < VLLM_V1_DEFAULT_FROM:
         if use_v1 and version >= VLLM_V1_OPT_IN_FROM:
-            return "v1", "VLLM_USE_V1=1 (V1 opt-in before 0.8)"
-        return "v0", "vLLM < 0.8 runs V0 by default"
+            return "v1", "vllm_v1_opt_in"
+        return "v0", "vllm_v0_before_08"
     if use_v1 is False:
-        return "v0", "VLLM_USE_V1=0"
+        return "v0", "vllm_use_v1_off"
     if vllm_v1_needs_ampere(version) and compute_capability is not None \
             and compute_capability < VLLM_V1_MIN_CAPABILITY:
         if use_v1:
-            return "v1", "VLLM_USE_V1=1 (refused below compute capability 8.0)"
-        return "v0", "vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0"
-    return "v1", "vLLM >= 0.8 runs V1 by default"
+            return "v1", "vllm_v1_refused_below_cc80"
+        return "v0", "vllm_v0_below_cc80"
+    return "v1", "vllm_v1_from_08"
 
 
 #: what V1's profile run holds past the forward pass, by release: 0.7.0-0.7.2 compute logits
@@ -147,8 +149,10 @@ VLLM_160_GIB_TIER_FROM = (0, 28, 0)
 VLLM_GB10_EXCEPTION_FROM = (0, 33, 0)
 
 
-def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name: str | None) -> tuple[int, int, str]:
-    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server.
+def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float,
+                   gpu_name: str | None) -> tuple[int, int, tuple[str, dict[str, Any]]]:
+    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server; `why`
+    a reason id (catalog `budget_why.<why>`) and its values.
 
     >>> vllm_v1_limits((0, 8, 5), 79.15, "A100 80GB")[:2], vllm_v1_limits((0, 9, 0), 79.15, "A100 80GB")[:2]
     ((1024, 8192), (256, 2048))
@@ -163,14 +167,14 @@ def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name
     excepted = ("a100" in name and version >= VLLM_A100_EXCEPTION_FROM) or \
         ("gb10" in name and version >= VLLM_GB10_EXCEPTION_FROM)
     if version >= VLLM_160_GIB_TIER_FROM and gpu_total_gib >= 160:
-        return 1024, 16384, "vLLM >= 0.28 API server default on >= 160 GiB GPUs"
+        return 1024, 16384, ("vllm_v1_160_gib", {})
     if gpu_total_gib >= 70 and not excepted:
         if version < VLLM_A100_EXCEPTION_FROM:
-            return 1024, 8192, "vLLM 0.8 API server default on >= 70 GiB GPUs (A100s included)"
-        return 1024, 8192, "vLLM V1 API server default on >= 70 GiB non-A100 GPUs"
+            return 1024, 8192, ("vllm_08_70_gib", {})
+        return 1024, 8192, ("vllm_v1_70_gib", {})
     if gpu_total_gib >= 70:
-        return 256, 2048, f"vLLM V1 API server default on {'A100' if 'a100' in name else 'GB10'} GPUs"
-    return 256, 2048, "vLLM V1 API server default on < 70 GiB GPUs"
+        return 256, 2048, ("vllm_v1_excepted_gpu", {"gpu": "A100" if "a100" in name else "GB10"})
+    return 256, 2048, ("vllm_v1_below_70_gib", {})
 
 
 def _vllm_v1_limits_by_name(version: tuple[int, int, int], gpu_total_gib: float, name: str) -> tuple[int, int, str]:
@@ -214,8 +218,9 @@ SGLANG_ACTIVATION_RESERVE_FROM = (0, 5, 3)
 
 
 def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: float, tp: int,
-                               pp: int = 1) -> tuple[float, str]:
-    """SGLang's default --mem-fraction-static and why.
+                               pp: int = 1) -> tuple[float, tuple[str, dict[str, Any]]]:
+    """SGLang's default --mem-fraction-static and why (a reason id, catalog `budget_why.<why>`,
+    and its values).
 
     <= 0.4.9: by TP (0.88 single GPU ... 0.79 at TP >= 16), raised on > 96 GB cards;
     0.4.10-0.5.2: keep a reserve sized by the card; from 0.5.3: a reserve for one prefill
@@ -223,16 +228,16 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
     cards.
 
     >>> sglang_mem_fraction_static((0, 5, 23), 79.19, 1)
-    (0.834, 'SGLang >= 0.5.3 default: card memory less a 13.1 GB reserve for a 8192-token chunk and 256 graph batch sizes')
+    (0.834, ('sglang_activation_reserve', {'reserve_gb': 13.1, 'chunk': 8192, 'graphs': 256}))
     """
     gpu_mb = gpu_total_gib * 1024
     if version < (0, 4, 10):
         mfs = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
-        why = f"SGLang <= 0.4.9 default for TP {tp}"
+        why = "sglang_tp_default"
         if gpu_mb > 96 * 1024:
             mfs = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mb, (gpu_mb - 18 * 1024) / gpu_mb)
-            why += " raised for a > 96 GB GPU"
-        return round(mfs, 3), why
+            why = "sglang_tp_default_raised"
+        return round(mfs, 3), (why, {"tp": tp})
     parallel = tp * pp
     if version >= SGLANG_ACTIVATION_RESERVE_FROM:
         # server_args.py:785-823@0.5.5 (the same terms in arg_groups/memory_hook.py:280-330 and
@@ -244,8 +249,8 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
         if gpu_mb > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
         mfs = round((gpu_mb - reserved) / gpu_mb, 3)
-        return mfs, (f"SGLang >= 0.5.3 default: card memory less a {reserved / 1024:.1f} GB reserve for a "
-                     f"{chunk}-token chunk and {graphs} graph batch sizes")
+        return mfs, ("sglang_activation_reserve", {"reserve_gb": round(reserved / 1024, 1), "chunk": chunk,
+                                                   "graphs": graphs})
     if gpu_mb < 35 * 1024:
         reserved = (2.8 + parallel / 10) * 1024
     elif gpu_mb < 90 * 1024:
@@ -255,7 +260,7 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
     else:
         reserved = 32 * 1024
     mfs = round((gpu_mb - reserved) / gpu_mb, 3) if gpu_mb > reserved else 0.5
-    return mfs, f"SGLang >= 0.4.10 default: card memory less a {reserved / 1024:.1f} GB reserve"
+    return mfs, ("sglang_card_reserve", {"reserve_gb": round(reserved / 1024, 1)})
 
 
 def sglang_chunked_prefill(version: tuple[int, int, int], gpu_total_gib: float) -> int:
@@ -354,15 +359,16 @@ def tgi_wiggle_room(version: tuple[int, int, int]) -> float:
 
 
 def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_input: int | None,
-               max_total: int | None, max_prefill: int | None) -> tuple[int, int | None, int, list[tuple[str, str]]]:
-    """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions).
+               max_total: int | None, max_prefill: int | None) -> tuple[int, int | None, int, list[tuple[str, int, str]]]:
+    """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions as (name,
+    value, reason id)).
 
     TGI 0.9-1.x defaults to 1024 input / 2048 total tokens and a 4096-token prefill batch;
     TGI 2.x takes the model's length capped at 4096 total tokens (prefill = input + 50);
     TGI 3 takes the model's length and a 4096-token prefill batch. max_total_tokens is None
     where TGI 3 sets it after warm-up (the KV cache it leaves, at most the model's length).
     """
-    notes: list[tuple[str, str]] = []
+    notes: list[tuple[str, int, str]] = []
     model_max = max_position or 4096
     regime = tgi_regime(version)
     total: int | None
@@ -370,21 +376,21 @@ def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_inpu
         total = max_total or 2048
         inp = max_input or min(1024, total - 1)
         prefill = max_prefill or 4096
-        why = "TGI 0.9-1.x default"
+        why = "tgi_1_default"
     elif regime == "tgi-2":
         total = max_total or min(model_max, 4096)
         inp = max_input or min(model_max - 1, total - 1)
         prefill = max_prefill or inp + 50
-        why = "TGI 2.x default (4096-token cap)"
+        why = "tgi_2_default"
     else:
         total = max_total
         inp = max_input or (total - 1 if total else model_max - 1)
         prefill = max_prefill or min(4096, inp + 1)
-        why = "TGI 3 default"
+        why = "tgi_3_default"
     if max_total is None and total is not None:
-        notes.append(("max_total_tokens", f"{total} ({why})"))
+        notes.append(("max_total_tokens", total, why))
     if max_input is None:
-        notes.append(("max_input_tokens", f"{inp} ({why})"))
+        notes.append(("max_input_tokens", inp, why))
     if max_prefill is None:
-        notes.append(("max_batch_prefill_tokens", f"{prefill} ({why})"))
+        notes.append(("max_batch_prefill_tokens", prefill, why))
     return inp, total, prefill, notes

@@ -90,7 +90,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     version = parse_version(inp.engine_version)
     if version is None:
         version = LATEST["tgi"]
-        notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
+        notes.assume("engine_version", version_text(version), "newest_known")
     regime = tgi_regime(version)
     setup = resolve(model, inp, notes)
     total = inp.gpu_total_gib
@@ -98,15 +98,15 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     fraction = inp.cuda_memory_fraction
     if fraction is None:
         fraction = 1.0
-        notes.assume("cuda_memory_fraction", "1.0 (TGI default)")
+        notes.assume("cuda_memory_fraction", 1.0, "engine_default", engine="TGI")
     block_size = inp.block_size or (16 if version < (3, 0, 0) else 1)
     if inp.block_size is None:
-        notes.assume("block_size", f"{block_size} (TGI {'paged' if block_size == 16 else 'flashinfer'} attention)")
+        notes.assume("block_size", block_size, "tgi_paged_attention" if block_size == 16 else "tgi_flashinfer_attention")
     max_input, max_total, prefill, limit_notes = tgi_limits(
         version, model.max_position_embeddings, inp.max_input_tokens, inp.max_total_tokens or inp.max_model_len,
         inp.max_batch_prefill_tokens)
-    for name, value in limit_notes:
-        notes.assume(name, value)
+    for name, value, why in limit_notes:
+        notes.assume(name, value, why)
 
     ctx = cuda_context_gib(total)
     comm = comm_buffers_gib(setup.tp, setup.nvlink)
@@ -134,8 +134,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if regime == "tgi-0":
         batch_total = inp.max_batch_total_tokens or TGI_LEGACY_BATCH_TOTAL_TOKENS
         if inp.max_batch_total_tokens is None:
-            notes.assume("max_batch_total_tokens", f"{batch_total} (TGI < 0.9.4 launcher default, allocated "
-                                                   "at warm-up)")
+            notes.assume("max_batch_total_tokens", batch_total, "tgi_legacy_batch_total")
         blocks = math.ceil(batch_total / block_size) + TGI_LEGACY_EXTRA_BLOCKS
         tokens = batch_total
         kv = blocks * block_bytes / GIB
@@ -161,10 +160,9 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         if max_total is None:  # TGI 3 sets it from the KV cache the warm-up leaves
             model_max = model.max_position_embeddings or 4096
             max_total = max(1, min(tokens, model_max))
-            notes.assume("max_total_tokens", f"{max_total} (TGI 3: the KV cache warm-up leaves, at most the "
-                                             f"model's {model_max})")
+            notes.assume("max_total_tokens", max_total, "tgi3_warmup_total", model_max=model_max)
             if inp.max_input_tokens is None:
-                notes.assume("max_input_tokens", f"{max_total - 1} (TGI 3: max_total_tokens - 1)")
+                notes.assume("max_input_tokens", max_total - 1, "tgi3_total_minus_one")
 
     failure, failure_id = _first_failure(model, setup.tp, regime, weights, torch_limit, short, batch_total,
                                          prefill_tokens, max_total, tokens, total)
