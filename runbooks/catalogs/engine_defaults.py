@@ -177,16 +177,14 @@ def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float,
     return 256, 2048, ("vllm_v1_below_70_gib", {})
 
 
-def _vllm_v1_limits_by_name(version: tuple[int, int, int], gpu_total_gib: float, name: str) -> tuple[int, int, str]:
+def _vllm_v1_limits_by_name(version: tuple[int, int, int], gpu_total_gib: float,
+                            name: str) -> tuple[int, int, tuple[str, dict[str, Any]]]:
     """V1 0.7.0-0.8.4: 8192 batched tokens on an H100/H200 by name, else 2048; 1024 sequences
     (0.8.4: 256 off H100/H200). An unnamed card is taken as an H100/H200 from 70 GiB."""
-    if name:
-        big, why = "h100" in name or "h200" in name, "by card name"
-    else:
-        big, why = gpu_total_gib >= 70, "GPU model unknown: H100/H200 assumed from >= 70 GiB"
+    big = ("h100" in name or "h200" in name) if name else gpu_total_gib >= 70
     seqs = 1024 if big or version < VLLM_V1_SEQS_BY_CARD_FROM else 256
-    card = "H100/H200" if big else "non-H100/H200"
-    return seqs, 8192 if big else 2048, f"vLLM 0.7-0.8.4 V1 API server default on {card} GPUs ({why})"
+    why = (f"vllm_07_{'h100' if big else 'other'}_{'by_name' if name else 'assumed'}", {})
+    return seqs, 8192 if big else 2048, why
 
 
 def vllm_mla_absorbs_matrices(version: tuple[int, int, int], regime: str) -> bool:
