@@ -65,11 +65,15 @@ def served(tmp_path):
             bot.close(timeout_s=30)
 
 
+SHARED_POOL = 2
+
+
 @pytest.fixture(scope="module")
 def _one_server(tmp_path_factory):
     with FakeSlack() as fake:
         folder = tmp_path_factory.mktemp("served")
-        settings = load_settings(write_config(folder, extra=_bundles_yaml()), env_for(fake))
+        # two triage workers (each warmed by a triage at start) where `served` has four
+        settings = load_settings(write_config(folder, pool=SHARED_POOL, extra=_bundles_yaml()), env_for(fake))
         bot = build_from_settings(settings, {**os.environ, **env_for(fake)})
         server = serve_http(bot, "127.0.0.1", 0)
         try:
@@ -81,9 +85,10 @@ def _one_server(tmp_path_factory):
 
 @pytest.fixture
 def shared(_one_server):
-    """The same server as `served`, started once for the tests that read only what they cause
-    (calls to Slack, replies, codes, not counters): each starts with the bot idle and FakeSlack's
-    record empty, and leaves the bot idle. `served` keeps the cold start of one test."""
+    """The server `served` starts (with two workers), started once for the tests that read only
+    what they cause (calls to Slack, replies, codes, not counters): each starts with the bot idle
+    and FakeSlack's record empty, and leaves the bot idle. `served` keeps the cold start of one
+    test."""
     bot, fake = _one_server.bot, _one_server.fake
     assert bot.pool.wait_idle(60), "a job of an earlier test still runs"
     fake.forget()
@@ -192,7 +197,8 @@ def test_health_and_metrics_are_served(shared):
     server = shared.server
     health = requests.get(server.url + "/health", timeout=5)
     assert health.status_code == 200
-    assert health.json() == {"ok": True, "draining": False, "jobs_running": 0, "jobs_queued": 0, "workers": 4}
+    assert health.json() == {"ok": True, "draining": False, "jobs_running": 0, "jobs_queued": 0,
+                             "workers": SHARED_POOL}
     metrics = requests.get(server.url + "/metrics", timeout=5)
     assert metrics.headers["Content-Type"].startswith("text/plain")
     for name in ("gpumem_jobs_running", "gpumem_jobs_queued"):
