@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from bot.render.handover import handover_text
+from bot.render.handover import handover_json, handover_text
 from bot.service.handover import build_handover
 from bot.store.alerts import AlertLog
 from bot.store.notes import Journal
@@ -464,15 +464,17 @@ def test_every_alert_is_recorded_and_shows_in_the_handover(tmp_path):
             ho = build_handover(store, channel=CHANNEL, since=timedelta(hours=1), now=datetime.now(UTC))
         items = {(a.alertname, a.target): a for a in ho.alerts}
         kv = items[("GpumemKVCacheHigh", "llm/vllm-server")]
-        assert (kv.count, kv.firing, kv.resolved, kv.outcomes) == (2, 2, 0, "duplicate 1, triaged 1")
+        assert (kv.count, kv.firing, kv.resolved, kv.outcomes) == (2, 2, 0, (("duplicate", 1), ("triaged", 1)))
         assert kv.thread_ts == s.parents()[0].response["ts"] and kv.channel == CHANNEL
-        assert items[("Watchdog", None)].outcomes == "no_target 1"
-        assert "llm/vllm-server: alert GpumemKVCacheHigh fired 2 time(s) and has not resolved" in ho.watch_next
+        assert items[("Watchdog", None)].outcomes == (("no_target", 1),)
+        assert ("alert", {"target": "llm/vllm-server", "alertname": "GpumemKVCacheHigh", "count": 2}) in ho.watch_items
         text = handover_text(ho, "en")
         assert "Alerts received (3):" in text
         assert "GpumemKVCacheHigh  llm/vllm-server  warning  x2  firing 2, resolved 0  (1 seen before, 1 triaged)" in text
         assert "收到的告警（3）：" in handover_text(ho, "zh")
-        doc = ho.to_json()
+        doc = handover_json(ho)
+        assert "llm/vllm-server: alert GpumemKVCacheHigh fired 2 times and has not resolved" in doc["watch_next"]
+        assert next(a for a in doc["alerts"] if a["alertname"] == "Watchdog")["outcomes"] == "no_target 1"
         assert {a["alertname"] for a in doc["alerts"]} == {"GpumemKVCacheHigh", "GpumemQueueDeep", "Watchdog"}
         from bot.render.slack_handover import handover_parent, handover_thread
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from bot.main import main
 from collectors.parsers.kube_objects import parse_deployment
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.model.units import GIB
 from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
 from runbooks.sizing.conflicts import find_conflicts
@@ -54,7 +55,7 @@ def test_bnb_4bit_linear_weights_take_4_5_bits_and_the_rest_16():
 
 def test_bnb_on_a_t4_computes_in_float16_and_fits_8k_context():
     b = vllm(model=BNB8)
-    assert b.assumption("dtype") == "float16 (the GPU has no bfloat16)"
+    assert b.assumption("dtype") == Assumed("float16", "no_bf16_on_gpu")
     assert b.regime == "vllm-v0"  # 0.9 on compute capability 7.5
     assert b.weights_gib == pytest.approx(5.64, abs=0.01)
     assert b.kv_bytes_per_token == 131072
@@ -74,8 +75,8 @@ def test_enable_lora_defaults_to_one_slot_of_rank_16_and_comes_out_of_the_kv_cac
     assert lora.lora_gib == pytest.approx(lora_bytes(BNB8, 16) / GIB)
     assert lora.weights_gib - plain.weights_gib == pytest.approx(lora.lora_gib)
     assert plain.kv_cache_gib - lora.kv_cache_gib == pytest.approx(lora.lora_gib)
-    assert lora.assumption("max_lora_rank") == "16 (vLLM default with --enable-lora)"
-    assert lora.assumption("max_loras") == "1 (vLLM default with --enable-lora)"
+    assert lora.assumption("max_lora_rank") == Assumed(16, "vllm_lora_default")
+    assert lora.assumption("max_loras") == Assumed(1, "vllm_lora_default")
 
 
 def test_lora_flags_from_a_deployment_need_enable_lora():

@@ -59,7 +59,7 @@ def test_weights_are_within_3_percent(table):
 
 def test_reported_start_up_failures_are_predicted_with_the_same_id(table):
     failed = [r for r in table if r.failure_rep and r.failure_gated]
-    assert len(failed) == 7
+    assert len(failed) == 8
     for r in failed:
         assert r.failure_rep in FAILURE_IDS
         assert r.failure_pred == r.failure_rep, r.case_id
@@ -118,3 +118,22 @@ def test_tgi_1x_inferred_batch_budget_matches_the_reported_16224_tokens():
     # share is not in this release's source)
     assert budget.kv_cache_tokens == 17296
     assert budget.kv_cache_tokens == pytest.approx(16224, rel=KV_WORST_TARGET)
+
+
+def test_the_405b_fp8_start_up_ran_the_16_kv_head_checkpoint():
+    from dataclasses import replace
+
+    from runbooks.sizing.budget import compute_budget
+    from tests.support.calibration_report import case_inputs
+
+    case = next(c for c in CASES if c["id"] == "vllm-6746-llama31-405b-fp8-8xh100-fail")
+    model, inputs = case_inputs(case)
+    assert model.num_kv_heads == 16
+    _, budget = run_case(case)
+    # the extra K and V projections are the 1 GiB per rank the 8-head catalog entry missed
+    assert budget.weights_gib == pytest.approx(case["reported"]["weights_gib"], rel=0.005)
+    assert budget.kv_bytes_per_token == 126 * 2 * 2 * 128 * 2  # two KV heads per rank at TP 8
+    assert budget.failure_id == "kv_below_one_sequence"
+    as_published_now = compute_budget(replace(model, num_kv_heads=8, num_params=405.85e9), inputs)
+    assert as_published_now.failure_id is None
+    assert as_published_now.weights_gib < budget.weights_gib - 0.9

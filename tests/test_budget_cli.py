@@ -47,7 +47,9 @@ def _same_budget(doc: dict, budget) -> None:
     for key in DOCUMENTED[:-1]:
         value = getattr(budget, key)
         assert doc[key] == (round(value, 4) if isinstance(value, float) else value), key
-    assert doc["assumptions"] == dict(budget.assumptions)
+    assert doc["assumption_reasons"] == {name: {"value": a.value, "why": a.why, "params": dict(a.params)}
+                                         for name, a in budget.assumptions}
+    assert set(doc["assumptions"]) == set(doc["assumption_reasons"])
 
 
 def test_json_has_the_documented_keys_with_the_budgets_values(capsys):
@@ -82,7 +84,7 @@ def test_text_leads_with_the_verdict_and_splits_one_gpus_memory(capsys):
 def test_text_in_chinese(capsys):
     rc, out, _ = _run(capsys, *INCIDENT_FLAGS, lang="zh")
     assert rc == 0
-    assert "== 结论: 可以启动。KV 缓存" in out
+    assert "== 结论：可以启动。KV 缓存" in out
     assert "== 单卡显存分布" in out and "  权重" in out
     assert "引擎预算 75.19 GiB / 整卡 79.15 GiB（--gpu-memory-utilization 0.95）" in out
 

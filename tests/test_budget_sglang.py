@@ -6,6 +6,7 @@ import pytest
 
 from runbooks.catalogs.engine_defaults import sglang_mem_fraction_static
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 QWQ = find_model("Qwen/QwQ-32B")
@@ -19,7 +20,7 @@ def sglang(model=QWQ, **kw):
 def test_qwq_on_4_l4_reproduces_the_logged_pool():
     # logged: 21.63 GB free, 15.54 GB weights, mfs 0.85 -> 46611 tokens
     b = sglang(engine_version="0.4.3.post4", tp=4, gpu_name="L4", free_gib=21.63)
-    assert b.assumption("mem_fraction_static").startswith("0.85")
+    assert str(b.assumption("mem_fraction_static").value).startswith("0.85")
     assert b.weights_gib == pytest.approx(15.54, rel=0.01)
     assert b.kv_cache_tokens == pytest.approx(46611, rel=0.03)
     assert b.kv_bytes_per_token == 65536
@@ -74,7 +75,7 @@ def test_swa_models_get_a_smaller_cell_from_0_5():
     old = sglang(gemma, gpu_total_gib=79.15, engine_version="0.4.6", max_model_len=32768)
     new = sglang(gemma, gpu_total_gib=79.15, engine_version="0.5.2", max_model_len=32768)
     assert new.kv_cache_tokens > old.kv_cache_tokens
-    assert new.assumption("swa_full_tokens_ratio") == "0.8 (SGLang default)"
+    assert new.assumption("swa_full_tokens_ratio") == Assumed(0.8, "engine_default", (("engine", "SGLang"),))
 
 
 def test_default_mem_fraction_static_by_version():

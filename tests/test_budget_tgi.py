@@ -6,6 +6,7 @@ import pytest
 
 from runbooks.catalogs.engine_defaults import tgi_wiggle_room
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
@@ -19,9 +20,9 @@ def tgi(model=LLAMA8, **kw):
 def test_tgi2_defaults_cap_lengths_at_4096():
     b = tgi(engine_version="2.2.0")
     assumed = dict(b.assumptions)
-    assert assumed["max_total_tokens"].startswith("4096")
-    assert assumed["max_input_tokens"].startswith("4095")
-    assert assumed["max_batch_prefill_tokens"].startswith("4145")
+    assert assumed["max_total_tokens"] == Assumed(4096, "tgi_2_default")
+    assert assumed["max_input_tokens"] == Assumed(4095, "tgi_2_default")
+    assert assumed["max_batch_prefill_tokens"] == Assumed(4145, "tgi_2_default")
     assert b.max_model_len == 4096
     assert b.block_size == 16
 
@@ -102,3 +103,29 @@ def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():
     capped = _tgi_70b_on_two_h100s("3.0.0", cuda_memory_fraction=0.98)
     lost = (full.gpu_blocks - capped.gpu_blocks) * full.kv_bytes_per_token * full.block_size / 2**30
     assert lost == pytest.approx((1 - 0.98) * 0.95 * 79.19, abs=0.01)
+
+
+LLAMA3_AWQ = find_model("meta-llama/Meta-Llama-3-8B-Instruct-AWQ")
+
+
+def test_awq_split_k_gemm_holds_eight_partial_outputs_of_the_widest_projection():
+    from runbooks.sizing.tgi import awq_split_k_peak_bytes
+    # Llama-3-8B, 4096 warm-up tokens in fp16: the fused gate/up (2 x 14336) written 8 times
+    # and summed, next to the residual and normed input (3 x 4096)
+    assert awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 1, 2) == 4096 * 2 * (3 * 4096 + 9 * 2 * 14336)
+    assert awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 2, 2) < awq_split_k_peak_bytes(LLAMA3_AWQ, 4096, 1, 2)
+
+
+@pytest.mark.parametrize(("version", "split_k"), [("1.1.0", True), ("1.4.5", True), ("2.1.1", True),
+                                                  ("1.0.3", False), ("2.2.0", False), ("3.3.0", False)])
+def test_awq_warmup_peak_counts_the_split_k_buffer_only_where_the_release_runs_it(version, split_k):
+    kw = {"gpu_total_gib": 23.58, "engine_version": version, "max_input_tokens": 1024, "max_total_tokens": 2048,
+          "max_batch_prefill_tokens": 4096}
+    awq = tgi(LLAMA3_AWQ, quantization="awq", **kw)
+    plain = tgi(find_model("meta-llama/Meta-Llama-3-8B-Instruct"), dtype="float16", **kw)
+    # the same warm-up batch: logits and log-softmax are the same, the forward peak differs
+    extra = awq.activation_gib - plain.activation_gib
+    if split_k:
+        assert extra * 2**30 == pytest.approx(4096 * 2 * 9 * 2 * 14336 - 4096 * 2 * 3 * 14336, rel=1e-6)
+    else:
+        assert extra == pytest.approx(0.0, abs=1e-9)

@@ -15,6 +15,7 @@ from bot.main import main
 from collectors.parsers.kube_objects import parse_deployment
 from runbooks.catalogs.engine_defaults import tgi_limits, tgi_regime, tgi_wiggle_room
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.model.units import GIB
 from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
 from runbooks.sizing.conflicts import find_conflicts
@@ -59,7 +60,7 @@ def test_1x_defaults_are_1024_input_2048_total_4096_prefill():
 def test_before_0_9_3_the_batch_total_tokens_are_allocated_up_front():
     b = tgi("0.9.1")
     assert b.regime == "tgi-0"
-    assert b.assumption("max_batch_total_tokens").startswith("16000")
+    assert b.assumption("max_batch_total_tokens") == Assumed(16000, "tgi_legacy_batch_total")
     # ceil(16000 / 16) + 10 blocks of 16 tokens x 0.5 MiB
     assert b.gpu_blocks == 1010
     assert b.kv_cache_gib == pytest.approx(1010 * 16 * 0.5 / 1024)
@@ -83,32 +84,52 @@ def test_a_smaller_prefill_batch_does_not_rescue_a_budget_the_card_cannot_hold()
 
 
 def test_1x_infers_the_batch_budget_and_ignores_a_given_one():
-    given_ = tgi("1.4.0", max_batch_total_tokens=20000)
-    inferred = tgi("1.4.0")
+    given_ = tgi("1.1.0", max_batch_total_tokens=20000)
+    inferred = tgi("1.1.0")
     assert given_.kv_cache_tokens == inferred.kv_cache_tokens == 17296
     assert given_.max_batch_total_tokens == 17296
     assert "tgi_batch_total_tokens_ignored" in given_.warnings
-    # warm-up: 4 requests of 1024 prompt tokens + 2 new tokens, 65 blocks each; 1.4.0 keeps no
-    # wiggle room (all the free memory), 1.4.1 keeps 5%
+    # warm-up before 1.2: 4 requests of 1024 prompt tokens + 2 new tokens, 65 blocks each, and
+    # no wiggle room (all the free memory)
     warm_blocks = 4 * 65
     free = given_.free_gib - given_.weights_gib - warm_blocks * 16 * 0.5 / 1024 - given_.activation_gib
     assert given_.gpu_blocks == int(free * GIB // (16 * 0.5 * MIB)) + warm_blocks
-    later = tgi("1.4.1")
-    assert later.gpu_blocks == int(free * 0.95 * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1040
+
+
+def test_from_1_2_warmup_requests_hold_blocks_for_max_total_tokens():
+    # client.rs:130@v1.2.0 asks for max_total_tokens - truncate new tokens: each of the 4
+    # requests holds ceil(2047 / 16) = 128 blocks; 1.4.0 keeps no wiggle room, 1.4.1 keeps 5%
+    first, later = tgi("1.4.0"), tgi("1.4.1")
+    warm_blocks = 4 * 128
+    free = first.free_gib - first.weights_gib - warm_blocks * 16 * 0.5 / 1024 - first.activation_gib
+    assert first.gpu_blocks == int(free * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1081
+    assert later.gpu_blocks == int(free * 0.95 * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1052
+    # the warm-up blocks come back into the cache: with no wiggle room, 1.4.0's larger warm-up
+    # leaves the same total as 1.1.0's 65 blocks per request
+    assert first.gpu_blocks == tgi("1.1.0").gpu_blocks
 
 
 def test_router_refuses_a_max_total_tokens_the_inferred_cache_cannot_hold():
-    b = tgi("1.4.0", max_total_tokens=20000, max_input_tokens=1024)
+    b = tgi("1.1.0", max_total_tokens=20000, max_input_tokens=1024)
     assert b.failure_id == "tgi_max_total_tokens_oom"
     assert b.failure == "Not enough memory to handle max_total_tokens=20000"
-    assert tgi("1.4.0", max_total_tokens=16000, max_input_tokens=1024).fits
+    assert tgi("1.1.0", max_total_tokens=16000, max_input_tokens=1024).fits
+
+
+def test_from_1_2_a_max_total_tokens_too_large_fails_the_warm_up_itself():
+    # four warm-up requests of 16000 tokens each need 31 GiB of KV blocks on a 22 GiB card: the
+    # allocation inside warmup()'s try raises "Not enough memory to handle 4096 prefill tokens"
+    b = tgi("1.4.0", max_total_tokens=16000, max_input_tokens=1024)
+    assert b.failure_id == "tgi_prefill_oom"
+    assert b.failure.startswith("Not enough memory to handle 4096 prefill tokens")
+    assert tgi("1.4.0", max_total_tokens=4096, max_input_tokens=1024).fits
 
 
 def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     default = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07)
     assert default.failure is None
     assert default.max_model_len == default.kv_cache_tokens == 23125
-    assert default.assumption("max_input_tokens") == "23124 (TGI 3: max_total_tokens - 1)"
+    assert default.assumption("max_input_tokens") == Assumed(23124, "tgi3_total_minus_one")
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)
     assert given_.failure == "Not enough memory to handle max_total_tokens=131072"
 

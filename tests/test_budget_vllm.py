@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import FAILURE_IDS, BudgetInputs, compute_budget
 
 QWEN7 = find_model("Qwen/Qwen2.5-7B-Instruct")
@@ -34,10 +35,10 @@ def test_runbook_incident_qwen7b_a100_util095_fits_137_sequences_of_8192():
 def test_defaults_are_listed_as_assumptions():
     b = vllm(gpu_name="A100 80GB", max_model_len=8192)
     assumed = dict(b.assumptions)
-    assert assumed["engine_version"].startswith("0.33.0")
-    assert assumed["gpu_memory_utilization"].startswith("0.9")
-    assert assumed["max_num_batched_tokens"].startswith("2048 (vLLM V1 API server default on A100 GPUs")
-    assert assumed["max_num_seqs"].startswith("256")
+    assert assumed["engine_version"] == Assumed("0.33.0", "newest_known")
+    assert assumed["gpu_memory_utilization"] == Assumed(0.9, "engine_default", (("engine", "vLLM"),))
+    assert assumed["max_num_batched_tokens"] == Assumed(2048, "vllm_v1_excepted_gpu", (("gpu", "A100"),))
+    assert assumed["max_num_seqs"].value == 256
     assert b.assumption("max_model_len") is None  # given
 
 
@@ -60,7 +61,7 @@ def test_v0_profiles_max_model_len_tokens_without_chunked_prefill():
 def test_v0_turns_on_chunked_prefill_above_32k():
     b = vllm(LLAMA8, engine_version="0.7.3", gpu_total_gib=22.07)
     assert b.max_num_batched_tokens == 2048
-    assert b.assumption("enable_chunked_prefill").startswith("True")
+    assert b.assumption("enable_chunked_prefill") == Assumed(True, "vllm_v0_chunked_above_32k")
 
 
 def test_v0_fails_when_one_max_length_request_does_not_fit_with_v0_wording():
@@ -165,7 +166,7 @@ def test_fp8_on_ampere_warns_weight_only():
 def test_bf16_model_on_t4_is_served_in_fp16():
     b = vllm(find_model("Qwen/Qwen2.5-1.5B-Instruct"), gpu_name="T4", gpu_total_gib=14.56, max_model_len=4096)
     assert "bf16_unsupported_on_gpu" in b.warnings
-    assert b.assumption("dtype").startswith("float16")
+    assert b.assumption("dtype").value == "float16"
 
 
 def test_hybrid_allocator_gives_gemma3_more_long_requests_from_0_10():

@@ -16,6 +16,7 @@ from collectors.parsers.kube_objects import parse_deployment
 from runbooks.catalogs.engine_defaults import vllm_engine, vllm_regime
 from runbooks.catalogs.gpus import find_gpu
 from runbooks.catalogs.models import find_model
+from runbooks.model.budget import Assumed
 from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
 from runbooks.sizing.conflicts import find_conflicts
 from runbooks.sizing.whatif import apply_what_if, parse_what_if
@@ -50,7 +51,7 @@ def test_t4_on_0_8_runs_the_v0_arithmetic_and_says_why():
     forced = vllm(engine_version="0.8.5", use_v1=False)
     assert auto.regime == forced.regime == "vllm-v0"
     assert auto.kv_cache_tokens == forced.kv_cache_tokens
-    assert auto.assumption("vllm_engine") == "V0 (vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0)"
+    assert auto.assumption("vllm_engine") == Assumed("V0", "vllm_v0_below_cc80")
     # V0 defaults, not V1's: 256 sequences, max(max_model_len, 2048) tokens per step, no chunked prefill
     assert (auto.max_num_seqs, auto.max_num_batched_tokens) == (256, 4096)
     assert auto.weights_gib == pytest.approx(2.88, abs=0.01)
@@ -60,7 +61,7 @@ def test_t4_on_0_8_runs_the_v0_arithmetic_and_says_why():
 def test_the_same_launch_on_an_ampere_card_runs_v1():
     b = vllm(engine_version="0.8.5", gpu_name="A10G")
     assert b.regime == "vllm-v1-08"
-    assert b.assumption("vllm_engine") == "V1 (vLLM >= 0.8 runs V1 by default)"
+    assert b.assumption("vllm_engine") == Assumed("V1", "vllm_v1_from_08")
     assert (b.max_num_seqs, b.max_num_batched_tokens) == (256, 2048)
 
 
@@ -73,7 +74,7 @@ def test_from_0_10_2_a_t4_runs_v1():
 def test_unknown_gpu_assumes_v1_and_says_so():
     b = vllm(engine_version="0.9.2", gpu_name=None, gpu_total_gib=14.56)
     assert b.regime == "vllm-v1"
-    assert "compute capability >= 8.0 assumed" in b.assumption("vllm_engine")
+    assert b.assumption("vllm_engine") == Assumed("V1", "vllm_gpu_unknown_cc80")
 
 
 def test_v0_switch_after_0_11_is_ignored_with_a_warning():
@@ -97,7 +98,11 @@ def test_v1_opt_in_on_0_7_counts_other_processes_like_0_8():
     second = vllm(model=find_model("TinyLlama/TinyLlama-1.1B-Chat-v1.0"), engine_version="0.7.3", use_v1=True,
                   gpu_name="L40S", gpu_memory_utilization=0.2, max_model_len=1024, other_process_gib=9.21)
     assert alone.regime == second.regime == "vllm-v1-08"
-    assert alone.fits and alone.kv_cache_tokens == 292_368
+    # 0.7.3's V1 profile computes the logits of its 1024 dummy requests and runs no sampler
+    # (gpu_model_runner.py:1296-1306@0.7.3): the forward over 2048 tokens is the peak
+    assert alone.max_num_seqs == 1024 and alone.max_num_batched_tokens == 2048
+    assert alone.activation_gib == pytest.approx(2048 * 2 * (3 * 2048 + 3 * 5632) / 2**30)
+    assert alone.fits and alone.kv_cache_tokens == 300_912
     assert second.failure_id == "no_cache_blocks"
 
 
@@ -183,6 +188,14 @@ def test_v1_batch_defaults_by_version_and_card():
     def limits(version, gib, name):
         return vllm_v1_limits(version, gib, name)[:2]
 
+    # before 0.8.5 the device's name decides: 8192 tokens only on H100/H200, 1024 sequences on
+    # every card until 0.8.3 (arg_utils.py:1281@0.7.0, :1693@0.8.0, :1669-1682@0.8.4)
+    assert limits((0, 7, 1), 79.11, "NVIDIA H100 80GB HBM3") == (1024, 8192)
+    assert limits((0, 7, 1), 79.15, "NVIDIA A100-SXM4-80GB") == (1024, 2048)
+    assert limits((0, 8, 0), 44.4, "NVIDIA L40S") == (1024, 2048)
+    assert limits((0, 8, 4), 44.4, "NVIDIA L40S") == (256, 2048)
+    assert limits((0, 8, 4), 139.8, "NVIDIA H200") == (1024, 8192)
+    assert limits((0, 8, 4), 79.11, None) == (1024, 8192)
     assert limits((0, 8, 5), 79.15, "NVIDIA A100-SXM4-80GB") == (1024, 8192)
     assert limits((0, 9, 0), 79.15, "NVIDIA A100-SXM4-80GB") == (256, 2048)
     assert limits((0, 9, 0), 79.19, "NVIDIA H100 80GB HBM3") == (1024, 8192)
@@ -191,3 +204,18 @@ def test_v1_batch_defaults_by_version_and_card():
     assert limits((0, 32, 0), 119.7, "NVIDIA GB10") == (1024, 8192)
     assert limits((0, 33, 0), 119.7, "NVIDIA GB10") == (256, 2048)
     assert limits((0, 33, 0), 44.4, "NVIDIA L40S") == (256, 2048)
+
+
+def test_v1_profile_peak_by_release_logits_of_every_token_then_of_each_request_then_the_sampler():
+    """V1 0.7.0-0.7.2 profile the logits of all max_num_batched_tokens dummy tokens, 0.7.3 those
+    of the max_num_seqs requests' last tokens, both without the sampler; 0.8.0 runs it."""
+    model = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    kw = {"model": model, "use_v1": True, "gpu_name": "H100", "gpu_total_gib": 79.11, "max_model_len": 8192}
+    early, later, sampled = (vllm(engine_version=v, **kw) for v in ("0.7.1", "0.7.3", "0.8.0"))
+    assert early.max_num_batched_tokens == later.max_num_batched_tokens == sampled.max_num_batched_tokens == 8192
+    hidden = 8192 * 4096 * 2
+    assert early.activation_gib * 2**30 == pytest.approx(8192 * 128256 * 2 + hidden)
+    assert later.activation_gib * 2**30 == pytest.approx(
+        max(8192 * 2 * (3 * 4096 + 3 * 14336), 1024 * 128256 * 2 + hidden))
+    assert sampled.activation_gib > early.activation_gib > later.activation_gib
+    assert early.kv_cache_gib < later.kv_cache_gib

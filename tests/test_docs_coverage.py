@@ -29,7 +29,7 @@ RUNBOOK_INCIDENT = EXAMPLES / "runbook-incident"
 
 #: JSON values whose keys are names, not schema (a fact's params, a budget's assumptions, maps
 #: keyed by bucket, flag or column, the rule file itself): documented as a whole, not walked
-DATA_MAPS = frozenset({"params", "assumptions", "document", "changed", "detail", "counts", "bucket_p95_tokens",
+DATA_MAPS = frozenset({"params", "assumptions", "assumption_reasons", "document", "changed", "detail", "counts", "bucket_p95_tokens",
                        "shares", "lines", "queries", "readings"})
 
 

@@ -149,3 +149,75 @@ def test_a_triage_report_names_only_its_engines_flags_outside_quoted_lines(bundl
     for line in render_text(report, lang).splitlines():
         prose = re.sub(r'"[^"]*"', "", line)  # quoted log lines are the engine's own words
         assert not _foreign(prose, engine), line
+        assert not _foreign_word(prose, engine), line  # SGLang retracts, vLLM preempts, TGI neither
+
+
+# ----------------------------------------------------------------------------- the engine's own word
+
+#: the catalog sections a triage report is worded from (terminal, JSON titles, Slack) and the
+#: budget's capacity lines it shares
+TRIAGE_SECTIONS = ("verdict.", "priority", "check.", "section.", "memory.", "concurrency.", "budget.", "profile.",
+                   "edge.", "finding.", "error_kind.", "fact.", "signal.", "warning.", "undo.", "action.",
+                   "misjudgement.", "issue.", "slack.", "budget_cli.long.")
+#: each engine's word for putting a running request back for lack of KV cache, and the words
+#: of the others it must not use (TGI does neither)
+OWN_WORD = {"vllm": r"preempt|抢占", "sglang": r"retract|撤回", "tgi": None}
+#: a triage message that names another engine's word on purpose, and why
+OTHER_WORD_OK = {
+    # TGI's capacity line: it queues where the others preempt or retract
+    "budget_cli.long.no_seq_limit": "tgi",
+}
+
+
+def _foreign_word(text: str, engine: str) -> list[str]:
+    words = [w for e, w in OWN_WORD.items() if e != engine and w is not None]
+    return re.findall("|".join(words), text, flags=re.IGNORECASE)
+
+
+def test_the_eviction_word_is_the_engine_tables():
+    assert engine_catalog("en", "sglang").t("fact.preemptions", count=3) == "3 retractions"
+    assert engine_catalog("en", "vllm").t("fact.preemptions", count=1) == "1 preemption"
+    assert engine_catalog("zh", "sglang").t("finding.preemptions_seen") == "因 KV cache 不足出现撤回"
+    # TGI never evicts a running request: a rule-out does not ask for "no preemptions"
+    assert engine_catalog("en", "tgi").t("fact.rule_out_kv") == "KV usage stays below 90% at peak, and the L+XL share is flat"
+    assert _foreign_word("Requests are being preempted", "sglang") == ["preempt"]
+    assert _foreign_word("3 次撤回", "vllm") == ["撤回"]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_triage_message_uses_another_engines_word_for_eviction(engine: str, lang: str):
+    bad, checked = {}, 0
+    for key, text in _rendered(lang, engine).items():
+        if not key.startswith(TRIAGE_SECTIONS) or key.startswith("eviction."):
+            continue
+        owner = _owner(key) or OTHER_WORD_OK.get(key)
+        if owner is not None and owner != engine:
+            continue
+        checked += 1
+        if _foreign_word(text, engine) and OTHER_WORD_OK.get(key) != engine:
+            bad[key] = text
+    assert bad == {}
+    assert checked > 500
+
+
+def _sglang_retracting(tmp_path: Path) -> Path:
+    bundle = tmp_path / "sglang-retracting"
+    bundle.mkdir()
+    (bundle / "logs.txt").write_text("\n".join([
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --mem-fraction-static 0.88",
+        *[f"[2025-03-01 12:0{i}:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 4, "
+          "#new_token_ratio: 0.3397 -> 0.3530" for i in range(5)],
+    ]) + "\n", encoding="utf-8")
+    return bundle
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_sglang_triage_says_retraction_never_preemption(tmp_path: Path, lang: str):
+    report = triage_service.triage_bundle(str(_sglang_retracting(tmp_path))).report
+    assert report.engine == "sglang"
+    assert any(f.id == "preemptions_seen" for f in report.findings)
+    text = render_text(report, lang)
+    prose = "\n".join(re.sub(r'"[^"]*"', "", line) for line in text.splitlines())
+    assert re.search(r"retract|撤回", prose, flags=re.IGNORECASE), text
+    assert not _foreign_word(prose, "sglang"), text

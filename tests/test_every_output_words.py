@@ -150,6 +150,8 @@ ZH_ALLOWED = {
     "generation", "selector", "Pending", "OOMKilled", "Error", "Recreate", "RollingUpdate",
     # values as the engine and the manifests write them
     "True", "False", "true", "false", "auto", "default", "VAR", "http", "kubelet",
+    # an engine setting named as the engine's flag is (`--dtype`: the budget's "dtype = bfloat16")
+    "dtype",
     # the verb a profile came from ("triage llm/vllm-server ..."), a command's name
     "triage",
     # the stand-in cluster and namespace the Slack goldens use (names)
@@ -164,10 +166,8 @@ _COMMAND = re.compile(r"(?:kubectl|curl|docker|nvidia-smi|gpumem)\b[^；;，。�
 _NAME = re.compile(r"--[\w.-]+|\S*[\d/._:=-]\S*")
 
 
-#: lines whose words are not gpumem's to translate: a person's note in the handover (left as
-#: written), and the budget's assumption notes, which `runbooks.catalogs.engine_defaults` writes in
-#: English (not yet worded per language)
-_NOT_OURS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d <@\w+> |^- \w+ = .*\(")
+#: lines whose words are not gpumem's to translate: a person's note in the handover (left as written)
+_NOT_OURS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d <@\w+> ")
 
 
 @pytest.mark.parametrize("bundle_or_file", ["triage", "slack", "profile", "budget", "dashboards", "golden"])

@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.main import main
+from bot.render.i18n import LANGS, Catalog
 from collectors.parsers.log_errors import MAX_ERRORS, ErrorReader
 from collectors.parsers.logs import parse_server_log
+from runbooks.catalogs.signals import ROUTER_PROCESSES
 from runbooks.model.evidence import (
     ContainerState,
     Evidence,
@@ -21,7 +23,7 @@ from runbooks.model.evidence import (
 from runbooks.model.units import GIB
 from runbooks.triage.runbook import triage
 
-KINDS = {"error_line", "exception", "traceback", "process_exit", "sharing_layer", "host_memory_kill"}
+KINDS = {"error_line", "exception", "traceback", "process_exit", "sharing_layer", "host_memory_kill", "router_exit"}
 
 
 def _errors(text: str):
@@ -123,6 +125,39 @@ def test_the_error_reader_takes_any_text(lines):
 
 
 # ----------------------------------------------------------------------------- healthy is earned
+
+
+_UVICORN_STOP = ["INFO:     Shutting down", "INFO:     Waiting for connections to close. (CTRL+C to force quit)",
+                 "INFO:     Waiting for application shutdown."]
+
+
+def test_a_routers_orderly_stop_is_the_routers_not_the_engines():
+    # production-stack 448: the router's log, its module named on the lines after the stop
+    router = [*_UVICORN_STOP, "[2025-05-21 11:44:46,899] INFO: httpx AsyncClient closed "
+              "(httpx_client.py:43:vllm_router.httpx_client)"]
+    errors = _errors("\n".join(router))
+    assert [(e.kind, e.down, e.process) for e in errors] == [("router_exit", False, "vllm_router")]
+    report = triage(_log("\n".join(router)))
+    assert _finding(report, "unexplained_failure_down") is None
+    assert report.verdict.priority != "high"
+    quoted = _finding(report, "unexplained_failure").facts[0]
+    assert quoted.params["error_kind"] == "router_exit_vllm_router"
+    # an SGLang router and an AIBrix gateway are read the same way; an engine's own stop is down
+    for mark, key in (("[Router] sglang_router.launch_router started", "sglang_router"),
+                      ("gateway-plugins: ext_proc stream closed", "aibrix_gateway")):
+        assert [(e.kind, e.process) for e in _errors("\n".join([mark, *_UVICORN_STOP]))] == [("router_exit", key)]
+    engine = ["INFO 05-21 11:40:00 [api_server.py:1043] vLLM API server version 0.8.5", *_UVICORN_STOP]
+    assert [(e.kind, e.down, e.process) for e in _errors("\n".join(engine))] == [("process_exit", True, None)]
+    assert _finding(triage(_log("\n".join(engine))), "unexplained_failure_down") is not None
+    # TGI's shards stopping is the engine's even beside a router's name
+    shards = _errors("\n".join(["(httpx_client.py:43:vllm_router.httpx_client)", "Shutting down shards"]))
+    assert [(e.kind, e.down) for e in shards] == [("process_exit", True)]
+
+
+def test_every_router_has_its_stop_worded_in_each_language():
+    for lang in LANGS:
+        for key, _, _ in ROUTER_PROCESSES:
+            assert Catalog.load(lang).has(f"error_kind.router_exit_{key}"), (lang, key)
 
 
 def _metrics(kv: float, queue: float) -> ServerMetrics:

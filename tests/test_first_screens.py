@@ -138,3 +138,23 @@ def test_no_quoted_log_line_in_the_terminal_runs_past_its_limit(bundle: Path):
         if 'e.g. "' in line:
             quoted = line.split('e.g. "', 1)[1].rsplit('"', 1)[0]
             assert len(quoted) <= QUOTE_CHARS + 2, line
+
+
+#: a Chinese character or full-width closing mark followed by an ASCII colon (a URL's "://" aside)
+_ASCII_COLON_AFTER_CHINESE = re.compile(r"[\u3400-\u9fff\uff09\u3011\u300d\u201d]\s*:(?!//)")
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
+def test_a_chinese_triage_labels_with_the_full_width_colon(bundle: Path):
+    """A Chinese reader sees "结论：", never "结论:": every label of the template and every
+    message ends in the full-width colon (quoted log lines keep the engine's own ASCII)."""
+    text = render_text(_report(bundle), "zh")
+    for line in text.splitlines():
+        prose = re.sub(r'"[^"]*"', "", line)
+        assert not _ASCII_COLON_AFTER_CHINESE.search(prose), line
+
+
+def test_the_colon_check_catches_an_ascii_colon_after_chinese():
+    assert _ASCII_COLON_AFTER_CHINESE.search("== 结论: 可以启动")
+    assert _ASCII_COLON_AFTER_CHINESE.search("  原因:")
+    assert not _ASCII_COLON_AFTER_CHINESE.search("== 结论：可以启动 · curl -s http://localhost:8000/metrics")

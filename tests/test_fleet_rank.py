@@ -95,8 +95,9 @@ def _outcome(missing=()):
 def test_text_marks_readings_at_the_line_and_columns_not_read(lang):
     out = fleet_text(_outcome((Missing("ttft_p99", ("ttft_p99",), "timeout", "no answer within 1 s"),)), lang)
     chat = next(line for line in out.splitlines() if line.startswith("1  llm/chat"))
-    assert "95%!" in chat and "?" in chat and chat.endswith("gpumem triage llm/chat")
-    assert "ttft_p99" in out and "timeout" in out and "no answer within 1 s" in out
+    unread, timed_out = {"en": ("unread", "timed out"), "zh": ("未读", "超时")}[lang]
+    assert "95%!" in chat and f"  {unread}  " in chat and chat.endswith("gpumem triage llm/chat")
+    assert "`ttft_p99`" in out and timed_out in out and "no answer within 1 s" in out
 
 
 def test_json_carries_lines_readings_and_commands():

@@ -12,7 +12,8 @@ import pytest
 from bot.actuator.writer import KubeWriter
 from bot.main import main
 from bot.render.chart_shift import shift_chart
-from bot.render.handover import handover_text
+from bot.render.handover import handover_json, handover_text, service_fields, watch_words
+from bot.render.i18n import Catalog
 from bot.service.handover import (
     PROM_QUERIES,
     build_handover,
@@ -77,8 +78,14 @@ def test_the_handover_lists_incidents_changes_stopgaps_notes_and_what_to_watch(s
     assert (temp["max-num-seqs"].value, temp["max-num-seqs"].since, temp["max-num-seqs"].age_s) == (64, T0, 6 * 3600)
     assert all(m.live == "unconfirmed" for m in ho.temporary)
     assert [n.text for n in ho.notes] == ["max-num-seqs lowered while the batch job runs"]
-    assert any(w.startswith("p-wait on llm/third awaits approval") for w in ho.watch_next)
-    assert any("max-num-seqs 64 is a stop-gap for 6.0 h (unconfirmed)" in w for w in ho.watch_next)
+    keys = [k for k, _v in ho.watch_items]
+    assert keys == ["awaits_approval", "stopgap", "stopgap", "incident"]
+    assert ho.watch_items[0][1] == {"plan": "p-wait", "target": "llm/third", "changes": ["--gpu-memory-utilization 0.9 -> 0.85"]}
+    en, zh = watch_words(Catalog.load("en"), ho), watch_words(Catalog.load("zh"), ho)
+    assert en[0] == "p-wait on llm/third awaits approval: --gpu-memory-utilization 0.9 -> 0.85"
+    assert "llm/vllm-server: max-num-seqs 64 is a stop-gap for 6.0 h (not confirmed on the live object): " \
+           "restore or make permanent" in en
+    assert "llm/vllm-server：max-num-seqs 64 作为临时措施已 6.0 小时（未在线上对象确认）：恢复原值或转为长期配置" in zh
     assert ho.state is None  # no Prometheus configured
     text = handover_text(ho, "en")
     assert "llm/vllm-server: max-num-seqs 64 since 2026-12-01 02:14Z (6.0 h), set as a stop-gap: " \
@@ -89,16 +96,34 @@ def test_the_template_fills_what_is_stored_and_says_unknown_for_the_rest(shift):
     ho = build_handover(shift, since=T0 - timedelta(hours=1), now=NOW)
     services = {s.target: s for s in ho.services}
     vllm = services["llm/vllm-server"]
-    assert vllm.model_precision == "Qwen2.5-72B (precision unknown)"
-    assert vllm.pool == "vllm, H100 80GB" and vllm.layer == "kv_cache_pressure"
-    assert vllm.request_profile == "unknown" and vllm.oom_rejects == "unknown"
-    assert vllm.flags_changed == ("--max-num-seqs 128 -> 64 (p-seqs, applied)", "replicas 1 -> 2 (p-scale, applied)")
-    assert vllm.pools_split == "not split"
-    assert vllm.rollback_needed.startswith("if the stop-gap is not made permanent: p-seqs (max-num-seqs)")
-    assert "max-num-seqs 64 since 02:14Z: restore or make permanent" in vllm.temporary_review
-    third = services["llm/third"]  # only a proposed plan, never triaged
-    assert (third.model_precision, third.pool, third.layer, third.rollback_needed) == (
-        "unknown", "unknown", "unknown", "no: nothing applied")
+    assert vllm.field("model_precision") == (("model_precision", {"model": "Qwen2.5-72B", "precision": None}),)
+    assert vllm.field("layer") == (("cause", {"cause": "kv_cache_pressure"}),)
+    assert vllm.field("request_profile") == vllm.field("oom_rejects") == (("unknown", {}),)
+    assert vllm.field("rollback_needed") == (("rollback_stopgap", {"items": [
+        {"plan": "p-seqs", "what": "max-num-seqs"}, {"plan": "p-scale", "what": "replicas"}]}),)
+    en = dict(service_fields(Catalog.load("en"), ho, vllm))
+    assert en["model and precision"] == "Qwen2.5-72B (precision not known)"
+    assert en["current pool"] == "vllm, H100 80GB" and en["static, KV cache or scheduling"] == "KV-cache pressure"
+    assert en["request profile"] == en["OOM / reject state"] == "not known"
+    assert en["flags changed"] == "--max-num-seqs 128 -> 64 (p-seqs, applied); replicas 1 -> 2 (p-scale, applied)"
+    assert en["pools split"] == "not split"
+    assert en["rollback needed"] == "if the stop-gap is not made permanent: p-seqs (max-num-seqs), p-scale (replicas)"
+    assert en["temporary flags review"].startswith("max-num-seqs 64 since 02:14Z: restore or make permanent "
+                                                   "[not confirmed on the live object]")
+    zh = dict(service_fields(Catalog.load("zh"), ho, vllm))
+    assert zh["是否需要回滚"] == "若临时措施不转为长期配置则需要：p-seqs（max-num-seqs）、p-scale（replicas）"
+    assert zh["模型与精度"] == "Qwen2.5-72B（精度未知）"
+    third = dict(service_fields(Catalog.load("en"), ho, services["llm/third"]))  # only a proposed plan, never triaged
+    assert (third["model and precision"], third["current pool"], third["static, KV cache or scheduling"],
+            third["rollback needed"]) == ("not known", "not known", "not known", "no: nothing applied")
+    doc = handover_json(ho)  # the JSON keeps ids and says `unknown`
+    third_json = next(s for s in doc["services"] if s["target"] == "llm/third")
+    assert (third_json["model_precision"], third_json["layer"], third_json["rollback_needed"],
+            third_json["flags_changed"]) == ("unknown", "unknown", "no: nothing applied", [])
+    vllm_json = next(s for s in doc["services"] if s["target"] == "llm/vllm-server")
+    assert vllm_json["layer"] == "kv_cache_pressure"
+    assert vllm_json["flags_changed"] == ["--max-num-seqs 128 -> 64 (p-seqs, applied)",
+                                          "replicas 1 -> 2 (p-scale, applied)"]
 
 
 def test_stopgaps_are_confirmed_or_found_changed_against_the_live_object(shift, tmp_path):
@@ -124,7 +149,28 @@ def test_the_window_starts_where_the_channels_last_handover_ended(shift):
     assert second.incidents == () and second.notes == ()  # both before the last handover
     assert [c.plan for c in second.changes] == ["p-wait"]  # still awaiting approval
     assert build_handover(shift, channel="C2", now=NOW).since_from == "default"
-    assert Journal(shift).last_handover("C1").body["since_from"] == "default"
+    body = Journal(shift).last_handover("C1").body
+    assert body["since_from"] == "default"
+    stopgap = body["watch_items"][0]  # recorded as keys and values, worded when shown
+    assert stopgap["key"] == "stopgap" and (stopgap["values"]["what"], stopgap["values"]["review"]) == (
+        "max-num-seqs", "restore_or_permanent")
+
+
+def test_a_handover_stored_in_the_older_english_form_still_loads_and_starts_the_next_window(shift):
+    """Handovers recorded before the record held keys (English `watch_next` and template
+    strings) load as they were stored, and the channel's next window starts where they end."""
+    old = {"channel": "C1", "since_from": "default", "watch_next": ["llm/vllm-server: 2 OOM kill(s) this shift"],
+           "services": [{"target": "llm/vllm-server", "model_precision": "unknown", "rollback_needed": "no: nothing applied"}],
+           "alerts": [{"alertname": "GpumemKVCacheHigh", "outcomes": "duplicate 1, triaged 1"}],
+           "temporary": [{"plan": "p-seqs", "review": "restore or make permanent"}]}
+    Journal(shift).add_handover("gpumem", old, since=T0 - timedelta(hours=12), until=T0 + timedelta(hours=4),
+                                channel="C1", now=T0 + timedelta(hours=4))
+    record = Journal(shift).last_handover("C1")
+    assert record.body == old and record.until == T0 + timedelta(hours=4)
+    nxt = build_handover(shift, channel="C1", now=NOW)
+    assert (nxt.since, nxt.since_from) == (T0 + timedelta(hours=4), "previous")
+    text = handover_text(nxt, "zh")
+    assert "恢复原值或转为长期配置" in text and "restore or make permanent" not in text
 
 
 def test_the_handover_json_has_stable_keys(shift, tmp_path, capsys):
@@ -175,7 +221,9 @@ def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom)
     ho = build_handover(store, since=prom.end - timedelta(hours=1), now=prom.end,
                         read_state=lambda t, s, u: prometheus_state(client, t, s, u))
     assert [s.target for s in ho.state] == ["llm/vllm-server", f"{h.SGL_NS}/sgl"]  # closest to trouble first
-    assert "llm/vllm-server: 2 OOM kill(s) this shift" in ho.watch_next
+    assert ("oom", {"target": "llm/vllm-server", "count": 2}) in ho.watch_items
+    assert "llm/vllm-server: 2 OOM kills this shift" in handover_json(ho)["watch_next"]
+    assert "llm/vllm-server：本班 OOM 终止 2 次" in handover_text(ho, "zh")
 
 
 def test_a_channels_watch_list_picks_the_services_and_their_shift_chart(prom):
@@ -194,7 +242,7 @@ def test_a_channels_watch_list_picks_the_services_and_their_shift_chart(prom):
     assert [s.target for s in ho.state] == ["llm/vllm-server", "llm/not-deployed"]  # the watched ones, not sgl
     assert ho.state[1].kv_usage_now is None and ho.state[1].restarts is None
     assert {s.target for s in ho.services} == {f"{h.SGL_NS}/sgl", *watch}
-    assert ho.to_json()["watched"] == list(watch)
+    assert handover_json(ho)["watched"] == list(watch)
     (series,) = ho.shift  # the service with no series draws no line
     assert series.target == "llm/vllm-server" and 100 <= len(series.points) <= 125
     values = [v for _, v in series.points]

@@ -69,7 +69,7 @@ def test_a_shift_of_real_flows_hands_over_what_happened_and_what_is_still_in_pla
     assert state["oom_kills"] == pytest.approx(2, rel=0.05) and state["restarts"] == pytest.approx(3, rel=0.1)
     watch = "\n".join(ho["watch_next"])
     assert f"{waiting['id']} on {TARGET} awaits approval" in watch
-    assert "max-num-seqs 64 is a stop-gap" in watch and "2 OOM kill(s) this shift" in watch
+    assert "max-num-seqs 64 is a stop-gap" in watch and "2 OOM kills this shift" in watch
     (service,) = ho["services"]
     assert service["target"] == TARGET and any("max-num-seqs" in f for f in service["flags_changed"])
 

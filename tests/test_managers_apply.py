@@ -188,7 +188,7 @@ def test_triage_of_a_plain_deployment_says_no_manager_was_found(cluster, tmp_pat
 
 
 def test_the_handover_lists_an_applied_stopgap_as_drift_until_it_is_rolled_back(cluster, tmp_path, capsys):
-    from bot.render.handover import handover_text
+    from bot.render.handover import handover_json, handover_text
     from bot.service.handover import build_handover
 
     managed(cluster, ARGO)
@@ -197,10 +197,11 @@ def test_the_handover_lists_an_applied_stopgap_as_drift_until_it_is_rolled_back(
     store = Store.open(store_path)
     h = build_handover(store)
     (d,) = h.drift
-    assert (d.plan, d.target, d.managers, d.state) == (plan["id"], "llm/vllm-server", ("argocd llm-serving",),
-                                                      "applied")
+    assert (d.plan, d.target, d.state) == (plan["id"], "llm/vllm-server", "applied")
+    assert [(m["kind"], m["name"]) for m in d.managers] == [("argocd", "llm-serving")]
+    assert handover_json(h)["drift"][0]["managers"] == ["argocd llm-serving"]
     assert d.changes == ("--max-num-seqs 128 -> 64",)
-    assert h.to_json()["drift"][0]["plan"] == plan["id"]
+    assert handover_json(h)["drift"][0]["plan"] == plan["id"]
     assert "Stop-gaps on GitOps-managed objects, drift to fold back" in handover_text(h, "en")
     rc, _ = run_cli(capsys, cluster, store_path, "rollback", plan["id"], "--yes", "--config", config(tmp_path, ["llm"]))
     assert rc == 0 and build_handover(Store.open(store_path)).drift == ()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import collectors.access_logs.fast as fast
 from collectors.access_logs.fast import scan_access_log
 from collectors.access_logs.reference import parse_access_line, parse_access_lines, read_access_log
 from collectors.errors import ParseError
@@ -228,10 +230,18 @@ def test_one_shape_line_gives_counts_or_none(line):
     assert found is None or (0 <= found[0] < 10**9 and 0 <= found[1] < 10**9)
 
 
+def _ranges_here(path: str, ranges: list[tuple[int, int]], detail: bool) -> list:
+    """`fast._scan_ranges` without the process pool: the same ranges through the same
+    `_scan_range`, one after the other in this process (a pool per example costs a fork or a
+    spawn, and what a line reads as does not depend on the process that reads it; the tests in
+    test_access_log_fast.py and test_access_log_shapes.py go through real processes)."""
+    return [fast._scan_range(path, start, end, detail) for start, end in ranges]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_ACCESS_LINE, max_size=30), st.sampled_from([1, 2]))
 def test_both_access_log_readers_give_a_profile_or_a_parse_error_on_shape_lines(lines, workers):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(fast, "_scan_ranges", _ranges_here):
         path = Path(tmp) / "access.log"
         path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
         for read in (read_access_log, lambda p: scan_access_log(p, workers=workers).profile):

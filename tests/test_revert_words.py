@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actuator.watch import Look, Reverted
-from bot.render.handover import handover_text
+from bot.render.handover import handover_json, handover_text
 from bot.render.i18n import Catalog
 from bot.render.remediation import look_json, look_text, revert_words
 from bot.render.remediation_outcome import watch_summary
@@ -107,13 +107,16 @@ def test_the_handover_lists_the_revert_first_in_what_to_watch(store):
     (item,) = h.reverted
     assert (item.plan, item.target, item.changes, item.manager, item.at) == (
         "p-argo", "llm/vllm-server", ("--max-num-seqs 128 -> 64",), "argocd-controller", "2026-12-01T14:02:11Z")
-    assert h.watch_next[0] == ("llm/vllm-server: --max-num-seqs 128 -> 64 (p-argo) reverted by argocd-controller at "
-                               "14:02 UTC: fold the change into the source of truth")
+    assert handover_json(h)["watch_next"][0] == (
+        "llm/vllm-server: --max-num-seqs 128 -> 64 (p-argo) reverted by argocd-controller at "
+        "14:02 UTC: fold the change into the source of truth")
     assert [c.state for c in h.changes] == ["reverted"] and h.temporary == () and h.drift == ()
     (service,) = h.services
-    assert service.rollback_needed == ("no: p-argo reverted by another manager; fold it into the source of truth")
-    assert service.flags_changed == ("--max-num-seqs 128 -> 64 (p-argo, reverted)",)
-    doc = h.to_json()
+    assert [k for k, _v in service.field("rollback_needed")] == ["rollback_reverted"]
+    doc = handover_json(h)
+    assert doc["services"][0]["rollback_needed"] == (
+        "no: p-argo reverted by another manager; fold the change into the source of truth")
+    assert doc["services"][0]["flags_changed"] == ["--max-num-seqs 128 -> 64 (p-argo, reverted)"]
     assert doc["reverted"][0]["manager"] == "argocd-controller" and doc["reverted"][0]["fields"][0]["path"] == ARGO.path
     en = handover_text(h, "en")
     assert "Changes another manager reverted, to fold into the source of truth (1):" in en
@@ -131,7 +134,7 @@ def test_the_handover_lists_the_revert_first_in_what_to_watch(store):
 
 def test_a_revert_before_the_window_is_not_listed_again(store):
     h = build_handover(store, since=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
-    assert h.reverted == () and not any("reverted" in w for w in h.watch_next)
+    assert h.reverted == () and not any(k == "reverted" for k, _v in h.watch_items)
 
 
 def test_the_review_reminder_of_a_reverted_stopgap_says_so(store):

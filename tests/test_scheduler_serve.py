@@ -20,6 +20,7 @@ import pytest
 from bot.config.settings import SettingsError, load_settings
 from bot.scheduler.leader import FileLockElector, LeaderElector, parse_time
 from bot.scheduler.setup import make_elector, scheduler_from_settings
+from bot.slack.limits import ServeLimits
 from bot.store.db import Store
 from bot.store.notes import Journal
 from runbooks.model.changes import Scale
@@ -180,6 +181,11 @@ class Served(ServeProcess):
         return f"{os.uname().nodename}_{self.proc.pid}"
 
 
+#: how long `serve` may take from SIGTERM to its end (the drain and the grace after it), and a
+#: margin for a loaded machine: the tests wait that long for the exit, and check its status
+STOP_WAIT_S = ServeLimits().stop_s + 15
+
+
 def _wait(what, timeout: float = 30.0, every: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -207,7 +213,7 @@ def test_serve_on_a_laptop_posts_the_slot_and_the_review_once_and_frees_the_lock
             lock = FileLockElector(f"{db}.lock", "test")
             assert not lock.step() and lock.holder() == served.identity
             served.proc.send_signal(signal.SIGTERM)
-            rc = served.proc.wait(15)
+            rc = served.proc.wait(STOP_WAIT_S)
         finally:
             served.stop()
         assert rc == 0, served.log()
@@ -264,7 +270,7 @@ def test_two_instances_on_one_lease_post_once_and_the_standby_takes_over_from_a_
             handovers, reviews = _posts(fake)
             assert len(handovers) == 1 and len(reviews) == 1, b.log()
             b.proc.send_signal(signal.SIGTERM)
-            rc = b.proc.wait(15)
+            rc = b.proc.wait(STOP_WAIT_S)
         finally:
             a.stop()
             if b is not None:

@@ -9,6 +9,7 @@ import pytest
 from collectors.errors import ParseError
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_yaml import load_yaml_documents
+from collectors.parsers.log_launch import LaunchScanner
 from runbooks.launch.argv import canonical_flag, parse_command_line, parse_engine_args
 from runbooks.model.evidence import ServerConfig
 from runbooks.model.serde import from_jsonable, to_jsonable
@@ -405,3 +406,26 @@ def test_bad_container_shapes_raise_parse_error_naming_the_field(container, mess
         server_config_from_container(container, source="deployment.yaml", path="spec.template.spec.containers[0]")
     assert caught.value.source == "deployment.yaml"
     assert message in str(caught.value)
+
+
+def test_a_value_flag_with_no_value_is_never_read_as_on():
+    # `--model-path <MODEL>`: the shell takes `<MODEL>` as a redirection, the next word is a flag
+    config = parse_command_line(["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.90",
+                                 "--model-path", "--trust-remote-code", "--tp-size", "8", "--page-size"])
+    assert config.model is None
+    assert config.flags["model-path"] == "" and config.flags["trust-remote-code"] == "true"
+    assert config.tensor_parallel_size == 8 and config.memory_fraction == 0.9
+    assert "missing_value:model-path" in config.warnings and "missing_value:page-size" in config.warnings
+    assert not any(w.startswith("unparsed_value") for w in config.warnings)
+    # vLLM: a number flag at the end of the line has no value; a switch at the end is on
+    config = vllm("M", "--enforce-eager", "--max-model-len")
+    assert config.model == "M" and config.max_model_len is None and config.flags["enforce-eager"] == "true"
+    assert config.warnings.count("missing_value:max-model-len") == 1
+
+
+def test_a_launch_line_whose_model_was_a_redirection_names_no_model():
+    scanner = LaunchScanner("logs.txt")
+    scanner.feed("python -m sglang.launch_server --model-path <deepseek-v3> --trust-remote-code --tp-size 8")
+    config = scanner.result()
+    assert config.engine == "sglang" and config.model is None and config.tensor_parallel_size == 8
+    assert "missing_value:model-path" in config.warnings

@@ -171,7 +171,7 @@ def test_a_query_not_read_is_named_and_a_fleet_without_memory_readings_draws_no_
                        (Missing("kv", ("kv_now", "kv_max"), "timeout", "no answer within 10 s"),))
     msg = fleet_message(outcome, "en", "U1")
     body = _text(msg)
-    assert "Not read: KV cache now, KV cache max (timeout)" in body and "<@U1>" in body
+    assert "Not read: KV cache now, KV cache max (timed out)" in body and "<@U1>" in body
     assert "*1. llm/chat* (vLLM) · queue 30, line 12 (250% of it)" in body
     assert fleet_chart(outcome.rows, "t") is None
     assert block_errors(msg["blocks"]) == []

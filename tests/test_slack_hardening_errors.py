@@ -15,7 +15,7 @@ import pytest
 
 import bot.slack.handlers as handlers_module
 import bot.slack.work as work_module
-from bot.slack.api import SlackPoster, error_of
+from bot.slack.api import POST_TRIES, SlackPoster, error_of
 from bot.telemetry.metrics import BotMetrics
 from bot.verbs.worker import VerbOutput
 from tests.support.slack_kit import (
@@ -199,12 +199,19 @@ def test_a_parent_that_cannot_be_posted_names_no_exception_class(tmp_path):
 def test_slack_call_failures_become_codes_not_exception_text(error, code):
     assert error_of(error) == code
 
+    tries: list[dict] = []
+
     class Client:
         def chat_postMessage(self, **kw):
+            tries.append(kw)
             raise error
 
     if isinstance(error, OSError):  # what SlackPoster catches: the code, counted under it
         metrics = BotMetrics()
-        assert SlackPoster(Client(), metrics).post_or_error("C1", {"text": "x"}) == (None, code)
+        waits: list[float] = []  # the backoff it would sleep, recorded instead of slept
+        poster = SlackPoster(Client(), metrics, sleep=waits.append)
+        assert poster.post_or_error("C1", {"text": "x"}) == (None, code)
         assert metrics.registry.get_sample_value("gpumem_slack_api_errors_total",
                                                  {"method": "chat.postMessage", "error": code}) == 1
+        assert len(tries) == POST_TRIES
+        assert waits == [poster.backoff_s * 2 ** k for k in range(POST_TRIES - 1)]

@@ -21,7 +21,15 @@ from bot.slack.api import JOB_EVENT, SlackPoster, job_metadata
 from bot.slack.app import build_bot
 from bot.telemetry.metrics import BotMetrics
 from tests.support.fake_slack import FakeSlack, signed_headers, slash_body
-from tests.support.slack_kit import CHANNEL, SECRET, ExampleRunner, drain, is_diagnosis, make_settings
+from tests.support.slack_kit import (
+    CHANNEL,
+    SECRET,
+    DrawnOnce,
+    ExampleRunner,
+    drain,
+    is_diagnosis,
+    make_settings,
+)
 
 COMMANDS = 20
 
@@ -30,7 +38,7 @@ COMMANDS = 20
 def served(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     with FakeSlack() as fake:
-        bot = build_bot(make_settings(tmp_path, fake), ExampleRunner(charts=True))
+        bot = build_bot(make_settings(tmp_path, fake), ExampleRunner(charts=DrawnOnce()))
         bot.poster.backoff_s = 0.05  # the retries' waits, scaled down
         server = serve_http(bot, "127.0.0.1", 0)
         try:

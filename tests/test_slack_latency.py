@@ -92,7 +92,7 @@ import requests, pathlib, tempfile
 tmp = pathlib.Path(tempfile.mkdtemp())
 bundles = "bundles:\n" + "".join(f"  {t}: {f}\n" for t, f in example_targets().items())
 with FakeSlack() as fake:
-    settings = load_settings(write_config(tmp, extra=bundles), env_for(fake))
+    settings = load_settings(write_config(tmp, pool=1, extra=bundles), env_for(fake))  # one warmed worker
     bot = build_from_settings(settings, {**os.environ, **env_for(fake)})
     server = serve_http(bot, "127.0.0.1", 0)
     started_with = "matplotlib" in sys.modules

@@ -59,9 +59,9 @@ TEXT_EN = """\
 GPU  Name                   MIG      Used MiB  Total MiB  Reserved MiB  Used %  Util %  Mem BW %  Procs
 0    NVIDIA H100 80GB HBM3  -           71234      81559           325    87.3      87        41      2
     pid 4242  python3  70000 MiB
-    pid 4343  ?  ? MiB
+    pid 4343  name not reported  memory not reported
 1:2  NVIDIA A100-SXM4-80GB  3g.40gb     35210      40192             0    87.6       -         -      1
-    pid 3891245  ?  35184 MiB
+    pid 3891245  name not reported  35184 MiB
 """
 
 TEXT_ZH_HEAD = """\
@@ -93,6 +93,7 @@ def test_text_table_in_chinese_keeps_columns_aligned_by_display_width():
     rc, out, _ = take(["--lang", "zh"], lang="zh")
     assert rc == 0
     assert out.startswith(TEXT_ZH_HEAD)
+    assert "    进程 4343  名称未上报  显存未上报\n" in out  # what the driver did not say, said in words
 
 
 def test_csv_has_units_in_the_header_and_one_row_per_device_per_sample():

@@ -92,7 +92,7 @@ def test_a_controller_putting_back_the_args_it_owns_is_reverted_by_it_not_sympto
 
 
 def test_argo_cd_self_heal_reapplies_its_manifest_and_the_watch_names_it(cluster, tmp_path):
-    from bot.render.handover import handover_text
+    from bot.render.handover import handover_json, handover_text
     from bot.service.handover import build_handover
 
     cluster.kube.managed_fields = True
@@ -120,7 +120,7 @@ def test_argo_cd_self_heal_reapplies_its_manifest_and_the_watch_names_it(cluster
     text = handover_text(h, "en")
     assert f"reverted by argocd-controller at {r.at[11:16]} UTC: fold the change into the source of truth" in text
     assert "argocd-controller" in handover_text(h, "zh") and "真实来源" in handover_text(h, "zh")
-    assert h.to_json()["reverted"][0]["manager"] == "argocd-controller"
+    assert handover_json(h)["reverted"][0]["manager"] == "argocd-controller"
 
 
 def test_self_heal_off_in_the_application_leaves_the_stop_gap_in_place(cluster, tmp_path):

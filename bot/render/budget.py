@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
-from bot.render.wording import budget_concurrency, concurrency_short, pct
+from bot.render.wording import budget_concurrency, concurrency_short, eviction_words, pct
 from bot.service.outcomes import BudgetPage as Page
 from bot.service.outcomes import BudgetSide as Side
 from runbooks.model.budget import Budget, BudgetInputs
@@ -63,7 +63,9 @@ def side_json(side: Side, cat: Catalog) -> dict[str, Any]:
     b, inp = side.budget, side.inputs
     doc: dict[str, Any] = {"engine": b.engine, "engine_version": inp.engine_version, "tp": inp.tp, "pp": inp.pp}
     doc.update(_budget_doc(b))
-    doc["assumptions"] = dict(b.assumptions)
+    en = Catalog.load("en")  # the assumptions' words are English in every language, as they always were
+    doc["assumptions"] = {name: assumed_line(en, name, a, with_name=False) for name, a in b.assumptions}
+    doc["assumption_reasons"] = assumption_reasons(b)
     doc["warnings"] = [{"id": w, "text": warning_text(cat, w)} for w in _warnings(side)]
     doc["conflicts"] = [{"id": c.id, "fatal": c.fatal, "params": c.params, "text": conflict_text(cat, c)}
                         for c in side.conflicts]
@@ -163,7 +165,21 @@ def _flag_value(value: Any) -> str:
 
 def _version(inp: BudgetInputs, b: Budget) -> str:
     assumed = b.assumption("engine_version")
-    return inp.engine_version or (assumed.split(" ")[0] + "?" if assumed else "?")
+    return inp.engine_version or (f"{assumed.value}?" if assumed else "?")
+
+
+def assumption_reasons(b: Budget) -> dict[str, Any]:
+    """Each default a budget assumed, for the JSON: {name: {value, why (the reason id), params}}."""
+    return {name: {"value": a.value, "why": a.why, "params": dict(a.params)} for name, a in b.assumptions}
+
+
+def assumed_line(cat: Catalog, name: str, a: Any, with_name: bool = True) -> str:
+    """A setting the budget assumed (`runbooks.model.budget.Assumed`) and why, in words:
+    "max_num_seqs = 1024 (vLLM V1 API server default on >= 70 GiB non-A100 GPUs)"; without the
+    name, the value and why alone."""
+    why = cat.t(f"budget_why.{a.why}", dict(a.params))
+    value = cat.t("budget_cli.assumed_value", value=_flag_value(a.value), why=why)
+    return cat.t("budget_cli.assumed_line", name=name, value=value) if with_name else value
 
 
 def verdict_line(cat: Catalog, b: Budget) -> str:
@@ -208,7 +224,8 @@ def bucket_lines(cat: Catalog, cap: BucketCapacity, engine: str) -> list[str]:
         lines.append(text)
     lines.append(cat.t(f"budget_cli.long.{cap.status}", now=pct(cap.long_share_now), limit=pct(cap.long_share_limit),
                        seqs=cap.max_num_seqs, seqs_flag=seqs_flag, demand_tokens=cap.demand_tokens,
-                       kv_cache_tokens=cap.kv_cache_tokens, demand_pct=pct(cap.demand_ratio)))
+                       kv_cache_tokens=cap.kv_cache_tokens, demand_pct=pct(cap.demand_ratio),
+                       **eviction_words(cat, engine)))  # the engine's own "preempted" / "retracted"
     return lines
 
 
@@ -220,7 +237,7 @@ def side_view(cat: Catalog, side: Side) -> dict[str, Any]:
         "memory": memory_lines(cat, side),
         "buckets_title": cat.t(f"budget_cli.section.buckets_{basis}"),
         "buckets": bucket_lines(cat, cap, side.inputs.engine),
-        "assumed": [f"{name} = {value}" for name, value in side.budget.assumptions],
+        "assumed": [assumed_line(cat, name, a) for name, a in side.budget.assumptions],
         "warnings": [warning_text(cat, w) for w in _warnings(side)],
         "conflicts": [("[" + cat.t("budget_cli.fatal") + "] " if c.fatal else "") + conflict_text(cat, c)
                       for c in side.conflicts],

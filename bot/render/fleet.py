@@ -1,7 +1,7 @@
 """Rendering of `gpumem fleet`: the services closest to trouble first, as a table or JSON.
 
 Each cell is a reading against the runbook's line (`runbooks.alerts.fleet.LINES`): `!` marks a
-reading at or past its line, `?` a column whose query gave no answer (named above the table),
+reading at or past its line, `unread` (`未读`) a column whose query gave no answer (named above the table),
 `-` a column the service's engine does not export or that had no series. Each row ends with
 the `gpumem triage` command to run next. Wording is the catalogs' `fleet_cli.*`.
 """
@@ -34,9 +34,9 @@ def value_text(column: str, value: float) -> str:
     return f"{round(value)}"
 
 
-def _cell(row: Ranked, column: str, not_read: tuple[str, ...]) -> str:
+def _cell(cat: Catalog, row: Ranked, column: str, not_read: tuple[str, ...]) -> str:
     if column in not_read:
-        return "?"
+        return cat.t("fleet_cli.cell_not_read")
     r = row.reading(column)
     if r is None:
         return "-"
@@ -60,13 +60,14 @@ def fleet_text(outcome: FleetOutcome, lang: str) -> str:
     at = outcome.at.strftime("%Y-%m-%d %H:%M:%SZ")
     lines = [cat.t("fleet_cli.header", shown=len(outcome.rows), total=outcome.total, at=at,
                    minutes=outcome.window_s // 60)]
-    lines.append(cat.t("fleet_cli.lines", lines=", ".join(
+    lines.append(cat.t("fleet_cli.lines", lines=cat.join(
         f"{cat.t(f'fleet_cli.column.{c}')} {value_text(c, LINES[c])}" for c in COLUMNS if c != "kv_max")))
     lines.append(cat.t("fleet_cli.rule"))
     lines.append(read_from_text(outcome, cat))
     for m in outcome.missing:
-        cols = ", ".join(cat.t(f"fleet_cli.column.{c}") for c in m.columns)
-        lines.append(cat.t("fleet_cli.not_read", columns=cols, query=m.query, kind=m.kind, message=m.message))
+        cols = cat.join(cat.t(f"fleet_cli.column.{c}") for c in m.columns)
+        lines.append(cat.t("fleet_cli.not_read", columns=cols, query=m.query, kind=kind_word(cat, m.kind),
+                           message=m.message))
     if not outcome.rows:
         lines.append(cat.t("fleet_cli.nothing_read" if outcome.nothing_read else "fleet_cli.no_services"))
         return "\n".join(lines) + "\n"
@@ -76,7 +77,7 @@ def fleet_text(outcome: FleetOutcome, lang: str) -> str:
     table = [head]
     for row in outcome.rows:
         table.append([str(row.rank), row.target, _engines(row), f"{round(row.score * 100)}%",
-                      *(_cell(row, c, not_read) for c in COLUMNS), row.command])
+                      *(_cell(cat, row, c, not_read) for c in COLUMNS), row.command])
     widths = [max(_width(r[i]) for r in table) for i in range(len(head))]
     lines.append("")
     for r in table:
@@ -94,7 +95,12 @@ def read_from_text(outcome: FleetOutcome, cat: Catalog) -> str:
     reason = outcome.read_from_reason if outcome.read_from == "raw" else "loaded"
     kind, message = outcome.rules_issue or ("", "")
     return cat.t(f"fleet_cli.read_from.{reason}", count=outcome.missing_records, minutes=outcome.window_s // 60,
-                 kind=kind, message=message)
+                 kind=kind_word(cat, kind) if kind else "", message=message)
+
+
+def kind_word(cat: Catalog, kind: str) -> str:
+    """What became of a query (`collectors.prometheus.client.ERROR_KINDS`) in words: "timed out", "超时"."""
+    return cat.t_or(f"issue.{kind}", kind)
 
 
 def _width(text: str) -> int:

@@ -62,20 +62,24 @@ def render_text(snapshot: GpuSnapshot, cat: Catalog) -> str:
     lines = [cat.t("snapshot_cli.header", at=at, driver=snapshot.driver_version, cuda=snapshot.cuda_version,
                    host=cat.join(hosts) or None)]
     rows: list[tuple[list[str], GpuDevice | None]] = [([cat.t(f"snapshot_cli.col.{c}") for c in _TEXT_COLUMNS], None)]
-    rows += [(_text_cells(d), d) for d in snapshot.devices]
+    rows += [(_text_cells(cat, d), d) for d in snapshot.devices]
     widths = [max(_width(cells[i]) for cells, _ in rows) for i in range(len(_TEXT_COLUMNS))]
     for cells, device in rows:
         padded = [_pad(c, w, right=name in _RIGHT) for c, w, name in zip(cells, widths, _TEXT_COLUMNS, strict=True)]
         lines.append("  ".join(padded).rstrip())
         for p in device.processes if device else ():
             # as strings: the catalog would group a PID's digits like an amount (3,891,245)
-            lines.append("    " + cat.t("snapshot_cli.process", pid=_dash(p.pid), name=p.name or "?",
-                                        used_mib="?" if p.used_bytes is None else str(_mib(p.used_bytes))))
+            name = p.name or cat.t("snapshot_cli.name_unknown")
+            if p.used_bytes is None:
+                lines.append("    " + cat.t("snapshot_cli.process_unmeasured", pid=_dash(p.pid), name=name))
+            else:
+                lines.append("    " + cat.t("snapshot_cli.process", pid=_dash(p.pid), name=name,
+                                            used_mib=str(_mib(p.used_bytes))))
     return "\n".join(lines) + "\n"
 
 
-def _text_cells(d: GpuDevice) -> list[str]:
-    return [d.index, d.name or "?", d.mig_profile or "-", _dash(_mib(d.used_bytes)), _dash(_mib(d.total_bytes)),
+def _text_cells(cat: Catalog, d: GpuDevice) -> list[str]:
+    return [d.index, d.name or cat.t("snapshot_cli.name_unknown"), d.mig_profile or "-", _dash(_mib(d.used_bytes)), _dash(_mib(d.total_bytes)),
             _dash(_mib(d.reserved_bytes)), _dash(pct(d.used_ratio)), _dash(_num(d.util_gpu_pct)),
             _dash(_num(d.util_mem_bandwidth_pct)), str(len(d.processes))]
 

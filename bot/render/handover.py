@@ -1,16 +1,22 @@
-"""The shift handover and the notes as terminal text and JSON (stable keys, see README
-"Shift handovers"). Headings come from the catalogs; the items are the stored words."""
+"""The shift handover and the notes as terminal text and JSON (stable keys, docs/json.md
+"handover"). Everything is worded here from the handover's keys and values (the use case words
+nothing): in the channel's language for the text and Slack, in English for the JSON."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.managers import who
 from bot.render.remediation import revert_words
 from bot.store.notes import Note
 
 _FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
            "rollback_needed", "temporary_review")
+#: a stop-gap's review as older handovers stored it (English), by its key now
+_REVIEW_TEXT = {"restore or make permanent": "restore_or_permanent",
+                "fold the change into the source of truth": "fold_into_source"}
 
 
 def _hm(at: Any) -> str:
@@ -43,15 +49,25 @@ def severity_word(cat: Catalog, severity: str | None) -> str:
     return cat.t_or(f"handover.severity.{severity}", severity) if severity else "-"
 
 
-def outcomes_word(cat: Catalog, outcomes: str) -> str:
-    """An AlertItem's "triaged 1, duplicate 2" (as the JSON has it) in words; a part the
-    catalogs do not know is left as stored."""
+def outcomes_word(cat: Catalog, outcomes: Any) -> str:
+    """An AlertItem's outcomes ((outcome, count) pairs; "triaged 1, duplicate 2" as older
+    records have it) in words; an outcome the catalogs do not know is left as it is."""
     parts = []
-    for part in (p.strip() for p in str(outcomes or "").split(",") if p.strip()):
-        name, _, count = part.rpartition(" ")
+    for name, count in _outcome_pairs(outcomes):
         key = f"handover.outcome.{name}"
-        parts.append(cat.t(key, count=int(count)) if count.isdigit() and cat.has(key) else part)
+        parts.append(cat.t(key, count=count) if cat.has(key) else f"{name} {count}")
     return ("、" if cat.lang == "zh" else ", ").join(parts)
+
+
+def _outcome_pairs(outcomes: Any) -> list[tuple[str, int]]:
+    if isinstance(outcomes, str):
+        pairs = []
+        for part in (p.strip() for p in outcomes.split(",") if p.strip()):
+            name, _, count = part.rpartition(" ")
+            if count.isdigit():
+                pairs.append((name, int(count)))
+        return pairs
+    return [(str(name), int(count)) for name, count in outcomes or ()]
 
 
 def pct_word(cat: Catalog, value: float | None) -> str:
@@ -70,7 +86,23 @@ def count_word(cat: Catalog, key: str, value: float | None) -> str:
 
 
 def review_word(cat: Catalog, review: str) -> str:
-    return cat.t("handover.review_default") if review == "restore or make permanent" else review
+    """The review a stop-gap needs (`bot.service.handover.REVIEW_RESTORE`, `REVIEW_FOLD`) in words."""
+    key = _REVIEW_TEXT.get(review, review)
+    return cat.t(f"handover.review_need.{key}") if cat.has(f"handover.review_need.{key}") else str(review)
+
+
+def pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def clock(at: Any) -> str:
+    """A time of day in UTC: "02:14Z" (a datetime, or its ISO text)."""
+    if isinstance(at, str):
+        try:
+            at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        except ValueError:
+            return at
+    return at.astimezone(UTC).strftime("%H:%M") + "Z"
 
 
 def live_word(cat: Catalog, m: Any) -> str:
@@ -78,24 +110,28 @@ def live_word(cat: Catalog, m: Any) -> str:
     return cat.t(f"handover.live.{state}", value=m.live_value)
 
 
+def watch_item_words(cat: Catalog, key: str, values: dict[str, Any]) -> str:
+    """One thing to watch (`bot.service.handover.Handover.watch_items`) in words."""
+    v = dict(values)
+    if isinstance(v.get("changes"), list | tuple):
+        v["changes"] = "; ".join(v["changes"])
+    if key == "stopgap":
+        v["live"] = cat.t(f"handover.live.{v['live']}", value=v.get("live_value"))
+        v["review"] = review_word(cat, v["review"])
+        v["hours"] = f"{float(v['hours']):.1f}"
+    elif key == "incident":
+        v["cause"], v["priority"] = cause_word(cat, v["cause"]), priority_word(cat, v["priority"])
+        v["at"] = clock(v["at"])
+    elif key == "kv_peak":
+        v["pct"] = pct(v["usage"])
+    elif key == "reverted":
+        v["reverted"], v["fold"] = revert_words(cat, v), cat.t("remediate_cli.revert_fold")
+    return cat.t(f"handover.watch_item.{key}", v)
+
+
 def watch_words(cat: Catalog, h: Any) -> list[str]:
-    """What to watch next in the channel's language (the stored English when the handover
-    carries no keyed items)."""
-    items = getattr(h, "watch_items", ())
-    if not items:
-        return list(h.watch_next)
-    out = []
-    for key, values in items:
-        v = dict(values)
-        if key == "stopgap":
-            v["live"] = cat.t(f"handover.live.{v['live']}", value=v.get("live_value"))
-            v["review"] = review_word(cat, v["review"])
-        elif key == "incident":
-            v["cause"], v["priority"] = cause_word(cat, v["cause"]), priority_word(cat, v["priority"])
-        elif key == "reverted":
-            v["reverted"], v["fold"] = revert_words(cat, v), cat.t("remediate_cli.revert_fold")
-        out.append(cat.t(f"handover.watch_item.{key}", v))
-    return out
+    """What to watch next in the channel's language."""
+    return [watch_item_words(cat, key, values) for key, values in h.watch_items]
 
 
 def _tpl_word(cat: Catalog, key: str, values: dict[str, Any]) -> str:
@@ -103,19 +139,27 @@ def _tpl_word(cat: Catalog, key: str, values: dict[str, Any]) -> str:
     if key == "model_precision":
         v["model"] = v.get("model") or cat.t("handover.tpl.model_unknown")
         v["precision"] = v.get("precision") or cat.t("handover.tpl.precision_unknown")
+    elif key == "pool":
+        engine = " ".join(str(b) for b in (v.get("engine"), v.get("version")) if b)
+        v = {"pool": ("，" if cat.lang == "zh" else ", ").join(b for b in (engine, v.get("gpu")) if b)}
     elif key == "oom_rejects":
         v = {k: cat.t("handover.tpl." + ("seen" if v[k] else "not_seen")) for k in ("oom", "rejects")}
     elif key == "request_profile":
         v["estimated"] = cat.t("handover.tpl.estimated") if v.get("estimated") else ""
-        v["share"] = v.get("share") or cat.t("handover.not_measured")
+        v["share"] = cat.t("handover.not_measured") if v.get("share") is None else pct(v["share"])
         for k in ("p50", "p95"):
-            v[k] = cat.t("handover.not_measured") if v.get(k) in (None, "unknown") else v[k]
+            v[k] = cat.t("handover.not_measured") if v.get(k) is None else v[k]
     elif key == "cause":
         v["cause"] = cause_word(cat, v.get("cause"))
     elif key == "flag":
         v["state"] = state_word(cat, v["state"])
+    elif key in ("rollback_failed", "rollback_reverted"):
+        v["plans"] = cat.join(v["plans"])
+    elif key == "rollback_stopgap":
+        v["items"] = cat.join(cat.t("handover.tpl.stopgap_item", i) for i in v["items"])
     elif key == "review":
         v["review"], v["live"] = review_word(cat, v["review"]), live_word(cat, _Live(v.get("live"), v.get("live_value")))
+        v["at"] = clock(v["at"])
     return cat.t(f"handover.tpl.{key}", v)
 
 
@@ -125,19 +169,9 @@ class _Live:
 
 
 def service_fields(cat: Catalog, h: Any, s: Any) -> list[tuple[str, str]]:
-    """One service's template as (label, value) pairs in the channel's language (the stored
-    English where the handover carries no keyed words)."""
-    words = dict(getattr(h, "service_words", ())).get(s.target)
-    out = []
-    for key in _FIELDS:
-        if words and key in words:
-            value = "; ".join(_tpl_word(cat, k, v) for k, v in words[key])
-        else:
-            value = getattr(s, key)
-            if isinstance(value, tuple):
-                value = "; ".join(value) or "none"
-        out.append((cat.t("handover.field." + key), str(value)))
-    return out
+    """One service's template (`bot.service.handover.ServiceTemplate`) as (label, value) pairs."""
+    return [(cat.t("handover.field." + key), ("；" if cat.lang == "zh" else "; ").join(
+        _tpl_word(cat, k, v) for k, v in s.field(key))) for key in _FIELDS]
 
 
 def reverted_line(cat: Catalog, r: Any) -> str:
@@ -156,7 +190,34 @@ def state_line(cat: Catalog, st: Any) -> str:
 
 
 def handover_json(h: Any) -> dict[str, Any]:
-    return h.to_json()
+    """The stable `--json` document (docs/json.md "handover"): the handover's record, with what
+    to watch (`watch_next`) and the template's fields in English; ids stay ids (`layer` is the
+    cause id, a field nothing stored tells is `unknown`), `outcomes` reads "duplicate 1, triaged 1"."""
+    en = Catalog.load("en")
+    doc = h.to_record()
+    doc.pop("watch_items")
+    doc["watch_next"] = watch_words(en, h)
+    doc["services"] = [{"target": s.target, **{key: _json_field(en, key, s.field(key)) for key in _FIELDS},
+                        "last_triage": s.last_triage.isoformat() if s.last_triage else None} for s in h.services]
+    for alert in doc["alerts"]:
+        alert["outcomes"] = ", ".join(f"{name} {count}" for name, count in _outcome_pairs(alert["outcomes"]))
+    for m in doc["temporary"]:
+        m["review"] = review_word(en, m["review"])
+    for d in doc["drift"]:  # "argocd llm-serving", as the JSON always had it
+        d["managers"] = [f"{m.get('kind')} {m.get('name')}" for m in d["managers"]]
+    return doc
+
+
+def managers_word(cat: Catalog, managers: Any) -> str:
+    """Who manages a drifted object, in words ("Argo CD application llm-serving")."""
+    return cat.join(who(cat, m) if isinstance(m, dict) else str(m) for m in managers)
+
+
+def _json_field(en: Catalog, field: str, items: Any) -> Any:
+    words = ["unknown" if k == "unknown" else (v.get("cause") if k == "cause" else _tpl_word(en, k, v))
+             for k, v in items]
+    return words if field == "flags_changed" and items[0][0] != "none" else \
+        ([] if field == "flags_changed" else "; ".join(str(w) for w in words))
 
 
 def handover_text(h: Any, lang: str) -> str:
@@ -189,10 +250,11 @@ def handover_text(h: Any, lang: str) -> str:
     if getattr(h, "drift", ()):
         section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes="; ".join(d.changes),
                                                 plan=d.plan, state=state_word(cat, d.state), at=_hm(d.at),
-                                                managers=cat.join(d.managers)) for d in h.drift])
+                                                managers=managers_word(cat, d.managers)) for d in h.drift])
     if getattr(h, "reverted", ()):
         section("handover.reverted", ["  " + reverted_line(cat, r) for r in h.reverted])
-    section("handover.notes", [f"  {_hm(n.at)}  {n.author}" + (f"  {n.target}" if n.target else "") + f": {n.text}"
+    section("handover.notes", ["  " + cat.t("handover.note_line", at=_hm(n.at), author=n.author,
+                                            target=f"  {n.target}" if n.target else "", text=n.text)
                                for n in h.notes])
     if h.alerts:
         section("handover.alerts", [alert_line(cat, a) for a in h.alerts])

@@ -11,6 +11,8 @@ All wording lives in the catalogs; code passes keys and values.
 'KV-cache usage n/a%'
 >>> en.t("fact.restarts", count=1, pods=2, cuda_oom_lines=1)
 '1 restart across 2 pods; 1 CUDA OOM line in the log'
+>>> Catalog("en", {"k": "{n|$one|$many}"}).t("k", n=3, one="retraction", many="retractions")
+'3 retractions'
 """
 
 from __future__ import annotations
@@ -50,7 +52,11 @@ class _Formatter(string.Formatter):
         if isinstance(key, str):
             name, bar, forms = key.partition("|")
             if bar:
-                return _Counted(kwargs.get(name), *forms.partition("|")[::2])
+                # a form "$word" is the value `word` (the deployed engine's own noun, e.g. its
+                # "preemption" or "retraction", `bot.render.wording.engine_catalog`)
+                one, other = (str(kwargs.get(f[1:], f)) if f.startswith("$") else f
+                              for f in forms.partition("|")[::2])
+                return _Counted(kwargs.get(name), one, other)
             return kwargs.get(key)
         return super().get_value(key, args, kwargs)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.render.budget import assumed_line, assumption_reasons
+from bot.render.i18n import Catalog
 from bot.render.managers import managers_json
 from bot.render.wording import cause_title, engine_catalog
 from runbooks.model.report import Report
@@ -24,6 +26,11 @@ def report_json(report: Report, lang: str = "en") -> dict[str, Any]:
         for c in report.checks for f in c.findings
     ]
     doc["not_checked"] = to_jsonable(report.not_checked)
+    if report.budget is not None:  # each default assumed as [name, "value (why)"] in English, and its reason id
+        en = Catalog.load("en")
+        doc["budget"]["assumptions"] = [[name, assumed_line(en, name, a, with_name=False)]
+                                        for name, a in report.budget.assumptions]
+        doc["budget"]["assumption_reasons"] = assumption_reasons(report.budget)
     if report.managers is not None:  # who manages the workload, each with its line and a patch's fate
         doc["managers"] = managers_json(cat, [m.to_json() for m in report.managers])
     return doc

@@ -37,7 +37,9 @@ def rule_object(rule: Rule, outcome: RulesOutcome, cat: Catalog) -> dict[str, An
     params = {**rule.params, "engine": ENGINE_NAMES.get(rule.engine or "", rule.engine),
               "target": target, "value": _VALUE[rule.value]}
     if "engines" in params:
-        params["engines"] = ", ".join(ENGINE_NAMES[e] for e in params["engines"])
+        params["engines"] = cat.join(ENGINE_NAMES[e] for e in params["engines"])
+    if isinstance(params.get("metrics"), str):  # the series a rule reads, listed in the language's way
+        params["metrics"] = cat.join(params["metrics"].split(", "))
     labels = {ROUTE_LABEL[0]: ROUTE_LABEL[1], "severity": rule.severity}
     if rule.engine:
         labels["engine"] = rule.engine
@@ -97,7 +99,7 @@ def rules_yaml(outcome: RulesOutcome, lang: str) -> str:
     """The document as YAML, after comment lines that say what it holds and what it left out."""
     cat = Catalog.load(lang)
     rs = outcome.ruleset
-    lines = [cat.t("rules_cli.header", engines=", ".join(ENGINE_NAMES[e] for e in rs.engines),
+    lines = [cat.t("rules_cli.header", engines=cat.join(ENGINE_NAMES[e] for e in rs.engines),
                    namespace_label=rs.namespace_label, deployment_label=rs.deployment_label)]
     lines += [cat.t("rules_cli.not_written", engine=ENGINE_NAMES[s["engine"]], alert=s["alert"], reason=s["text"])
               for s in not_written(outcome, lang)]

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from bot.render import slack_blocks as B
-from bot.render.fleet import ENGINE_NAMES, value_text
+from bot.render.fleet import ENGINE_NAMES, kind_word, value_text
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import esc
 from bot.service.outcomes import FleetOutcome
@@ -72,8 +72,9 @@ def fleet_message(outcome: FleetOutcome, lang: str, user: str | None = None) -> 
         bits.append(cat.t("slack.progress.asked_by", user=f"<@{user}>"))
     blocks.append(B.context(" · ".join(bits)))
     for m in outcome.missing:
-        columns = ", ".join(cat.t(f"fleet_cli.column.{c}") for c in m.columns)
-        blocks.append(B.context(":warning: " + esc(cat.t("slack.fleet.not_read", columns=columns, kind=m.kind))))
+        columns = cat.join(cat.t(f"fleet_cli.column.{c}") for c in m.columns)
+        blocks.append(B.context(":warning: " + esc(cat.t("slack.fleet.not_read", columns=columns,
+                                                          kind=kind_word(cat, m.kind)))))
     if not shown:
         key = "fleet_cli.nothing_read" if outcome.nothing_read else "slack.fleet.none"
         blocks.append(B.section(esc(cat.t(key, scope=scope))))

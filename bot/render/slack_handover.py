@@ -13,10 +13,12 @@ from bot.render import slack_blocks as B
 from bot.render.handover import (
     cause_word,
     count_word,
+    managers_word,
     outcomes_word,
     pct_word,
     priority_word,
     reverted_line,
+    review_word,
     service_fields,
     severity_word,
     state_word,
@@ -102,12 +104,9 @@ def live_mark(cat: Catalog, m: Any) -> str:
     return f"{LIVE_MARKS[state]} {B.esc(cat.t('slack.handover.live.' + state, value=m.live_value))}"
 
 
-#: the review a stop-gap needs, as `bot.service.handover.TemporaryMeasure.review` says it
-DEFAULT_REVIEW = "restore or make permanent"
-
-
 def _review(cat: Catalog, m: Any) -> str:
-    return cat.t("slack.handover.review") if m.review == DEFAULT_REVIEW else str(m.review)
+    """The review a stop-gap needs (`bot.service.handover.TemporaryMeasure.review`, a key)."""
+    return cat.t("slack.handover.review") if m.review == "restore_or_permanent" else review_word(cat, m.review)
 
 
 def _stopgap(cat: Catalog, m: Any) -> str:
@@ -163,7 +162,7 @@ def handover_parent(h: Any, lang: str) -> Message:
     for key, lines in (("handover.incidents", [_incident(cat, i) for i in h.incidents]),
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
                        ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
-                                           f"{B.esc(', '.join(d.managers))})" for d in getattr(h, "drift", ())]),
+                                           f"{B.esc(managers_word(cat, d.managers))})" for d in getattr(h, "drift", ())]),
                        ("handover.reverted", [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r))
                                               for r in getattr(h, "reverted", ())]),
                        ("handover.alerts", [_alert(cat, a) for a in getattr(h, "alerts", ())])):
@@ -175,7 +174,7 @@ def handover_parent(h: Any, lang: str) -> Message:
     blocks += B.text_sections(cat.t("handover.watch"), _top(cat, watch) if watch else [cat.t("handover.none").strip()])
     blocks.append(B.context(B.esc(cat.t("slack.handover.thread_hint"))))
     summary = cat.t("slack.handover.summary", incidents=len(h.incidents), changes=len(h.changes),
-                    temporary=len(h.temporary), watch=len(h.watch_next))
+                    temporary=len(h.temporary), watch=len(h.watch_items))
     return B.message(B.clip(f"{title} {summary}", B.FALLBACK_CHARS), blocks[: B.MAX_BLOCKS])
 
 

@@ -243,13 +243,25 @@ def view(report: Report, lang: str) -> ReportView:
     )
 
 
+#: kinds `kubectl rollout undo` takes (their controllers keep the previous revisions)
+_ROLLOUT_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+
+
 def _undo(cat: Catalog, report: Report) -> str:
-    """How to put the previous launch back: `kubectl rollout undo` of the workload where the
-    evidence shows Kubernetes and names it, else in words."""
-    ns, _, name = (report.target or "").rpartition("/")
-    if report.verdict.kubernetes and name:
-        return cat.t("undo.kubectl", namespace=ns or "default", name=name)
-    return cat.t("undo.by_hand")
+    """How to put the previous launch back, for the kind of the target: `kubectl rollout undo`
+    of a Deployment or StatefulSet; an InferenceService or a LeaderWorkerSet has no rollout
+    history kubectl can undo: the gpumem plan's rollback (or the previous spec put back); a
+    workload of a kind not read: either, by kind; no Kubernetes: in words."""
+    parts = (report.target or "").split("/")
+    name, ns = parts[-1], (parts[0] if len(parts) > 1 else "") or "default"
+    if not (report.verdict.kubernetes and name):
+        return cat.t("undo.by_hand")
+    kind = report.target_kind
+    if kind in _ROLLOUT_KINDS:
+        return cat.t("undo.kubectl", namespace=ns, resource=kind.lower(), name=name)
+    if kind is None:
+        return cat.t("undo.kind_unknown", namespace=ns, name=name)
+    return cat.t("undo.no_rollout", kind=kind, namespace=ns, resource=kind.lower(), name=name)
 
 
 def _r(x: float | None) -> float | None:

@@ -8,6 +8,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from runbooks.alerts.engines import SERIES
 from runbooks.catalogs.engine_flags import role_flag
+from runbooks.catalogs.engine_metrics import eviction_term
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
@@ -37,9 +38,29 @@ def engine_words(engine: str | None) -> dict[str, str]:
     return words
 
 
+#: the forms of the engine's own word for putting a running request back for lack of KV cache
+#: (`runbooks.catalogs.engine_metrics.EVICTION`: vLLM's preemption, SGLang's retraction), each
+#: worded per language under `eviction.<term>.<form>`: `{evicted}` "preempted", `{eviction}`,
+#: `{evictions}` (counted as `{count|$eviction|$evictions}`), `{no_evictions}` the clause a
+#: rule-out adds (empty for an engine that never does it)
+EVICTION_FORMS = ("evicted", "eviction", "evictions", "no_evictions")
+
+
+def eviction_words(cat: Catalog, engine: str | None) -> dict[str, str]:
+    """The forms of `engine`'s word for it in `cat`'s language.
+
+    >>> eviction_words(Catalog.load("en"), "sglang")["evicted"]
+    'retracted'
+    """
+    term = eviction_term(engine)
+    return {form: cat.t(f"eviction.{term}.{form}") for form in EVICTION_FORMS}
+
+
 def engine_catalog(lang: str, engine: str | None) -> Catalog:
-    """The catalog of `lang` that words every message with `engine`'s own flag names."""
-    return Catalog.load(lang).with_values(**engine_words(engine))
+    """The catalog of `lang` that words every message with `engine`'s own flag names and its
+    own word for evicting a running request."""
+    cat = Catalog.load(lang)
+    return cat.with_values(**engine_words(engine), **eviction_words(cat, engine))
 
 #: fact parameters whose values are themselves catalog keys
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",

@@ -14,7 +14,11 @@ given with no cluster at all; what needs one says so:
   watched services are the channel's `watch:` list in the config, else every service the shift
   touched (triaged, changed, noted).
 
-The template says "unknown" wherever nothing stored tells.
+The template says "unknown" (its `unknown` item) wherever nothing stored tells.
+
+Nothing here is worded: what to watch, the template's fields, a stop-gap's review and an alert
+group's outcomes are keys and values (`Worded`), which `bot.render.handover` says in the
+channel's language (and in English for the JSON).
 """
 
 from __future__ import annotations
@@ -52,7 +56,16 @@ log = logging.getLogger("gpumem.handover")
 
 CHANGE_STATES = ("applied", "watched", "rolled_back", "failed", "expired", "proposed", "approved", "rejected",
                  "reverted")
-UNKNOWN = "unknown"
+#: the review a stop-gap needs (a key under handover.review): restore it or make it permanent;
+#: a stop-gap another manager reverted is folded into its source of truth instead
+REVIEW_RESTORE = "restore_or_permanent"
+REVIEW_FOLD = "fold_into_source"
+#: the runbook's handover template, field by field (`ServiceTemplate.fields`)
+TEMPLATE_FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed",
+                   "pools_split", "rollback_needed", "temporary_review")
+
+#: one thing to say: a catalog key (under handover.watch_item or handover.tpl) and its values
+Worded = tuple[str, dict[str, Any]]
 
 #: Prometheus reads for all services of a handover at once: name -> what it measures
 PROM_QUERIES = ("kv_usage_peak", "kv_usage_now", "queue_peak", "queue_now", "preemptions", "oom_kills", "restarts")
@@ -95,7 +108,8 @@ class TemporaryMeasure:
     #: "confirmed" (the live object still has it), "changed" (it does not), "unconfirmed" (no cluster read)
     live: str
     live_value: Any = None
-    review: str = "restore or make permanent"
+    #: the review it needs: `REVIEW_RESTORE` or `REVIEW_FOLD` (a key under handover.review)
+    review: str = REVIEW_RESTORE
 
 
 @dataclass(frozen=True)
@@ -106,8 +120,8 @@ class DriftItem:
 
     plan: str
     target: str
-    #: who manages it: "argocd llm-serving", "flux apps", "helm vllm"
-    managers: tuple[str, ...]
+    #: who manages it, as the audit recorded them: {kind, name, namespace, owner_kind} ("argocd", "llm-serving")
+    managers: tuple[dict[str, Any], ...]
     changes: tuple[str, ...]
     at: datetime
     state: str
@@ -144,8 +158,8 @@ class AlertItem:
     resolved: int
     first_at: datetime
     last_at: datetime
-    #: what became of them, by how many: "triaged 1, joined 4, duplicate 12"
-    outcomes: str
+    #: what became of them, by how many, the most first: (("duplicate", 12), ("joined", 4), ("triaged", 1))
+    outcomes: tuple[tuple[str, int], ...]
     #: the thread of the triage they started or joined (the newest), if any
     thread_ts: str | None = None
     channel: str | None = None
@@ -189,19 +203,16 @@ class ShiftSeries:
 
 @dataclass(frozen=True)
 class ServiceTemplate:
-    """The runbook's handover template for one service."""
+    """The runbook's handover template for one service: each of `TEMPLATE_FIELDS` as its items
+    (catalog key under handover.tpl, values); `unknown` where nothing stored tells."""
 
     target: str
-    model_precision: str = UNKNOWN
-    pool: str = UNKNOWN
-    oom_rejects: str = UNKNOWN
-    request_profile: str = UNKNOWN
-    layer: str = UNKNOWN
-    flags_changed: tuple[str, ...] = ()
-    pools_split: str = UNKNOWN
-    rollback_needed: str = UNKNOWN
-    temporary_review: str = "none in place"
+    fields: tuple[tuple[str, tuple[Worded, ...]], ...] = ()
     last_triage: datetime | None = None
+
+    def field(self, name: str) -> tuple[Worded, ...]:
+        """One field's items (`(("unknown", {}),)` when the template has none for it)."""
+        return dict(self.fields).get(name, (("unknown", {}),))
 
 
 @dataclass(frozen=True)
@@ -215,7 +226,8 @@ class Handover:
     changes: tuple[ChangeItem, ...] = ()
     temporary: tuple[TemporaryMeasure, ...] = ()
     notes: tuple[Note, ...] = ()
-    watch_next: tuple[str, ...] = ()
+    #: what the next shift should look at first: (catalog key under handover.watch_item, values)
+    watch_items: tuple[Worded, ...] = ()
     services: tuple[ServiceTemplate, ...] = ()
     #: None: no Prometheus configured; () configured but nothing read
     state: tuple[ServiceState, ...] | None = None
@@ -229,16 +241,14 @@ class Handover:
     shift: tuple[ShiftSeries, ...] = ()
     #: stop-gaps on GitOps-managed objects still applied: drift to fold back into the source of truth
     drift: tuple[DriftItem, ...] = ()
-    #: `watch_next` as (catalog key under handover.watch_item, values) for the renderers' words;
-    #: not in the JSON (which keeps the English `watch_next`)
-    watch_items: tuple[tuple[str, dict[str, Any]], ...] = ()
-    #: each service's template fields as (catalog key under handover.tpl, values), by target; not in the JSON
-    service_words: tuple[tuple[str, dict[str, list[tuple[str, dict[str, Any]]]]], ...] = ()
     #: changes another manager put back during their watch, in the window: fold them into the source of truth
     reverted: tuple[RevertItem, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        """The stable JSON document (README "Shift handovers")."""
+    def to_record(self) -> dict[str, Any]:
+        """The handover as data, for the store (`Journal.add_handover`): its values, and what to
+        watch and the template as keys and values (`bot.render.handover.handover_json` words
+        them for `--json`). Earlier records held the English lines instead; nothing reads a
+        record back but its window."""
         def conv(value: Any) -> Any:
             if isinstance(value, datetime):
                 return value.isoformat()
@@ -256,8 +266,10 @@ class Handover:
             "temporary": [asdict(t) for t in self.temporary],
             "notes": [{"id": n.id, "at": n.at, "author": n.author, "channel": n.channel, "target": n.target,
                        "text": n.text} for n in self.notes],
-            "watch_next": list(self.watch_next),
-            "services": [asdict(s) for s in self.services],
+            "watch_items": [{"key": k, "values": v} for k, v in self.watch_items],
+            "services": [{"target": t.target, "last_triage": t.last_triage,
+                          "fields": {name: [{"key": k, "values": v} for k, v in items] for name, items in t.fields}}
+                         for t in self.services],
             "state": None if self.state is None else [asdict(s) for s in self.state],
             "state_issue": self.state_issue,
             "alerts": [asdict(a) for a in self.alerts],
@@ -319,8 +331,7 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
                      | {c.target for c in changes} | {m.target for m in temporary}
                      | {n.target for n in notes if n.target})
     watched = list(dict.fromkeys(watch)) or targets
-    templates = [_template(t, journal, plans, temporary, now) for t in sorted({*targets, *watched})]
-    services = tuple(t for t, _w in templates)
+    services = tuple(_template(t, journal, plans, temporary, now) for t in sorted({*targets, *watched}))
     state: tuple[ServiceState, ...] | None = None
     issue = None
     if read_state is not None and watched:
@@ -336,12 +347,9 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
             log.warning("handover: the shift chart's series could not be read: %s", e)
     alerts = alert_items(store, start, now, channel)
     reverted = revert_items(store, plans, start, now)
-    watch_items = _watch(changes, temporary, state or (), incidents, alerts, reverted)
     return Handover(channel, start, now, since_from, incidents, changes, temporary, notes,
-                    tuple(line for line, _k, _v in watch_items), services, state, issue, late, alerts,
-                    tuple(dict.fromkeys(watch)), shift, drift_items(store, plans),
-                    tuple((k, v) for _line, k, v in watch_items), tuple((t.target, w) for t, w in templates),
-                    reverted)
+                    _watch(changes, temporary, state or (), incidents, alerts, reverted), services, state, issue,
+                    late, alerts, tuple(dict.fromkeys(watch)), shift, drift_items(store, plans), reverted)
 
 
 #: the audit event `bot.service.remediate` records for a stop-gap on a GitOps-managed object
@@ -359,7 +367,8 @@ def drift_items(store: Store, plans: list[StoredPlan]) -> tuple[DriftItem, ...]:
         stored = states.get(str(detail.get("plan")))
         if stored is None or stored.state not in ("applied", "watched"):
             continue
-        managers = tuple(f"{m.get('kind')} {m.get('name')}" for m in detail.get("managers") or [] if isinstance(m, dict))
+        managers = tuple({k: m.get(k) for k in ("kind", "name", "namespace", "owner_kind")}
+                         for m in detail.get("managers") or [] if isinstance(m, dict))
         out.append(DriftItem(stored.plan.id, _target(stored), managers, tuple(str(c) for c in detail.get("changes") or []),
                              datetime.fromisoformat(at), stored.state))
     return tuple(out)
@@ -411,7 +420,7 @@ def alert_items(store: Store, since: datetime, until: datetime, channel: str | N
             alertname=name, target=target, severity=next((r.severity for r in reversed(rows) if r.severity), None),
             count=len(rows), firing=sum(r.status == "firing" for r in rows),
             resolved=sum(r.status == "resolved" for r in rows), first_at=rows[0].at, last_at=rows[-1].at,
-            outcomes=", ".join(f"{k} {v}" for k, v in sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))),
+            outcomes=tuple(sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))),
             thread_ts=threaded[-1].thread_ts if threaded else None,
             channel=threaded[-1].channel if threaded else rows[-1].channel))
     return tuple(sorted(items, key=lambda i: (i.last_at, i.count), reverse=True))
@@ -507,161 +516,96 @@ def _launch_config(obj: dict[str, Any], container: str | None) -> ServerConfig |
 
 
 def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary: tuple[TemporaryMeasure, ...],
-              now: datetime) -> tuple[ServiceTemplate, dict[str, list[tuple[str, dict[str, Any]]]]]:
-    """The template for one service, and its fields as (catalog key under handover.tpl, values)
-    for the renderers' words."""
+              now: datetime) -> ServiceTemplate:
+    """The template for one service, each field as (catalog key under handover.tpl, values)."""
     namespace, name = target.split("/", 1)
     last: TriageRecord | None = journal.last_triage(namespace, name, until=now)
     mine = [p for p in plans if _target(p) == target]
     applied = sorted((p for p in mine if p.state in ("applied", "watched", "failed")), key=lambda p: p.plan.created_at)
     changed = sorted((p for p in mine if p.state in ("applied", "watched", "failed", "reverted")),
                      key=lambda p: p.plan.created_at)
-    flags = tuple(f"{c.describe()} ({p.plan.id}, {p.state})" for p in changed for c in p.plan.changes)
     reverted = [p for p in changed if p.state == "reverted"]
     split = any(p.plan.action_id == "split_pools" for p in applied)
     temps = [m for m in temporary if m.target == target]
     failed = [p for p in mine if p.state == "failed"]
-    if failed:
-        rollback = f"yes: {', '.join(p.plan.id for p in failed)} failed and is not rolled back"
-    elif temps:
-        rollback = "if the stop-gap is not made permanent: " + ", ".join(f"{m.plan} ({m.what})" for m in temps)
-    elif applied:
-        rollback = "no: applied changes are not stop-gaps"
-    elif reverted:
-        rollback = f"no: {', '.join(p.plan.id for p in reverted)} reverted by another manager; fold it into the source of truth"
-    else:
-        rollback = "no: nothing applied" if mine else UNKNOWN
-    review = "; ".join(f"{m.what} {m.value} since {m.since.strftime('%H:%M')}Z: {m.review}{_live_note(m)}"
-                       for m in temps) or "none in place"
     s = last.summary if last else {}
-    model = s.get("model")
-    precision = s.get("precision")
-    model_precision = f"{model or UNKNOWN} ({precision or 'precision unknown'})" if model or precision else UNKNOWN
-    pool_bits = [b for b in (s.get("engine") and f"{s['engine']} {s.get('engine_version') or ''}".strip(),
-                             s.get("gpu")) if b]
-    pool = ", ".join(pool_bits) if pool_bits else UNKNOWN
-    oom = s.get("oom")
-    rejects = s.get("rejects")
-    if oom is None and rejects is None:
-        oom_rejects = UNKNOWN
-    else:
-        oom_rejects = f"OOM {'seen' if oom else 'not seen'}, rejects/queueing {'seen' if rejects else 'not seen'}" \
-                      f" at the last triage"
+    model, precision = s.get("model"), s.get("precision")
+    engine = s.get("engine")
+    pool = {"engine": engine, "version": s.get("engine_version") or None, "gpu": s.get("gpu") or None}
+    oom, rejects = s.get("oom"), s.get("rejects")
     prof = s.get("profile")
-    if prof:
-        share = prof.get("long_share")
-        request_profile = (f"p50/p95 input {_tok(prof.get('p50_input_tokens'))}/{_tok(prof.get('p95_input_tokens'))}"
-                           f" tokens, long share {'unknown' if share is None else f'{share:.0%}'}"
-                           f"{' (estimated)' if prof.get('estimated') else ''}")
+    unknown: tuple[Worded, ...] = (("unknown", {}),)
+    if failed:
+        rollback: tuple[Worded, ...] = (("rollback_failed", {"plans": [p.plan.id for p in failed]}),)
+    elif temps:
+        rollback = (("rollback_stopgap", {"items": [{"plan": m.plan, "what": m.what} for m in temps]}),)
+    elif applied:
+        rollback = (("rollback_no_stopgaps", {}),)
+    elif reverted:
+        rollback = (("rollback_reverted", {"plans": [p.plan.id for p in reverted]}),)
     else:
-        request_profile = UNKNOWN
-    words: dict[str, list[tuple[str, dict[str, Any]]]] = {
-        "model_precision": [("model_precision", {"model": model, "precision": precision})] if model or precision
-        else [("unknown", {})],
-        "pool": [("pool", {"pool": pool})] if pool_bits else [("unknown", {})],
-        "oom_rejects": [("unknown", {})] if oom is None and rejects is None
-        else [("oom_rejects", {"oom": bool(oom), "rejects": bool(rejects)})],
-        "request_profile": [("request_profile", {
+        rollback = (("rollback_nothing", {}),) if mine else unknown
+    fields: dict[str, tuple[Worded, ...]] = {
+        "model_precision": (("model_precision", {"model": model, "precision": precision}),)
+        if model or precision else unknown,
+        "pool": (("pool", pool),) if engine or pool["gpu"] else unknown,
+        "oom_rejects": unknown if oom is None and rejects is None
+        else (("oom_rejects", {"oom": bool(oom), "rejects": bool(rejects)}),),
+        "request_profile": (("request_profile", {
             "p50": _tok(prof.get("p50_input_tokens")), "p95": _tok(prof.get("p95_input_tokens")),
-            "share": None if prof.get("long_share") is None else f"{prof['long_share']:.0%}",
-            "estimated": bool(prof.get("estimated"))})] if prof else [("unknown", {})],
-        "layer": [("cause", {"cause": s.get("verdict")})] if s.get("verdict") else [("unknown", {})],
-        "flags_changed": [("flag", {"change": c.describe(), "plan": p.plan.id, "state": p.state})
-                          for p in changed for c in p.plan.changes] or [("none", {})],
-        "pools_split": [("split" if split else ("not_split" if applied else "unknown"), {})],
-        "rollback_needed": [("rollback_failed", {"plans": ", ".join(p.plan.id for p in failed)})] if failed
-        else [("rollback_stopgap", {"items": ", ".join(f"{m.plan} ({m.what})" for m in temps)})] if temps
-        else [("rollback_no_stopgaps", {})] if applied
-        else [("rollback_reverted", {"plans": ", ".join(p.plan.id for p in reverted)})] if reverted
-        else [("rollback_nothing", {})] if mine else [("unknown", {})],
-        "temporary_review": [("review", {"what": m.what, "value": m.value, "at": m.since.strftime("%H:%M") + "Z",
-                                         "review": m.review, "live": m.live, "live_value": m.live_value})
-                             for m in temps] or [("none_in_place", {})],
+            "share": prof.get("long_share"), "estimated": bool(prof.get("estimated"))}),) if prof else unknown,
+        "layer": (("cause", {"cause": s.get("verdict")}),) if s.get("verdict") else unknown,
+        "flags_changed": tuple(("flag", {"change": c.describe(), "plan": p.plan.id, "state": p.state})
+                               for p in changed for c in p.plan.changes) or (("none", {}),),
+        "pools_split": (("split" if split else ("not_split" if applied else "unknown"), {}),),
+        "rollback_needed": rollback,
+        "temporary_review": tuple(("review", {"what": m.what, "value": m.value, "at": m.since, "review": m.review,
+                                              "live": m.live, "live_value": m.live_value})
+                                  for m in temps) or (("none_in_place", {}),),
     }
-    return ServiceTemplate(
-        target=target, model_precision=model_precision, pool=pool, oom_rejects=oom_rejects,
-        request_profile=request_profile, layer=s.get("verdict") or UNKNOWN, flags_changed=flags,
-        pools_split="split (split_pools applied)" if split else ("not split" if applied else UNKNOWN),
-        rollback_needed=rollback, temporary_review=review, last_triage=last.at if last else None), words
+    return ServiceTemplate(target=target, fields=tuple((f, fields[f]) for f in TEMPLATE_FIELDS),
+                           last_triage=last.at if last else None)
 
 
-def _live_note(m: TemporaryMeasure) -> str:
-    """What the template adds when a stop-gap is not confirmed live: it is never shown as in place
-    on the record alone."""
-    if m.live == "confirmed":
-        return ""
-    return f" [changed: live {m.live_value}]" if m.live == "changed" else " [unconfirmed]"
-
-
-def _tok(value: Any) -> str:
-    return UNKNOWN if value is None else f"{float(value):.0f}"
-
-
-def _watch_next(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
-                state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
-                alerts: tuple[AlertItem, ...] = ()) -> tuple[str, ...]:
-    """What the next shift should look at first, derived from the rest (English, for the JSON)."""
-    return tuple(line for line, _key, _values in _watch(changes, temporary, state, incidents, alerts))
-
-
-def revert_phrase(manager: str | None, at: str | None, seen_at: str) -> str:
-    """Who put a change back and when, in English (the JSON's `watch_next`); the renderers word
-    it from the values (`bot.render.remediation.revert_words`)."""
-    def clock(t: str | None) -> str:
-        try:
-            return datetime.fromisoformat(str(t).replace("Z", "+00:00")).astimezone(UTC).strftime("%H:%M UTC")
-        except ValueError:
-            return str(t)
-    if manager and at:
-        return f"reverted by {manager} at {clock(at)}"
-    if manager:
-        return f"reverted by {manager}, seen at {clock(seen_at)}"
-    return f"reverted by another writer, seen at {clock(seen_at)} (manager not recorded)"
+def _tok(value: Any) -> int | None:
+    return None if value is None else round(float(value))
 
 
 def _watch(changes: tuple[ChangeItem, ...], temporary: tuple[TemporaryMeasure, ...],
            state: tuple[ServiceState, ...], incidents: tuple[Incident, ...],
-           alerts: tuple[AlertItem, ...] = (), reverted: tuple[RevertItem, ...] = ()) -> list[tuple[str, str, dict[str, Any]]]:
-    """Each thing to watch as (English line, catalog key, values), without repeats."""
-    watch: list[tuple[str, str, dict[str, Any]]] = []
+           alerts: tuple[AlertItem, ...] = (), reverted: tuple[RevertItem, ...] = ()) -> tuple[Worded, ...]:
+    """What the next shift should look at first, each as (catalog key under handover.watch_item,
+    values), without repeats: reverted changes, plans waiting or failed, stop-gaps, OOM kills or
+    a KV cache above 90%, alerts still firing, the last three high-priority incidents."""
+    watch: list[Worded] = []
     for r in reverted:  # first: the change the shift believes in is not on the cluster
-        said = revert_phrase(r.manager, r.at, r.seen_at)
-        watch.append((f"{r.target}: {'; '.join(r.changes)} ({r.plan}) {said}: fold the change into the source of truth",
-                      "reverted", {"target": r.target, "changes": "; ".join(r.changes), "plan": r.plan,
+        watch.append(("reverted", {"target": r.target, "changes": list(r.changes), "plan": r.plan,
                                    "manager": r.manager, "at": r.at, "seen_at": r.seen_at}))
     for c in changes:
-        v = {"plan": c.plan, "target": c.target, "changes": "; ".join(c.changes)}
+        v = {"plan": c.plan, "target": c.target, "changes": list(c.changes)}
         if c.state in ("proposed", "approved"):
-            watch.append((f"{c.plan} on {c.target} awaits {'apply' if c.state == 'approved' else 'approval'}: "
-                          + "; ".join(c.changes), "awaits_apply" if c.state == "approved" else "awaits_approval", v))
+            watch.append(("awaits_apply" if c.state == "approved" else "awaits_approval", v))
         elif c.state == "failed":
-            watch.append((f"{c.plan} on {c.target} failed: decide on rollback", "failed", v))
+            watch.append(("failed", v))
     for m in temporary:
-        hours = m.age_s / 3600
-        watch.append((f"{m.target}: {m.what} {m.value} is a stop-gap for {hours:.1f} h ({m.live}): {m.review}",
-                      "stopgap", {"target": m.target, "what": m.what, "value": m.value, "hours": f"{hours:.1f}",
+        watch.append(("stopgap", {"target": m.target, "what": m.what, "value": m.value, "hours": m.age_s / 3600,
                                   "live": m.live if m.live in ("confirmed", "changed") else "unconfirmed",
                                   "live_value": m.live_value, "review": m.review}))
     for s in state:
         if s.oom_kills:
-            watch.append((f"{s.target}: {s.oom_kills:.0f} OOM kill(s) this shift", "oom",
-                          {"target": s.target, "count": int(s.oom_kills)}))
+            watch.append(("oom", {"target": s.target, "count": round(s.oom_kills)}))
         elif s.kv_usage_peak is not None and s.kv_usage_peak >= 0.9:
-            watch.append((f"{s.target}: KV cache peaked at {s.kv_usage_peak:.0%}", "kv_peak",
-                          {"target": s.target, "pct": f"{s.kv_usage_peak:.0%}"}))
+            watch.append(("kv_peak", {"target": s.target, "usage": s.kv_usage_peak}))
     for a in alerts:
         if a.firing and not a.resolved and a.target:
-            watch.append((f"{a.target}: alert {a.alertname} fired {a.firing} time(s) and has not resolved", "alert",
-                          {"target": a.target, "alertname": a.alertname, "count": a.firing}))
+            watch.append(("alert", {"target": a.target, "alertname": a.alertname, "count": a.firing}))
     open_high = [i for i in incidents if i.priority in ("highest", "high")]
     for i in open_high[-3:]:
-        watch.append((f"{i.target}: {i.verdict} ({i.priority}) at {i.at.strftime('%H:%M')}Z", "incident",
-                      {"target": i.target, "cause": i.verdict, "priority": i.priority,
-                       "at": i.at.strftime("%H:%M") + "Z"}))
-    seen: dict[str, tuple[str, str, dict[str, Any]]] = {}
-    for item in watch:
-        seen.setdefault(item[0], item)
-    return list(seen.values())
+        watch.append(("incident", {"target": i.target, "cause": i.verdict, "priority": i.priority, "at": i.at}))
+    seen: dict[str, Worded] = {}
+    for key, values in watch:
+        seen.setdefault(json.dumps([key, values], sort_keys=True, default=str), (key, values))
+    return tuple(seen.values())
 
 
 # ----------------------------------------------------------------------------- Prometheus
@@ -825,6 +769,6 @@ def post_handover(store: Store, post: Callable[[Handover], Any], *, channel: str
     handover = build_handover(store, channel=channel, now=now, read_object=read_object, read_state=read_state,
                               late=late, watch=watch, read_series=read_series)
     post(handover)
-    return Journal(store).add_handover(actor, handover.to_json(), since=handover.since, until=handover.until,
+    return Journal(store).add_handover(actor, handover.to_record(), since=handover.since, until=handover.until,
                                        channel=channel, slot=slot, late=late, now=now)
 

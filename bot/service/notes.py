@@ -93,7 +93,8 @@ def summarize_report(report: Report) -> dict[str, Any]:
     """What the handover keeps of a triage: plain JSON, every field None when the report did not
     know it (the handover then says "unknown")."""
     assumptions = dict(report.budget.assumptions) if report.budget else {}
-    precision = assumptions.get("quantization") or assumptions.get("dtype")
+    assumed = assumptions.get("quantization") or assumptions.get("dtype")
+    precision = None if assumed is None else str(assumed.value)
     profile = None
     if report.profile is not None:
         p = report.profile

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.service.handover import (
+    REVIEW_FOLD,
     ObjectReader,
     RevertItem,
     TemporaryMeasure,
@@ -79,7 +80,7 @@ def due_reviews(store: Store, now: datetime, *, review_after_s: float,
             reverted = revert_item(p, detail[1], detail[0]) if detail is not None else None
         for m in _temporary(p, since, now, None):
             if reverted is not None:
-                m = replace(m, live="reverted", review="fold the change into the source of truth")
+                m = replace(m, live="reverted", review=REVIEW_FOLD)
             found.append(ReviewReminder(review_key(m.plan, m.what), channel, m, since + after, p.plan.requested_by,
                                         p.approvals, reverted))
     return sorted(found, key=lambda r: (r.review_at, r.key))

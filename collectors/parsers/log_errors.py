@@ -5,7 +5,8 @@ Everything else a user pastes can still say that something broke: a line at ERRO
 or FATAL level, a Python traceback (its header, its frames, its closing exception), an
 exception class with its message (`RuntimeError: ...`, `DriverError(...)`, a Rust `Error:`),
 a "failed to start" or "crashed" line, a shard, worker or engine-core exit, a process killed
-by a signal, a host-memory kill (Ray's memory monitor or raylet, the OOM killer), or an error from a GPU-sharing layer (HAMi-core's
+by a signal (an orderly stop in a router's or gateway's own log is that process's, not an
+engine's: `router_exit`), a host-memory kill (Ray's memory monitor or raylet, the OOM killer), or an error from a GPU-sharing layer (HAMi-core's
 `[HAMI-core ERROR ...]`, its allocator's `cuMemoryAllocate failed`). Such a line is evidence, and triage quotes it; whether a rule
 explains it is decided by the caller (`explained=` on `feed`).
 
@@ -26,7 +27,9 @@ frame.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+from runbooks.catalogs.signals import ORDERLY_SHUTDOWN, router_named
 from runbooks.model.evidence import LoggedError
 
 EXAMPLE_CHARS = 300
@@ -83,12 +86,16 @@ class ErrorReader:
         self._errors: list[LoggedError] = []
         self._seen: set[str] = set()
         self._down = False
+        #: the router or gateway the log names (its lines are that process's)
+        self._router: str | None = None
 
     def feed(self, message: str, line: str | None = None, explained: bool = False) -> None:
         """Read one line. `explained`: a rule of the signal catalog matched it (a CUDA OOM,
         an NCCL error...): it is recorded as explained, not as an unexplained failure."""
         self._line += 1
         whole = line if line is not None else message
+        if self._router is None:
+            self._router = router_named(whole)
         text = message.strip()
         if not text or not text.strip("^~ "):
             return  # empty, or torch's caret marks under a source line
@@ -145,8 +152,19 @@ class ErrorReader:
             self._errors.append(LoggedError(kind, text[:EXAMPLE_CHARS], self._line, explained, down))
 
     def result(self) -> tuple[LoggedError, ...]:
-        """The distinct errors so far (a traceback still open counts as cut)."""
-        out = list(self._errors)
+        """The distinct errors so far (a traceback still open counts as cut). In a router's or
+        gateway's log (one line names it, before or after) an orderly stop is the router's.
+
+        >>> r = ErrorReader()
+        >>> for line in ["INFO:     Shutting down", "[2025-05-21 11:44:46,899] INFO: httpx AsyncClient closed "
+        ...              "(httpx_client.py:43:vllm_router.httpx_client)"]:
+        ...     r.feed(line, line)
+        >>> [(e.kind, e.down, e.process) for e in r.result()]
+        [('router_exit', False, 'vllm_router')]
+        """
+        out = [replace(e, kind="router_exit", down=False, process=self._router)
+               if self._router and e.kind == "process_exit" and ORDERLY_SHUTDOWN.search(e.example) else e
+               for e in self._errors]
         if (self._in_traceback is not None or self._frames_unclosed) and self._last_frame and len(out) < MAX_ERRORS:
             out.append(LoggedError("traceback", self._last_frame[:EXAMPLE_CHARS], self._line, False, False))
         return tuple(out)

@@ -31,6 +31,7 @@ import re
 
 from collectors.parsers.flags import server_config_from_container
 from runbooks.launch.argv import canonical_flag, config_from_flags, parse_command_line
+from runbooks.launch.flag_tables import MODEL_FLAG
 from runbooks.launch.forms import split_words, strip_wrappers
 from runbooks.model.evidence import ServerConfig
 
@@ -330,7 +331,8 @@ class LaunchScanner:
         if self._printed and (launch is None or self._printed_engine == engine):
             flags.update(self._printed)
         version = (launch.engine_version if launch else None) or self._version or self._pinned.get(engine or "")
-        model = flags.get({"sglang": "model-path", "tgi": "model-id"}.get(engine or "", "model"))
+        # a model flag with no value after it names no model ("missing_value")
+        model = flags.get(MODEL_FLAG.get(engine or "", MODEL_FLAG["vllm"])) or None
         if launch is not None and launch.model and "model" not in self._printed:
             model = launch.model
         return config_from_flags(

@@ -8,6 +8,7 @@ releases takes the older behaviour.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: the newest version of each engine whose arithmetic this package models
 LATEST = {"vllm": (0, 33, 0), "sglang": (0, 5, 23), "tgi": (3, 3, 0)}
@@ -61,27 +62,39 @@ VLLM_V0_REMOVED_IN = (0, 11, 0)
 def vllm_engine(version: tuple[int, int, int], use_v1: bool | None,
                 compute_capability: tuple[int, int] | None = None) -> tuple[str, str]:
     """("v0" | "v1", why): the engine a vLLM version runs for VLLM_USE_V1 (None: unset) on a
-    GPU of `compute_capability` (None: unknown, taken as able to run V1).
+    GPU of `compute_capability` (None: unknown, taken as able to run V1); `why` a reason id
+    (catalog `budget_why.<why>`).
 
     >>> vllm_engine((0, 8, 5), None, (7, 5))
-    ('v0', 'vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0')
+    ('v0', 'vllm_v0_below_cc80')
     >>> vllm_engine((0, 8, 5), None, (8, 0))[0], vllm_engine((0, 10, 2), None, (7, 5))[0]
     ('v1', 'v1')
     """
     if version >= VLLM_V0_REMOVED_IN:
-        return "v1", "vLLM >= 0.11 has only the V1 engine"
+        return "v1", "vllm_v1_only"
     if version < VLLM_V1_DEFAULT_FROM:
         if use_v1 and version >= VLLM_V1_OPT_IN_FROM:
-            return "v1", "VLLM_USE_V1=1 (V1 opt-in before 0.8)"
-        return "v0", "vLLM < 0.8 runs V0 by default"
+            return "v1", "vllm_v1_opt_in"
+        return "v0", "vllm_v0_before_08"
     if use_v1 is False:
-        return "v0", "VLLM_USE_V1=0"
+        return "v0", "vllm_use_v1_off"
     if vllm_v1_needs_ampere(version) and compute_capability is not None \
             and compute_capability < VLLM_V1_MIN_CAPABILITY:
         if use_v1:
-            return "v1", "VLLM_USE_V1=1 (refused below compute capability 8.0)"
-        return "v0", "vLLM 0.8.0-0.10.1 falls back to V0 below compute capability 8.0"
-    return "v1", "vLLM >= 0.8 runs V1 by default"
+            return "v1", "vllm_v1_refused_below_cc80"
+        return "v0", "vllm_v0_below_cc80"
+    return "v1", "vllm_v1_from_08"
+
+
+#: what V1's profile run holds past the forward pass, by release: 0.7.0-0.7.2 compute logits
+#: over every one of the max_num_batched_tokens dummy tokens and stop there ("TODO(woosuk):
+#: Consider the memory usage of the sampler", v1/worker/gpu_model_runner.py:986-988@0.7.0,
+#: 1010-1012@0.7.2); 0.7.3 keeps only the last token of each of max_num_seqs dummy requests
+#: (`hidden_states[logit_indices]`, gpu_model_runner.py:1296-1306@0.7.3), still without the
+#: sampler; 0.8.0 runs the sampler on them (`_dummy_sampler_run`, gpu_model_runner.py:1276,
+#: 1403@0.8.0)
+VLLM_V1_LOGITS_PER_REQUEST_FROM = (0, 7, 3)
+VLLM_V1_SAMPLER_PROFILED_FROM = (0, 8, 0)
 
 
 def vllm_v1_needs_ampere(version: tuple[int, int, int]) -> bool:
@@ -126,30 +139,52 @@ def vllm_v0_chunked_default(max_model_len: int, multimodal: bool, mla: bool) -> 
 #: (:1495@0.9.0, vllm#17885), a >= 160 GiB tier of 1024 / 16384 from 0.28.0 (:2582@0.28.0; absent
 #: in 0.27.0), GB10 (compute capability 12.1) excepted from 0.33.0 (:2963@0.33.0)
 VLLM_A100_EXCEPTION_FROM = (0, 9, 0)
+#: before 0.8.5 the card's name decided, not its memory: 8192 batched tokens on an H100 or H200
+#: ('"h100" in device_name or "h200" in device_name'), 2048 on any other (arg_utils.py:1281@0.7.0,
+#: :1368@0.7.3, :1693@0.8.0, :1669@0.8.4); max_num_seqs 1024 on every card until 0.8.3
+#: (arg_utils.py:213@0.7.0, :1715@0.8.0, :1669@0.8.3), 256 off H100/H200 in 0.8.4 (:1682@0.8.4)
+VLLM_V1_LIMITS_BY_MEMORY_FROM = (0, 8, 5)
+VLLM_V1_SEQS_BY_CARD_FROM = (0, 8, 4)
 VLLM_160_GIB_TIER_FROM = (0, 28, 0)
 VLLM_GB10_EXCEPTION_FROM = (0, 33, 0)
 
 
-def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float, gpu_name: str | None) -> tuple[int, int, str]:
-    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server.
+def vllm_v1_limits(version: tuple[int, int, int], gpu_total_gib: float,
+                   gpu_name: str | None) -> tuple[int, int, tuple[str, dict[str, Any]]]:
+    """(max_num_seqs, max_num_batched_tokens, why) defaults of the V1 OpenAI API server; `why`
+    a reason id (catalog `budget_why.<why>`) and its values.
 
     >>> vllm_v1_limits((0, 8, 5), 79.15, "A100 80GB")[:2], vllm_v1_limits((0, 9, 0), 79.15, "A100 80GB")[:2]
     ((1024, 8192), (256, 2048))
     >>> vllm_v1_limits((0, 21, 0), 178.0, "B200")[:2], vllm_v1_limits((0, 28, 0), 178.0, "B200")[:2]
     ((1024, 8192), (1024, 16384))
+    >>> vllm_v1_limits((0, 7, 1), 79.15, "A100 80GB")[:2], vllm_v1_limits((0, 8, 4), 44.4, "L40S")[:2]
+    ((1024, 2048), (256, 2048))
     """
     name = (gpu_name or "").lower()
+    if version < VLLM_V1_LIMITS_BY_MEMORY_FROM:
+        return _vllm_v1_limits_by_name(version, gpu_total_gib, name)
     excepted = ("a100" in name and version >= VLLM_A100_EXCEPTION_FROM) or \
         ("gb10" in name and version >= VLLM_GB10_EXCEPTION_FROM)
     if version >= VLLM_160_GIB_TIER_FROM and gpu_total_gib >= 160:
-        return 1024, 16384, "vLLM >= 0.28 API server default on >= 160 GiB GPUs"
+        return 1024, 16384, ("vllm_v1_160_gib", {})
     if gpu_total_gib >= 70 and not excepted:
         if version < VLLM_A100_EXCEPTION_FROM:
-            return 1024, 8192, "vLLM 0.8 API server default on >= 70 GiB GPUs (A100s included)"
-        return 1024, 8192, "vLLM V1 API server default on >= 70 GiB non-A100 GPUs"
+            return 1024, 8192, ("vllm_08_70_gib", {})
+        return 1024, 8192, ("vllm_v1_70_gib", {})
     if gpu_total_gib >= 70:
-        return 256, 2048, f"vLLM V1 API server default on {'A100' if 'a100' in name else 'GB10'} GPUs"
-    return 256, 2048, "vLLM V1 API server default on < 70 GiB GPUs"
+        return 256, 2048, ("vllm_v1_excepted_gpu", {"gpu": "A100" if "a100" in name else "GB10"})
+    return 256, 2048, ("vllm_v1_below_70_gib", {})
+
+
+def _vllm_v1_limits_by_name(version: tuple[int, int, int], gpu_total_gib: float,
+                            name: str) -> tuple[int, int, tuple[str, dict[str, Any]]]:
+    """V1 0.7.0-0.8.4: 8192 batched tokens on an H100/H200 by name, else 2048; 1024 sequences
+    (0.8.4: 256 off H100/H200). An unnamed card is taken as an H100/H200 from 70 GiB."""
+    big = ("h100" in name or "h200" in name) if name else gpu_total_gib >= 70
+    seqs = 1024 if big or version < VLLM_V1_SEQS_BY_CARD_FROM else 256
+    why = (f"vllm_07_{'h100' if big else 'other'}_{'by_name' if name else 'assumed'}", {})
+    return seqs, 8192 if big else 2048, why
 
 
 def vllm_mla_absorbs_matrices(version: tuple[int, int, int], regime: str) -> bool:
@@ -181,8 +216,9 @@ SGLANG_ACTIVATION_RESERVE_FROM = (0, 5, 3)
 
 
 def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: float, tp: int,
-                               pp: int = 1) -> tuple[float, str]:
-    """SGLang's default --mem-fraction-static and why.
+                               pp: int = 1) -> tuple[float, tuple[str, dict[str, Any]]]:
+    """SGLang's default --mem-fraction-static and why (a reason id, catalog `budget_why.<why>`,
+    and its values).
 
     <= 0.4.9: by TP (0.88 single GPU ... 0.79 at TP >= 16), raised on > 96 GB cards;
     0.4.10-0.5.2: keep a reserve sized by the card; from 0.5.3: a reserve for one prefill
@@ -190,16 +226,16 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
     cards.
 
     >>> sglang_mem_fraction_static((0, 5, 23), 79.19, 1)
-    (0.834, 'SGLang >= 0.5.3 default: card memory less a 13.1 GB reserve for a 8192-token chunk and 256 graph batch sizes')
+    (0.834, ('sglang_activation_reserve', {'reserve_gb': 13.1, 'chunk': 8192, 'graphs': 256}))
     """
     gpu_mb = gpu_total_gib * 1024
     if version < (0, 4, 10):
         mfs = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
-        why = f"SGLang <= 0.4.9 default for TP {tp}"
+        why = "sglang_tp_default"
         if gpu_mb > 96 * 1024:
             mfs = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mb, (gpu_mb - 18 * 1024) / gpu_mb)
-            why += " raised for a > 96 GB GPU"
-        return round(mfs, 3), why
+            why = "sglang_tp_default_raised"
+        return round(mfs, 3), (why, {"tp": tp})
     parallel = tp * pp
     if version >= SGLANG_ACTIVATION_RESERVE_FROM:
         # server_args.py:785-823@0.5.5 (the same terms in arg_groups/memory_hook.py:280-330 and
@@ -211,8 +247,8 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
         if gpu_mb > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
         mfs = round((gpu_mb - reserved) / gpu_mb, 3)
-        return mfs, (f"SGLang >= 0.5.3 default: card memory less a {reserved / 1024:.1f} GB reserve for a "
-                     f"{chunk}-token chunk and {graphs} graph batch sizes")
+        return mfs, ("sglang_activation_reserve", {"reserve_gb": round(reserved / 1024, 1), "chunk": chunk,
+                                                   "graphs": graphs})
     if gpu_mb < 35 * 1024:
         reserved = (2.8 + parallel / 10) * 1024
     elif gpu_mb < 90 * 1024:
@@ -222,7 +258,7 @@ def sglang_mem_fraction_static(version: tuple[int, int, int], gpu_total_gib: flo
     else:
         reserved = 32 * 1024
     mfs = round((gpu_mb - reserved) / gpu_mb, 3) if gpu_mb > reserved else 0.5
-    return mfs, f"SGLang >= 0.4.10 default: card memory less a {reserved / 1024:.1f} GB reserve"
+    return mfs, ("sglang_card_reserve", {"reserve_gb": round(reserved / 1024, 1)})
 
 
 def sglang_chunked_prefill(version: tuple[int, int, int], gpu_total_gib: float) -> int:
@@ -284,6 +320,22 @@ TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0
 TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
 
 
+#: from 1.2.0 the router's warm-up requests ask for max-total-tokens minus their prompt as new
+#: tokens (router/client/src/client.rs:130@v1.2.0, :135@v1.4.5; 2 before: client.rs:129@v1.1.0),
+#: so each holds KV blocks for input + max_new_tokens - 1 = max-total-tokens - 1 tokens
+#: (flash_causal_lm.py:196-197@v1.4.5)
+TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
+#: TGI releases whose AWQ layers run llm-awq's GEMM with split_k_iters 8
+#: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
+#: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
+#: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
+#: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
+#: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
+#: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
+TGI_AWQ_SPLIT_K = 8
+TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
+
+
 def tgi_regime(version: tuple[int, int, int]) -> str:
     """TGI's warm-up semantics: "tgi-0" (a fixed --max-batch-total-tokens allocated up front),
     "tgi-1" (budget inferred, warm-up requests of input + 2 tokens), "tgi-2" (warm-up
@@ -305,15 +357,16 @@ def tgi_wiggle_room(version: tuple[int, int, int]) -> float:
 
 
 def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_input: int | None,
-               max_total: int | None, max_prefill: int | None) -> tuple[int, int | None, int, list[tuple[str, str]]]:
-    """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions).
+               max_total: int | None, max_prefill: int | None) -> tuple[int, int | None, int, list[tuple[str, int, str]]]:
+    """(max_input_tokens, max_total_tokens, max_batch_prefill_tokens, assumptions as (name,
+    value, reason id)).
 
     TGI 0.9-1.x defaults to 1024 input / 2048 total tokens and a 4096-token prefill batch;
     TGI 2.x takes the model's length capped at 4096 total tokens (prefill = input + 50);
     TGI 3 takes the model's length and a 4096-token prefill batch. max_total_tokens is None
     where TGI 3 sets it after warm-up (the KV cache it leaves, at most the model's length).
     """
-    notes: list[tuple[str, str]] = []
+    notes: list[tuple[str, int, str]] = []
     model_max = max_position or 4096
     regime = tgi_regime(version)
     total: int | None
@@ -321,21 +374,21 @@ def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_inpu
         total = max_total or 2048
         inp = max_input or min(1024, total - 1)
         prefill = max_prefill or 4096
-        why = "TGI 0.9-1.x default"
+        why = "tgi_1_default"
     elif regime == "tgi-2":
         total = max_total or min(model_max, 4096)
         inp = max_input or min(model_max - 1, total - 1)
         prefill = max_prefill or inp + 50
-        why = "TGI 2.x default (4096-token cap)"
+        why = "tgi_2_default"
     else:
         total = max_total
         inp = max_input or (total - 1 if total else model_max - 1)
         prefill = max_prefill or min(4096, inp + 1)
-        why = "TGI 3 default"
+        why = "tgi_3_default"
     if max_total is None and total is not None:
-        notes.append(("max_total_tokens", f"{total} ({why})"))
+        notes.append(("max_total_tokens", total, why))
     if max_input is None:
-        notes.append(("max_input_tokens", f"{inp} ({why})"))
+        notes.append(("max_input_tokens", inp, why))
     if max_prefill is None:
-        notes.append(("max_batch_prefill_tokens", f"{prefill} ({why})"))
+        notes.append(("max_batch_prefill_tokens", prefill, why))
     return inp, total, prefill, notes

@@ -82,3 +82,27 @@ def first_version(engine: str, fact: str) -> Version | None:
     """The oldest version that exports `fact` under any name (None: no entry)."""
     found = entries(engine, fact)
     return min(m.since for m in found) if found else None
+
+
+#: what each engine calls putting a running request back for lack of KV cache, in its own
+#: metrics and log lines (None: the engine never does; a request waits in its queue instead)
+EVICTION: dict[str, str | None] = {
+    # vllm:num_preemptions (vllm/v1/metrics/loggers.py), V0's "is preempted by PreemptionMode"
+    "vllm": "preemption",
+    # sglang:num_retracted_requests, "KV cache pool is full. Retract requests." (scheduler.py)
+    "sglang": "retraction",
+    # TGI admits a request only when its whole token budget fits (backends/v3/src/queue.rs):
+    # it has no preemption; pressure shows in tgi_queue_size
+    "tgi": None,
+}
+
+
+def eviction_term(engine: str | None) -> str:
+    """The word `engine` uses for it, "none" where it never does; vLLM's where the engine is
+    not known.
+
+    >>> eviction_term("sglang"), eviction_term("tgi"), eviction_term(None)
+    ('retraction', 'none', 'preemption')
+    """
+    name = (engine or "vllm").lower()
+    return EVICTION.get(name, EVICTION["vllm"]) or "none"

@@ -301,3 +301,35 @@ def is_startup_error(key: str) -> bool:
     """True for keys that mean the engine refused to start for lack of memory."""
     rule = RULES_BY_KEY.get(key)
     return rule is not None and rule.startup_error
+
+
+#: processes that route requests to engines and serve none (a router or gateway in front of
+#: them), each by the name its own log lines carry and where that name comes from: a log that
+#: names one is that process's, and its orderly stop (uvicorn's "Shutting down") is the
+#: router's, not the engine's
+ROUTER_PROCESSES: tuple[tuple[str, str, str], ...] = (
+    ("vllm_router", r"\bvllm_router\b",
+     "its logger ends every line with the module (httpx_client.py:35:vllm_router.httpx_client)"),
+    ("sglang_router", r"\bsglang_router\b|\bsgl[_-]router\b",
+     "the sglang_router package (python -m sglang_router.launch_router) and the sgl-router binary"),
+    ("aibrix_gateway", r"\bgateway[_-]plugins\b|\baibrix-gateway\b",
+     "AIBrix's Envoy external-processing plugin (gateway-plugins), the aibrix-gateway deployment"),
+)
+ROUTER_MARK = re.compile("|".join(f"(?:{pattern})" for _, pattern, _ in ROUTER_PROCESSES))
+#: an orderly stop as a uvicorn/Starlette server prints it (engines and routers alike)
+ORDERLY_SHUTDOWN = re.compile(r"^(?:INFO:\s*)?(?:Shutting down(?! shards)|Waiting for application shutdown"
+                              r"|Application shutdown complete|Finished server process)")
+
+
+def router_named(line: str) -> str | None:
+    """The router or gateway process a log line names, by its key in `ROUTER_PROCESSES` (None:
+    it names none).
+
+    >>> router_named("[2025-05-21 11:44:46,899] INFO: httpx AsyncClient closed (httpx_client.py:43:vllm_router.httpx_client)")
+    'vllm_router'
+    >>> router_named("INFO 05-21 11:44:46 [api_server.py:1] vLLM API server version 0.8.5") is None
+    True
+    """
+    if ROUTER_MARK.search(line) is None:
+        return None
+    return next(name for name, pattern, _ in ROUTER_PROCESSES if re.search(pattern, line))

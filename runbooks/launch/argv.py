@@ -6,7 +6,10 @@
 
 Values keep the engine's meaning under engine-independent names (see `ServerConfig`). Every
 flag seen is kept as text in `ServerConfig.flags`; a value that does not parse stays only there
-and adds the warning "unparsed_value:<flag>".
+and adds the warning "unparsed_value:<flag>". A flag the engine reads with a value that has none
+after it (the next word is a flag, or the line ends: a value the shell took as a redirection,
+`--model-path <MODEL>`) is kept with the empty value and adds "missing_value:<flag>"; it is never
+read as a switch that is on.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from runbooks.launch.flag_tables import (
     MULTI_VALUE_FLAGS,
     SWITCH_SETS,
     TGI_ENV_FLAGS,
+    VALUE_FLAGS,
     known_flags,
 )
 from runbooks.launch.forms import Launch, find_server, image_version, is_engine_release
@@ -64,8 +68,11 @@ def parse_engine_args(engine: str, argv: list[str]) -> tuple[dict[str, str], lis
 
     >>> parse_engine_args("vllm", ["M", "--max_num_seqs=64", "--no-enable-prefix-caching"])
     ({'max-num-seqs': '64', 'enable-prefix-caching': 'false'}, ['M'])
+    >>> parse_engine_args("sglang", ["--model-path", "--trust-remote-code", "--tp-size"])
+    ({'model-path': '', 'trust-remote-code': 'true', 'tp-size': ''}, [])
     """
     booleans = BOOLEAN_FLAGS.get(engine, frozenset())
+    valued = VALUE_FLAGS.get(engine, frozenset())
     flags: dict[str, str] = {}
     positionals: list[str] = []
     i = 0
@@ -99,7 +106,8 @@ def parse_engine_args(engine: str, argv: list[str]) -> tuple[dict[str, str], lis
                 i += 1
             flags[name] = " ".join(values)
         else:
-            flags[name] = "true"
+            # a flag the engine reads with a value, none given: not a switch that is on
+            flags[name] = "" if name in valued else "true"
     return flags, positionals
 
 
@@ -131,7 +139,7 @@ def config_from_launch(launch: Launch, source: str, image: str | None, unresolve
     flags, positionals = parse_engine_args(engine, launch.argv)
     if engine == "tgi":
         _merge_tgi_env(flags, launch.env, unresolved, warnings)
-    model = flags.get(MODEL_FLAG.get(engine, MODEL_FLAG["vllm"]))
+    model = flags.get(MODEL_FLAG.get(engine, MODEL_FLAG["vllm"])) or None
     if engine == "vllm" and positionals:
         model = positionals[0]  # `vllm serve` lets the positional model override --model
     if engine == "vllm" and launch.env.get("VLLM_PORT", "").startswith("tcp://"):
@@ -164,8 +172,11 @@ def config_from_flags(
     """
     found = list(warnings)
     values = _normalise(engine or "", flags, found)
+    model_flag = MODEL_FLAG.get(engine or "", MODEL_FLAG["vllm"])
     if model is None:
-        model = flags.get(MODEL_FLAG.get(engine or "", MODEL_FLAG["vllm"]))
+        model = flags.get(model_flag) or None
+    found += [f"missing_value:{flag}" for flag, value in flags.items()
+              if value == "" and (flag == model_flag or flag in VALUE_FLAGS.get(engine or "", ()))]
     return ServerConfig(
         source=source,
         engine=engine,
@@ -193,8 +204,8 @@ def _merge_tgi_env(flags: dict[str, str], env: dict[str, str], unresolved: froze
 def _normalise(engine: str, flags: dict[str, str], warnings: list[str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for flag, field_name, kind in FIELD_MAP.get(engine, ()):
-        if flag not in flags:
-            continue
+        if flag not in flags or flags[flag] == "":
+            continue  # not given, or given with no value ("missing_value")
         parsed = _convert(flags[flag], kind)
         if parsed is _UNPARSED:
             warnings.append(f"unparsed_value:{flag}")

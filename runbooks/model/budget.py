@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 #: stable ids of start-up failures the budget predicts (renderers word them)
 FAILURE_IDS = (
@@ -22,6 +23,23 @@ FAILURE_IDS = (
     "tgi_total_tokens_oom",  # TGI < 0.9.4: --max-batch-total-tokens allocated up front does not fit
     "tgi_max_total_tokens_oom",  # TGI router: one request of --max-total-tokens exceeds the inferred KV
 )
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """A setting a budget took as its engine would (none was given): the value, and why as a
+    reason id (the renderers word it, catalog `budget_why.<why>`) with the values it names.
+
+    >>> Assumed(0.9, "engine_default", (("engine", "vLLM"),)).param("engine")
+    'vLLM'
+    """
+
+    value: Any
+    why: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str) -> Any:
+        return dict(self.params).get(name)
 
 
 @dataclass(frozen=True)
@@ -41,7 +59,7 @@ class BudgetInputs:
     True
     >>> budget = compute_budget(find_model("Qwen/Qwen2.5-7B-Instruct"), inputs)
     >>> budget.max_num_seqs, budget.assumption("max_num_seqs")
-    (1024, '1024 (vLLM V1 API server default on >= 70 GiB non-A100 GPUs)')
+    (1024, Assumed(value=1024, why='vllm_v1_70_gib', params=()))
     """
 
     engine: str
@@ -112,7 +130,8 @@ class Budget:
     fits: bool
     failure: str | None = None
     failure_id: str | None = None
-    assumptions: tuple[tuple[str, str], ...] = ()
+    #: each setting assumed, by its name ("max_num_seqs"), in the order made
+    assumptions: tuple[tuple[str, Assumed], ...] = ()
     warnings: tuple[str, ...] = ()
     #: the arithmetic regime used, e.g. "vllm-v0", "vllm-v1", "sglang-0.4", "tgi-2"
     regime: str = ""
@@ -150,7 +169,27 @@ class Budget:
         """What caps `concurrency`: "max_num_seqs" (the engine's flag) or "kv_cache"."""
         return concurrency_limit_of(self.max_concurrency, self.max_num_seqs)
 
-    def assumption(self, name: str) -> str | None:
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> Budget:
+        """A budget from its JSON: the report's (`assumptions` as `[name, "value (why)"]` pairs in
+        English, `assumption_reasons` as {name: {value, why, params}}) or `to_jsonable`'s
+        (`assumptions` as `[name, {value, why, params}]`). A pair with no reason (an older
+        report's) is kept as its text, reason `recorded`."""
+        from runbooks.model.serde import fields_from_jsonable
+
+        reasons = data.get("assumption_reasons") or {}
+        assumed = []
+        for name, value in data.get("assumptions") or ():
+            stored = reasons.get(name, value)
+            if isinstance(stored, dict):
+                params = stored.get("params") or {}
+                pairs = params.items() if isinstance(params, dict) else (tuple(p) for p in params)
+                assumed.append((name, Assumed(stored.get("value"), str(stored.get("why")), tuple(sorted(pairs)))))
+            else:
+                assumed.append((name, Assumed(str(stored).split(" (", 1)[0], "recorded", (("text", str(stored)),))))
+        return cls(**fields_from_jsonable(cls, data, skip=("assumptions",)), assumptions=tuple(assumed))
+
+    def assumption(self, name: str) -> Assumed | None:
         """The value assumed for `name`, or None when it was given."""
         for key, value in self.assumptions:
             if key == name:

@@ -540,6 +540,8 @@ class LoggedError:
     host_memory_kill (Ray's memory monitor or the kernel's OOM killer), or sharing_layer (a
     GPU-sharing layer such as HAMi-core). `explained`: a rule of the signal
     catalog matched the line. `down`: the line says a process stopped or never started.
+    router_exit: the orderly stop of a router or gateway in front of the engines, whose log it
+    is (`process` names it): not the engine's, never `down`.
     """
 
     kind: str
@@ -547,6 +549,8 @@ class LoggedError:
     line: int | None = None
     explained: bool = False
     down: bool = False
+    #: the process the line is of where the log names one that is not an engine (a router)
+    process: str | None = None
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,9 @@ class Report:
     #: who manages the workload besides kubectl (a controller owner, Argo CD, Flux, Helm,
     #: server-side apply); None: not read (a bundle or manifest without the live object)
     managers: tuple[Manager, ...] | None = None
+    #: the Kubernetes kind of the object `target` names (Deployment, StatefulSet,
+    #: InferenceService, LeaderWorkerSet); None: not read
+    target_kind: str | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -64,6 +64,14 @@ def _tagged(args: tuple[Any, ...]) -> dict[Any, Any]:
     return out
 
 
+def fields_from_jsonable(tp: Any, data: dict[str, Any], path: str = "$", skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of dataclass `tp` rebuilt from `data` (those present, less `skip`): what a
+    `from_stored` hook hands the constructor beside the fields it reads itself."""
+    hints = _hints(tp)
+    return {f.name: from_jsonable(hints[f.name], data[f.name], f"{path}.{f.name}")
+            for f in dataclasses.fields(tp) if f.name in data and f.name not in skip}
+
+
 def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
     """Rebuild a value of type `tp` from `to_jsonable` output. Raises SerdeError naming the path."""
     origin = typing.get_origin(tp)
@@ -93,13 +101,8 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
                 return tp.from_stored(data)
             except (TypeError, ValueError) as e:
                 raise SerdeError(f"{path}: {e}") from e
-        hints = _hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = from_jsonable(hints[f.name], data[f.name], f"{path}.{f.name}")
         try:
-            return tp(**kwargs)
+            return tp(**fields_from_jsonable(tp, data, path))
         except TypeError as e:
             raise SerdeError(f"{path}: {e}") from e
     if origin is tuple:

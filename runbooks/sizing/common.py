@@ -4,9 +4,10 @@ configuration checks that engines make before they size memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from runbooks.catalogs.gpus import GpuSpec, UnknownGpu, find_gpu
-from runbooks.model.budget import BudgetInputs
+from runbooks.model.budget import Assumed, BudgetInputs
 from runbooks.model.evidence import ModelSpec
 from runbooks.model.units import GIB
 from runbooks.sizing.kv import serving_dtype
@@ -15,15 +16,16 @@ from runbooks.sizing.weights import quant_bits_default
 
 @dataclass
 class Notes:
-    """Assumptions (name -> value with its reason) and warning keys, in the order made."""
+    """Assumptions (name -> the value and the id of its reason) and warning keys, in the order made."""
 
-    assumptions: list[tuple[str, str]] = field(default_factory=list)
+    assumptions: list[tuple[str, Assumed]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def assume(self, name: str, value: str) -> None:
-        """Record (or correct) the value assumed for `name`."""
+    def assume(self, name: str, value: Any, why: str, **params: Any) -> None:
+        """Record (or correct) the value assumed for `name`, and why (a reason id, catalog
+        `budget_why.<why>`, with the values it names)."""
         self.assumptions = [(key, val) for key, val in self.assumptions if key != name]
-        self.assumptions.append((name, value))
+        self.assumptions.append((name, Assumed(value, why, tuple(sorted(params.items())))))
 
     def warn(self, key: str) -> None:
         if key not in self.warnings:
@@ -50,12 +52,13 @@ def resolve(model: ModelSpec, inp: BudgetInputs, notes: Notes) -> Setup:
     tp, pp = max(1, inp.tp), max(1, inp.pp)
     dtype = serving_dtype(model, inp.dtype)
     if not inp.dtype or inp.dtype.lower() == "auto":
-        notes.assume("dtype", f"{dtype} (checkpoint dtype {model.native_dtype or 'unknown'})")
+        notes.assume("dtype", dtype, "checkpoint_dtype" if model.native_dtype else "checkpoint_dtype_unknown",
+                     dtype=model.native_dtype)
     if gpu is not None and not gpu.supports_bf16 and dtype in ("bfloat16", "bf16"):
         notes.warn("bf16_unsupported_on_gpu")
         if not inp.dtype or inp.dtype.lower() == "auto":
             dtype = "float16"
-            notes.assume("dtype", "float16 (the GPU has no bfloat16)")
+            notes.assume("dtype", "float16", "no_bf16_on_gpu")
     quant = (inp.quantization or model.quantization or None)
     if quant and quant.lower() in ("none", "auto"):
         quant = model.quantization
@@ -75,11 +78,10 @@ def resolve(model: ModelSpec, inp: BudgetInputs, notes: Notes) -> Setup:
     if max_len is None:
         max_len = model_max or 4096
         if inp.engine != "tgi":  # TGI has its own length defaults (max_total_tokens)
-            notes.assume("max_model_len", f"{max_len} (the model's max_position_embeddings)"
-                         if model_max else f"{max_len} (model length unknown)")
+            notes.assume("max_model_len", max_len, "model_max_position" if model_max else "model_length_unknown")
     nvlink = gpu.nvlink if gpu is not None else inp.gpu_total_gib >= 70
     if gpu is None and tp > 1:
-        notes.assume("interconnect", f"{'NVLink' if nvlink else 'PCIe'} (GPU model unknown; judged by its memory)")
+        notes.assume("interconnect", "NVLink" if nvlink else "PCIe", "interconnect_by_memory")
     return Setup(gpu=gpu, dtype=dtype, quantization=quant, quant_bits=bits, tp=tp, pp=pp, nvlink=nvlink,
                  max_model_len=max_len, model_max_len=model_max)
 

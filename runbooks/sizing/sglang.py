@@ -38,7 +38,7 @@ def compute_sglang(model: ModelSpec, inp: BudgetInputs) -> Budget:
     version = parse_version(inp.engine_version)
     if version is None:
         version = LATEST["sglang"]
-        notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
+        notes.assume("engine_version", version_text(version), "newest_known")
     setup = resolve(model, inp, notes)
     total = inp.gpu_total_gib
     other = max(0.0, inp.other_process_gib)
@@ -48,9 +48,9 @@ def compute_sglang(model: ModelSpec, inp: BudgetInputs) -> Budget:
     mfs = inp.mem_fraction_static
     if mfs is None:
         mfs, why = sglang_mem_fraction_static(version, total, setup.tp, setup.pp)
-        notes.assume("mem_fraction_static", f"{mfs} ({why})")
+        notes.assume("mem_fraction_static", mfs, why[0], **why[1])
     if not inp.kv_cache_dtype:
-        notes.assume("kv_cache_dtype", f"auto ({setup.dtype})")
+        notes.assume("kv_cache_dtype", "auto", "kv_follows_dtype", dtype=setup.dtype)
 
     # SGLang measures weights as the drop in free memory: allocator rounding and its fp32
     # rotary cache count too
@@ -65,18 +65,18 @@ def compute_sglang(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if windowed and sglang_exploits_windows(version):
         per_layer = kv_bytes_per_layer_token(model, setup.tp, inp.kv_cache_dtype, setup.dtype) * stage_share
         cell = per_layer * (full + windowed * SWA_FULL_TOKENS_RATIO)
-        notes.assume("swa_full_tokens_ratio", f"{SWA_FULL_TOKENS_RATIO} (SGLang default)")
+        notes.assume("swa_full_tokens_ratio", SWA_FULL_TOKENS_RATIO, "engine_default", engine="SGLang")
     tokens = int(max(0.0, pool) * GIB // cell) if cell > 0 else 0
     kv = tokens * cell / GIB
     max_len = setup.max_model_len
     pool_requests = min(max(int(tokens / max(1, max_len) * 512), 2048), 4096)
     seqs = inp.max_num_seqs or max(1, min(pool_requests, tokens // 2))
     if inp.max_num_seqs is None:
-        notes.assume("max_running_requests", f"{seqs} (SGLang: request pool, at most half the KV tokens)")
+        notes.assume("max_running_requests", seqs, "sglang_request_pool")
 
     chunk = inp.max_num_batched_tokens or sglang_chunked_prefill(version, total)
     if inp.max_num_batched_tokens is None:
-        notes.assume("chunked_prefill_size", f"{chunk} (SGLang default for this GPU size)")
+        notes.assume("chunked_prefill_size", chunk, "sglang_gpu_size_default")
     activation = forward_peak_bytes(model, chunk, setup.tp, setup.dtype) / GIB
     graphs = 0.0
     if not inp.enforce_eager:

@@ -16,9 +16,13 @@ log-probabilities over the whole batch. What happens around it depends on the ve
   The router takes `blocks x block_size` as max-batch-total-tokens (a given
   `--max-batch-total-tokens` is ignored, "Inferred max batch total tokens") and refuses to start
   when one request of `--max-total-tokens` does not fit: "Not enough memory to handle
-  max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.4-1.x), for
-  max-total-tokens (2.x) or for 1 (3.x); TGI 3 sets max-total-tokens, when not given, to
-  what the KV cache holds (at most the model's length).
+  max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.4-1.1), for
+  max-total-tokens minus their prompt (1.2-2.x) or for 1 (3.x), and hold KV blocks for
+  them; TGI 3 sets max-total-tokens, when not given, to what the KV cache holds (at most the
+  model's length).
+
+AWQ layers of TGI 1.1-2.1 run a split-k GEMM whose 8 partial outputs make the warm-up's
+forward peak (`awq_split_k_peak_bytes`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ import math
 
 from runbooks.catalogs.engine_defaults import (
     LATEST,
+    TGI_AWQ_SPLIT_K,
+    TGI_AWQ_SPLIT_K_RANGE,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
+    TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
     TGI_WIGGLE_ON_FRACTION_FROM,
     parse_version,
     tgi_limits,
@@ -47,7 +54,7 @@ from runbooks.sizing.activation import (
 )
 from runbooks.sizing.common import Notes, heads_failure, resolve
 from runbooks.sizing.kv import dtype_bytes, kv_bytes_per_token, layers_per_stage
-from runbooks.sizing.weights import weights_bytes
+from runbooks.sizing.weights import has_gated_mlp, weights_bytes
 
 #: TGI_WIGGLE_ROOM of the newest TGI (the share of free memory given to the KV cache)
 TGI_WIGGLE_ROOM = 0.90
@@ -83,7 +90,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     version = parse_version(inp.engine_version)
     if version is None:
         version = LATEST["tgi"]
-        notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
+        notes.assume("engine_version", version_text(version), "newest_known")
     regime = tgi_regime(version)
     setup = resolve(model, inp, notes)
     total = inp.gpu_total_gib
@@ -91,15 +98,15 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     fraction = inp.cuda_memory_fraction
     if fraction is None:
         fraction = 1.0
-        notes.assume("cuda_memory_fraction", "1.0 (TGI default)")
+        notes.assume("cuda_memory_fraction", 1.0, "engine_default", engine="TGI")
     block_size = inp.block_size or (16 if version < (3, 0, 0) else 1)
     if inp.block_size is None:
-        notes.assume("block_size", f"{block_size} (TGI {'paged' if block_size == 16 else 'flashinfer'} attention)")
+        notes.assume("block_size", block_size, "tgi_paged_attention" if block_size == 16 else "tgi_flashinfer_attention")
     max_input, max_total, prefill, limit_notes = tgi_limits(
         version, model.max_position_embeddings, inp.max_input_tokens, inp.max_total_tokens or inp.max_model_len,
         inp.max_batch_prefill_tokens)
-    for name, value in limit_notes:
-        notes.assume(name, value)
+    for name, value, why in limit_notes:
+        notes.assume(name, value, why)
 
     ctx = cuda_context_gib(total)
     comm = comm_buffers_gib(setup.tp, setup.nvlink)
@@ -110,12 +117,15 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
 
     prompts = warmup_requests(max_input, prefill)
     prefill_tokens = sum(prompts)
-    warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, prompt, max_total) / block_size) for prompt in prompts)
+    warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, version, prompt, max_total) / block_size)
+                      for prompt in prompts)
     elem = dtype_bytes(setup.dtype)
     # prefill log-probabilities over the whole warm-up batch: logits and their log-softmax,
     # on top of the forward pass's cached blocks
-    activation = (forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype)
-                  + 2 * logits_bytes(model, prefill_tokens, elem)) / GIB
+    forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype)
+    if _awq_split_k(version, setup.quantization or model.quantization):
+        forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
+    activation = (forward + 2 * logits_bytes(model, prefill_tokens, elem)) / GIB
     graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
         cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm
@@ -124,8 +134,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     if regime == "tgi-0":
         batch_total = inp.max_batch_total_tokens or TGI_LEGACY_BATCH_TOTAL_TOKENS
         if inp.max_batch_total_tokens is None:
-            notes.assume("max_batch_total_tokens", f"{batch_total} (TGI < 0.9.4 launcher default, allocated "
-                                                   "at warm-up)")
+            notes.assume("max_batch_total_tokens", batch_total, "tgi_legacy_batch_total")
         blocks = math.ceil(batch_total / block_size) + TGI_LEGACY_EXTRA_BLOCKS
         tokens = batch_total
         kv = blocks * block_bytes / GIB
@@ -151,10 +160,9 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         if max_total is None:  # TGI 3 sets it from the KV cache the warm-up leaves
             model_max = model.max_position_embeddings or 4096
             max_total = max(1, min(tokens, model_max))
-            notes.assume("max_total_tokens", f"{max_total} (TGI 3: the KV cache warm-up leaves, at most the "
-                                             f"model's {model_max})")
+            notes.assume("max_total_tokens", max_total, "tgi3_warmup_total", model_max=model_max)
             if inp.max_input_tokens is None:
-                notes.assume("max_input_tokens", f"{max_total - 1} (TGI 3: max_total_tokens - 1)")
+                notes.assume("max_input_tokens", max_total - 1, "tgi3_total_minus_one")
 
     failure, failure_id = _first_failure(model, setup.tp, regime, weights, torch_limit, short, batch_total,
                                          prefill_tokens, max_total, tokens, total)
@@ -172,10 +180,35 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         max_num_batched_tokens=prefill, free_gib=total - ctx - other - comm, max_batch_total_tokens=tokens)
 
 
-def _warmup_request_tokens(regime: str, prompt: int, max_total: int | None) -> int:
+def awq_split_k_peak_bytes(model: ModelSpec, tokens: int, tp: int, elem: float) -> float:
+    """Forward peak of a layer whose widest projection runs llm-awq's split-k GEMM: the
+    residual and normed input, `TGI_AWQ_SPLIT_K` partial outputs and their sum.
+
+    The widest projection is the fused gate/up of a gated MLP (2 x intermediate), else the
+    MLP's up projection or the fused QKV, whichever is wider.
+    """
+    hidden = model.hidden_size or 0
+    heads = model.num_attention_heads or 0
+    kv_heads = model.num_kv_heads or heads
+    head_dim = model.head_dim or (hidden // heads if heads else 0)
+    tp = max(1, tp)
+    mlp_out = (2 if has_gated_mlp(model) else 1) * (model.intermediate_size or 0) / tp
+    qkv_out = (heads + 2 * kv_heads) * head_dim / tp
+    widest = max(mlp_out, qkv_out)
+    return tokens * elem * (3 * hidden + (TGI_AWQ_SPLIT_K + 1) * widest)
+
+
+def _awq_split_k(version: tuple[int, int, int], quantization: str | None) -> bool:
+    low, high = TGI_AWQ_SPLIT_K_RANGE
+    return bool(quantization) and quantization.lower() == "awq" and low <= version < high
+
+
+def _warmup_request_tokens(regime: str, version: tuple[int, int, int], prompt: int, max_total: int | None) -> int:
     """KV tokens one warm-up request holds: its prompt and the new tokens it asks for."""
     if regime == "tgi-2":
         return max(prompt + 1, max_total or prompt + 1)
+    if regime == "tgi-1" and version >= TGI_WARMUP_ASKS_MAX_TOTAL_FROM and max_total:
+        return max(prompt + 1, max_total - 1)
     return prompt + _WARMUP_NEW_TOKENS[regime]
 
 

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 from runbooks.catalogs.engine_defaults import (
     LATEST,
+    VLLM_V1_LOGITS_PER_REQUEST_FROM,
+    VLLM_V1_SAMPLER_PROFILED_FROM,
     parse_version,
     version_text,
     vllm_engine,
@@ -38,6 +40,7 @@ from runbooks.sizing.activation import (
     cuda_context_gib,
     cudagraph_gib,
     forward_peak_bytes,
+    logits_bytes,
     sampler_peak_bytes,
     vllm_v0_capture_sizes,
     vllm_v1_capture_sizes,
@@ -60,7 +63,7 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
     version = parse_version(inp.engine_version)
     if version is None:
         version = LATEST["vllm"]
-        notes.assume("engine_version", f"{version_text(version)} (newest known; none given)")
+        notes.assume("engine_version", version_text(version), "newest_known")
     setup = resolve(model, inp, notes)
     capability = setup.gpu.compute_capability if setup.gpu is not None else None
     regime = vllm_regime(version, inp.use_v1, capability)
@@ -73,15 +76,15 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
         notes.warn("mla_cached_per_head")
     block_size = inp.block_size or 16
     if inp.block_size is None:
-        notes.assume("block_size", "16 (vLLM default on CUDA)")
+        notes.assume("block_size", 16, "vllm_cuda_default")
     if not inp.kv_cache_dtype:
-        notes.assume("kv_cache_dtype", f"auto ({setup.dtype})")
+        notes.assume("kv_cache_dtype", "auto", "kv_follows_dtype", dtype=setup.dtype)
 
     seqs, mnbt, chunked = _limits(model, inp, version, regime, setup, notes)
     weights = _weights_gib(model, setup, version, regime, elem, notes) - max(0.0, inp.cpu_offload_gib)
     lora = _lora_gib(model, inp, setup, notes)
     weights += lora
-    activation = _activation_gib(model, regime, setup, seqs, mnbt, chunked)
+    activation = _activation_gib(model, regime, version, setup, seqs, mnbt, chunked)
     ctx = cuda_context_gib(total)
     comm = comm_buffers_gib(setup.tp, setup.nvlink)
     other = max(0.0, inp.other_process_gib)
@@ -93,7 +96,7 @@ def compute_vllm(model: ModelSpec, inp: BudgetInputs) -> Budget:
     util = inp.gpu_memory_utilization
     if util is None:
         util = 0.9
-        notes.assume("gpu_memory_utilization", "0.9 (vLLM default)")
+        notes.assume("gpu_memory_utilization", 0.9, "engine_default", engine="vLLM")
     requested = total * util
 
     if inp.kv_cache_memory_gib is not None:
@@ -151,10 +154,9 @@ def _note_engine(version: tuple[int, int, int], use_v1: bool | None, capability:
     if use_v1 is False and engine == "v1":
         notes.warn("vllm_v0_removed")
     if vllm_v1_needs_ampere(version) or (use_v1 is not None and version < (0, 11, 0)):
-        notes.assume("vllm_engine", f"{engine.upper()} ({why})")
+        notes.assume("vllm_engine", engine.upper(), why)
     if vllm_v1_needs_ampere(version) and use_v1 is not False and not gpu_known:
-        notes.assume("vllm_engine", f"{engine.upper()} (GPU model unknown: compute capability >= 8.0 assumed; "
-                     "vLLM 0.8.0-0.10.1 runs V0 below it)")
+        notes.assume("vllm_engine", engine.upper(), "vllm_gpu_unknown_cc80")
 
 
 def _lora_gib(model: ModelSpec, inp: BudgetInputs, setup: Setup, notes: Notes) -> float:
@@ -164,9 +166,9 @@ def _lora_gib(model: ModelSpec, inp: BudgetInputs, setup: Setup, notes: Notes) -
         return 0.0
     rank = inp.max_lora_rank or LORA_DEFAULT_RANK
     if inp.max_lora_rank is None:
-        notes.assume("max_lora_rank", f"{LORA_DEFAULT_RANK} (vLLM default with --enable-lora)")
+        notes.assume("max_lora_rank", LORA_DEFAULT_RANK, "vllm_lora_default")
     if inp.max_loras <= 1:
-        notes.assume("max_loras", "1 (vLLM default with --enable-lora)")
+        notes.assume("max_loras", 1, "vllm_lora_default")
     return lora_bytes(model, rank, max(1, inp.max_loras), setup.tp, setup.dtype) / GIB
 
 
@@ -177,21 +179,22 @@ def _limits(model: ModelSpec, inp: BudgetInputs, version: tuple[int, int, int], 
         chunked = inp.enable_chunked_prefill
         if chunked is None:
             chunked = vllm_v0_chunked_default(setup.max_model_len, multimodal, model.is_mla)
-            notes.assume("enable_chunked_prefill", f"{chunked} (V0 turns it on above 32K context)")
+            notes.assume("enable_chunked_prefill", chunked, "vllm_v0_chunked_above_32k")
         seqs = inp.max_num_seqs or 256
         if inp.max_num_seqs is None:
-            notes.assume("max_num_seqs", "256 (vLLM V0 default)")
+            notes.assume("max_num_seqs", 256, "vllm_v0_default")
         mnbt = inp.max_num_batched_tokens or vllm_v0_batched_tokens(version, setup.max_model_len, chunked, multimodal)
         if inp.max_num_batched_tokens is None:
-            notes.assume("max_num_batched_tokens", f"{mnbt} (vLLM V0 default"
-                         + (", chunked prefill)" if chunked else ", max(max_model_len, 2048))"))
+            notes.assume("max_num_batched_tokens", mnbt, "vllm_v0_batched_chunked" if chunked else "vllm_v0_batched")
         return seqs, mnbt, chunked
-    gpu_name = setup.gpu.name if setup.gpu else inp.gpu_name
+    # the name as given first: vLLM 0.7-0.8.4 match "h100"/"h200" in the device's own name,
+    # which the catalog's entry may not carry (an H800 is priced as an H100)
+    gpu_name = inp.gpu_name or (setup.gpu.name if setup.gpu else None)
     d_seqs, d_mnbt, why = vllm_v1_limits(version, inp.gpu_total_gib, gpu_name)
     if inp.max_num_seqs is None:
-        notes.assume("max_num_seqs", f"{d_seqs} ({why})")
+        notes.assume("max_num_seqs", d_seqs, why[0], **why[1])
     if inp.max_num_batched_tokens is None:
-        notes.assume("max_num_batched_tokens", f"{d_mnbt} ({why})")
+        notes.assume("max_num_batched_tokens", d_mnbt, why[0], **why[1])
     return inp.max_num_seqs or d_seqs, inp.max_num_batched_tokens or d_mnbt, True
 
 
@@ -206,7 +209,7 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
         if vllm_mla_absorbs_matrices(version, regime):
             q_in = model.q_lora_rank or model.hidden_size or 0
             extra = layers * (q_in * heads * rank + heads * rank * (model.hidden_size or 0)) * elem
-            notes.assume("mla_matrix_absorption", "on (V0 0.7.x default: W_Q_UK and W_UV_O kept per layer)")
+            notes.assume("mla_matrix_absorption", "on", "vllm_mla_absorption")
         else:
             head_dim = model.head_dim or 128
             extra = layers * rank * heads * 2 * head_dim * elem  # W_UK_T and W_UV copies for decode
@@ -214,16 +217,23 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
     return weights
 
 
-def _activation_gib(model: ModelSpec, regime: str, setup: Setup, seqs: int, mnbt: int, chunked: bool) -> float:
+def _activation_gib(model: ModelSpec, regime: str, version: tuple[int, int, int], setup: Setup, seqs: int,
+                    mnbt: int, chunked: bool) -> float:
     forward = forward_peak_bytes(model, mnbt, setup.tp, setup.dtype)
     rows = min(seqs, mnbt)
+    hidden_states = mnbt * (model.hidden_size or 0) * dtype_bytes(setup.dtype)
     if regime.startswith("v0"):
         # V0 profiles multimodal models with as few sequences as fit one encoder input
         rows = 1 if is_multimodal(model) else rows
         units = SAMPLER_UNITS_V0_CHUNKED if chunked else SAMPLER_UNITS_V0
+    elif version < VLLM_V1_SAMPLER_PROFILED_FROM:
+        # V1 0.7.x profiles the logits (in the model's dtype) and not the sampler: of every
+        # dummy token before 0.7.3, of each request's last from it
+        rows = rows if version >= VLLM_V1_LOGITS_PER_REQUEST_FROM else mnbt
+        logits = logits_bytes(model, rows, dtype_bytes(setup.dtype))
+        return max(forward, logits + hidden_states) / GIB
     else:
         units = SAMPLER_UNITS_V1
-    hidden_states = mnbt * (model.hidden_size or 0) * dtype_bytes(setup.dtype)
     sampler = sampler_peak_bytes(model, rows, units) + hidden_states
     return max(forward, sampler) / GIB
 

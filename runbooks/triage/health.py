@@ -58,7 +58,9 @@ def unexplained_failure(ctx: TriageContext, round_no: int) -> Finding | None:
         return None
     source = ctx.evidence.logs.source if ctx.evidence.logs else None
     down = any(e.down for e in errors)
-    facts = tuple(fact("logged_error_down" if e.down else "logged_error", source, error_kind=e.kind, example=e.example,
+    # a router's stop is worded with the router's name ("error_kind.router_exit_vllm_router")
+    facts = tuple(fact("logged_error_down" if e.down else "logged_error", source,
+                       error_kind=f"{e.kind}_{e.process}" if e.process else e.kind, example=e.example,
                        line=e.line) for e in errors[:QUOTED])
     if len(errors) > QUOTED:
         facts += (fact("logged_errors_more", source, count=len(errors) - QUOTED),)

@@ -66,7 +66,27 @@ def triage(evidence: Evidence, now: datetime | None = None, on_step: Progress | 
         read_issues=evidence.issues,
         sources=evidence.sources,
         managers=evidence.workload.managers if evidence.workload else None,
+        target_kind=target_kind(evidence),
     )
+
+
+#: the kinds a target names as NAMESPACE/KIND/NAME, by the lower-case word it uses
+_TARGET_KINDS = {k.lower(): k for k in ("Deployment", "StatefulSet", "InferenceService", "LeaderWorkerSet")}
+
+
+def target_kind(evidence: Evidence) -> str | None:
+    """The kind of the object the target names: the KIND of NAMESPACE/KIND/NAME, else the
+    workload's own; None where no workload was read.
+
+    >>> target_kind(Evidence(target="llm/inferenceservice/qwen"))
+    'InferenceService'
+    >>> target_kind(Evidence(target="llm/vllm")) is None
+    True
+    """
+    parts = (evidence.target or "").split("/")
+    if len(parts) == 3 and parts[1].lower() in _TARGET_KINDS:
+        return _TARGET_KINDS[parts[1].lower()]
+    return evidence.workload.kind if evidence.workload else None
 
 
 def _memory_split(ctx: TriageContext) -> MemorySplit | None:

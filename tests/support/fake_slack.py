@@ -200,6 +200,17 @@ class FakeSlack:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
+    def forget(self) -> None:
+        """Forget every call, message, upload, response URL use and pending failure, as a fresh
+        FakeSlack would have none (the same URLs and tokens; ts and file ids keep counting up)."""
+        with self._cond:
+            self.calls.clear()
+            self.messages.clear()
+            self.uploads.clear()
+            self._failures.clear()
+            self._late_failures.clear()
+            self._respond_uses.clear()
+
     # ------------------------------------------------------------------ injection
 
     def fail_next(self, method: str, status: int = 429, count: int = 1, retry_after: int = 0,

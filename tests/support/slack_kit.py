@@ -90,11 +90,38 @@ def make_settings(folder: Path, fake: FakeSlack, **kw: Any) -> Settings:
     return load_settings(write_config(folder, **kw), env_for(fake))
 
 
-class ExampleRunner(BundleRunner):
-    """The example bundles by target, with a fixed clock; `gate` holds runs until set."""
+class DrawnOnce:
+    """The real charts (`CHARTS`), each drawn once per target and language and the same PNG
+    bytes handed to every later triage of it: for tests that run one example bundle many
+    times and read what is uploaded, not how it is drawn (a chart costs ~0.5 s of a core)."""
 
-    def __init__(self, charts: bool = True, gate: threading.Event | None = None, delay_s: float = 0.0):
-        super().__init__(example_targets(), charts=CHARTS if charts else None, now=lambda: NOW)
+    def __init__(self) -> None:
+        self._drawn: dict[tuple[str, str | None, str], tuple[bytes | None, bytes | None]] = {}
+        self._lock = threading.Lock()
+
+    def _once(self, key: tuple[str, str | None, str], draw: Callable[[], Any]) -> tuple[bytes | None, bytes | None]:
+        with self._lock:
+            if key not in self._drawn:
+                self._drawn[key] = draw()
+            return self._drawn[key]
+
+    def of_evidence(self, evidence: Any, lang: str) -> tuple[bytes | None, bytes | None]:
+        return self._once(("evidence", evidence.target, lang), lambda: CHARTS.of_evidence(evidence, lang))
+
+    def of_report(self, report: Any, evidence: Any, lang: str) -> tuple[bytes | None, bytes | None]:
+        return self._once(("report", report.target, lang), lambda: CHARTS.of_report(report, evidence, lang))
+
+    def warm(self, lang: str) -> None:
+        CHARTS.warm(lang)
+
+
+class ExampleRunner(BundleRunner):
+    """The example bundles by target, with a fixed clock; `gate` holds runs until set. `charts`:
+    True draws them (`CHARTS`), False draws none, or a drawer of its own (`DrawnOnce`)."""
+
+    def __init__(self, charts: Any = True, gate: threading.Event | None = None, delay_s: float = 0.0):
+        drawer = CHARTS if charts is True else charts or None
+        super().__init__(example_targets(), charts=drawer, now=lambda: NOW)
         self.gate = gate
         self.delay_s = delay_s
         self.started = threading.Semaphore(0)

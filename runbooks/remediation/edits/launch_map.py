@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runbooks.launch.argv import canonical_flag, parse_engine_args
-from runbooks.launch.flag_tables import BOOLEAN_FLAGS, MULTI_VALUE_FLAGS
+from runbooks.launch.flag_tables import BOOLEAN_FLAGS, MULTI_VALUE_FLAGS, VALUE_FLAGS
 from runbooks.launch.forms import (
     SHELLS,
     Launch,
@@ -297,6 +297,7 @@ def flag_occurrences(engine: str, argv: list[str]) -> list[Occurrence]:
 
     Raises the refusal `launch_read_differently` when the flags it finds are not the parser's."""
     booleans = BOOLEAN_FLAGS.get(engine, frozenset())
+    valued = VALUE_FLAGS.get(engine, frozenset())
     found: list[Occurrence] = []
     i = 0
     while i < len(argv):
@@ -327,7 +328,8 @@ def flag_occurrences(engine: str, argv: list[str]) -> list[Occurrence]:
                 i += 1
             found.append(Occurrence(name, at, tuple(values), "split", " ".join(argv[v] for v in values)))
         else:
-            found.append(Occurrence(name, at, (), "bare", "true"))
+            # a flag read with a value, none given, is not on (`parse_engine_args`)
+            found.append(Occurrence(name, at, (), "bare", "" if name in valued else "true"))
     if {o.name: o.value for o in found} != parse_engine_args(engine, argv)[0]:
         raise refuse("launch_read_differently")
     return found
