@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_BUNDLE ?= examples/runbook-incident
+## pytest-xdist workers for `make test` and `make test-fast` (auto: one per core; 0: in this process).
+## A file's tests stay on one worker (--dist loadfile), so a module's Prometheus starts once.
+TEST_WORKERS ?= auto
+PYTEST_PAR := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-fast lint bench sanitize clean system-deps
 
@@ -20,12 +24,12 @@ demo: $(STAMP)
 
 ## Set up and run everything CI runs: lint, layer contracts, the whole test suite.
 test: $(STAMP) system-deps lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PAR)
 
 ## The developer loop: lint, then the suite without the real Prometheus and Alertmanager and
 ## with at most 10 examples per hypothesis test (tests/support/fast.py). CI runs `make test`.
 test-fast: $(STAMP) lint
-	$(BIN)/pytest --fast -q
+	$(BIN)/pytest --fast -q $(PYTEST_PAR)
 
 lint: $(STAMP)
 	$(BIN)/ruff check bot collectors runbooks tests benchmarks

@@ -175,20 +175,29 @@ def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | 
     except _ArgparseExit as e:
         if e.is_help:
             raise CommandError("help_verb", usage=e.usage, verb=verb) from None
-        raise CommandError("bad_flags", usage=e.usage or sub.format_usage(), detail=e.message) from None
+        raise CommandError("bad_flags", usage=e.usage or _usage(sub), detail=e.message) from None
     if extras:
-        raise CommandError("bad_flags", usage=sub.format_usage(),
+        raise CommandError("bad_flags", usage=_usage(sub),
                            detail=f"unrecognized arguments: {' '.join(extras)}")
     _refuse_host_only(sub, args)
     if verb == "fleet":
-        _check_fleet_scope(args, sub.format_usage())
+        _check_fleet_scope(args, _usage(sub))
     target = None
     if verb in TARGET_VERBS:
         namespace = getattr(args, "namespace", None) or default_namespace
-        target = parse_target(getattr(args, "target", None), namespace, usage=sub.format_usage())
+        target = parse_target(getattr(args, "target", None), namespace, usage=_usage(sub))
     options = frozenset(s for a in sub._actions for s in a.option_strings)
     return Command(verb=verb, argv=tuple(rest), request=request_of(args), target=target,
                    context=getattr(args, "context", None), lang=getattr(args, "lang", None), options=options)
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """`parser`'s usage text, formatted once: argparse lays it out anew on each call (about
+    half of an ack's parse, measured with cProfile), and a verb's usage never changes."""
+    usage = parser.__dict__.get("_gpumem_usage")
+    if usage is None:
+        usage = parser.__dict__["_gpumem_usage"] = parser.format_usage()
+    return usage
 
 
 def _check_fleet_scope(args: argparse.Namespace, usage: str) -> None:
@@ -274,7 +283,7 @@ def usage_of(verb: str, parser_factory: ParserFactory | None = None) -> str:
     """The usage line of one verb as Slack shows it (`usage: /gpumem budget ...`)."""
     with _PARSER_LOCK:
         verbs = _verb_parsers(slack_parser(parser_factory))
-        return verbs[verb].format_usage() if verb in verbs else ""
+        return _usage(verbs[verb]) if verb in verbs else ""
 
 
 def available_verbs(parser_factory: ParserFactory | None = None) -> tuple[str, ...]:
@@ -352,10 +361,10 @@ def _no_exit(p: argparse.ArgumentParser) -> None:
     """argparse prints and exits on errors and -h; raise instead, keeping the text."""
 
     def error(message: str) -> NoReturn:
-        raise _ArgparseExit(message, p.format_usage())
+        raise _ArgparseExit(message, _usage(p))
 
     def exit_(status: int = 0, message: str | None = None) -> NoReturn:
-        raise _ArgparseExit(message or "", p.format_usage())
+        raise _ArgparseExit(message or "", _usage(p))
 
     def print_help(file: Any = None) -> NoReturn:
         raise _ArgparseExit("", p.format_help(), is_help=True)
@@ -372,7 +381,7 @@ def _refuse_host_only(sub: argparse.ArgumentParser, args: argparse.Namespace) ->
         if value == action.default:
             continue
         if _host_only(action) or (action.dest in _NAME_NOT_PATH_DESTS and _looks_like_path(value)):
-            raise CommandError("host_only_flag", usage=sub.format_usage(), flag=action.option_strings[-1])
+            raise CommandError("host_only_flag", usage=_usage(sub), flag=action.option_strings[-1])
 
 
 def _host_only(action: argparse.Action) -> bool:
