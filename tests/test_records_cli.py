@@ -49,7 +49,15 @@ def test_plans_lists_the_open_ones_unless_all(store_file, capsys):
                                                                      ("p-old", "proposed", [])]
     assert plans[0]["changes"] == ["replicas 2 -> 3"]
     assert main(["plans", "--store", str(store_file), "--lang", "zh"]) == 0
-    assert "变更计划（2 个，最新在前）" in capsys.readouterr().out
+    zh = capsys.readouterr().out
+    assert "变更计划（2 个，最新在前）" in zh
+    # states in words, never the stored id, in either language
+    rows = {line.split()[0]: line for line in zh.splitlines()[1:]}
+    assert rows["p-new"].split()[1] == "已批准" and rows["p-old"].split()[1] == "已提议"
+    assert "approved" not in zh and "proposed" not in zh
+    assert main(["plans", "--store", str(store_file), "--lang", "en"]) == 0
+    en = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert en["p-new"].split()[1:3] == ["approved", "llm/vllm-b"] and en["p-old"].split()[1:3] == ["proposed", "llm/vllm-a"]
 
 
 def test_a_store_that_is_not_a_database_is_exit_2_naming_it(tmp_path, capsys):

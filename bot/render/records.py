@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.render.handover import state_word
 from bot.render.i18n import Catalog
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, StoredPlan
@@ -22,7 +23,8 @@ def audit_text(rows: list[AuditRow], lang: str) -> str:
     lines = [cat.t("records.audit_title", count=len(rows))]
     for r in rows:
         target = f"{r.namespace}/{r.name}" if r.namespace else "-"
-        step = f"{r.from_state or '-'} -> {r.to_state}" if r.to_state else r.event
+        step = (f"{state_word(cat, r.from_state) if r.from_state else '-'} -> {state_word(cat, r.to_state)}"
+                if r.to_state else r.event)
         lines.append(f"  {r.at.strftime('%Y-%m-%d %H:%M:%S')}Z  {r.actor:<12} {r.event:<11} {r.plan_id or '-':<14} "
                      f"{target:<28} {step}")
     return "\n".join(lines) + "\n"
@@ -61,6 +63,14 @@ def plans_text(plans: list[StoredPlan], lang: str) -> str:
     lines = [cat.t("records.plans_title", count=len(plans))]
     for p in plans:
         t = p.plan.target
-        lines.append(f"  {p.plan.id:<14} {p.state:<11} {t.namespace}/{t.name:<24} {p.plan.action_id:<20} "
+        # the target as `gpumem plan` takes it: `ns/name` for a Deployment, else `ns/kind/name`
+        where = f"{t.namespace}/{t.name}" if t.kind == "Deployment" else f"{t.namespace}/{t.kind.lower()}/{t.name}"
+        lines.append(f"  {p.plan.id:<14} {_pad(state_word(cat, p.state), 11)} {where:<28} {p.plan.action_id:<20} "
                      + "; ".join(c.describe() for c in p.plan.changes))
     return "\n".join(lines) + "\n"
+
+
+def _pad(text: str, width: int) -> str:
+    """`text` left-aligned in `width` terminal columns (a CJK character takes two)."""
+    cols = sum(2 if "\u2e80" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" else 1 for ch in text)
+    return text + " " * max(0, width - cols)
