@@ -28,6 +28,7 @@ carries an `engine` label) and one for Kubernetes and DCGM:
 | rule | what it holds |
 | --- | --- |
 | `namespace_deployment:gpumem_<engine>_kv_usage:max` | KV usage per workload now |
+| `namespace_deployment:gpumem_<engine>_kv_usage:max_over_time1h` | its most over the hour (from the rule above) |
 | `namespace_deployment:gpumem_<engine>_queue:sum` | requests waiting |
 | `namespace_deployment:gpumem_<engine>_preemptions:increase1h` | preemptions over the hour |
 | `namespace_deployment:gpumem_<engine>_ttft_seconds:p99_rate5m` | TTFT p99 over the last 5 minutes |
@@ -40,8 +41,10 @@ carries an `engine` label) and one for Kubernetes and DCGM:
 
 The view reads them only for its default window (the hour the rules are written for) and only
 when every rule it needs for the chosen engines is loaded; otherwise it sends the raw queries
-and says why (`recorded_reason`). The KV maximum over the window is read from the recorded
-gauge's own history (`max_over_time(rule[1h])`), so it covers the time the rules have run.
+and says why (`recorded_reason`). The KV maximum over the window is a rule over the recorded
+gauge's own history (`max_over_time(rule[1h])`, the next rule of the group), so it covers the
+time the rules have run. Each query answers one series a workload and column: the long share
+comes back as each part's share (`count` LONG_SHARE), not as its short and total prompts.
 
 >>> sorted(queries())
 ['gpu_used', 'kv', 'long_share', 'oom_kills', 'preemptions', 'queue', 'restarts', 'ttft_p99']
@@ -50,7 +53,7 @@ gauge's own history (`max_over_time(rule[1h])`), so it covers the time the rules
 >>> sorted(recorded_queries()) == sorted(queries())
 True
 >>> len(recording_rules(("vllm",))), len(recording_rules())
-(11, 23)
+(12, 26)
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from dataclasses import dataclass
 from runbooks.alerts import promql as q
 from runbooks.alerts.engines import ENGINES, SERIES, preallocating, presence
 from runbooks.alerts.rules import LONG_INPUT_TOKENS, RATE_WINDOW_S, SHIFT_GAP_S, SHIFT_PART_S
+from runbooks.profile.requests import SHIFT_MIN_PART
 
 #: query id -> the columns it fills
 QUERY_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -82,6 +86,9 @@ RECORDING_GROUP = "gpumem-fleet"
 _BY = "namespace, deployment"
 #: the label that names the column of a series, in a query that fills more than one
 COLUMN_LABEL = "column"
+#: the `count` of a long-share series that holds the part's share of long prompts (recorded),
+#: rather than its `short` or `total` prompts (raw)
+LONG_SHARE = "long_share"
 _DCGM_USED = "DCGM_FI_DEV_FB_USED|dcgm_fb_used"
 
 
@@ -252,6 +259,7 @@ def _name(kind: str, engine: str | None = None) -> str:
     e = f"{engine}_" if engine else ""
     return {
         "kv": f"namespace_deployment:gpumem_{e}kv_usage:max",
+        "kv_max": f"namespace_deployment:gpumem_{e}kv_usage:max_over_time1h",
         "queue": f"namespace_deployment:gpumem_{e}queue:sum",
         "preemptions": f"namespace_deployment:gpumem_{e}preemptions:increase1h",
         "ttft": f"namespace_deployment:gpumem_{e}ttft_seconds:p99_rate5m",
@@ -272,6 +280,9 @@ def recording_rules(engines: Sequence[str] = ENGINES) -> tuple[Recording, ...]:
     out: list[Recording] = []
     for e in b.engines:
         out.append(Recording(_name("kv", e), b.kv(e), e))
+        # the hour's peak over the rule above (evaluated before it in the same group, so at the
+        # same instant): an instant read of one series a workload for the view
+        out.append(Recording(_name("kv_max", e), f"max_over_time({_name('kv', e)}[{b.win}])", e))
         out.append(Recording(_name("queue", e), b.queue(e), e))
         if (pre := b.preemptions(e)) is not None:
             out.append(Recording(_name("preemptions", e), pre, e))
@@ -312,15 +323,14 @@ def recorded_queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str]
         return q.selector("|".join(q.re2_escape(n) for n in names), *ns) + offset
 
     records = {r.record for r in recording_rules(chosen)}
-    win = q.duration(DEFAULT_WINDOW_S)
-    kv = sel("kv")
+    kv, kv_max = sel("kv"), sel("kv_max")
     members = sel("serving")
     if all_engines:
         members = f"({members} or {sel('gpu_holder', per_engine=False)})"
     restarts, oom = sel("restarts", per_engine=False), sel("oom_kills", per_engine=False)
     out: dict[str, str | None] = {
         "kv": f"{tag(f'max by ({_BY}, engine) ({kv})', COLUMN_LABEL, 'kv_now')}\n"
-              f"or {tag(f'max by ({_BY}, engine) (max_over_time({kv}[{win}]))', COLUMN_LABEL, 'kv_max')}",
+              f"or {tag(f'max by ({_BY}, engine) ({kv_max})', COLUMN_LABEL, 'kv_max')}",
         "queue": _by_engine(sel("queue")),
         "preemptions": _by_engine(sel("preemptions")),
         "oom_kills": f"sum by ({_BY}) ({oom})\nand on ({_BY}) {members}",
@@ -332,8 +342,12 @@ def recorded_queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str]
     out["ttft_p99"] = None if ttft is None else f"max by ({_BY}, engine) ({ttft})"
     pieces = []
     for when, offset in (("now", ""), ("before", f" offset {q.duration(SHIFT_GAP_S)}")):
-        for count in ("short", "total"):
-            pieces.append(tag(tag(_by_engine(sel(count, offset=offset)), "part", when), "count", count))
+        short = f"sum by ({_BY}) ({sel('short', offset=offset)})"
+        total = f"sum by ({_BY}) ({sel('total', offset=offset)})"
+        # the share itself, as `long_share_values` takes it from the counts: one series a part and
+        # workload rather than two, only where the part holds SHIFT_MIN_PART requests
+        share = f"(1 - clamp_max(({short} or {total} * 0) / {total}, 1))\nand on ({_BY}) {total} >= {SHIFT_MIN_PART}"
+        pieces.append(tag(tag(share, "part", when), "count", LONG_SHARE))
     out["long_share"] = " or ".join(pieces)
     return {k: v for k, v in out.items() if v is not None}
 
