@@ -10,7 +10,8 @@ openmetrics`; the blocks are kept under benchmarks/out/fleet/ and reused by the 
 
 Two ways (`--mode`): `raw`, the view's queries over the raw series; `recorded`, with gpumem's
 recording rules (what `gpumem rules` writes, group `gpumem-fleet`) loaded, their last 65 minutes
-evaluated once by `promtool tsdb create-blocks-from rules` into the same blocks (kept too).
+evaluated once by `promtool tsdb create-blocks-from rules` into the same blocks (kept too; in two
+rounds, the rules that read other rules after the blocks of those are in).
 
 Prometheus serves them on 127.0.0.1 with its query log on; each run is a fresh `gpumem fleet
 --json --at END` process (imports included). Printed: the wall time of each run, and per query
