@@ -3,6 +3,9 @@ and the queries' shape (collectors.prometheus.fleet), the rendering (bot.render.
 
 from __future__ import annotations
 
+import gc
+import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from bot.render.fleet import fleet_json, fleet_text
 from bot.service.outcomes import FleetOutcome, Missing
 from collectors.prometheus.client import parse_query_response
-from collectors.prometheus.fleet import QUERY_COLUMNS, parse_answers, queries
+from collectors.prometheus.fleet import QUERY_COLUMNS, parse_answers, queries, read_fleet
 from runbooks.alerts.fleet import CAP, LINES, Service, rank, score
 from runbooks.catalogs import thresholds as T
 
@@ -70,6 +73,23 @@ def test_parse_answers_merges_columns_per_deployment_and_computes_the_long_share
     assert svc.values == {"kv_now": 0.8, "kv_max": 0.96, "queue": 5.0, "restarts": 1.0, "long_share": 0.37, "long_jump": 0.29}
 
 
+def test_the_recorded_long_share_is_each_parts_share_and_reads_as_the_counts_do():
+    chat, code = {"namespace": "llm", "deployment": "chat"}, {"namespace": "llm", "deployment": "code"}
+    counts = _vector(*(({**chat, "engine": e, "part": p, "count": c}, n) for e, p, c, n in (
+        ("vllm", "now", "short", 40), ("vllm", "now", "total", 60), ("sglang", "now", "short", 23),
+        ("sglang", "now", "total", 40), ("vllm", "before", "short", 90), ("vllm", "before", "total", 100))),
+        ({**code, "engine": "vllm", "part": "now", "count": "short"}, 30),
+        ({**code, "engine": "vllm", "part": "now", "total": "total"}, 33))  # no count label: ignored
+    # what the recorded query answers for the same prompts: 1 - 63/100 now, 1 - 90/100 before
+    shares = _vector(({**chat, "part": "now", "count": "long_share"}, 1 - 63 / 100),
+                     ({**chat, "part": "before", "count": "long_share"}, 1 - 90 / 100),
+                     ({**code, "part": "soon", "count": "long_share"}, 0.5))  # no such part: ignored
+    (raw, _) = parse_answers({"long_share": counts})
+    (rec, _) = parse_answers({"long_share": shares})
+    assert raw.values == rec.values == {"long_share": 0.37, "long_jump": 0.27}
+    assert raw.engines == ("vllm", "sglang") and rec.engines == ()
+
+
 def test_queries_use_the_alert_rules_workload_and_both_label_variants():
     q = queries(namespaces=("llm", "a.b"))
     assert set(q) == set(QUERY_COLUMNS)
@@ -104,3 +124,48 @@ def test_json_carries_lines_readings_and_commands():
     doc = fleet_json(_outcome(), "en")
     assert doc["services"][0]["readings"]["kv_now"] == {"value": 0.95, "line": 0.9, "closeness": 1.0556}
     assert doc["services"][1]["command"] == "gpumem triage llm/embed" and doc["at"] == "2026-01-01T00:00:00Z"
+
+
+class _SeesTheCollector:
+    """A Prometheus without rules whose every query notes whether the cyclic collector is on."""
+
+    def __init__(self, hold: threading.Event | None = None):
+        self.seen: list[bool] = []
+        self.hold = hold
+
+    def recording_rules(self):
+        return frozenset()
+
+    def query(self, promql, at=None):
+        self.seen.append(gc.isenabled())
+        if self.hold is not None:
+            self.hold.wait(5)
+        return _vector(({"namespace": "llm", "deployment": "chat", "engine": "vllm", "column": "kv_now"}, 0.5))
+
+
+def test_the_collector_is_off_while_the_answers_are_read_and_as_it_was_after():
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        client = _SeesTheCollector()
+        assert read_fleet(client, now=datetime(2026, 12, 1, tzinfo=UTC)).services[0].deployment == "chat"
+        assert client.seen == [False] * len(QUERY_COLUMNS) and gc.isenabled()
+        gc.disable()  # a caller that runs without it gets it back off
+        read_fleet(_SeesTheCollector(), now=datetime(2026, 12, 1, tzinfo=UTC))
+        assert not gc.isenabled()
+        # two readers at once: the first to finish leaves it off for the other, the last turns it on
+        gc.enable()
+        hold = threading.Event()
+        slow = _SeesTheCollector(hold)
+        other = threading.Thread(target=read_fleet, args=(slow,), kwargs={"now": datetime(2026, 12, 1, tzinfo=UTC)})
+        other.start()
+        while len(slow.seen) < len(QUERY_COLUMNS):
+            time.sleep(0.01)
+        fast = _SeesTheCollector()
+        read_fleet(fast, now=datetime(2026, 12, 1, tzinfo=UTC))
+        assert fast.seen == [False] * len(QUERY_COLUMNS) and not gc.isenabled()
+        hold.set()
+        other.join(10)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -115,8 +115,8 @@ def test_rules_loaded_for_some_engines_only_fall_back_to_raw_and_say_how_many_ar
     client = PrometheusClient(vllm_only.url, timeout_s=20)
     outcome = fleet_view(client, now=vllm_only.end)
     assert (outcome.read_from, outcome.read_from_reason) == ("raw", "not_loaded")
-    # the SGLang and TGI rules: 7 and 5
-    assert outcome.missing_records == len(needed_records() - {r.record for r in recording_rules(("vllm",))}) == 12
+    # the SGLang and TGI rules: 8 and 6
+    assert outcome.missing_records == len(needed_records() - {r.record for r in recording_rules(("vllm",))}) == 14
     assert sorted(outcome.queries.values()) == sorted(collector.queries().values())
     vllm = fleet_view(client, now=vllm_only.end, engines=("vllm",))
     assert (vllm.read_from, vllm.read_from_reason) == ("recorded", "loaded")

@@ -23,6 +23,7 @@ from collectors.prometheus.client import (
     PrometheusError,
     PromSeries,
     QueryResult,
+    _series,
     load_response_text,
     parse_query_response,
 )
@@ -344,3 +345,38 @@ def test_fuzzed_documents_give_a_result_or_a_typed_error(doc):
 def test_fuzzed_response_text_gives_a_result_or_a_typed_error(text):
     with contextlib.suppress(ParseError, PrometheusError):
         assert isinstance(load_response_text(text, source="fuzz.json"), QueryResult)
+
+
+_vector_item = st.one_of(_item, st.fixed_dictionaries({"metric": _labels, "value": _point}), _json)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_vector_item, max_size=5))
+def test_an_instant_vector_read_inline_is_what_the_series_reader_gives(items):
+    # the inline reading of the usual shape must give the same series, or the same error, as `_series`
+    doc = {"status": "success", "data": {"resultType": "vector", "result": items}}
+    try:
+        want = tuple(_series(item, False, "fuzz.json", f"data.result[{i}]") for i, item in enumerate(items))
+    except ParseError as e:
+        with pytest.raises(ParseError) as got:
+            parse_query_response(doc, source="fuzz.json")
+        assert got.value.message == e.message
+        return
+    assert parse_query_response(doc, source="fuzz.json").series == want
+
+
+def test_an_instant_vector_keeps_labels_and_drops_what_is_no_reading():
+    doc = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"namespace": "llm", "deployment": "chat"}, "value": [1700000000, "0.5"]},
+        {"metric": {"namespace": "llm"}, "value": [1700000000.5, "NaN"]},
+        {"metric": {}, "value": [1700000000, "+Inf"], "histogram": [1, {}]},
+    ]}}
+    got = parse_query_response(doc).series
+    assert [(s.labels, s.points) for s in got] == [
+        ({"namespace": "llm", "deployment": "chat"}, ((1700000000.0, 0.5),)), ({"namespace": "llm"}, ()), ({}, ())]
+    assert doc["data"]["result"][0]["metric"] is not got[0].labels  # the answer's dict is not shared
+    for bad, where in (([1700000000, 2], "value is not a string"), ([True, "1"], "time is not a number"),
+                       ([1e12, "1"], "time out of range"), ([1700000000, "zz"], "bad value")):
+        doc["data"]["result"][0]["value"] = bad
+        with pytest.raises(ParseError, match=where):
+            parse_query_response(doc, source="answer.json")

@@ -89,7 +89,7 @@ def test_each_engine_gets_its_group_and_the_kubernetes_group_is_always_there(cap
 
 def test_the_fleets_recording_rules_follow_the_level_metric_operations_naming(capsys):
     (fleet,) = [g for g in _doc(capsys, "-o", "rules")["groups"] if g["name"] == "gpumem-fleet"]
-    assert fleet["interval"] == "1m" and len(fleet["rules"]) == 23
+    assert fleet["interval"] == "1m" and len(fleet["rules"]) == 27
     for rule in fleet["rules"]:
         assert set(rule) <= {"record", "expr", "labels"} and "alert" not in rule
         level, metric, operations = rule["record"].split(":")

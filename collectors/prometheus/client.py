@@ -125,8 +125,37 @@ def parse_query_response(doc: Any, source: str = SOURCE) -> QueryResult:
         return QueryResult(str(result_type), (PromSeries({}, (point,) if point else ()),), notes)
     if not isinstance(result, list):
         raise ParseError(source, "data.result: expected a list")
-    series = tuple(_series(item, result_type == "matrix", source, f"data.result[{i}]") for i, item in enumerate(result))
+    if result_type == "vector":
+        return QueryResult("vector", _vector(result, source), notes)
+    series = tuple(_series(item, True, source, f"data.result[{i}]") for i, item in enumerate(result))
     return QueryResult(str(result_type), series, notes)
+
+
+def _vector(result: list, source: str) -> tuple[PromSeries, ...]:
+    """An instant vector's series. The shape every server sends (an object of string labels, a
+    [number, "value"] pair) is read inline: a fleet answer holds 100,000 series, and a call per
+    series and per label is most of its reading. Anything else goes through `_series`, which
+    names what is wrong (ParseError) or reads what it can."""
+    out: list[PromSeries] = []
+    add = out.append
+    for i, item in enumerate(result):
+        if type(item) is dict and len(item) == 2:
+            metric, raw = item.get("metric"), item.get("value")
+            if type(metric) is dict and type(raw) is list and len(raw) == 2:
+                at, text = raw
+                try:
+                    # str.join takes strings only: every label name and value is one, or TypeError
+                    "".join(metric)
+                    "".join(metric.values())
+                    value = float(text) if type(text) is str else None
+                except (TypeError, ValueError):
+                    value = None
+                if (value is not None and (type(at) is float or type(at) is int)
+                        and _FIRST_UNIX_S <= at <= _LAST_UNIX_S):
+                    add(PromSeries(metric.copy(), ((float(at), value),) if math.isfinite(value) else ()))
+                    continue
+        add(_series(item, False, source, f"data.result[{i}]"))
+    return tuple(out)
 
 
 def _series(item: Any, is_matrix: bool, source: str, where: str) -> PromSeries:

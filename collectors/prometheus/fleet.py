@@ -18,7 +18,10 @@ view. `parse_answers` turns answers into `runbooks.alerts.fleet.Service`s withou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import gc
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +33,7 @@ from runbooks.alerts.fleet import Service
 from runbooks.alerts.fleet_queries import (
     COLUMN_LABEL,
     DEFAULT_WINDOW_S,
+    LONG_SHARE,
     QUERY_COLUMNS,
     needed_records,
     queries,
@@ -40,6 +44,8 @@ from runbooks.profile.requests import SHIFT_MIN_PART
 
 #: columns whose values add up across the engines of one deployment (the rest take the most)
 _ADDED = ("queue", "preemptions", "oom_kills", "restarts")
+#: the `count`s of the long-share query's series
+_COUNTS = ("short", "total", LONG_SHARE)
 
 
 @dataclass(frozen=True)
@@ -78,53 +84,75 @@ def parse_answers(answers: Mapping[str, QueryResult]) -> tuple[Service, ...]:
     """Answers (query id -> result) to one Service per (namespace, deployment), sorted by name.
 
     Series without a namespace or deployment label are ignored; so is a long share from fewer
-    than SHIFT_MIN_PART requests (and a jump unless both parts have that many).
+    than SHIFT_MIN_PART requests (and a jump unless both parts have that many). The long-share
+    query answers either counts (`count` short or total, raw: added up over engines) or, from
+    the recording rules, each part's share itself (`count` LONG_SHARE, its workload's prompts of
+    every engine already added up).
     """
     engines: dict[tuple[str, str], set[str]] = {}
     values: dict[tuple[str, str], dict[str, float]] = {}
     counts: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+    known = SERIES.keys()
 
     for query_id, result in answers.items():
+        columns = QUERY_COLUMNS.get(query_id, ())
+        many, added = len(columns) > 1, columns[0] in _ADDED if columns else False
+        long_share = query_id == "long_share"
         for s in result.series:
-            ns, dep = s.labels.get("namespace"), s.labels.get("deployment")
-            if not ns or not dep or not s.points:
+            labels, points = s.labels, s.points
+            ns, dep = labels.get("namespace"), labels.get("deployment")
+            if not ns or not dep or not points:
                 continue
-            key, value = (ns, dep), s.points[-1][1]
-            engines.setdefault(key, set())
-            if s.labels.get("engine") in SERIES:
-                engines[key].add(s.labels["engine"])
-            if query_id == "long_share":
-                part, kind = s.labels.get("part"), s.labels.get("count")
-                if part in ("now", "before") and kind in ("short", "total"):
+            key, value = (ns, dep), points[-1][1]
+            got_engines = engines.get(key)
+            if got_engines is None:
+                got_engines = engines[key] = set()
+            engine = labels.get("engine")
+            if engine in known:
+                got_engines.add(engine)
+            if long_share:
+                part, kind = labels.get("part"), labels.get("count")
+                if part in ("now", "before") and kind in _COUNTS:
                     got = counts.setdefault(key, {})
                     got[(part, kind)] = got.get((part, kind), 0.0) + value
                 continue
-            columns = QUERY_COLUMNS.get(query_id, ())
-            if len(columns) > 1:
-                columns = tuple(c for c in columns if c == s.labels.get(COLUMN_LABEL))
-            for column in columns:
-                have = values.setdefault(key, {})
-                if column in have:
-                    have[column] = have[column] + value if column in _ADDED else max(have[column], value)
-                else:
-                    have[column] = value
+            if many:
+                column = labels.get(COLUMN_LABEL)
+                if column not in columns:
+                    continue
+            elif columns:
+                column = columns[0]
+            else:
+                continue
+            have = values.get(key)
+            if have is None:
+                values[key] = {column: value}
+            elif column in have:
+                have[column] = have[column] + value if added else max(have[column], value)
+            else:
+                have[column] = value
     for key, got in counts.items():
         values.setdefault(key, {}).update(long_share_values(got))
-    return tuple(Service(ns, dep, tuple(e for e in ENGINES if e in engines.get((ns, dep), ())),
-                         dict(values.get((ns, dep), {})))
+    return tuple(Service(ns, dep, tuple(e for e in ENGINES if e in engines[(ns, dep)]),
+                         values.get((ns, dep), {}))
                  for ns, dep in sorted(engines))
 
 
 def long_share_values(counts: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    """{(part, short|total): requests} -> long_share (the last quarter hour) and long_jump.
+    """{(part, short|total): requests} (or {(part, LONG_SHARE): share}, a part's share of long
+    prompts as the recording rules give it) -> long_share (the last quarter hour) and long_jump.
 
     >>> long_share_values({("now", "short"): 63, ("now", "total"): 100, ("before", "short"): 92,
     ...                    ("before", "total"): 100})
+    {'long_share': 0.37, 'long_jump': 0.29}
+    >>> long_share_values({("now", "long_share"): 0.37, ("before", "long_share"): 0.08})
     {'long_share': 0.37, 'long_jump': 0.29}
     >>> long_share_values({("now", "short"): 5, ("now", "total"): 5})
     {}
     """
     def share(part: str) -> float | None:
+        if (part, LONG_SHARE) in counts:  # the recording rules' share, from SHIFT_MIN_PART requests on
+            return round(counts[(part, LONG_SHARE)], 4)
         total = counts.get((part, "total"), 0.0)
         if total < SHIFT_MIN_PART:
             return None
@@ -161,11 +189,38 @@ def read_fleet(client: PrometheusClient, *, now: datetime, engines: Sequence[str
         except ParseError as e:
             return query_id, ReadIssue(SOURCE, f"{query_id}: {e.message}", kind="unreadable")
 
-    with ThreadPoolExecutor(len(sent), thread_name_prefix="gpumem-fleet") as pool:
+    with _collector_paused(), ThreadPoolExecutor(len(sent), thread_name_prefix="gpumem-fleet") as pool:
         done = dict(pool.map(one, sent.items()))
-    answers = {k: v for k, v in done.items() if isinstance(v, QueryResult)}
+        answers = {k: v for k, v in done.items() if isinstance(v, QueryResult)}
+        services = parse_answers(answers)
     lost = tuple(NotRead(k, QUERY_COLUMNS[k], v) for k, v in done.items() if isinstance(v, ReadIssue))
-    return FleetReadings(parse_answers(answers), lost, sent, recorded, reason, missing, issue)
+    return FleetReadings(services, lost, sent, recorded, reason, missing, issue)
+
+
+_paused_lock = threading.Lock()
+#: [readers in a pause, whether the collector was on when the first began]
+_pause = [0, False]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the answers are read. A large fleet's answers
+    are some 100,000 series of small dicts and tuples, none in a cycle (reference counting frees
+    them); the collector, run every 700 allocations, would walk them all again and again, about
+    40% of reading them. Readers on other threads share one pause: it ends with the last, and
+    the collector is back on only if it was on when the first began."""
+    with _paused_lock:
+        if _pause[0] == 0:
+            _pause[1] = gc.isenabled()
+            gc.disable()
+        _pause[0] += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _pause[0] -= 1
+            if _pause[0] == 0 and _pause[1]:
+                gc.enable()
 
 
 def _recorded_mode(client: PrometheusClient, engines: Sequence[str],

@@ -28,20 +28,24 @@ carries an `engine` label) and one for Kubernetes and DCGM:
 | rule | what it holds |
 | --- | --- |
 | `namespace_deployment:gpumem_<engine>_kv_usage:max` | KV usage per workload now |
+| `namespace_deployment:gpumem_<engine>_kv_usage:max_over_time1h` | its most over the hour (from the rule above) |
 | `namespace_deployment:gpumem_<engine>_queue:sum` | requests waiting |
 | `namespace_deployment:gpumem_<engine>_preemptions:increase1h` | preemptions over the hour |
 | `namespace_deployment:gpumem_<engine>_ttft_seconds:p99_rate5m` | TTFT p99 over the last 5 minutes |
 | `namespace_deployment:gpumem_<engine>_prompts_short:increase15m`, `..._prompts_total:increase15m` | prompt counts of the last quarter hour |
 | `namespace_deployment:gpumem_<engine>_serving:present1h` | workloads that ran the engine in the hour |
 | `namespace_deployment:gpumem_gpu_holder:present1h` | workloads that held a GPU (DCGM) in the hour |
-| `namespace_deployment:kube_pod_container_status_restarts:increase1h` | restarts over the hour |
-| `namespace_deployment:gpumem_oom_kills:increase1h` | restarts after an OOM kill over the hour |
+| `namespace_deployment:kube_pod_container_status_restarts:increase1h` | restarts over the hour, of the workloads of the two rules above |
+| `namespace_deployment:gpumem_oom_kills:increase1h` | restarts after an OOM kill over the hour, of the same |
 | `namespace_deployment:gpumem_gpu_memory_used:ratio_max` | fullest GPU of pods that run no preallocating engine |
+| `namespace_deployment:gpumem_prompts_long:ratio15m` | share of prompts over 2048 tokens in the last quarter hour, every engine's (20 at least) |
 
 The view reads them only for its default window (the hour the rules are written for) and only
 when every rule it needs for the chosen engines is loaded; otherwise it sends the raw queries
-and says why (`recorded_reason`). The KV maximum over the window is read from the recorded
-gauge's own history (`max_over_time(rule[1h])`), so it covers the time the rules have run.
+and says why (`recorded_reason`). The KV maximum over the window is a rule over the recorded
+gauge's own history (`max_over_time(rule[1h])`, the next rule of the group), so it covers the
+time the rules have run. Each query answers one series a workload and column: the long share
+comes back as each part's share (`count` LONG_SHARE), not as its short and total prompts.
 
 >>> sorted(queries())
 ['gpu_used', 'kv', 'long_share', 'oom_kills', 'preemptions', 'queue', 'restarts', 'ttft_p99']
@@ -50,17 +54,18 @@ gauge's own history (`max_over_time(rule[1h])`), so it covers the time the rules
 >>> sorted(recorded_queries()) == sorted(queries())
 True
 >>> len(recording_rules(("vllm",))), len(recording_rules())
-(11, 23)
+(13, 27)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from runbooks.alerts import promql as q
 from runbooks.alerts.engines import ENGINES, SERIES, preallocating, presence
 from runbooks.alerts.rules import LONG_INPUT_TOKENS, RATE_WINDOW_S, SHIFT_GAP_S, SHIFT_PART_S
+from runbooks.profile.requests import SHIFT_MIN_PART
 
 #: query id -> the columns it fills
 QUERY_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -82,6 +87,9 @@ RECORDING_GROUP = "gpumem-fleet"
 _BY = "namespace, deployment"
 #: the label that names the column of a series, in a query that fills more than one
 COLUMN_LABEL = "column"
+#: the `count` of a long-share series that holds the part's share of long prompts (recorded),
+#: rather than its `short` or `total` prompts (raw)
+LONG_SHARE = "long_share"
 _DCGM_USED = "DCGM_FI_DEV_FB_USED|dcgm_fb_used"
 
 
@@ -252,6 +260,7 @@ def _name(kind: str, engine: str | None = None) -> str:
     e = f"{engine}_" if engine else ""
     return {
         "kv": f"namespace_deployment:gpumem_{e}kv_usage:max",
+        "kv_max": f"namespace_deployment:gpumem_{e}kv_usage:max_over_time1h",
         "queue": f"namespace_deployment:gpumem_{e}queue:sum",
         "preemptions": f"namespace_deployment:gpumem_{e}preemptions:increase1h",
         "ttft": f"namespace_deployment:gpumem_{e}ttft_seconds:p99_rate5m",
@@ -262,6 +271,7 @@ def _name(kind: str, engine: str | None = None) -> str:
         "restarts": "namespace_deployment:kube_pod_container_status_restarts:increase1h",
         "oom_kills": "namespace_deployment:gpumem_oom_kills:increase1h",
         "gpu_used": "namespace_deployment:gpumem_gpu_memory_used:ratio_max",
+        "long_share": "namespace_deployment:gpumem_prompts_long:ratio15m",
     }[kind]
 
 
@@ -272,6 +282,9 @@ def recording_rules(engines: Sequence[str] = ENGINES) -> tuple[Recording, ...]:
     out: list[Recording] = []
     for e in b.engines:
         out.append(Recording(_name("kv", e), b.kv(e), e))
+        # the hour's peak over the rule above (evaluated before it in the same group, so at the
+        # same instant): an instant read of one series a workload for the view
+        out.append(Recording(_name("kv_max", e), f"max_over_time({_name('kv', e)}[{b.win}])", e))
         out.append(Recording(_name("queue", e), b.queue(e), e))
         if (pre := b.preemptions(e)) is not None:
             out.append(Recording(_name("preemptions", e), pre, e))
@@ -281,10 +294,30 @@ def recording_rules(engines: Sequence[str] = ENGINES) -> tuple[Recording, ...]:
         out.append(Recording(_name("total", e), b.prompts(e, "total"), e))
         out.append(Recording(_name("serving", e), b.serving((e,)), e))
     out.append(Recording(_name("gpu_holder"), b.gpu_holders()))
-    out.append(Recording(_name("restarts"), b.restarts()))
-    out.append(Recording(_name("oom_kills"), b.oom_kills()))
+    # the rules below read the rules above (earlier in the group: evaluated first, at the same
+    # instant), so that the view reads one series a workload and joins nothing: restarts and OOM
+    # kills only of the workloads that ran an engine or held a GPU in the hour, the long share
+    # of every engine's prompts together
+    members = f"(group by ({_BY}) ({_recorded(_name('serving', e) for e in b.engines)}) or {_name('gpu_holder')})"
+    out.append(Recording(_name("restarts"), f"{b.restarts()}\nand on ({_BY}) {members}"))
+    out.append(Recording(_name("oom_kills"), f"{b.oom_kills()}\nand on ({_BY}) {members}"))
     out.append(Recording(_name("gpu_used"), b.gpu_used()))
+    out.append(Recording(_name("long_share"), _share(_recorded(_name("short", e) for e in b.engines),
+                                                     _recorded(_name("total", e) for e in b.engines))))
     return tuple(out)
+
+
+def _recorded(names: Iterable[str], *matchers: str, offset: str = "") -> str:
+    """A selector of the recorded series `names`."""
+    return q.selector("|".join(q.re2_escape(n) for n in names), *matchers) + offset
+
+
+def _share(short: str, total: str) -> str:
+    """The share of long prompts per workload from its `short` and `total` prompts (selectors,
+    engines added up), as `long_share_values` takes it from the counts: only where the part
+    holds SHIFT_MIN_PART requests, a missing short count read as none."""
+    short, total = f"sum by ({_BY}) ({short})", f"sum by ({_BY}) ({total})"
+    return f"(1 - clamp_max(({short} or {total} * 0) / {total}, 1))\nand on ({_BY}) {total} >= {SHIFT_MIN_PART}"
 
 
 def needed_records(engines: Sequence[str] = ENGINES) -> frozenset[str]:
@@ -292,7 +325,7 @@ def needed_records(engines: Sequence[str] = ENGINES) -> frozenset[str]:
     chosen = tuple(e for e in ENGINES if e in (engines or ENGINES))
     needed = {r.record for r in recording_rules(chosen)}
     if set(chosen) != set(ENGINES):
-        needed -= {_name("gpu_holder"), _name("gpu_used")}
+        needed -= {_name("gpu_holder"), _name("gpu_used"), _name("long_share")}
     return frozenset(needed)
 
 
@@ -307,24 +340,21 @@ def recorded_queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str]
     def sel(kind: str, *, offset: str = "", per_engine: bool = True) -> str | None:
         names = [_name(kind, e) for e in chosen] if per_engine else [_name(kind)]
         names = [n for n in names if n in records]
-        if not names:
-            return None
-        return q.selector("|".join(q.re2_escape(n) for n in names), *ns) + offset
+        return _recorded(names, *ns, offset=offset) if names else None
 
     records = {r.record for r in recording_rules(chosen)}
-    win = q.duration(DEFAULT_WINDOW_S)
-    kv = sel("kv")
-    members = sel("serving")
-    if all_engines:
-        members = f"({members} or {sel('gpu_holder', per_engine=False)})"
+    kv, kv_max = sel("kv"), sel("kv_max")
+    # the rules hold only the workloads that ran one of their engines or held a GPU: the view of
+    # fewer engines keeps those that ran one of its own
+    members = "" if all_engines else f"\nand on ({_BY}) {sel('serving')}"
     restarts, oom = sel("restarts", per_engine=False), sel("oom_kills", per_engine=False)
     out: dict[str, str | None] = {
         "kv": f"{tag(f'max by ({_BY}, engine) ({kv})', COLUMN_LABEL, 'kv_now')}\n"
-              f"or {tag(f'max by ({_BY}, engine) (max_over_time({kv}[{win}]))', COLUMN_LABEL, 'kv_max')}",
+              f"or {tag(f'max by ({_BY}, engine) ({kv_max})', COLUMN_LABEL, 'kv_max')}",
         "queue": _by_engine(sel("queue")),
         "preemptions": _by_engine(sel("preemptions")),
-        "oom_kills": f"sum by ({_BY}) ({oom})\nand on ({_BY}) {members}",
-        "restarts": f"sum by ({_BY}) ({restarts})\nand on ({_BY}) {members}",
+        "oom_kills": f"sum by ({_BY}) ({oom}){members}",
+        "restarts": f"sum by ({_BY}) ({restarts}){members}",
     }
     if all_engines:
         out["gpu_used"] = f"max by ({_BY}) ({sel('gpu_used', per_engine=False)})"
@@ -332,8 +362,13 @@ def recorded_queries(engines: Sequence[str] = ENGINES, namespaces: Sequence[str]
     out["ttft_p99"] = None if ttft is None else f"max by ({_BY}, engine) ({ttft})"
     pieces = []
     for when, offset in (("now", ""), ("before", f" offset {q.duration(SHIFT_GAP_S)}")):
-        for count in ("short", "total"):
-            pieces.append(tag(tag(_by_engine(sel(count, offset=offset)), "part", when), "count", count))
+        # each part's share itself, one series a workload: every engine's from its rule, fewer
+        # engines' from their prompt counts
+        if all_engines:
+            share = f"max by ({_BY}) ({sel('long_share', offset=offset, per_engine=False)})"
+        else:
+            share = _share(sel("short", offset=offset), sel("total", offset=offset))
+        pieces.append(tag(tag(share, "part", when), "count", LONG_SHARE))
     out["long_share"] = " or ".join(pieces)
     return {k: v for k, v in out.items() if v is not None}
 
