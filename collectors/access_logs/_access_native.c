@@ -183,13 +183,27 @@ static int fill_names(name_table *table, const char *firsts) {
     return 0;
 }
 
-/* the index of the name p[0:n] is, or -1 (compared here: a call to memcmp for names this
- * short cost more than the comparison) */
+/* bytes p[0:8] as one word (a load the compiler makes a single move) */
+static inline uint64_t word8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* the index of the name p[0:n] is, or -1: compared a word at a time, the first 8 bytes and the
+ * last 8 (overlapping) for names of 8 to 16 bytes, a byte at a time below 8 (a call to memcmp
+ * for names this short cost more than the comparison; a byte loop over 13-byte names was a
+ * tenth of the JSON scan) */
 static inline int name_of(const name_table *table, const unsigned char *p, Py_ssize_t n) {
     if (n < 1 || n > MAX_NAME) return -1;
     int k = table->by_shape[n][table->slot[p[0]]];
     if (k < 0) return -1;
     const unsigned char *name = (const unsigned char *)table->names[k];
+    if (n >= 8) {
+        if (word8(p) != word8(name)) return -1;
+        if (n > 16 && p[8] != name[8]) return -1; /* 17 bytes: the middle byte the two words miss */
+        return word8(p + n - 8) == word8(name + n - 8) ? k : -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++)
         if (p[i] != name[i]) return -1;
     return k;
