@@ -101,8 +101,23 @@ static inline __m128i in_range(__m128i v, char lo, char hi_minus_lo) {
 
 static inline Py_ssize_t clamp(Py_ssize_t at, Py_ssize_t n) { return at < n ? at : n; }
 
-/* the first i' >= i where p[i'] ends a bare value ([\s,;"')}]), or n */
+/* the first i' >= i where p[i'] ends a bare value ([\s,;"')}]), or n: the first 8 bytes one at
+ * a time (most values are short counts and words), then 16 at a time where SSE2 is, as long as
+ * 16 bytes of the line are left (times, trace and request ids run 20 to 40 bytes: a byte loop
+ * over them was a quarter of the scan of logfmt with extra fields) */
 static inline Py_ssize_t bare_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    for (Py_ssize_t stop = i + 8 < n ? i + 8 : n; i < stop; i++)
+        if (ends_bare(p[i])) return i;
+#if defined(__SSE2__)
+    while (i + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_or_si128(EQ(v, ' '), EQ(v, ',')), _mm_or_si128(EQ(v, ';'), EQ(v, '"'))),
+                                   _mm_or_si128(_mm_or_si128(EQ(v, '\''), EQ(v, ')')), EQ(v, '}')));
+        int bits = _mm_movemask_epi8(hit);
+        if (bits) return i + __builtin_ctz((unsigned)bits);
+        i += 16;
+    }
+#endif
     while (i < n && !ends_bare(p[i])) i++;
     return i;
 }
