@@ -678,6 +678,37 @@ def test_lines_that_must_be_taken_read_exactly(raw, want):
     assert _reference(raw) == want
 
 
+_READ_NAMES = ("input_tokens", "prompt_tokens", "output_tokens", "completion_tokens", "timestamp", "@timestamp")
+
+
+@pytest.mark.parametrize("name", _READ_NAMES)
+def test_a_key_one_byte_off_a_read_name_is_not_read_as_it(name):
+    # names are compared a word at a time (the first and last 8 bytes, and the byte between at
+    # 17): a difference at any one place must still tell the key apart, in text and in JSON
+    when = _at(2026, 10, 10, 13, 55, 36)
+    for j in range(len(name)):
+        other = name[:j] + "X" + name[j + 1:]
+        text = f"{other}=1 input_tokens=5 output_tokens=6 ts=1791640536".encode()
+        assert _taken(text) == (5, 6, when), text
+        doc = (f'{{"usage": {{"{other}": 1, "prompt_tokens": 5, "completion_tokens": 6}}, '
+               f'"{other}": 2, "created": 1791640536}}').encode()
+        assert _taken(doc) == (5, 6, when), doc
+
+
+@pytest.mark.parametrize("end", [b" ", b",", b";", b'"', b"'", b")", b"}", b""])
+def test_a_bare_value_ends_where_the_reference_ends_it_at_every_length(end):
+    # a bare value's end is sought a byte at a time for 8 bytes, then 16 at a time while 16
+    # bytes of the line are left: every length across those steps, each byte that ends it
+    for n in range(0, 50):
+        value = (b"v" + b"0123456789abcdef" * 4)[: n + 1]
+        # `(` may stand before a key but does not end a value: a value read too far swallows the key
+        for raw in (b"pad=" + value + end + b"(input_tokens=9 input_tokens=5 output_tokens=6",
+                    b"input_tokens=5 output_tokens=6 pad=" + value + end + b"q",
+                    b"input_tokens=" + b"7" * min(n + 1, 12) + end + b" output_tokens=6 pad=" + value):
+            _agrees(raw)
+            assert native_reading(raw) is not NOT_TAKEN, raw
+
+
 @pytest.mark.parametrize("raw", [b"level=info msg=ok path=/health status=200", b"GET /health 200"])
 def test_a_line_without_counts_is_taken_as_skipped(raw):
     assert _reference(raw) is None
