@@ -209,7 +209,7 @@ def test_phase2_applies_one_patch_and_the_rollbacks_go_in_order(cluster, tmp_pat
     assert main(["plans", "--all", "--store", str(store), "--lang", "en"]) == 0
     listed = capsys.readouterr().out
     for p in (first, second):
-        assert f"{p['id']:<14} rolled_back llm/vllm-server" in listed
+        assert f"{p['id']:<14} rolled back llm/vllm-server" in listed
     assert "split_pools create Deployment/vllm-server-long; split_pools create Service/vllm-server-long" in listed
 
 
