@@ -149,9 +149,17 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "and 0.7.3 profile the same way, yet their chunked-prefill logs peak no higher than the forward "
               "pass, whence the 0.16 GiB the budget counts; why is not in the source read"},
     "vllm-21348-qwen3-235b-fp8-4xh100": {
-        "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1), whose GPU buffers the "
-              "budget does not model; neither the weights nor the GPU's total are printed: 9.69 GiB predicted "
-              "against 8.11 GiB (+20.9%)"},
+        "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1); neither the weights nor "
+              "the GPU's total are printed: 9.69 GiB predicted against 8.11 GiB (+20.9%). LMCache's own GPU "
+              "allocation does not explain the 1.58 GiB: LMCache 0.3.2 (the release of 2025-07-15) builds the "
+              "worker's engine when the connector is made (integration/vllm/vllm_v1_adapter.py:309-316), and "
+              "without NIXL its paged connector holds one staging buffer of [2, layers, chunk_size, KV heads x "
+              "head size] (integration/vllm/vllm_adapter.py:102-106,184,216-224; v1/gpu_connector.py:131-142,"
+              "295-297), chunk_size 256 by default (v1/config.py:130): 2 x 94 x 256 x 128 x 2 B = 0.011 GiB per "
+              "GPU; its local_cpu store (5 GB by default, v1/config.py:131-132) is pinned host memory. vLLM V1 "
+              "makes the connector in init_worker_distributed_environment, after the free-memory snapshot and "
+              "before the profile (v1/worker/gpu_worker.py, ensure_kv_transfer_initialized), so that buffer is "
+              "in the profile's torch figures; the rest of the gap is not in the source read"},
     "tgi-1856-llama3-8b-rtx3090-1.4": {
         "kv": "+18.5% (46,112 tokens predicted, 38,928 printed): TGI 1.4 reads free memory after one warm-up "
               "forward (flash_causal_lm.py:744-786@v1.4.5, the same in 1.4.1-1.4.5) of 4 x 1024 prompt tokens "
