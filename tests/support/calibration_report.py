@@ -168,7 +168,11 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "forward (flash_causal_lm.py:744-786@v1.4.5, the same in 1.4.1-1.4.5) of 4 x 1024 prompt tokens "
               "holding blocks for 2047 tokens each, with log-probabilities over all 4096 (0.98 GiB logits and "
               "their log-softmax); 0.92 GiB more was in use than those, the weights and the CUDA context add up "
-              "to. Its AWQ sibling on the same card, whose split-k GEMM buffer explains its own gap, is within "
+              "to. CUDA graphs are not it: 1.4.0 has none, 1.4.1-1.4.5 capture them only with "
+              "--enable-cuda-graphs (ENABLE_CUDA_GRAPHS, default false: models/globals.py:6@v1.4.5, "
+              "launcher/src/main.rs:552-553@v1.4.5) and after the free memory is read and the cache sized "
+              "(flash_causal_lm.py:801-807@v1.4.5); 1.4.0 sizes on all of that free memory, no 5% wiggle "
+              "room (flash_causal_lm.py:716@v1.4.0), which would predict more, not less. Its AWQ sibling on the same card, whose split-k GEMM buffer explains its own gap, is within "
               "3.7%; launch flags and the patch release are not given"},
     "vllm-13882-qwen25-7b-int4-rtx4060-fail": {
         "kv": "the engine printed a negative remainder (-1.05 GiB) and 0 blocks: no cache to compare; the "
