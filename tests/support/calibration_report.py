@@ -149,15 +149,30 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "and 0.7.3 profile the same way, yet their chunked-prefill logs peak no higher than the forward "
               "pass, whence the 0.16 GiB the budget counts; why is not in the source read"},
     "vllm-21348-qwen3-235b-fp8-4xh100": {
-        "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1), whose GPU buffers the "
-              "budget does not model; neither the weights nor the GPU's total are printed: 9.69 GiB predicted "
-              "against 8.11 GiB (+20.9%)"},
+        "kv": "run with an LMCache KV connector (--kv-transfer-config LMCacheConnectorV1); neither the weights nor "
+              "the GPU's total are printed: 9.69 GiB predicted against 8.11 GiB (+20.9%). LMCache's own GPU "
+              "allocation does not explain the 1.58 GiB: LMCache 0.3.2 (the release of 2025-07-15) builds the "
+              "worker's engine when the connector is made (integration/vllm/vllm_v1_adapter.py:315-320@0.3.2); "
+              "without NIXL or layerwise (off by default, v1/config.py:137@0.3.2) its paged connector holds one "
+              "staging buffer of [2, layers, chunk_size, KV heads x head size] (integration/vllm/vllm_adapter.py:"
+              "102-106,216-224@0.3.2; v1/gpu_connector.py:131-142,295-297@0.3.2), chunk_size 256 by default "
+              "(v1/config.py:130@0.3.2): 2 x 94 x 256 x 128 x 2 B = 0.011 GiB per GPU; its local_cpu store (5 GB "
+              "by default, v1/config.py:131-132@0.3.2) is pinned host memory (v1/cache_engine.py:714, "
+              "v1/memory_management.py:1285@0.3.2). vLLM 0.9.2 makes the connector in "
+              "init_worker_distributed_environment (v1/worker/gpu_worker.py:158,388@0.9.2), after the free-memory "
+              "snapshot (:140) and before the profile, and counts the torch peak and the non-torch growth since "
+              "that snapshot (utils/__init__.py:2477-2480@0.9.2), so the buffer is priced by the engine as any "
+              "allocation is; the rest of the gap is not in the source read"},
     "tgi-1856-llama3-8b-rtx3090-1.4": {
         "kv": "+18.5% (46,112 tokens predicted, 38,928 printed): TGI 1.4 reads free memory after one warm-up "
               "forward (flash_causal_lm.py:744-786@v1.4.5, the same in 1.4.1-1.4.5) of 4 x 1024 prompt tokens "
               "holding blocks for 2047 tokens each, with log-probabilities over all 4096 (0.98 GiB logits and "
               "their log-softmax); 0.92 GiB more was in use than those, the weights and the CUDA context add up "
-              "to. Its AWQ sibling on the same card, whose split-k GEMM buffer explains its own gap, is within "
+              "to. CUDA graphs are not it: 1.4.0 has none, 1.4.1-1.4.5 capture them only with "
+              "--enable-cuda-graphs (ENABLE_CUDA_GRAPHS, default false: models/globals.py:6@v1.4.5, "
+              "launcher/src/main.rs:552-553@v1.4.5) and after the free memory is read and the cache sized "
+              "(flash_causal_lm.py:801-807@v1.4.5); 1.4.0 sizes on all of that free memory, no 5% wiggle "
+              "room (flash_causal_lm.py:716@v1.4.0), which would predict more, not less. Its AWQ sibling on the same card, whose split-k GEMM buffer explains its own gap, is within "
               "3.7%; launch flags and the patch release are not given"},
     "vllm-13882-qwen25-7b-int4-rtx4060-fail": {
         "kv": "the engine printed a negative remainder (-1.05 GiB) and 0 blocks: no cache to compare; the "
