@@ -7,6 +7,7 @@ titles, many devices, a shift whose parts have long names, a long shift."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 import pytest
 
@@ -87,6 +88,12 @@ FIGURES = {
 CASES = [pytest.param(name, lang, id=f"{name}-{lang}") for name in FIGURES for lang in LANGS]
 
 
+@cache
+def _figure(name: str, lang: str):
+    """The figure of one case, drawn once for the five checks that read it (none changes it)."""
+    return FIGURES[name](lang)
+
+
 def _drawn_ticks(axis):
     """The tick labels matplotlib draws: those of ticks inside the axis' view (the locator's
     others are laid out but not drawn)."""
@@ -117,7 +124,7 @@ def _data_boxes(ax, r):
 
 @pytest.mark.parametrize(("name", "lang"), CASES)
 def test_every_text_is_inside_the_figure(name, lang):
-    fig = FIGURES[name](lang)
+    fig = _figure(name, lang)
     r = fig.canvas.get_renderer()
     frame = fig.bbox
     for t in _texts(fig):
@@ -128,7 +135,7 @@ def test_every_text_is_inside_the_figure(name, lang):
 
 @pytest.mark.parametrize(("name", "lang"), CASES)
 def test_titles_are_whole_and_within_the_width(name, lang):
-    fig = FIGURES[name](lang)
+    fig = _figure(name, lang)
     r = fig.canvas.get_renderer()
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
     if fig._suptitle is not None:
@@ -146,7 +153,7 @@ def test_titles_are_whole_and_within_the_width(name, lang):
 
 @pytest.mark.parametrize(("name", "lang"), CASES)
 def test_legends_are_off_the_data(name, lang):
-    fig = FIGURES[name](lang)
+    fig = _figure(name, lang)
     r = fig.canvas.get_renderer()
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
     for legend in legends:
@@ -163,7 +170,7 @@ def test_legends_are_off_the_data(name, lang):
 
 @pytest.mark.parametrize(("name", "lang"), CASES)
 def test_tick_labels_do_not_run_together(name, lang):
-    fig = FIGURES[name](lang)
+    fig = _figure(name, lang)
     r = fig.canvas.get_renderer()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
@@ -179,7 +186,7 @@ def test_tick_labels_do_not_run_together(name, lang):
 
 @pytest.mark.parametrize(("name", "lang"), CASES)
 def test_titles_stay_clear_of_legends_and_labels(name, lang):
-    fig = FIGURES[name](lang)
+    fig = _figure(name, lang)
     r = fig.canvas.get_renderer()
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title) if t.get_text()]
     titles += [fig._suptitle] if fig._suptitle is not None else []
