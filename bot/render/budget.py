@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
+from bot.render.terminal import cells, ljust
 from bot.render.wording import budget_concurrency, concurrency_short, eviction_words, pct
 from bot.service.outcomes import BudgetPage as Page
 from bot.service.outcomes import BudgetSide as Side
@@ -130,12 +130,6 @@ def reason_text(cat: Catalog, plan: SafePlan, r: Any) -> str:
     return cat.t(f"budget_cli.reason.{_kind(plan, r.flag)}.{r.id}", {**r.params, "flag": r.flag})
 
 
-def _width(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
 
 
 def _gib(value: float | None) -> str:
@@ -194,8 +188,8 @@ def verdict_line(cat: Catalog, b: Budget) -> str:
 def memory_lines(cat: Catalog, side: Side) -> list[str]:
     b, inp = side.budget, side.inputs
     labels = [cat.t(f"budget_cli.row.{name}") for name, _ in _ROWS]
-    width = max(_width(x) for x in labels) + 2
-    lines = [f"{_pad(label, width)}{_gib(getattr(b, key)):>13}" for label, (_, key) in zip(labels, _ROWS, strict=True)]
+    width = max(cells(x) for x in labels) + 2
+    lines = [f"{ljust(label, width)}{_gib(getattr(b, key)):>13}" for label, (_, key) in zip(labels, _ROWS, strict=True)]
     lines[-1] += "   " + cat.t("budget_cli.row.kv_detail", kv_bytes_per_token=b.kv_bytes_per_token,
                                  kv_cache_tokens=b.kv_cache_tokens, block_size=b.block_size)
     flag = ENGINE_FLAGS[inp.engine][2]
@@ -257,10 +251,10 @@ def what_if_lines(cat: Catalog, page: Page) -> list[str]:
     rows.append((cat.t("budget_cli.what_if.headroom"), _gib(before.headroom_gib), _gib(after.headroom_gib)))
     yes, no = cat.t("budget_cli.what_if.yes"), cat.t("budget_cli.what_if.no")
     rows.append((cat.t("budget_cli.what_if.starts"), yes if before.fits else no, yes if after.fits else no))
-    label_w = max(_width(r[0]) for r in rows) + 2
+    label_w = max(cells(r[0]) for r in rows) + 2
     col_w = max(14, *(len(r[1]) + 3 for r in rows))
-    head = _pad("", label_w) + _pad(cat.t("budget_cli.what_if.before"), col_w) + cat.t("budget_cli.what_if.after")
-    lines = [head] + [_pad(a, label_w) + _pad(b, col_w) + c for a, b, c in rows]
+    head = ljust("", label_w) + ljust(cat.t("budget_cli.what_if.before"), col_w) + cat.t("budget_cli.what_if.after")
+    lines = [head] + [ljust(a, label_w) + ljust(b, col_w) + c for a, b, c in rows]
     for side, label in ((before, "before"), (after, "after")):
         if side.failure:
             lines.append(cat.t(f"budget_cli.what_if.fails_{label}", failure=side.failure))

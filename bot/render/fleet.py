@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.terminal import cells
 from bot.service.outcomes import FleetOutcome
 from runbooks.alerts.fleet import COLUMNS, LINES, UNITS, Ranked, Reading
 
@@ -78,10 +79,10 @@ def fleet_text(outcome: FleetOutcome, lang: str) -> str:
     for row in outcome.rows:
         table.append([str(row.rank), row.target, _engines(row), f"{round(row.score * 100)}%",
                       *(_cell(cat, row, c, not_read) for c in COLUMNS), row.command])
-    widths = [max(_width(r[i]) for r in table) for i in range(len(head))]
+    widths = [max(cells(r[i]) for r in table) for i in range(len(head))]
     lines.append("")
     for r in table:
-        lines.append("  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(r, widths, strict=True)).rstrip())
+        lines.append("  ".join(cell + " " * (w - cells(cell)) for cell, w in zip(r, widths, strict=True)).rstrip())
     lines.append("")
     for row in outcome.rows:
         lines.append(cat.t("fleet_cli.row", rank=row.rank, target=row.target,
@@ -101,11 +102,6 @@ def read_from_text(outcome: FleetOutcome, cat: Catalog) -> str:
 def kind_word(cat: Catalog, kind: str) -> str:
     """What became of a query (`collectors.prometheus.client.ERROR_KINDS`) in words: "timed out", "超时"."""
     return cat.t_or(f"issue.{kind}", kind)
-
-
-def _width(text: str) -> int:
-    # CJK headers take two columns in a terminal
-    return sum(2 if ord(ch) > 0x2E80 else 1 for ch in text)
 
 
 def fleet_json(outcome: FleetOutcome, lang: str) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import csv
 import io
-import unicodedata
 from typing import Any
 
 from bot.render.i18n import Catalog
+from bot.render.terminal import cells as _width
 from runbooks.model.evidence import GpuDevice, GpuSnapshot
 from runbooks.model.serde import to_jsonable
 from runbooks.model.units import MIB, pct
@@ -102,11 +102,6 @@ def _num(value: float | None) -> int | float | None:
 
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _width(text: str) -> int:
-    """Terminal columns: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def _pad(text: str, width: int, right: bool) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import unicodedata
 from datetime import datetime
 from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
+from bot.render.terminal import cells
 from bot.render.wording import pct, shift_label
 from bot.service.outcomes import ProfileView
 from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
@@ -90,11 +90,11 @@ def _window(cat: Catalog, p: RequestProfile) -> str | None:
 def bucket_lines(cat: Catalog, p: RequestProfile) -> list[str]:
     limits = {name: cat.t("profile_cli.limit", input=i, output=o) for name, i, o in BUCKET_LIMITS}
     limits["XL"] = cat.t("profile_cli.limit_xl")
-    width = max(_display(x) for x in limits.values())
+    width = max(cells(x) for x in limits.values())
     lines = []
     for b in p.buckets:
         bar = "█" * int(round(b.share * _BAR_CHARS))
-        label = limits[b.bucket] + " " * (width - _display(limits[b.bucket]))
+        label = limits[b.bucket] + " " * (width - cells(limits[b.bucket]))
         lines.append(f"{b.bucket:<3}{label}  {b.count:>10,}  {pct(b.share):>5}%  {bar}".rstrip())
     return lines
 
@@ -106,17 +106,13 @@ def percentile_lines(cat: Catalog, p: RequestProfile, d: ProfileDetail | None) -
              p.max_output_tokens)]
     if d is not None:
         rows.append((cat.t("profile_cli.row_total"), d.p50_total_tokens, d.p95_total_tokens, d.p99_total_tokens, None))
-    label_w = max(_display(r[0]) for r in rows) + 2
-    head = " " * label_w + "".join(" " * (10 - _display(h)) + h
+    label_w = max(cells(r[0]) for r in rows) + 2
+    head = " " * label_w + "".join(" " * (10 - cells(h)) + h
                                    for h in ("p50", "p95", "p99", cat.t("profile_cli.col_max")))
     out = [head]
     for label, *values in rows:
-        out.append(label + " " * (label_w - _display(label)) + "".join(f"{_int(v):>10}" for v in values))
+        out.append(label + " " * (label_w - cells(label)) + "".join(f"{_int(v):>10}" for v in values))
     return out
-
-
-def _display(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
 
 
 def shift_line(cat: Catalog, shift: ProfileShift) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from bot.render.handover import state_word
 from bot.render.i18n import Catalog
+from bot.render.terminal import ljust
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, StoredPlan
 
@@ -65,12 +66,7 @@ def plans_text(plans: list[StoredPlan], lang: str) -> str:
         t = p.plan.target
         # the target as `gpumem plan` takes it: `ns/name` for a Deployment, else `ns/kind/name`
         where = f"{t.namespace}/{t.name}" if t.kind == "Deployment" else f"{t.namespace}/{t.kind.lower()}/{t.name}"
-        lines.append(f"  {p.plan.id:<14} {_pad(state_word(cat, p.state), 11)} {where:<28} {p.plan.action_id:<20} "
+        lines.append(f"  {p.plan.id:<14} {ljust(state_word(cat, p.state), 11)} {where:<28} {p.plan.action_id:<20} "
                      + "; ".join(c.describe() for c in p.plan.changes))
     return "\n".join(lines) + "\n"
 
-
-def _pad(text: str, width: int) -> str:
-    """`text` left-aligned in `width` terminal columns (a CJK character takes two)."""
-    cols = sum(2 if "\u2e80" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" else 1 for ch in text)
-    return text + " " * max(0, width - cols)

@@ -54,6 +54,20 @@ def rewrite_line(stream: TextIO, text: str) -> None:
     raw.flush()
 
 
+def cells(text: str) -> int:
+    """Terminal cells `text` takes: a wide character (CJK, full-width punctuation) two, any other one.
+
+    >>> cells("KV 已回滚")
+    9
+    """
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def ljust(text: str, columns: int) -> str:
+    """`text` padded with spaces to `columns` terminal cells (never cut)."""
+    return text + " " * max(0, columns - cells(text))
+
+
 def fit(text: str, columns: int) -> str:
     """`text` cut to fit in `columns` terminal cells (a wide character, CJK among them, takes
     two), ending in "..." when cut: a redrawn line must never wrap.
@@ -63,10 +77,7 @@ def fit(text: str, columns: int) -> str:
     >>> fit("观察 0:10", 6)
     '观...'
     """
-    def cells(ch: str) -> int:
-        return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-
-    if sum(cells(ch) for ch in text) <= columns:
+    if cells(text) <= columns:
         return text
     out, used = [], 0
     for ch in text:
