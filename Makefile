@@ -9,7 +9,7 @@ DEMO_BUNDLE ?= examples/runbook-incident
 TEST_WORKERS ?= auto
 PYTEST_PAR := -n $(TEST_WORKERS) --dist loadfile
 ## `make test-fast`: two workers per core; half its time is tests waiting on a process, a drain or a
-## deadline, and the other workers fill it (2 min 50 s against 3 min 10 s at one per core, 2 cores)
+## deadline, and the other workers fill it (docs/benchmarks.md has the timings)
 FAST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 
 .PHONY: demo test test-fast lint bench sanitize clean system-deps
