@@ -5,6 +5,7 @@ Prometheus state read from a real Prometheus in a constant number of queries."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -212,6 +213,18 @@ def test_prometheus_state_for_all_services_in_a_constant_number_of_queries(prom)
     assert vllm.preemptions == pytest.approx(h.PREEMPTIONS_PER_S * 900, rel=0.05)
     assert by[f"{h.TGI_NS}/tgi"].queue_now == h.TGI_QUEUE
     assert by[f"{h.SGL_NS}/sgl"].kv_usage_now == pytest.approx(h.SGL_USAGE)
+    # each count carries its engine's word: vLLM preempts, SGLang retracts (4 steps a minute
+    # over the hour), TGI never does (0, said as such, not "not measured")
+    assert vllm.eviction == "preemption"
+    sgl = by[f"{h.SGL_NS}/sgl"]
+    assert sgl.eviction == "retraction" and sgl.preemptions == pytest.approx(60 * 4 * h.SGL_RETRACTIONS_PER_STEP, rel=0.05)
+    assert (by[f"{h.TGI_NS}/tgi"].eviction, by[f"{h.TGI_NS}/tgi"].preemptions) == ("none", 0)
+    assert by["staging/vllm-server"].eviction is None and by["staging/vllm-server"].preemptions is None
+    en = handover_text(replace(build_handover(Store.memory(), since=prom.end - timedelta(hours=1), now=prom.end), state=tuple(states)), "en")
+    assert f"{round(sgl.preemptions)} retractions" in en and "no preemption (the engine queues requests instead)" in en
+    assert "preemptions (retractions on SGLang) not measured" in en  # staging: no series of its own
+    zh = handover_text(replace(build_handover(Store.memory(), since=prom.end - timedelta(hours=1), now=prom.end), state=tuple(states)), "zh")
+    assert f"撤回 {round(sgl.preemptions)} 次" in zh and "引擎不抢占" in zh
     # the same Deployment name in another namespace is its own service, never mixed into llm's
     assert (by["staging/vllm-server"].kv_usage_peak, by["staging/vllm-server"].queue_now) == (1.0, 500)
     store = Store.memory()
@@ -282,7 +295,7 @@ def test_the_english_handover_says_states_causes_and_counts_in_words(shift):
     assert "KV-cache pressure (highest priority)" in text and "kv_cache_pressure" not in text
     assert "p-wait  proposed  llm/third" in text
     assert "1 restart," not in text and text.rstrip().endswith("1 restart")
-    assert "2 OOM kills" in text and "preemptions not measured" in text and "KV peak not measured (now 50%, headroom at the peak not measured)" in text
+    assert "2 OOM kills" in text and "preemptions (retractions on SGLang) not measured" in text and "KV peak not measured (now 50%, headroom at the peak not measured)" in text
     assert "n/a" not in text and "None" not in text
     assert "2 restarts" in handover_text(_with_state(ho, restarts=2), "en")
 

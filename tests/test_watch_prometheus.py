@@ -68,6 +68,7 @@ def test_rolled_out_with_kv_usage_high_and_preemptions_rising_is_symptoms_remain
     assert "watch: rolled out, but the symptoms remain" in text
     assert f"Prometheus: KV cache usage 97%, queue 4, {s.preemptions:.0f} preemptions in the last 2 min" in text
     assert render.look_json(seen)["prometheus"]["queue"] == 4
+    assert render.look_json(seen)["prometheus"]["eviction"] == s.eviction == "preemption"
     msg = P.plan_message(final, "en", "symptoms_remain", notes=seen.notes, replicas=seen.replicas, symptoms=s)
     contexts = [e["text"] for b in msg["blocks"] if b["type"] == "context" for e in b["elements"]]
     assert any(c.startswith("Prometheus at the last look: KV cache usage 97%, queue 4") for c in contexts)
@@ -96,3 +97,22 @@ def test_a_prometheus_that_does_not_answer_leaves_the_watch_to_kubernetes_and_sa
 
 def test_no_prometheus_configured_means_no_reading():
     assert symptoms_reader(Settings(), None, NS, NAME) is None
+
+
+def test_an_sglang_targets_reading_counts_retractions_and_a_tgi_targets_says_it_never_evicts(prom):
+    from bot.actuator.watch import symptom_notes
+    from bot.service.watch_metrics import target_symptoms
+    from collectors.prometheus.client import PrometheusClient
+
+    client = PrometheusClient(prom.url, timeout_s=10)
+    sgl = target_symptoms(client, h.SGL_NS, "sgl", prom.end)
+    # SGLang's retraction counter rises one per 15 s step: 8 over the 2-minute window
+    assert sgl.eviction == "retraction" and sgl.preemptions == pytest.approx(8 * h.SGL_RETRACTIONS_PER_STEP, rel=0.15)
+    assert symptom_notes(sgl) == (
+        Phrase("watch.retractions", {"count": round(sgl.preemptions), "minutes": 2}),)
+    line = render.symptoms_values(Catalog.load("en"), sgl)["evictions"]
+    assert line == f"{round(sgl.preemptions)} retractions"
+    assert render.symptoms_values(Catalog.load("zh"), sgl)["evictions"] == f"撤回 {round(sgl.preemptions)} 次"
+    tgi = target_symptoms(client, h.TGI_NS, "tgi", prom.end)
+    assert (tgi.eviction, tgi.preemptions) == ("none", 0) and symptom_notes(tgi) == ()
+    assert render.symptoms_values(Catalog.load("en"), tgi)["evictions"] == "no preemption (the engine queues requests instead)"

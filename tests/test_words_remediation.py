@@ -98,6 +98,8 @@ NOTES: list[tuple[Phrase, str, str]] = [
      "KV cache 使用率 97%（达到或超过 90%）"),
     (Phrase("watch.preemptions", {"count": 57, "minutes": 2}), "57 preemptions in the last 2 min",
      "最近 2 分钟内抢占 57 次"),
+    (Phrase("watch.retractions", {"count": 1, "minutes": 2}), "1 retraction in the last 2 min",
+     "最近 2 分钟内撤回 1 次"),
     (Phrase("watch.not_rolled_out"), "not rolled out within the watch window", "观察窗口内未完成滚动更新"),
 ]
 

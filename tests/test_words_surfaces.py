@@ -196,8 +196,8 @@ def _shift() -> Store:
 
 
 STATE = [ServiceState("llm/vllm-server", kv_usage_peak=0.97, kv_usage_now=0.81, queue_peak=18, queue_now=4,
-                      preemptions=57, oom_kills=2, restarts=3),
-         ServiceState("llm/third", kv_usage_peak=0.93, kv_usage_now=0.5, queue_peak=1, queue_now=0, preemptions=1,
+                      preemptions=57, oom_kills=2, restarts=3, eviction="preemption"),
+         ServiceState("llm/third", kv_usage_peak=0.93, kv_usage_now=0.5, queue_peak=1, queue_now=0, preemptions=1, eviction="preemption",
                       oom_kills=0, restarts=1),
          ServiceState("llm/not-deployed")]
 

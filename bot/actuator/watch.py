@@ -134,6 +134,9 @@ class Symptoms:
     error: str | None = None
     #: the seconds `preemptions` counts over
     window_s: int = PREEMPTION_WINDOW_S
+    #: the engine's word for what `preemptions` counts ("preemption", "retraction", "none");
+    #: None: not known
+    eviction: str | None = None
 
 
 @dataclass(frozen=True)
@@ -645,17 +648,9 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
             if tally[what]:
                 notes.append(Phrase(f"watch.{what}_{where}", {"count": tally[what]}))
     seen = _read(symptoms)
-    metric_symptom = False
-    if seen is not None and seen.error:
-        notes.append(Phrase("watch.prometheus_unread", {"error": seen.error}))
-    elif seen is not None:
-        if seen.kv_usage is not None and seen.kv_usage >= KV_USAGE_HIGH:
-            notes.append(Phrase("watch.kv_usage_high", {"usage": _pct(seen.kv_usage), "high": _pct(KV_USAGE_HIGH)}))
-            metric_symptom = True
-        if seen.preemptions is not None and seen.preemptions > 0:
-            notes.append(Phrase("watch.preemptions", {"count": round(seen.preemptions),
-                                                      "minutes": max(1, round(seen.window_s / 60))}))
-            metric_symptom = True
+    said = symptom_notes(seen) if seen is not None else ()
+    notes.extend(said)
+    metric_symptom = any(p.key != "watch.prometheus_unread" for p in said)
     if reverted:  # the change is not on the object any more: what its rollout does is not its own
         outcome = "reverted"
     elif deadline or restarts or ooms:
@@ -669,6 +664,22 @@ def look(writer: KubeWriter, namespace: str, name: str, generation: int | None,
     return Look(outcome, observed, replicas, counts["updatedReplicas"], counts["readyReplicas"],
                 counts["availableReplicas"], tuple(sorted(new_pods)), restarts, ooms, pressure, tuple(notes), seen,
                 reverted)
+
+
+def symptom_notes(seen: Symptoms) -> tuple[Phrase, ...]:
+    """What a look says of Prometheus' reading: that it could not be read, or each symptom that
+    remains (KV cache usage at `KV_USAGE_HIGH` or above; requests put back in the last window,
+    in the engine's own word: SGLang retracts what vLLM preempts). Empty: none remains."""
+    if seen.error:
+        return (Phrase("watch.prometheus_unread", {"error": seen.error}),)
+    notes = []
+    if seen.kv_usage is not None and seen.kv_usage >= KV_USAGE_HIGH:
+        notes.append(Phrase("watch.kv_usage_high", {"usage": _pct(seen.kv_usage), "high": _pct(KV_USAGE_HIGH)}))
+    if seen.preemptions is not None and seen.preemptions > 0:
+        counted = {"count": round(seen.preemptions), "minutes": max(1, round(seen.window_s / 60))}
+        notes.append(Phrase("watch.retractions", counted) if seen.eviction == "retraction"
+                     else Phrase("watch.preemptions", counted))
+    return tuple(notes)
 
 
 def _read(symptoms: Callable[[], Symptoms] | None) -> Symptoms | None:

@@ -10,6 +10,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from bot.render.managers import who
 from bot.render.remediation import revert_words
+from bot.render.wording import eviction_count
 from bot.store.notes import Note
 
 _FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
@@ -184,7 +185,7 @@ def state_line(cat: Catalog, st: Any) -> str:
     return cat.t("handover.state_line", target=st.target, kv_peak=pct_word(cat, st.kv_usage_peak),
                  kv_now=pct_word(cat, st.kv_usage_now), headroom=pct_word(cat, st.headroom),
                  queue_peak=n_word(cat, st.queue_peak), queue_now=n_word(cat, st.queue_now),
-                 preemptions=count_word(cat, "preemptions", st.preemptions),
+                 preemptions=eviction_count(cat, st.preemptions, getattr(st, "eviction", None)),
                  oom_kills=count_word(cat, "oom_kills", st.oom_kills),
                  restarts=count_word(cat, "restarts", getattr(st, "restarts", None)))
 

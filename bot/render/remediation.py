@@ -12,6 +12,7 @@ from bot.render import split_pools
 from bot.render.i18n import Catalog
 from bot.render.managers import managers_json, plan_manager_lines
 from bot.render.plan_preview import preview_json, preview_words
+from bot.render.wording import eviction_count
 from bot.store.db import StoredPlan
 from runbooks.model.phrases import Phrase, phrase_json, phrase_of
 from runbooks.remediation.preview import PlanPreview
@@ -194,14 +195,16 @@ def symptoms_json(symptoms: Any) -> dict[str, Any] | None:
     if symptoms is None:
         return None
     return {"kv_usage": symptoms.kv_usage, "queue": symptoms.queue, "preemptions": symptoms.preemptions,
-            "preemption_window_s": symptoms.window_s, "error": symptoms.error}
+            "preemption_window_s": symptoms.window_s, "eviction": getattr(symptoms, "eviction", None),
+            "error": symptoms.error}
 
 
-def symptoms_values(symptoms: Any) -> dict[str, Any]:
-    """The wording's values: KV usage in percent, queue and preemptions as counts, "-" when absent."""
+def symptoms_values(cat: Catalog, symptoms: Any) -> dict[str, Any]:
+    """The wording's values: KV usage in percent, queue as a count, "-" when absent; preemptions
+    counted in the engine's own word (`evictions`)."""
     return {"kv": "-" if symptoms.kv_usage is None else f"{symptoms.kv_usage * 100:.0f}%",
             "queue": "-" if symptoms.queue is None else f"{symptoms.queue:.0f}",
-            "preemptions": "-" if symptoms.preemptions is None else f"{symptoms.preemptions:.0f}",
+            "evictions": eviction_count(cat, symptoms.preemptions, getattr(symptoms, "eviction", None)),
             "minutes": max(1, round(symptoms.window_s / 60)), "error": symptoms.error or ""}
 
 
@@ -222,7 +225,7 @@ def look_text(look: Any, lang: str, rolled_back: bool = False) -> str:
     symptoms = getattr(look, "symptoms", None)
     if symptoms is not None:
         key = "remediate_cli.watch_metrics_unread" if symptoms.error else "remediate_cli.watch_metrics"
-        out += cat.t(key, symptoms_values(symptoms)) + "\n"
+        out += cat.t(key, symptoms_values(cat, symptoms)) + "\n"
     return out
 
 

@@ -26,6 +26,7 @@ from bot.render.handover import (
 )
 from bot.render.i18n import Catalog
 from bot.render.remediation import revert_words
+from bot.render.wording import eviction_count
 from bot.store.notes import Note
 
 Message = dict[str, Any]
@@ -218,7 +219,7 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
                 kv_now=pct_word(cat, st.kv_usage_now), headroom=pct_word(cat, st.headroom),
                 queue_peak=pct_word(cat, None) if st.queue_peak is None else f"{st.queue_peak:.0f}",
                 queue_now=pct_word(cat, None) if st.queue_now is None else f"{st.queue_now:.0f}",
-                preemptions=count_word(cat, "preemptions", st.preemptions),
+                preemptions=eviction_count(cat, st.preemptions, getattr(st, "eviction", None)),
                 oom_kills=count_word(cat, "oom_kills", st.oom_kills),
                 restarts=count_word(cat, "restarts", getattr(st, "restarts", None)))) for st in h.state])
     pages = B.paginate(blocks)

@@ -304,7 +304,7 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
 def watch_metrics_line(cat: Catalog, symptoms: Any) -> str:
     """The watch's Prometheus reading at its last look (`bot.actuator.watch.Symptoms`)."""
     key = "slack_plan.watch_metrics_unread" if symptoms.error else "slack_plan.watch_metrics"
-    return t(cat, key, **symptoms_values(symptoms))
+    return t(cat, key, **symptoms_values(cat, symptoms))
 
 
 #: pod and node names a plan message lists before "… (+N)"

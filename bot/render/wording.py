@@ -56,6 +56,20 @@ def eviction_words(cat: Catalog, engine: str | None) -> dict[str, str]:
     return {form: cat.t(f"eviction.{term}.{form}") for form in EVICTION_FORMS}
 
 
+def eviction_count(cat: Catalog, count: float | None, term: str | None) -> str:
+    """A measured count of requests put back for lack of KV cache, in the engine word its series
+    carried (`collectors.prometheus.promql.eviction_reading`; None with a count: engines of both).
+
+    >>> en = Catalog.load("en")
+    >>> eviction_count(en, 1, "retraction"), eviction_count(en, 0, "none"), eviction_count(en, None, None)
+    ('1 retraction', 'no preemption (the engine queues requests instead)', 'preemptions (retractions on SGLang) not measured')
+    """
+    if count is None:
+        return cat.t("eviction_count.unknown")
+    key = term if term in ("preemption", "retraction", "none") else "mixed"
+    return cat.t(f"eviction_count.{key}", count=int(round(count)))
+
+
 def engine_catalog(lang: str, engine: str | None) -> Catalog:
     """The catalog of `lang` that words every message with `engine`'s own flag names and its
     own word for evicting a running request."""

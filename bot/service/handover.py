@@ -174,10 +174,14 @@ class ServiceState:
     kv_usage_now: float | None = None
     queue_peak: float | None = None
     queue_now: float | None = None
+    #: requests put back for lack of KV cache over the shift, in `eviction`'s engine word
     preemptions: float | None = None
     oom_kills: float | None = None
     #: container restarts over the shift, for any reason
     restarts: float | None = None
+    #: the engine's word for what `preemptions` counts (`runbooks.catalogs.engine_metrics.eviction_term`:
+    #: "preemption" vLLM, "retraction" SGLang, "none" TGI, which never does it); None: not known
+    eviction: str | None = None
 
     @property
     def headroom(self) -> float | None:
@@ -617,12 +621,19 @@ def prometheus_state(client: Any, targets: list[str], since: datetime, until: da
     pairs, sel = promql.service_selector(targets)
     queries = promql.service_state_queries(sel, (until - since).total_seconds())
     values: dict[tuple[str, str], dict[str, float]] = {p: {} for p in pairs}
+    evictions: dict[tuple[str, str], list[Any]] = {p: [] for p in pairs}
     for key in PROM_QUERIES:
         result = client.query(queries[key], at=until)
         for series in result.series:
             where = (series.labels.get("namespace", ""), series.labels.get("deployment", ""))
-            if where in values and series.points:
+            if key == "preemptions" and where in evictions:
+                evictions[where].append(series)
+            elif where in values and series.points:
                 values[where][key] = series.points[-1][1]
+    for where, found in evictions.items():
+        reading = promql.eviction_reading(found)
+        if reading is not None:
+            values[where]["preemptions"], values[where]["eviction"] = reading
     return [ServiceState(f"{ns}/{name}", **values[(ns, name)]) for ns, name in pairs]
 
 

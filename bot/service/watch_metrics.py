@@ -24,12 +24,16 @@ def target_symptoms(client: Any, namespace: str, name: str, at: datetime) -> Sym
     `client` is a `collectors.prometheus.client.PrometheusClient`."""
     _, sel = promql.service_selector([f"{namespace}/{name}"])
     queries = promql.symptom_queries(sel, PREEMPTION_WINDOW_S)
-    values: dict[str, float | None] = {}
+    values: dict[str, Any] = {}
     for key, query in queries.items():
         result = client.query(query, at=at)
-        values[key] = next((s.points[-1][1] for s in result.series
-                            if s.labels.get("namespace") == namespace and s.labels.get("deployment") == name
-                            and s.points), None)
+        mine = [s for s in result.series
+                if s.labels.get("namespace") == namespace and s.labels.get("deployment") == name and s.points]
+        if key == "preemptions":
+            reading = promql.eviction_reading(mine)
+            values["preemptions"], values["eviction"] = reading if reading else (None, None)
+        else:
+            values[key] = mine[0].points[-1][1] if mine else None
     return Symptoms(**values)
 
 

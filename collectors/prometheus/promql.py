@@ -17,8 +17,11 @@ Each selector is written for both, joined with `or`, and the second is relabelle
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from runbooks.alerts.engines import ENGINES, SERIES
 from runbooks.alerts.promql import re2_escape
+from runbooks.catalogs.engine_metrics import eviction_term, names
 
 #: DCGM framebuffer series, MiB (the 1.x `-o` names too)
 FB_NAMES = "DCGM_FI_DEV_FB_(USED|FREE|RESERVED)|dcgm_fb_(used|free)"
@@ -174,6 +177,42 @@ def service_usage_query(sel: Callable[..., str]) -> str:
     return f"max {BY_SERVICE} ({sel(USAGE_NAMES)})"
 
 
+#: the labels a per-pod reading keeps before `sel` relabels it (series of several names would
+#: otherwise collide once a function drops their name)
+_POD_KEYS = "by (namespace, pod, exported_namespace, exported_pod)"
+#: the label `eviction_query` adds: the engine's own word for evicting a running request
+EVICTION_LABEL = "eviction"
+
+
+def eviction_query(sel: Callable[..., str], window: str) -> str:
+    """Each service's requests put back for lack of KV cache over `window`, one series per
+    engine word (label `eviction`: vLLM's "preemption", SGLang's "retraction"; "none", at 0,
+    for a service whose engine never does it, TGI), so a reading says whose counter it is.
+    The names come from `runbooks.alerts.engines`: the counters, and SGLang 0.4.10-0.5.1's
+    running-total gauge, which `increase` reads as a counter."""
+    parts = []
+    for engine in ENGINES:
+        series = SERIES[engine]
+        term = eviction_term(engine)
+        if series.preemptions is None:
+            inner = f"sum {BY_SERVICE} ({sel(series.presence, wrap=lambda s: f'0 * count {_POD_KEYS} ({s})')})"
+        else:
+            names_re = "|".join([series.preemptions, *names(engine, "retractions_total")[1:]])
+            inner = f"sum {BY_SERVICE} ({sel(names_re, wrap=lambda s: f'sum {_POD_KEYS} (increase({s}[{window}]))')})"
+        parts.append(f'label_replace({inner}, "{EVICTION_LABEL}", "{term}", "", "")')
+    return " or ".join(parts)
+
+
+def eviction_reading(series: Any) -> tuple[float, str | None] | None:
+    """One service's `eviction_query` series as (count, engine word): the sum, and the word when
+    every series carrying a count says the same one (None: engines of both words); None: no series."""
+    found = [(s.points[-1][1], s.labels.get(EVICTION_LABEL)) for s in series if s.points]
+    if not found:
+        return None
+    terms = {t for v, t in found if t != "none"} or {t for _, t in found}
+    return sum(v for v, _ in found), (terms.pop() if len(terms) == 1 else None)
+
+
 def service_state_queries(sel: Callable[..., str], window_s: float) -> dict[str, str]:
     """The services' state over a window of `window_s` (at least a minute) ending at the query
     time: KV usage and queue, peak and now; preemptions, OOM kills and restarts in the window."""
@@ -190,7 +229,7 @@ def service_state_queries(sel: Callable[..., str], window_s: float) -> dict[str,
         "kv_usage_now": usage,
         "queue_peak": f"max_over_time({queue}[{window}:15s])",
         "queue_now": queue,
-        "preemptions": f"sum {BY_SERVICE} ({sel(PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
+        "preemptions": eviction_query(sel, window),
         "oom_kills": (f"sum {BY_SERVICE} (max by (namespace, deployment, pod) ({restarts}) and on (namespace, pod) "
                       f"max by (namespace, pod) ({oom_flag}))"),
         "restarts": f"sum {BY_SERVICE} ({restarts})",
@@ -204,5 +243,5 @@ def symptom_queries(sel: Callable[..., str], preemption_window_s: int) -> dict[s
     return {
         "kv_usage": service_usage_query(sel),
         "queue": f"sum {BY_SERVICE} ({sel(QUEUE_NAMES)})",
-        "preemptions": f"sum {BY_SERVICE} ({sel(PREEMPTION_NAMES, wrap=lambda s: f'increase({s}[{window}])')})",
+        "preemptions": eviction_query(sel, window),
     }

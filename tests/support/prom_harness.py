@@ -75,6 +75,8 @@ SHIFT_BEFORE_S = 1800  # the mix changes half-way
 V0_NS, V0_POD, V0_USAGE, V0_QUEUE = "legacy", "vllm-v0-0", 0.91, 3
 TGI_NS, TGI_POD, TGI_QUEUE, TGI_USAGE = "tgi", "tgi-0", 7, 0.75
 SGL_NS, SGL_POD, SGL_QUEUE, SGL_USAGE = "sglang", "sgl-0", 9, 0.66
+#: SGLang 0.5.7+'s retraction counter, rising by this much per 15 s step over the whole window
+SGL_RETRACTIONS_PER_STEP = 1
 
 _TTFT_LE = ("0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "10.0", "+Inf")
 _TOKENS_LE = ("100.0", "200.0", "500.0", "1000.0", "2000.0", "5000.0", "10000.0", "20000.0", "+Inf")
@@ -262,6 +264,7 @@ def _other_engines(w: _Writer, times: range) -> None:
     v0 = _labels(namespace=V0_NS, pod=V0_POD, model_name="llama")
     tgi = _labels(namespace=TGI_NS, pod=TGI_POD)
     sgl = _labels(namespace=SGL_NS, pod=SGL_POD, model_name="qwen", tp_rank="0")
+    retracted = 0
     for t in times:
         w.add("waiting", "vllm:num_requests_waiting", v0, V0_QUEUE, t)
         w.add("v0kv", "vllm:gpu_cache_usage_perc", v0, V0_USAGE, t)
@@ -270,6 +273,8 @@ def _other_engines(w: _Writer, times: range) -> None:
         w.add("tgimax", "tgi_batch_max_total_tokens", tgi, 40000, t)
         w.add("sglq", "sglang:num_queue_reqs", sgl, SGL_QUEUE, t)
         w.add("sglu", "sglang:token_usage", sgl, SGL_USAGE, t)
+        retracted += SGL_RETRACTIONS_PER_STEP
+        w.add("sglr", "sglang:num_retracted_requests_total", sgl, retracted, t)
 
 
 # --------------------------------------------------------------------- server
