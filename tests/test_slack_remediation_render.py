@@ -377,7 +377,7 @@ def test_phase1_lists_the_objects_the_routing_and_both_templates_never_a_body():
     assert "vllm/vllm-openai" not in text and "--api-key" not in text, "nothing of the pod spec beyond the flags"
     # a split plan whose template could not be read shows its changes by name, still no body
     bare = json.dumps(P.plan_message(_split_stored(1), "en", "proposed"), ensure_ascii=False)
-    assert "split_pools create Deployment/vllm-server-long" in bare and SPLIT_SECRET not in bare
+    assert "create Deployment/vllm-server-long" in bare and SPLIT_SECRET not in bare
 
 
 def test_only_a_watched_phase1_offers_routing_confirmed_with_a_dialog_naming_threshold_and_services():

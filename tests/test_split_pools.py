@@ -54,8 +54,8 @@ def test_phase1_creates_exactly_two_objects_and_leaves_the_original_byte_identic
     service_before = json.dumps(cluster.kube.get("Service", "llm", "vllm-server"), sort_keys=True)
     rc, plan = _run(capsys, cluster, store, "plan", TARGET, "--split-pools", "--profile", PROFILE, "--json")
     assert rc == 0 and plan["action"] == "split_pools" and plan["state"] == "proposed"
-    assert [c["diff"] for c in plan["changes"]] == ["split_pools create Deployment/vllm-server-long",
-                                                     "split_pools create Service/vllm-server-long"]
+    assert [c["diff"] for c in plan["changes"]] == ["create Deployment/vllm-server-long",
+                                                     "create Service/vllm-server-long"]
     t = plan["split_pools"]
     assert (t["threshold"], t["long"]["max_model_len"], t["long"]["length_basis"]) == (2048, 27648, "p99")
     assert t["profile"]["p99_total_tokens"] == 27433
@@ -210,7 +210,7 @@ def test_phase2_applies_one_patch_and_the_rollbacks_go_in_order(cluster, tmp_pat
     listed = capsys.readouterr().out
     for p in (first, second):
         assert f"{p['id']:<14} rolled back llm/vllm-server" in listed
-    assert "split_pools create Deployment/vllm-server-long; split_pools create Service/vllm-server-long" in listed
+    assert "create Deployment/vllm-server-long; create Service/vllm-server-long" in listed
 
 
 def test_a_phase1_rollback_refuses_when_someone_changed_the_long_pool(cluster, tmp_path, capsys):

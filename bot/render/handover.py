@@ -10,7 +10,7 @@ from typing import Any
 from bot.render.i18n import Catalog
 from bot.render.managers import who
 from bot.render.remediation import revert_words
-from bot.render.wording import eviction_count
+from bot.render.wording import change_text, eviction_count
 from bot.store.notes import Note
 
 _FIELDS = ("model_precision", "pool", "oom_rejects", "request_profile", "layer", "flags_changed", "pools_split",
@@ -154,6 +154,8 @@ def _tpl_word(cat: Catalog, key: str, values: dict[str, Any]) -> str:
         v["cause"] = cause_word(cat, v.get("cause"))
     elif key == "flag":
         v["state"] = state_word(cat, v["state"])
+        if isinstance(v.get("diff"), dict):
+            v["change"] = change_text(cat, v["diff"])
     elif key in ("rollback_failed", "rollback_reverted"):
         v["plans"] = cat.join(v["plans"])
     elif key == "rollback_stopgap":
@@ -175,9 +177,15 @@ def service_fields(cat: Catalog, h: Any, s: Any) -> list[tuple[str, str]]:
         _tpl_word(cat, k, v) for k, v in s.field(key))) for key in _FIELDS]
 
 
+def changes_words(cat: Catalog, item: Any) -> str:
+    """An item's changes in `cat`'s language (`diffs`); the English notation stored before them."""
+    diffs = getattr(item, "diffs", ())
+    return "; ".join(change_text(cat, d) for d in diffs) if diffs else "; ".join(item.changes)
+
+
 def reverted_line(cat: Catalog, r: Any) -> str:
     """A `bot.service.handover.RevertItem`: the change, its plan, who put it back and when, what to do."""
-    return cat.t("handover.reverted_line", target=r.target, changes="; ".join(r.changes), plan=r.plan,
+    return cat.t("handover.reverted_line", target=r.target, changes=changes_words(cat, r), plan=r.plan,
                  reverted=revert_words(cat, r), fold=cat.t("remediate_cli.revert_fold"))
 
 
@@ -206,6 +214,8 @@ def handover_json(h: Any) -> dict[str, Any]:
         m["review"] = review_word(en, m["review"])
     for d in doc["drift"]:  # "argocd llm-serving", as the JSON always had it
         d["managers"] = [f"{m.get('kind')} {m.get('name')}" for m in d["managers"]]
+    for item in [*doc["changes"], *doc["drift"], *doc["reverted"]]:
+        item.pop("diffs", None)  # `changes` gives them in the plans' own notation
     return doc
 
 
@@ -240,7 +250,7 @@ def handover_text(h: Any, lang: str) -> str:
                                                 priority=priority_word(cat, i.priority), actor=i.actor)
                                    for i in h.incidents])
     section("handover.changes", ["  " + cat.t("handover.change_line", plan=c.plan, state=state_word(cat, c.state),
-                                              target=c.target, changes="; ".join(c.changes), by=c.requested_by,
+                                              target=c.target, changes=changes_words(cat, c), by=c.requested_by,
                                               approved=cat.t("handover.change_approved",
                                                              approvers=cat.join(c.approvers))
                                               if c.approvers else "") for c in h.changes])
@@ -249,7 +259,7 @@ def handover_text(h: Any, lang: str) -> str:
                                                 review=review_word(cat, m.review), live=live_word(cat, m))
                                    for m in h.temporary])
     if getattr(h, "drift", ()):
-        section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes="; ".join(d.changes),
+        section("handover.drift", ["  " + cat.t("handover.drift_line", target=d.target, changes=changes_words(cat, d),
                                                 plan=d.plan, state=state_word(cat, d.state), at=_hm(d.at),
                                                 managers=managers_word(cat, d.managers)) for d in h.drift])
     if getattr(h, "reverted", ()):

@@ -7,6 +7,7 @@ from typing import Any
 from bot.render.handover import state_word
 from bot.render.i18n import Catalog
 from bot.render.terminal import ljust
+from bot.render.wording import change_text
 from bot.store.chain import ChainReport
 from bot.store.db import AuditRow, StoredPlan
 
@@ -67,6 +68,6 @@ def plans_text(plans: list[StoredPlan], lang: str) -> str:
         # the target as `gpumem plan` takes it: `ns/name` for a Deployment, else `ns/kind/name`
         where = f"{t.namespace}/{t.name}" if t.kind == "Deployment" else f"{t.namespace}/{t.kind.lower()}/{t.name}"
         lines.append(f"  {p.plan.id:<14} {ljust(state_word(cat, p.state), 11)} {where:<28} {p.plan.action_id:<20} "
-                     + "; ".join(c.describe() for c in p.plan.changes))
+                     + "; ".join(change_text(cat, c) for c in p.plan.changes))
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,7 @@ from bot.render import split_pools
 from bot.render.i18n import Catalog
 from bot.render.managers import managers_json, plan_manager_lines
 from bot.render.plan_preview import preview_json, preview_words
-from bot.render.wording import eviction_count
+from bot.render.wording import change_text, eviction_count
 from bot.store.db import StoredPlan
 from runbooks.model.phrases import Phrase, phrase_json, phrase_of
 from runbooks.remediation.preview import PlanPreview
@@ -66,7 +66,7 @@ def plan_text(stored: StoredPlan, lang: str) -> str:
         paths = [str(op.get("path") or "") for op in p.patch]
         if any("/leaderTemplate/" in x for x in paths) and any("/workerTemplate/" in x for x in paths):
             lines.insert(-1, cat.t("remediate_cli.both_templates"))
-    lines += [f"  - {c.describe()}" for c in p.changes]
+    lines += [f"  - {change_text(cat, c)}" for c in p.changes]
     if split_pools.is_create(p):  # a pool split's phase 1: objects to create, not a patch
         lines += split_pools.object_lines(p, lang)
     else:
@@ -103,7 +103,7 @@ def headline_lines(cat: Catalog, stored: StoredPlan) -> list[str]:
     p = stored.plan
     if not p.changes or split_pools.is_create(p) or stored.state != "proposed":
         return []
-    changes = "; ".join(f"`{c.describe()}`" for c in p.changes)
+    changes = "; ".join(f"`{change_text(cat, c)}`" for c in p.changes)
     left = max(1, p.approvals_needed - len(stored.approvals))
     return [cat.t("remediate_cli.headline", changes=changes, namespace=p.target.namespace, name=written_name(p.target),
                   needed=left, plan=p.id)]

@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.remediation import look_text, notes_words
+from bot.render.wording import restored_text
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, SplitPools
 from runbooks.remediation.plan import Plan
@@ -102,7 +103,7 @@ def restored_json(plan: Plan, lang: str = "en") -> list[dict[str, Any]]:
     cat = Catalog.load(lang)
     rows = []
     for c in plan.changes:
-        diff = _deleted(plan, c, cat) or c.restored() or cat.t("remediate_cli.restored_routing")
+        diff = _deleted(plan, c, cat) or restored_text(cat, c) or cat.t("remediate_cli.restored_routing")
         created = plan.patch_type in (CREATE_OBJECTS, _CREATE)
         rows.append({"kind": c.kind, "container": c.container, "flag": c.slot, "from": c.new,
                      "to": None if created else c.old, "diff": diff})

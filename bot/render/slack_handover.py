@@ -12,6 +12,7 @@ from typing import Any
 from bot.render import slack_blocks as B
 from bot.render.handover import (
     cause_word,
+    changes_words,
     count_word,
     managers_word,
     outcomes_word,
@@ -162,7 +163,7 @@ def handover_parent(h: Any, lang: str) -> Message:
     blocks.append(B.fields([(k.rstrip(":："), " ") for k in counts]))
     for key, lines in (("handover.incidents", [_incident(cat, i) for i in h.incidents]),
                        ("handover.temporary", [_stopgap(cat, m) for m in h.temporary]),
-                       ("handover.drift", [f"`{B.esc(d.target)}` {B.esc('; '.join(d.changes))} ({B.esc(d.plan)}, "
+                       ("handover.drift", [f"`{B.esc(d.target)}` {B.esc(changes_words(cat, d))} ({B.esc(d.plan)}, "
                                            f"{B.esc(managers_word(cat, d.managers))})" for d in getattr(h, "drift", ())]),
                        ("handover.reverted", [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r))
                                               for r in getattr(h, "reverted", ())]),
@@ -202,7 +203,7 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
         group(cat.t("handover.reverted", count=len(h.reverted)),
               [":leftwards_arrow_with_hook: " + B.esc(reverted_line(cat, r)) for r in h.reverted])
     group(cat.t("handover.changes", count=len(h.changes)),
-          [f"`{B.esc(c.plan)}` {B.esc(state_word(cat, c.state))} `{B.esc(c.target)}` {B.esc('; '.join(c.changes))} "
+          [f"`{B.esc(c.plan)}` {B.esc(state_word(cat, c.state))} `{B.esc(c.target)}` {B.esc(changes_words(cat, c))} "
            f"({B.esc(c.requested_by)})" for c in h.changes])
     if getattr(h, "alerts", ()):
         group(cat.t("handover.alerts", count=len(h.alerts)), [_alert(cat, a) for a in h.alerts])

@@ -38,7 +38,7 @@ def reconciled_reply(stored: StoredPlan, outcome: str, reason: str, lang: str) -
     cat = Catalog.load(lang)
     p = stored.plan
     text = t(cat, f"slack_plan_notice.reconciled_{outcome}", plan=p.id, target=str(p.target),
-             restored=restored(p.changes), reason=reason or "-")
+             restored=restored(p.changes, cat), reason=reason or "-")
     return B.message(text, [B.section(B.clip(f"{_EMOJI[outcome]} {text}", B.SECTION_CHARS))])
 
 

@@ -35,7 +35,7 @@ from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values, written_name
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
-from bot.render.wording import action_text, engine_catalog
+from bot.render.wording import action_text, change_text, change_words, engine_catalog
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, change_of
 from runbooks.model.report import Report
@@ -143,21 +143,23 @@ def slack_date(at: datetime) -> str:
     return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} {{time}}|{at.strftime('%Y-%m-%d %H:%M UTC')}>"
 
 
-def restored(changes: Sequence[Change]) -> str:
-    """What a rollback puts back: `--max-model-len 4096 -> 8192; replicas 3 -> 2`."""
-    return "; ".join(replace(c, old=c.new, new=c.old).describe() for c in changes)
+def restored(changes: Sequence[Change], cat: Catalog | None = None) -> str:
+    """What a rollback puts back: `--max-model-len 4096 -> 8192; replicas 3 -> 2`, in `cat`'s
+    language (English without one)."""
+    words = change_words(cat) if cat is not None else None
+    return "; ".join(replace(c, old=c.new, new=c.old).describe(words) for c in changes)
 
 
-def _changes(changes: Sequence[Change]) -> str:
-    return "; ".join(c.describe() for c in changes)
+def _changes(changes: Sequence[Change], cat: Catalog) -> str:
+    return "; ".join(change_text(cat, c) for c in changes)
 
 
 def restored_of(cat: Catalog, plan: Any) -> str:
     """What a rollback of `plan` puts back, in words: the inverse of its changes; for a pool
     split, its flag changes (phase 2) or the objects it deletes (phase 1)."""
     if plan.action_id == S.ACTION:
-        return S.undo_text(cat, plan, restored(S.flag_changes(plan)))
-    return restored(plan.changes)
+        return S.undo_text(cat, plan, restored(S.flag_changes(plan), cat))
+    return restored(plan.changes, cat)
 
 
 def _stage_line(cat: Catalog, stored: StoredPlan, stage: str, params: dict[str, Any]) -> str:
@@ -180,7 +182,7 @@ def _buttons(cat: Catalog, stored: StoredPlan, stage: str, split: dict[str, Any]
              "cluster": p.target.cluster or "-"}
     if stage in _WAITING:
         text = (S.approve_text(cat, p, split, where) if split is not None
-                else cat.t("slack_plan.confirm.approve_text", changes=_changes(p.changes), **where))
+                else cat.t("slack_plan.confirm.approve_text", changes=_changes(p.changes, cat), **where))
         ask = B.confirm(cat.t("slack_plan.confirm.approve_title", plan=p.id), text,
                         cat.t("slack_plan.confirm.approve_yes"), cat.t("slack_plan.confirm.deny"), "primary")
         return [B.actions(f"gpumem_plan_{p.id}",
@@ -211,7 +213,7 @@ def headline(cat: Catalog, stored: StoredPlan, stage: str, approvers: Sequence[s
     tgt = p.target
     if not p.changes or p.action_id == S.ACTION:
         return t(cat, "slack_plan.title", plan=p.id, kind=tgt.kind, namespace=tgt.namespace, name=tgt.name)
-    changes = "; ".join(B.code(c.describe()) for c in p.changes)
+    changes = "; ".join(B.code(change_text(cat, c)) for c in p.changes)
     if stage in _WAITING:
         if approvers is None:  # not known here: the status line under it says who may approve
             return t(cat, "slack_plan.headline.waiting_anyone", raw={"changes": changes}, namespace=tgt.namespace,
@@ -288,7 +290,7 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
         blocks += S.sections(p, split, lang, stage, mention)
         risks = S.risks(cat, p, split)
     else:
-        blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(c.describe()) for c in p.changes))
+        blocks += B.text_sections(cat.t("slack_plan.changes"), B.bullets(B.code(change_text(cat, c)) for c in p.changes))
         blocks += preview_sections(stored, lang)
         risks = action_risks(cat, p)
     blocks += B.text_sections(cat.t("slack_plan.risk"), risks)
@@ -438,6 +440,6 @@ def plans_message(plans: Sequence[StoredPlan], lang: str) -> Message:
         lines.append("• " + t(cat, "slack_plan.plans.line", raw={"user": mention(p.requested_by),
                                                                  "at": slack_date(p.expires_at)},
                               plan=p.id, state=state, kind=p.target.kind, namespace=p.target.namespace,
-                              name=p.target.name, changes=_changes(p.changes)))
+                              name=p.target.name, changes=_changes(p.changes, cat)))
     blocks = B.text_sections(title, lines)[: B.MAX_BLOCKS]
     return B.message(title, blocks)

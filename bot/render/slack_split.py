@@ -18,6 +18,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block
 from bot.render.slack_triage import t
+from bot.render.wording import change_text
 from runbooks.model.changes import Change
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import ACTION, CREATE_OBJECTS
@@ -175,7 +176,7 @@ def sections(plan: Plan, split: Mapping[str, Any], lang: str, stage: str, mentio
                                   object_lines(cat, plan, split))
     else:
         blocks += B.text_sections(cat.t("slack_plan.changes"),
-                                  B.bullets(B.code(c.describe()) for c in flag_changes(plan)))
+                                  B.bullets(B.code(change_text(cat, c)) for c in flag_changes(plan)))
     blocks += B.text_sections(cat.t(f"slack_split.routing_title{phase}"), [_routing(cat, split, mention)])
     pools, route = template_lines(cat, plan, split)
     blocks += B.text_sections(cat.t("slack_split.template_title"), pools)
@@ -203,7 +204,7 @@ def approve_text(cat: Catalog, plan: Plan, split: Mapping[str, Any], where: Mapp
     if is_create(plan):
         objects = cat.join(f"{op.get('kind')}/{op.get('name')}" for op in creates(plan))
         return cat.t("slack_split.confirm_approve1", objects=objects, short=split["short"]["deployment"], **where)
-    changes = "; ".join(c.describe() for c in flag_changes(plan))
+    changes = "; ".join(change_text(cat, c) for c in flag_changes(plan))
     return cat.t("slack_plan.confirm.approve_text", changes=changes, **where)
 
 

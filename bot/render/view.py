@@ -16,6 +16,7 @@ from bot.render.wording import (
     action_text,
     budget_concurrency,
     cause_title,
+    change_text,
     concurrency_text,
     engine_catalog,
     fact_text,
@@ -113,7 +114,7 @@ def _cause(cat: Catalog, c: Cause, kubernetes: bool = True) -> CauseView:
 def _action(cat: Catalog, a: Action) -> ActionView:
     text = action_text(cat, a)
     return ActionView(a.id, text["title"], text["risk"], text["rollback"], text["tier"],
-                      tuple(ch.describe() for ch in a.changes))
+                      tuple(change_text(cat, ch) for ch in a.changes))
 
 
 def _finding(cat: Catalog, f: Any, why: set[str]) -> FindingView:

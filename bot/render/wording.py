@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from bot.render.i18n import Catalog
 from runbooks.alerts.engines import SERIES
 from runbooks.catalogs.engine_flags import role_flag
 from runbooks.catalogs.engine_metrics import eviction_term
+from runbooks.model.changes import from_stored
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
@@ -54,6 +56,29 @@ def eviction_words(cat: Catalog, engine: str | None) -> dict[str, str]:
     """
     term = eviction_term(engine)
     return {form: cat.t(f"eviction.{term}.{form}") for form in EVICTION_FORMS}
+
+
+def change_words(cat: Catalog) -> Callable[..., str]:
+    """The words of a change's notation in `cat`'s language, for `Change.describe(words)`.
+
+    >>> from runbooks.model.changes import SetArg
+    >>> SetArg(None, "max-num-seqs", None, 64).describe(change_words(Catalog.load("zh")))
+    '--max-num-seqs （默认） -> 64'
+    """
+    return lambda key, **values: cat.t(f"change_notation.{key}", **values)
+
+
+def change_text(cat: Catalog, change: Any) -> str:
+    """`change`'s diff in `cat`'s language ("--max-num-seqs (default) -> 64"); a stored change
+    (`to_stored`'s dict) is read first."""
+    if isinstance(change, dict):
+        change = from_stored(change)
+    return change.describe(change_words(cat))
+
+
+def restored_text(cat: Catalog, change: Any) -> str | None:
+    """`change` undone, in `cat`'s language (None: a change gpumem does not write back)."""
+    return change.restored(change_words(cat))
 
 
 def eviction_count(cat: Catalog, count: float | None, term: str | None) -> str:

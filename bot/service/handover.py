@@ -93,6 +93,9 @@ class ChangeItem:
     requested_by: str
     approvers: tuple[str, ...]
     at: datetime
+    #: the changes as plans store them (`Change.to_stored`), for the renderers to word per
+    #: language; `changes` is their English notation
+    diffs: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class DriftItem:
     changes: tuple[str, ...]
     at: datetime
     state: str
+    #: the plan's changes as stored, to word per language (`ChangeItem.diffs`)
+    diffs: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,8 @@ class RevertItem:
     seen_at: str
     #: the fields as the watch saw them: path, before, gpumem, now, manager, operation, at, seen_at, put_back
     fields: tuple[dict[str, Any], ...] = ()
+    #: the plan's changes as stored, to word per language (`ChangeItem.diffs`)
+    diffs: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -374,7 +381,8 @@ def drift_items(store: Store, plans: list[StoredPlan]) -> tuple[DriftItem, ...]:
         managers = tuple({k: m.get(k) for k in ("kind", "name", "namespace", "owner_kind")}
                          for m in detail.get("managers") or [] if isinstance(m, dict))
         out.append(DriftItem(stored.plan.id, _target(stored), managers, tuple(str(c) for c in detail.get("changes") or []),
-                             datetime.fromisoformat(at), stored.state))
+                             datetime.fromisoformat(at), stored.state,
+                             tuple(c.to_stored() for c in stored.plan.changes)))
     return tuple(out)
 
 
@@ -394,7 +402,8 @@ def revert_item(p: StoredPlan, fields: list[dict[str, Any]], at: datetime) -> Re
     named = next((f for f in fields if f.get("manager")), fields[0] if fields else {})
     return RevertItem(p.plan.id, _target(p), tuple(c.describe() for c in p.plan.changes),
                       named.get("manager") or None, named.get("at") or None,
-                      str(named.get("seen_at") or at.isoformat()), tuple(fields))
+                      str(named.get("seen_at") or at.isoformat()), tuple(fields),
+                      tuple(c.to_stored() for c in p.plan.changes))
 
 
 def revert_items(store: Store, plans: list[StoredPlan], since: datetime, until: datetime) -> tuple[RevertItem, ...]:
@@ -443,7 +452,7 @@ def _target(p: StoredPlan) -> str:
 
 def _change(p: StoredPlan) -> ChangeItem:
     return ChangeItem(p.plan.id, _target(p), p.state, p.plan.action_id, tuple(c.describe() for c in p.plan.changes),
-                      p.plan.requested_by, p.approvals, p.updated_at)
+                      p.plan.requested_by, p.approvals, p.updated_at, tuple(c.to_stored() for c in p.plan.changes))
 
 
 def _norm(flag: str | None) -> str:
@@ -559,7 +568,8 @@ def _template(target: str, journal: Journal, plans: list[StoredPlan], temporary:
             "p50": _tok(prof.get("p50_input_tokens")), "p95": _tok(prof.get("p95_input_tokens")),
             "share": prof.get("long_share"), "estimated": bool(prof.get("estimated"))}),) if prof else unknown,
         "layer": (("cause", {"cause": s.get("verdict")}),) if s.get("verdict") else unknown,
-        "flags_changed": tuple(("flag", {"change": c.describe(), "plan": p.plan.id, "state": p.state})
+        "flags_changed": tuple(("flag", {"change": c.describe(), "diff": c.to_stored(), "plan": p.plan.id,
+                                         "state": p.state})
                                for p in changed for c in p.plan.changes) or (("none", {}),),
         "pools_split": (("split" if split else ("not_split" if applied else "unknown"), {}),),
         "rollback_needed": rollback,

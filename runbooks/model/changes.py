@@ -45,8 +45,39 @@ Scale(old=2, new=3, hpa_field='minReplicas', kind='scale')
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, Union
+
+#: the words of a change's notation: `words(key, **values)` -> text, one key of `WORDS`
+Words = Callable[..., str]
+
+#: the notation's own words in English, what plans store and --json gives; the renderers word
+#: them per language from the catalogs (`change_words` there, the same keys)
+WORDS: dict[str, str] = {
+    "default": "(default)",
+    "none": "(none)",
+    "replicas": "replicas",
+    "memory_limit": "memory limit",
+    "memory_request": "memory request",
+    "to_start": "{seconds} s to start",
+    "hpa_metrics": "HPA metrics",
+    "pods_average": "Pods {metric} average {value}",
+    "queue_depth": "queue depth",
+    "split_threshold": "split pools: prompts over {tokens} tokens to a long pool",
+    "split_threshold_undone": "one pool again: prompts over {tokens} tokens no longer go to a long pool",
+    "split_creates": "create {what}",
+    "split_deletes": "delete {what}",
+    "split_routing": "routing confirmed by {who}: prompts over {tokens} tokens to {service}",
+    "split_part": "pool split {part}: {value}",
+}
+
+
+def english(key: str, **values: Any) -> str:
+    """One of `WORDS`, its values filled in."""
+    return WORDS[key].format(**values)
+
 
 
 class _Kind:
@@ -77,14 +108,16 @@ class _Kind:
             raise ValueError(f"expected a change of kind {cls.kind!r}, got {doc.get('kind')!r}")
         return change
 
-    def describe(self) -> str:
-        """A one-line human diff ("--max-num-seqs 256 -> 112", "replicas 2 -> 3")."""
+    def describe(self, words: Words | None = None) -> str:
+        """A one-line diff ("--max-num-seqs 256 -> 112", "replicas 2 -> 3"), its words from
+        `words` (`WORDS`, English, by default; the renderers pass their language's)."""
         raise NotImplementedError
 
-    def restored(self) -> str | None:
+    def restored(self, words: Words | None = None) -> str | None:
         """The change undone, in the plan's own notation, the arrow pointing at the value
         restored; None for a change gpumem does not write (a pool split's confirmed routing)."""
-        return f"{self.kind} {_value(self.new, '(none)')} -> {_value(self.old, '(none)')}"
+        w = words or english
+        return f"{self.kind} {_value(self.new, w('none'))} -> {_value(self.old, w('none'))}"
 
 
 @dataclass(frozen=True)
@@ -104,11 +137,13 @@ class SetArg(_Kind):
     kind: Literal["set_arg"] = "set_arg"
     SLOT: ClassVar[str | None] = "flag"
 
-    def describe(self) -> str:
-        return f"--{self.flag} {_value(self.old, '(default)')} -> {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        return f"--{self.flag} {_value(self.old, w('default'))} -> {_value(self.new, w('default'))}"
 
-    def restored(self) -> str | None:
-        return f"--{self.flag} {_value(self.new, '(default)')} -> {_value(self.old, '(default)')}"
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        return f"--{self.flag} {_value(self.new, w('default'))} -> {_value(self.old, w('default'))}"
 
 
 @dataclass(frozen=True)
@@ -129,13 +164,15 @@ class Scale(_Kind):
     def container(self) -> None:
         return None
 
-    def describe(self) -> str:
-        what = f"HPA {self.hpa_field}" if self.hpa_field else "replicas"
-        return f"{what} {_value(self.old, '(default)')} -> {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        what = f"HPA {self.hpa_field}" if self.hpa_field else w("replicas")
+        return f"{what} {_value(self.old, w('default'))} -> {_fmt(self.new)}"
 
-    def restored(self) -> str | None:
-        what = f"HPA {self.hpa_field}" if self.hpa_field else "replicas"
-        return f"{what} {_value(self.new, '(default)')} -> {_value(self.old, '(default)')}"
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        what = f"HPA {self.hpa_field}" if self.hpa_field else w("replicas")
+        return f"{what} {_value(self.new, w('default'))} -> {_value(self.old, w('default'))}"
 
 
 @dataclass(frozen=True)
@@ -150,14 +187,16 @@ class AddStartupProbe(_Kind):
     kind: Literal["add_startup_probe"] = "add_startup_probe"
     SLOT: ClassVar[str | None] = "health_path"
 
-    def describe(self) -> str:
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
         where = f"GET {self.health_path}, " if self.health_path else ""
-        return f"startupProbe {_value(self.old, '(none)')} -> {where}{_fmt(self.new)} s to start"
+        return f"startupProbe {_value(self.old, w('none'))} -> {where}{w('to_start', seconds=_fmt(self.new))}"
 
-    def restored(self) -> str | None:
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
         where = f"GET {self.health_path}, " if self.health_path else ""
-        was = "(none)" if self.old is None else f"{_value(self.old, '')} s to start"
-        return f"startupProbe {where}{_value(self.new, '')} s to start -> {was}"
+        was = w("none") if self.old is None else w("to_start", seconds=_value(self.old, ""))
+        return f"startupProbe {where}{w('to_start', seconds=_value(self.new, ''))} -> {was}"
 
 
 @dataclass(frozen=True)
@@ -175,12 +214,15 @@ class HpaOnQueueDepth(_Kind):
     def container(self) -> None:
         return None
 
-    def describe(self) -> str:
-        return f"HPA metrics {_value(self.old, '(none)')} -> Pods {self.metric or 'queue depth'} average {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        now = w("pods_average", metric=self.metric or w("queue_depth"), value=_fmt(self.new))
+        return f"{w('hpa_metrics')} {_value(self.old, w('none'))} -> {now}"
 
-    def restored(self) -> str | None:
-        return (f"HPA metrics Pods {self.metric or 'queue depth'} average {_value(self.new, '')} -> "
-                f"{_value(self.old, '(none)')}")
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        was = w("pods_average", metric=self.metric or w("queue_depth"), value=_value(self.new, ""))
+        return f"{w('hpa_metrics')} {was} -> {_value(self.old, w('none'))}"
 
 
 @dataclass(frozen=True)
@@ -197,11 +239,13 @@ class LowerMaxSurge(_Kind):
     def container(self) -> None:
         return None
 
-    def describe(self) -> str:
-        return f"{self.rollout_field or 'maxSurge'} {_value(self.old, '(none)')} -> {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        return f"{self.rollout_field or 'maxSurge'} {_value(self.old, w('none'))} -> {_value(self.new, w('none'))}"
 
-    def restored(self) -> str | None:
-        return f"{self.rollout_field or 'maxSurge'} {_value(self.new, '(none)')} -> {_value(self.old, '(none)')}"
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        return f"{self.rollout_field or 'maxSurge'} {_value(self.new, w('none'))} -> {_value(self.old, w('none'))}"
 
 
 @dataclass(frozen=True)
@@ -217,11 +261,13 @@ class AddShm(_Kind):
     new: str | None = None
     kind: Literal["add_shm"] = "add_shm"
 
-    def describe(self) -> str:
-        return f"/dev/shm {_value(self.old, '(none)')} -> emptyDir Memory {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        return f"/dev/shm {_value(self.old, w('none'))} -> emptyDir Memory {_fmt(self.new)}"
 
-    def restored(self) -> str | None:
-        was = "(none)" if self.old is None else f"emptyDir Memory {_value(self.old, '')}"
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        was = w("none") if self.old is None else f"emptyDir Memory {_value(self.old, '')}"
         return f"/dev/shm emptyDir Memory {_value(self.new, '')} -> {was}"
 
 
@@ -237,14 +283,16 @@ class RaiseMemoryLimit(_Kind):
     kind: Literal["raise_memory_limit"] = "raise_memory_limit"
     SLOT: ClassVar[str | None] = "memory_field"
 
-    def _what(self) -> str:
-        return "memory request" if self.memory_field == "requests.memory" else "memory limit"
+    def _what(self, w: Words) -> str:
+        return w("memory_request") if self.memory_field == "requests.memory" else w("memory_limit")
 
-    def describe(self) -> str:
-        return f"{self._what()} {_value(self.old, '(none)')} -> {_fmt(self.new)}"
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
+        return f"{self._what(w)} {_value(self.old, w('none'))} -> {_value(self.new, w('none'))}"
 
-    def restored(self) -> str | None:
-        return f"{self._what()} {_value(self.new, '(none)')} -> {_value(self.old, '(none)')}"
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        return f"{self._what(w)} {_value(self.new, w('none'))} -> {_value(self.old, w('none'))}"
 
 
 @dataclass(frozen=True)
@@ -259,13 +307,30 @@ class SplitPools(_Kind):
     kind: Literal["split_pools"] = "split_pools"
     SLOT: ClassVar[str | None] = "part"
 
-    def describe(self) -> str:
+    def describe(self, words: Words | None = None) -> str:
+        w = words or english
         if self.part == "threshold":
-            return f"split pools: prompts over {_fmt(self.new)} tokens to a long pool"
-        return f"{self.kind} {_fmt(self.new)}"
+            return w("split_threshold", tokens=_value(self.new, w("default")))
+        text = _value(self.new, w("none"))
+        if self.part in ("Deployment", "Service") and text.startswith("create "):
+            return w("split_creates", what=text.removeprefix("create "))
+        routed = _ROUTING.fullmatch(text) if self.part == "routing" else None
+        if routed:
+            return w("split_routing", who=routed["who"], tokens=routed["tokens"], service=routed["service"])
+        return w("split_part", part=self.part or "threshold", value=text)
 
-    def restored(self) -> str | None:
-        return None if self.part == "routing" else super().restored()
+    def restored(self, words: Words | None = None) -> str | None:
+        w = words or english
+        if self.part == "routing":
+            return None
+        if self.part == "threshold":
+            return w("split_threshold_undone", tokens=_value(self.new, w("default")))
+        text = _value(self.new, w("none"))
+        return w("split_deletes", what=text.removeprefix("create "))
+
+
+#: how a split's plan records the routing someone confirmed (`bot.service.split_pools`)
+_ROUTING = re.compile(r"confirmed by (?P<who>.+?): prompt tokens > (?P<tokens>\d+) -> (?P<service>\S+)")
 
 
 Change = Union[SetArg, Scale, AddStartupProbe, HpaOnQueueDepth, LowerMaxSurge, AddShm,  # noqa: UP007
