@@ -111,7 +111,7 @@ def test_a_plan_stored_before_the_kinds_were_typed_loads_hashes_and_approves_as_
         "startupProbe (none) -> GET /health, 600 s to start",
         "HPA metrics Resource:cpu -> Pods vllm:num_requests_waiting average 4", "maxUnavailable 0 -> 1",
         "/dev/shm (none) -> emptyDir Memory 16Gi", "memory request 48Gi -> 64Gi",
-        "split_pools confirmed by U1"]
+        "pool split routing: confirmed by U1"]
     moved = store.approve("p-0ld5hape", "U2", OLD_HASH, now=T0)
     assert moved.state == "approved"
 
@@ -135,7 +135,7 @@ def test_a_change_of_a_kind_gpumem_does_not_know_is_refused_by_name():
     (SetArg("vllm", "max-model-len", 8192, 4096), "--max-model-len 4096 -> 8192"),
     (Scale(2, 3, "minReplicas"), "HPA minReplicas 3 -> 2"),
     (LowerMaxSurge(None, None, 0), "maxSurge 0 -> (none)"),
-    (SplitPools("vllm", "threshold", None, 2048), "split_pools 2048 -> (none)"),
+    (SplitPools("vllm", "threshold", None, 2048), "one pool again: prompts over 2048 tokens no longer go to a long pool"),
     (SplitPools(None, "routing", None, "confirmed"), None),
 ])
 def test_each_change_words_its_own_undoing(change, restored):

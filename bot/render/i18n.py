@@ -43,7 +43,10 @@ class _Formatter(string.Formatter):
         if value is None:
             return "n/a"
         if isinstance(value, float) and not format_spec:
-            return f"{value:,.2f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
+            # thousands separated from 10,000 on, as integers are (a port, a year or a token
+            # count such as 4096 reads as written; 7,603 beside 7902 would not)
+            sep = "," if abs(value) >= 10000 else ""
+            return f"{value:{sep}.2f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
         if isinstance(value, int) and not isinstance(value, bool) and not format_spec and abs(value) >= 10000:
             return f"{value:,}"
         return super().format_field(value, format_spec)

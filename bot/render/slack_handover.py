@@ -229,7 +229,7 @@ def handover_thread(h: Any, lang: str) -> tuple[tuple[Message, ...], bool]:
         pages = pages[: MAX_HANDOVER_THREAD - 1]
         pages.append([B.section(B.esc(cat.t("slack.handover.overflow")))])
     title = cat.t("slack.handover.header")
-    return tuple(B.message(f"{title} ({i}/{len(pages)})", page) for i, page in enumerate(pages, 1)), overflow
+    return tuple(B.message(cat.t("slack.page_title", title=title, page=i, pages=len(pages)), page) for i, page in enumerate(pages, 1)), overflow
 
 
 # ----------------------------------------------------------------------------- review reminders

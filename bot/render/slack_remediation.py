@@ -300,7 +300,7 @@ def plan_message(stored: StoredPlan, lang: str, stage: str, split: dict[str, Any
     blocks.append(B.context(t(cat, "slack_plan.footer", raw={"plan": B.code(p.id), "action": B.code(p.action_id),
                                                           "hash": B.code(p.content_hash[:12])})))
     blocks += _buttons(cat, stored, stage, split if p.action_id == S.ACTION else None)
-    return B.message(f"{_EMOJI[stage]} {title}: {line}", blocks)
+    return B.message(f"{_EMOJI[stage]} " + cat.t("slack.title_line", title=title, line=line), blocks)
 
 
 def watch_metrics_line(cat: Catalog, symptoms: Any) -> str:

@@ -68,7 +68,7 @@ def _status(cat: Catalog, verb: str, target: str | None, emoji: str, line: str, 
     blocks = [B.section(f"{emoji} *{title}*\n{line}")]
     if user:
         blocks.append(B.context(_asked_by(cat, user)))
-    return B.message(f"{title}: {line}", blocks)
+    return B.message(cat.t("slack.title_line", title=title, line=line), blocks)
 
 
 def progress_message(lang: str, verb: str, target: str | None, step_no: int, total: int, step: str,
@@ -217,7 +217,8 @@ def _why_blocks(cat: Catalog, v: ReportView) -> list[Block]:
         if top.rule_out:
             blocks += B.text_sections(cat.t("section.rule_out"), B.bullets(map(esc, top.rule_out)))
     for c in v.other_causes:
-        title = f"{cat.t('section.other_causes')} · {c.title} ({cat.t('confidence_words', label=c.label)})"
+        title = cat.t("slack.other_cause_title", section=cat.t("section.other_causes"), title=c.title,
+                      confidence=cat.t("confidence_words", label=c.label))
         blocks += B.text_sections(title, B.bullets(map(esc, c.evidence[:4])))
     if v.misjudgements:
         blocks += B.text_sections(cat.t("section.misjudgements"), B.bullets(map(esc, v.misjudgements)))
@@ -284,5 +285,5 @@ def thread_detail(report: Report, lang: str) -> ThreadDetail:
         pages = pages[: MAX_THREAD_MESSAGES - 1]
         pages.append([B.section(t(cat, "slack.thread.overflow"))])
     title = cat.t("section.title", target=v.target)
-    messages = tuple(B.message(f"{title} ({i}/{len(pages)})", page) for i, page in enumerate(pages, 1))
+    messages = tuple(B.message(cat.t("slack.page_title", title=title, page=i, pages=len(pages)), page) for i, page in enumerate(pages, 1))
     return ThreadDetail(messages, overflow)

@@ -105,7 +105,7 @@ def profile_message(report: Report, lang: str, target: str, user: str | None = N
     if p is None or not p.total:
         line = t(cat, "slack.profile.none", target=target)
         blocks.append(B.section(f":grey_question: *{title}*\n{line}"))
-        return B.message(f"{title}: {line}", blocks)
+        return B.message(cat.t("slack.title_line", title=title, line=line), blocks)
     by_bucket = {b.bucket: b for b in p.buckets}
     pairs = [(b, t(cat, "slack.profile.bucket", share=pct(p.share(b)),
                    count=by_bucket[b].count if b in by_bucket else 0)) for b in BUCKETS]
@@ -117,7 +117,8 @@ def profile_message(report: Report, lang: str, target: str, user: str | None = N
     if user:
         ctx.append(t(cat, "slack.progress.asked_by", raw={"user": f"<@{user}>"}))
     blocks.append(B.context(*ctx))
-    return B.message(f"{title}: " + " · ".join(f"{b} {pct(p.share(b))}%" for b in BUCKETS), blocks)
+    shares = " · ".join(f"{b} {pct(p.share(b))}%" for b in BUCKETS)
+    return B.message(cat.t("slack.title_line", title=title, line=shares), blocks)
 
 
 # ----------------------------------------------------------------------------- snapshot
@@ -157,7 +158,7 @@ def snapshot_message(evidence: Evidence, lang: str, target: str, user: str | Non
     devices, source, taken_at = _gpu_devices(evidence)
     if not devices:
         line = t(cat, "slack.snapshot.none", target=target)
-        return B.message(f"{title}: {line}", [B.section(f":grey_question: *{title}*\n{line}")])
+        return B.message(cat.t("slack.title_line", title=title, line=line), [B.section(f":grey_question: *{title}*\n{line}")])
     ordered = sorted(devices, key=lambda d: -(d.used_ratio or 0.0))
     lines = [_gpu_line(cat, d) for d in ordered[:MAX_GPU_LINES]]
     if len(ordered) > MAX_GPU_LINES:

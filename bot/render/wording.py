@@ -235,9 +235,13 @@ def concurrency_text(cat: Catalog, engine: str | None, count: int, limit: str, k
 
 
 def concurrency_short(cat: Catalog, engine: str | None, count: int, limit: str) -> str:
-    """"128 (--max-num-seqs)": a table cell."""
+    """"128 (--max-num-seqs)": a table cell; "128（KV 缓存）" in Chinese.
+
+    >>> concurrency_short(Catalog.load("zh"), "sglang", 64, "kv_cache")
+    '64（KV 缓存）'
+    """
     flag = ENGINE_FLAGS.get((engine or "vllm").lower(), ENGINE_FLAGS["vllm"])[1]
-    return f"{count} ({cat.t(f'concurrency.short.{limit}', flag=flag)})"
+    return cat.t("concurrency.short.cell", count=count, limit=cat.t(f"concurrency.short.{limit}", flag=flag))
 
 
 def budget_concurrency(cat: Catalog, b: Any) -> str:
