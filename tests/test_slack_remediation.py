@@ -588,3 +588,17 @@ def test_the_exact_patch_follows_the_plan_in_its_thread_with_secrets_masked(tmp_
         assert "sk-live-0123456789abcdef" not in json.dumps([c.args for c in fake.calls])
         assert "sk-live-0123456789abcdef" not in json.dumps(list(stored.patch)), "the plan holds no secret to mask"
         assert _patches(sc) == 0
+
+
+def test_a_rollback_note_that_cannot_reach_the_thread_stops_the_write_and_says_so(tmp_path):
+    with remediation_bot(tmp_path) as (sc, fake, bot):
+        ts, diagnosis = _diagnosis(bot, fake)
+        plan_id, plan_ts = _plan(bot, fake, ts, diagnosis)
+        # the plan's own thread posts (its exact patch) are done; then Slack refuses every post
+        # for a while, so the rollback note cannot reach the thread however often it is tried
+        fake.wait_for("files.completeUploadExternal", timeout=30)
+        fake.fail_next("chat.postMessage", error="channel_not_found", count=20)
+        _click(bot, fake, P.APPROVE_ACTION, plan_id, plan_ts, APPROVER, thread_ts=ts, n=71)
+        said = _wait_edit(fake, plan_ts, "the rollback note could not be posted in the thread")
+        assert "nothing was written" in said and "?" not in said
+        assert _patches(sc) == 0 and sc.kube.dry_runs() == [] and _max_model_len(sc) == 8192

@@ -66,6 +66,10 @@ ROLLBACK_CLAIM_S = 30.0
 POSTING_WAIT_S = 10.0
 
 
+
+class _NoteNotPosted(RuntimeError):
+    """The rollback note did not reach the thread, so the write was not started."""
+
 class Click:
     """What a block_actions body says: who clicked what, where."""
 
@@ -532,7 +536,7 @@ class RemediationDesk:
         def before_write(note: dict[str, Any]) -> None:
             # the note is in the audit already; the thread gets it before the write too
             if self.poster.post(channel, P.rollback_note_message(store.get(plan_id), lang), thread_ts=thread) is None:
-                raise RuntimeError("the rollback note could not be posted in the thread; nothing was written")
+                raise _NoteNotPosted("the rollback note could not be posted in the thread; nothing was written")
 
         def on_dry_run() -> None:
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "dry_run_ok"))
@@ -549,7 +553,8 @@ class RemediationDesk:
             return
         except ChangedSincePlanned as e:
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "changed",
-                                                           planned=plan.resource_version, now=e.params.get("now") or "?"))
+                                                           planned=plan.resource_version,
+                                                           now=e.params.get("now") or cat.t("slack_plan.rv_unread")))
             return
         except PartlyApplied as e:  # some of a split's objects are there: Roll back deletes them
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "partly_applied",
@@ -565,8 +570,9 @@ class RemediationDesk:
             reason = P.error_reason(cat, e.code, e.params, error_line(cat, e))
             self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=reason))
             return
-        except RuntimeError as e:  # the note could not be posted: the plan failed before any write
-            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied", reason=str(e)))
+        except _NoteNotPosted:  # the note could not be posted: the plan failed before any write
+            self.poster.update(channel, ts, self._message(store.get(plan_id), lang, "not_applied",
+                                                           reason=cat.t("slack_plan.note_not_posted")))
             return
         self._watch(plan_id, channel, ts, lang, writer)
 
