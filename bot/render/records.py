@@ -67,7 +67,8 @@ def plans_text(plans: list[StoredPlan], lang: str) -> str:
         t = p.plan.target
         # the target as `gpumem plan` takes it: `ns/name` for a Deployment, else `ns/kind/name`
         where = f"{t.namespace}/{t.name}" if t.kind == "Deployment" else f"{t.namespace}/{t.kind.lower()}/{t.name}"
-        lines.append(f"  {p.plan.id:<14} {ljust(state_word(cat, p.state), 11)} {where:<28} {p.plan.action_id:<20} "
+        # the change says what the action does: its id stays in --json (`action`)
+        lines.append(f"  {p.plan.id:<14} {ljust(state_word(cat, p.state), 11)} {where:<28} "
                      + "; ".join(change_text(cat, c) for c in p.plan.changes))
     return "\n".join(lines) + "\n"
 
