@@ -16,6 +16,7 @@ or not Slack and the cluster still answer: see `bot.slack.drain` and `Bot.drain`
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -87,6 +88,10 @@ def run(args: ServeRequest, lang: str, deps: Deps) -> int:
         print(cat.t("slack.serve.listening_socket", url=server.url), file=sys.stderr, flush=True)
         handler = socket_mode(bot)
     bot.start_background()
+    # everything built so far (the catalogs, Bolt, the clients, the warmed workers' handles)
+    # lives as long as the process: out of the collector's sight, a burst of acks no longer
+    # pays for full collections that walk it (gc.freeze)
+    gc.freeze()
     _wait(stop)
     return stop_within(bot, server, handler, limits, cat)
 

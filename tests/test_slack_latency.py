@@ -165,3 +165,29 @@ def test_work_after_an_ack_waits_for_a_lull_in_the_answers_but_never_long():
         started = time.monotonic()
         assert stuck.lull() is False
         assert 0.04 <= time.monotonic() - started < 1.0
+
+
+def test_a_lull_is_a_quiet_moment_not_the_gap_between_two_answers_of_a_burst():
+    from bot.slack.jobs import Answering
+
+    now = [100.0]
+    answering = Answering(max_wait_s=0.5, quiet_s=0.01, clock=lambda: now[0])
+    with answering:
+        pass
+    # the last answer ended just now: a burst's next request may be being read, so no lull yet;
+    # the clock stands still, so the wait can only end at its deadline... which it reaches
+    # once the clock moves past it
+    import threading
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(answering.lull()))
+    t.start()
+    t.join(0.05)
+    assert t.is_alive() and result == []  # count 0, but not quiet for 10 ms yet
+    now[0] += 0.011
+    with answering._cond:
+        answering._cond.notify_all()
+    t.join(2)
+    assert result == [True]
+    # quiet already: no wait at all
+    now[0] += 1.0
+    assert answering.lull() is True

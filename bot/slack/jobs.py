@@ -171,9 +171,15 @@ class Answering:
     commands the acks go first, the posts right after, so no ack queues behind a post for the
     interpreter."""
 
-    def __init__(self, max_wait_s: float = 0.5):
+    def __init__(self, max_wait_s: float = 0.5, quiet_s: float = 0.01, clock: Callable[[], float] = time.monotonic):
         self.max_wait_s = max_wait_s
+        #: how long no request must have been answered for a lull: in a burst the next request
+        #: is read a moment after the last answer, and work woken in between would take turns
+        #: with it for the interpreter
+        self.quiet_s = quiet_s
+        self.clock = clock
         self._count = 0
+        self._last_end = float("-inf")
         self._cond = threading.Condition()
 
     def __enter__(self) -> Answering:
@@ -184,6 +190,7 @@ class Answering:
     def __exit__(self, *exc: object) -> None:
         with self._cond:
             self._count -= 1
+            self._last_end = self.clock()
             if self._count == 0:
                 self._cond.notify_all()
 
@@ -192,9 +199,18 @@ class Answering:
         return self._count
 
     def lull(self) -> bool:
-        """Wait until no request is being answered (at most `max_wait_s`); True when one came."""
+        """Wait until no request has been answered for `quiet_s` (at most `max_wait_s` in all);
+        True when such a lull came."""
+        deadline = self.clock() + self.max_wait_s
         with self._cond:
-            return self._cond.wait_for(lambda: self._count == 0, timeout=self.max_wait_s)
+            while True:
+                now = self.clock()
+                if self._count == 0 and now - self._last_end >= self.quiet_s:
+                    return True
+                if now >= deadline:
+                    return False
+                wait = deadline - now if self._count else min(deadline - now, self.quiet_s - (now - self._last_end))
+                self._cond.wait(max(wait, 0.0))
 
 
 class Claims:
