@@ -276,7 +276,8 @@ def test_socket_mode_uses_the_app_token_and_the_configured_api(tmp_path):
 
 def test_gpumem_serve_http_as_a_process_answers_and_never_logs_a_token(tmp_path):
     with FakeSlack() as fake:
-        config = write_config(tmp_path, extra=_bundles_yaml())
+        # one worker process: what is checked is the log of one triage, not the pool's warm-ups
+        config = write_config(tmp_path, pool=1, extra=_bundles_yaml())
         env = {**os.environ, **env_for(fake), "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1",
                                  "--port", "0", "--config", str(config), "--log-level", "DEBUG", "--lang", "en"],
