@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.errors import CollectorError, ParseError
+from collectors.errors import CollectorError, ParseError, field, internal_error, noun, os_error, quoted, said
 from collectors.kube.managers import managers_of
 from collectors.parsers.kube_objects import (
     parse_deployment,
@@ -69,8 +69,7 @@ class _Acc:
 def _read_text(path: Path) -> str:
     size = path.stat().st_size
     if size > MAX_WHOLE_FILE_BYTES:
-        raise ParseError(path.name, f"file is {size // MIB} MiB, over the "
-                                    f"{MAX_WHOLE_FILE_BYTES // MIB} MiB limit for this kind; trim it")
+        raise ParseError(path.name, said("file_too_big", mib=size // MIB, limit=MAX_WHOLE_FILE_BYTES // MIB))
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read()
 
@@ -80,21 +79,21 @@ def _load_bundle_json(path: Path, acc: _Acc) -> tuple[str | None, datetime | Non
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(path.name, e.msg, line=e.lineno) from e
+        raise ParseError(path.name, said("not_json", detail=quoted(e.msg)), line=e.lineno) from e
     if not isinstance(doc, dict):
-        raise ParseError(path.name, "expected a JSON object with target, collected_at, evidence")
+        raise ParseError(path.name, said("expected", what=noun("bundle_json")))
     target = doc.get("target") if isinstance(doc.get("target"), str) else None
     when = None
     if isinstance(doc.get("collected_at"), str):
         try:
             when = datetime.fromisoformat(doc["collected_at"])
         except ValueError as e:
-            raise ParseError(path.name, f"collected_at: {e}") from e
+            raise ParseError(path.name, field("collected_at", quoted(e))) from e
     if isinstance(doc.get("evidence"), dict):
         try:
             ev = from_jsonable(Evidence, doc["evidence"])
         except SerdeError as e:
-            raise ParseError(path.name, f"evidence {e}") from e
+            raise ParseError(path.name, field("evidence", quoted(e))) from e
         for name in EVIDENCE_FIELDS:
             value = getattr(ev, name)
             if value not in (None, ()):
@@ -137,7 +136,7 @@ def load_bundle(directory: str | os.PathLike[str]) -> Evidence:
         except RecursionError:
             acc.issues.append(ReadIssue(name, _TOO_DEEP))
         except Exception as e:  # a parser bug must not cost the rest of the bundle
-            acc.issues.append(ReadIssue(name, f"internal error {type(e).__name__}: {str(e)[:200]}"))
+            acc.issues.append(ReadIssue(name, internal_error(e)))
 
     one("nvidia-smi.txt", lambda p: {"gpus": parse_nvidia_smi(_read_text(p), source=p.name)})
     one("metrics.txt", lambda p: {"server_metrics": parse_metrics(_read_text(p), source=p.name)})
@@ -168,7 +167,7 @@ def _pod_text(path: Path) -> dict[str, Any]:
     """`kubectl get pods` / `kubectl describe pod` output, as printed (describe's Events too)."""
     pods, events = parse_kube_text(_read_text(path))
     if not pods:
-        raise ParseError(path.name, "no `kubectl get pods` table and no `kubectl describe pod` output")
+        raise ParseError(path.name, said("no_pod_text"))
     # describe's Events: stand in only when no events file gives any (see _facts_from_logs)
     return {"pods": pods, "_described_events": events}
 
@@ -248,14 +247,14 @@ def _said_what_was_left_out(acc: _Acc) -> None:
     if m is None:
         return
     if m.long_lines_skipped:
-        acc.issues.append(ReadIssue(m.source, f"{m.long_lines_skipped} lines over {MAX_LINE_CHARS // 1024} KiB "
-                                              "left out", kind="skipped"))
+        acc.issues.append(ReadIssue(m.source, said("long_lines_left_out", count=m.long_lines_skipped,
+                                                   kib=MAX_LINE_CHARS // 1024), kind="skipped"))
     if m.stopped_at_line is not None:
-        acc.issues.append(ReadIssue(m.source, f"over {MAX_SERIES:,} series: read up to here, the rest left out",
+        acc.issues.append(ReadIssue(m.source, said("series_left_out", limit=f"{MAX_SERIES:,}"),
                                     line=m.stopped_at_line, kind="skipped"))
 
 
-_TOO_DEEP = "nested too deeply to read (more levels than any real file has); not read"
+_TOO_DEEP = said("nested_too_deeply")
 
 
 def _readable(root: Path, name: str, issues: list[ReadIssue]) -> bool:
@@ -269,19 +268,18 @@ def _readable(root: Path, name: str, issues: list[ReadIssue]) -> bool:
         if path.is_symlink():
             target = path.resolve(strict=False)
             if not target.is_relative_to(root.resolve()):
-                issues.append(ReadIssue(name, "a link to a file outside the bundle folder; not read",
-                                        kind="unreadable"))
+                issues.append(ReadIssue(name, said("link_outside_bundle"), kind="unreadable"))
                 return False
         mode = path.stat().st_mode
     except OSError as e:
         issues.append(_issue(name, e))
         return False
     if stat.S_ISDIR(mode):
-        issues.append(ReadIssue(name, "a folder, not a file; skipped", kind="skipped"))
+        issues.append(ReadIssue(name, said("a_folder"), kind="skipped"))
         return False
     if not stat.S_ISREG(mode):
-        what = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        issues.append(ReadIssue(name, f"{what}, not a regular file; skipped", kind="skipped"))
+        what = noun("fifo") if stat.S_ISFIFO(mode) else noun("device_or_socket")
+        issues.append(ReadIssue(name, said("not_a_regular_file", what=what), kind="skipped"))
         return False
     return True
 
@@ -290,8 +288,8 @@ def _issue(name: str, e: Exception) -> ReadIssue:
     if isinstance(e, ParseError):
         return ReadIssue(e.source or name, e.message, e.line)
     if isinstance(e, PermissionError):
-        return ReadIssue(name, "permission denied", kind="forbidden")
-    return ReadIssue(name, str(e)[:300])
+        return ReadIssue(name, said("permission_denied"), kind="forbidden")
+    return ReadIssue(name, os_error(e))
 
 
 def _mtime(root: Path) -> datetime:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from collectors.errors import said
 from collectors.kube.client import make_api_client
 from collectors.kube.evidence import bundle_files, redact_snapshot, snapshot_evidence
 from collectors.kube.live import KubeSnapshot, gather_workload
@@ -119,7 +120,7 @@ def collect_live(namespace: str, name: str, options: LiveOptions, now: datetime,
                 found.pop("requests", None)  # per-request lines beat histogram estimates
             extra.update(found)
     else:
-        issues.append(ReadIssue("prometheus", "no Prometheus URL configured", kind="skipped"))
+        issues.append(ReadIssue("prometheus", said("no_prometheus_url"), kind="skipped"))
     if ev.gpus is None and "memory_history" in extra:
         snapshot = latest_gpu_readings(extra["memory_history"])
         if snapshot is not None:
@@ -173,13 +174,12 @@ class _PrometheusInParallel:
         try:
             if self.future is None:
                 if remaining_s <= 0:
-                    return ReadIssue("prometheus", "the collection deadline was spent before Prometheus",
-                                     kind="timeout")
+                    return ReadIssue("prometheus", said("deadline_before_prometheus"), kind="timeout")
                 self.start(pods)
             if self.future is None:  # no pods: nothing to look up
                 from collectors.prometheus.history import PrometheusHistory  # lazy: see start()
 
-                return PrometheusHistory(issues=(ReadIssue("prometheus", "no pods to look up", kind="skipped"),))
+                return PrometheusHistory(issues=(ReadIssue("prometheus", said("no_pods"), kind="skipped"),))
             limit_s = self.per_source_s + 1.0
             waited = time.monotonic() - self.started_at
             wait_s = max(0.0, min(limit_s - waited, remaining_s))
@@ -188,7 +188,7 @@ class _PrometheusInParallel:
                 # history still running when it is up is left behind (shutdown does not wait for it)
                 return self.future.result(timeout=wait_s)
             except FutureTimeout:
-                return ReadIssue("prometheus", f"no answer within {min(limit_s, waited + wait_s):.1f} s",
+                return ReadIssue("prometheus", said("no_answer_within", seconds=f"{min(limit_s, waited + wait_s):.1f}"),
                                  kind="timeout")
         finally:
             if self.pool is not None:

@@ -19,7 +19,7 @@ import collectors.access_logs.fast as fast
 import collectors.access_logs.scan as scan
 from benchmarks.bench_profile_vs_mawk import SHAPES, shape_lines
 from collectors.access_logs.fast import scan_access_log
-from collectors.access_logs.reference import parse_access_line, read_access_log
+from collectors.access_logs.reference import NO_LENGTHS, parse_access_line, read_access_log
 from collectors.errors import ParseError
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.profile.requests import ProfileBuilder
@@ -147,7 +147,7 @@ def _line_by_line(lines: list[str]):
             builder.add(*found)
     profile = builder.build("access.log")
     if profile.total == 0 and profile.skipped_lines > 0:
-        return ("ParseError", "access.log", "no request lengths found (expected input_tokens=/output_tokens= or JSON usage)", 1)
+        return ("ParseError", "access.log", NO_LENGTHS, 1)
     return profile
 
 

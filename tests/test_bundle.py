@@ -13,6 +13,7 @@ from bot.service.bundle_out import write_bundle_json
 from collectors.bundle import BundleError, has_evidence, load_bundle
 from runbooks.model.evidence import Evidence, MemoryHistory, MemoryPoint, MemorySeries
 from runbooks.triage.runbook import triage
+from tests.support import words
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -92,4 +93,4 @@ def test_bundle_json_with_wrong_shapes_is_reported(tmp_path):
     (tmp_path / "bundle.json").write_text(json.dumps({"target": "a/b", "evidence": {"pods": "nope"}}))
     ev = load_bundle(tmp_path)
     assert ev.issues[0].source == "bundle.json"
-    assert "pods" in ev.issues[0].message
+    assert "pods" in words.message(ev.issues[0])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot.main import main
 from collectors.bundle import load_bundle
+from tests.support import words
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SECRET = "outside-the-bundle-6f1c"
@@ -28,7 +29,7 @@ def test_a_link_out_of_the_bundle_is_unreadable_and_its_text_never_shown(tmp_pat
     os.symlink(secret, bundle / "logs.txt")
     ev = load_bundle(bundle)
     issue = next(i for i in ev.issues if i.source == "logs.txt")
-    assert (issue.kind, issue.message) == ("unreadable", "a link to a file outside the bundle folder; not read")
+    assert (issue.kind, words.message(issue)) == ("unreadable", "a link to a file outside the bundle folder; not read")
     assert "logs.txt" not in ev.sources
     for argv in (["triage", "--bundle", str(bundle)], ["triage", "--bundle", str(bundle), "--json"]):
         main([*argv, "--lang", "en"])
@@ -50,7 +51,7 @@ def test_a_fifo_is_skipped_without_waiting_for_a_writer(tmp_path):
     os.mkfifo(bundle / "metrics.txt")
     ev = load_bundle(bundle)  # opening a FIFO would block forever with no writer
     issue = next(i for i in ev.issues if i.source == "metrics.txt")
-    assert (issue.kind, issue.message) == ("skipped", "a FIFO, not a regular file; skipped")
+    assert (issue.kind, words.message(issue)) == ("skipped", "a FIFO, not a regular file; skipped")
 
 
 def test_a_device_is_skipped(tmp_path):
@@ -67,7 +68,7 @@ def test_a_deeply_nested_bundle_json_is_one_files_error(tmp_path, capsys):
     (bundle / "bundle.json").write_text("[" * 100_000 + "]" * 100_000)
     ev = load_bundle(bundle)
     issue = next(i for i in ev.issues if i.source == "bundle.json")
-    assert "nested too deeply" in issue.message
+    assert "nested too deeply" in words.message(issue)
     assert "logs.txt" in ev.sources and ev.server_config is not None, "the rest of the bundle is still read"
     assert main(["triage", "--bundle", str(bundle), "--lang", "en"]) == 1
     assert "Traceback" not in capsys.readouterr().err

@@ -15,6 +15,7 @@ from runbooks.catalogs.engine_flags_read import READ_FLAGS, all_entries, any_ent
 from runbooks.model.errors import UsageError
 from runbooks.remediation.edits.launch_edit import edit_flags
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_ROLES, SafePlan
+from tests.support import words
 from tests.support.kube_fixtures import run_cli, running_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ def test_what_a_plan_writes_is_accepted_by_the_version_it_targets(engine, versio
         choice = choose_spelling(engine, flag, target)
         if choice.flag is None:
             assert entry.accepted(target) == (), (flag, version)
-            assert version in choice.reason and flag in choice.reason
+            assert version in words.en(choice.reason) and flag in words.en(choice.reason)
         else:
             spelling = entry.spelling(choice.flag)
             assert spelling is not None and spelling.accepts(target), (flag, version, choice.flag)
@@ -137,19 +138,19 @@ def test_tgi_spellings_by_version():
     assert choose_spelling("sglang", "pp-size", (0, 4, 6)).flag is None
     assert choose_spelling("sglang", "pp-size", (0, 4, 7)).flag == "pp-size"
     deprecated = choose_spelling("sglang", "disable-cuda-graph", (0, 5, 23))
-    assert deprecated.flag == "disable-cuda-graph" and "deprecated (from 0.5.22)" in deprecated.note
+    assert deprecated.flag == "disable-cuda-graph" and "deprecated (from 0.5.22)" in words.en(deprecated.note)
     assert choose_spelling("sglang", "disable-cuda-graph", (0, 5, 1)).note is None
 
 
 def test_the_objects_own_spelling_wins_and_an_unknown_version_is_said():
     kept = choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",))
-    assert kept.flag == "max-input-length" and "version unknown" in kept.note
+    assert kept.flag == "max-input-length" and "version unknown" in words.en(kept.note)
     refused = choose_spelling("tgi", "max-batch-size", None)
-    assert refused.flag is None and "1.4.1" in refused.reason and "unknown" in refused.reason
+    assert refused.flag is None and "1.4.1" in words.en(refused.reason) and "unknown" in words.en(refused.reason)
     every = choose_spelling("vllm", "max-num-seqs", None)
-    assert every.flag == "max-num-seqs" and "0.2.7-0.33.0" in every.note
+    assert every.flag == "max-num-seqs" and "0.2.7-0.33.0" in words.en(every.note)
     newer = choose_spelling("tgi", "max-batch-size", (3, 4, 0))
-    assert newer.flag == "max-batch-size" and "newer than the newest read (3.3.7)" in newer.note
+    assert newer.flag == "max-batch-size" and "newer than the newest read (3.3.7)" in words.en(newer.note)
     assert choose_spelling("vllm", "max-num-seqs", (0, 2, 6)).flag is None
 
 
@@ -190,7 +191,7 @@ OLD_TGI = "ghcr.io/huggingface/text-generation-inference:1.4.0"
 def test_an_edit_spells_the_flag_as_the_image_version_does():
     obj = tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"])
     result = edit_flags(obj, None, {"max-input-tokens": 2048}, reader=CONTAINER_READER)
-    assert result.diff() == ["--max-input-length (default) -> 2048 (after args[3]); TGI 1.4.0 spells it --max-input-length"]
+    assert result.diff(words.en) == ["--max-input-length (default) -> 2048 (after args[3]); TGI 1.4.0 spells it --max-input-length"]
     assert result.spelled == {"max-input-tokens": "max-input-length"}
     assert result.fields["args"][-2:] == ["--max-input-length", "2048"]
 
@@ -200,18 +201,18 @@ def test_an_edit_of_a_flag_the_image_version_lacks_is_refused():
     with pytest.raises(UsageError) as e:
         edit_flags(obj, None, {"max-batch-size": 8}, reader=CONTAINER_READER)
     assert e.value.code == "flag_not_in_version"
-    assert e.value.params["reason"] == "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"
+    assert words.en(e.value.params["reason"]) == "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"
 
 
 def test_an_unknown_version_keeps_the_objects_spelling_and_says_so():
     obj = tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
                          ["--model-id", "m", "--max-input-length", "1024", "--max-total-tokens", "4096"])
     result = edit_flags(obj, None, {"max-input-tokens": 2048}, reader=CONTAINER_READER)
-    assert result.diff() == ["--max-input-length 1024 -> 2048 (args[3]); TGI version unknown: --max-input-length "
+    assert result.diff(words.en) == ["--max-input-length 1024 -> 2048 (args[3]); TGI version unknown: --max-input-length "
                              "kept as the object spells it"]
     with pytest.raises(UsageError) as e:
         edit_flags(obj, None, {"max-batch-size": 8}, reader=CONTAINER_READER)
-    assert e.value.code == "flag_not_in_version" and "unknown" in e.value.params["reason"]
+    assert e.value.code == "flag_not_in_version" and "unknown" in words.en(e.value.params["reason"])
     # the log's version line stands in for the tag
     assert edit_flags(obj, None, {"max-batch-size": 8}, engine_version="2.4.1", reader=CONTAINER_READER).diff()[0].startswith("--max-batch-size")
 
@@ -262,7 +263,8 @@ def _triage_tgi(tag: str):
 def test_triage_spells_the_safe_flags_for_tgi_1_4_0_and_leaves_out_what_it_lacks():
     action = next(a for a in _triage_tgi("1.4.0").actions if a.id == "set_safe_flags")
     assert [c.flag for c in action.changes] == ["max-input-length", "cuda-memory-fraction"]
-    assert action.params["withheld"] == {"max-batch-size": "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"}
+    assert {k: words.en(v) for k, v in action.params["withheld"].items()} == {
+        "max-batch-size": "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"}
     assert "--max-batch-size" not in action.params["args"] and "--max-input-length=4095" in action.params["args"]
     new = next(a for a in _triage_tgi("2.4.1").actions if a.id == "set_safe_flags")
     assert [c.flag for c in new.changes] == ["max-input-tokens", "max-batch-size", "cuda-memory-fraction"]
@@ -428,9 +430,19 @@ def test_a_flag_set_by_hand_is_checked_against_the_versions_it_was_read_in():
         edit_flags(old, None, {"async-scheduling": True}, reader=CONTAINER_READER)
     assert e.value.code == "flag_not_in_version"
     # outside what was read nothing is claimed either way: not "0.6.0 has no ..."
-    assert e.value.params["reason"] == (
+    assert words.en(e.value.params["reason"]) == (
         f"vLLM 0.6.0: --async-scheduling was read in the releases from {'.'.join(map(str, since))} on only, and "
         "whether 0.6.0 takes it is not known: set it by hand")
     new = _vllm_deployment("vllm/vllm-openai:v0.12.0")
     assert edit_flags(new, None, {"async-scheduling": True}, reader=CONTAINER_READER).diff()[0].startswith(
         "--async-scheduling")
+
+
+def test_a_flag_the_version_refuses_is_said_in_chinese_too():
+    from tests.test_words_remediation import english as english_words
+
+    reason = choose_spelling("tgi", "max-batch-size", (1, 4, 0)).reason
+    assert words.zh(reason) == "TGI 1.4.0 没有 --max-batch-size（自 1.4.1 起的版本才接受）"
+    note = choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",)).note
+    assert words.zh(note) == "TGI 版本未知：沿用对象中的写法 --max-input-length"
+    assert english_words(words.zh(choose_spelling("vllm", "max-num-seqs", (0, 2, 6)).reason)) == []

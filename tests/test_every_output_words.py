@@ -159,6 +159,8 @@ ZH_ALLOWED = {
     # the file names of a bundle (without their suffix)
     "nvidia", "smi", "metrics", "deployment", "events", "logs", "access", "log", "hpa", "txt", "yaml", "json", "JSON", "YAML",
     "config",
+    # protocols and formats, as Chinese technical writing keeps them
+    "CSV", "URL", "API", "IP", "TLS", "FIFO", "HorizontalPodAutoscaler",
 }
 #: commands shown to run, as typed
 _COMMAND = re.compile(r"(?:kubectl|curl|docker|nvidia-smi|gpumem)\b[^；;，。（）]*")

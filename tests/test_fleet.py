@@ -21,6 +21,7 @@ from bot.service.fleet import fleet_view
 from collectors.prometheus import fleet as collector
 from collectors.prometheus.client import PrometheusClient
 from tests.support import prom_fleet as f
+from tests.support import words
 
 #: the view's queries without --engine
 ALL_QUERIES = len(collector.QUERY_COLUMNS)
@@ -156,7 +157,7 @@ def test_a_query_answered_500_costs_its_columns_not_the_view(big):
         outcome = fleet_view(client, now=big.end)
     assert client.queries_sent == ALL_QUERIES and len(proxy.broken) == 1
     assert [(m.query, m.columns, m.kind) for m in outcome.missing] == [("ttft_p99", ("ttft_p99",), "unreadable")]
-    assert "HTTP 500" in outcome.missing[0].message
+    assert "HTTP 500" in words.en(outcome.missing[0].message)
     assert outcome.not_read == ("ttft_p99",) and outcome.total == 31
     assert all(r.reading("ttft_p99") is None for r in outcome.rows)
     assert tuple(r.target for r in outcome.rows) == f.BIG_ORDER  # TTFT was nobody's closest reading
@@ -184,7 +185,7 @@ def test_a_bad_metric_name_is_a_bad_query_that_costs_its_columns(big, monkeypatc
     client = PrometheusClient(big.url, timeout_s=20)
     outcome = fleet_view(client, now=big.end)
     assert [(m.query, m.kind) for m in outcome.missing] == [("queue", "unreadable")]
-    assert "bad_data" in outcome.missing[0].message
+    assert "bad_data" in words.en(outcome.missing[0].message)
     rows = _rows(outcome)
     assert rows["search/rag-sgl"].reading("queue") is None and outcome.total == 31
     # its queue was its closest reading: it drops to its KV usage, 60% (0.6667), below 13 calm services

@@ -19,6 +19,7 @@ from collectors.kube.client import (
     make_api_client,
 )
 from runbooks.model.errors import TargetNotFound
+from tests.support import words
 from tests.support.kube_fixtures import TEST_TOKEN, write_kubeconfig
 
 SERVER = "https://10.0.0.1:6443"
@@ -45,16 +46,16 @@ def test_call_names_the_permission_and_a_stable_source():
      "not found: the server could not find the requested resource"),
     (400, Call("get", "pods", "llm", "p", "log"), "missing", "the server could not find the requested resource"),
     (500, Call("list", "events", "llm"), "unreadable", "HTTP 500: the server could not find the requested resource"),
-    (504, Call("list", "events", "llm"), "timeout", "504: the server could not find the requested resource"),
+    (504, Call("list", "events", "llm"), "timeout", "HTTP 504: the server could not find the requested resource"),
 ])
 def test_http_failures_become_issues_of_their_kind(code, call, kind, message):
     issue = issue_for(_api_error(code, "the server could not find the requested resource"), call, SERVER, 5.0)
-    assert (issue.kind, issue.message, issue.source) == (kind, message, call.source)
+    assert (issue.kind, words.message(issue), issue.source) == (kind, message, call.source)
 
 
 def test_direct_metrics_http_status_is_an_issue_too():
     issue = issue_for(HttpStatusError(404, "http://10.0.0.5:8000/metrics"), Call("get", "pods", "llm", "p"), SERVER, 5)
-    assert issue.kind == "not_found" and "http://10.0.0.5:8000/metrics" in issue.message
+    assert issue.kind == "not_found" and "http://10.0.0.5:8000/metrics" in words.message(issue)
 
 
 @pytest.mark.parametrize(("error", "expected"), [
@@ -70,19 +71,22 @@ def test_direct_metrics_http_status_is_an_issue_too():
     (ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED]"), ("unreachable", "TLS handshake failed")),
 ])
 def test_transport_failures_are_timeouts_or_unreachable(error, expected):
-    assert classify_transport_error(error) == expected
+    kind, reason = classify_transport_error(error)
+    assert (kind, words.en(reason)) == expected
     wrapped = urllib3.exceptions.MaxRetryError(None, "/api", reason=error) if not isinstance(error, ApiException) else error
-    assert classify_transport_error(wrapped) == expected
+    kind, reason = classify_transport_error(wrapped)
+    assert (kind, words.en(reason)) == expected
 
 
 def test_an_answer_that_is_not_json_is_unreadable():
     issue = issue_for(json.JSONDecodeError("Expecting value", "<html>", 0), Call("list", "pods", "llm"), SERVER, 5)
-    assert issue.kind == "unreadable" and issue.message.startswith(f"unexpected answer from {SERVER}: Expecting value")
+    assert issue.kind == "unreadable" and words.message(issue).startswith(f"unexpected answer from {SERVER}: Expecting value")
 
 
 def test_timeout_issue_names_the_deadline_and_the_call():
     issue = issue_for(urllib3.exceptions.ReadTimeoutError(None, "/x", "t"), Call("list", "events", "llm"), SERVER, 2.5)
-    assert (issue.kind, issue.message) == ("timeout", "no answer within 2.5 s: list events in namespace llm")
+    assert (issue.kind, words.message(issue)) == ("timeout", "no answer within 2.5 s: list events in namespace llm")
+    assert words.message(issue, "zh") == "2.5 秒内没有回答：命名空间 llm 中的 `list events`"
 
 
 def test_make_api_client_picks_the_context_and_leaves_the_global_default_alone(tmp_path: Path):

@@ -12,6 +12,7 @@ from collectors.parsers.kube_events import event_from_object, parse_events_with_
 from collectors.parsers.kube_objects import parse_events
 from runbooks.model.evidence import K8sEvent
 from runbooks.model.serde import from_jsonable, to_jsonable
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "kube"
 
@@ -134,7 +135,7 @@ def test_empty_captures_have_no_events(text):
 
 
 def test_event_with_a_bad_count_names_the_field():
-    with pytest.raises(ParseError, match=r"items\[0\]\.count: expected an integer"):
+    with words.raises(ParseError, match=r"items\[0\]\.count: expected an integer"):
         parse_events("kind: EventList\nitems:\n- {reason: BackOff, count: often}\n", source="events.yaml")
 
 

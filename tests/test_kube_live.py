@@ -18,6 +18,7 @@ from collectors.kube.live import KubeSnapshot, gather_workload
 from runbooks.model.errors import TargetNotFound
 from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
+from tests.support import words
 from tests.support.fake_kube import FakeKube
 from tests.support.kube_fixtures import (
     INCIDENT_NS,
@@ -204,7 +205,7 @@ def test_tgi_metrics_fall_back_to_the_prometheus_port_and_logs_read_the_probe_ki
     assert ev.logs.engine == "tgi"
     assert max(p.restarts for p in ev.pods) == 7
     # 9xw5m restarted, but its previous log is gone: recorded, the rest goes on
-    assert [(i.kind, i.message) for i in ev.issues] == [
+    assert [(i.kind, words.message(i)) for i in ev.issues] == [
         ("missing", 'previous terminated container "text-generation-inference" in pod '
                     '"mistral-7b-tgi-7f8d9c-9xw5m" not found')]
 
@@ -225,7 +226,7 @@ def test_forbidden_logs_are_an_issue_naming_the_missing_permission_and_the_rest_
     snap = _gather(cluster)
     forbidden = [i for i in snap.issues if i.kind == "forbidden"]
     assert len(forbidden) == 3 and len(snap.issues) == 3
-    assert {i.message for i in forbidden} == {"missing RBAC: get pods/log in namespace llm"}
+    assert {words.message(i) for i in forbidden} == {"missing RBAC: get pods/log in namespace llm"}
     assert {i.source for i in forbidden} == {
         f"kube:pods/log/llm/{POD_A}#vllm", f"kube:pods/log/llm/{POD_B}#vllm,previous",
         f"kube:pods/log/llm/{POD_B}#vllm"}
@@ -261,7 +262,7 @@ def test_statefulset_is_found_when_no_kind_is_given(cluster):
     snap = _gather(cluster, name="sglang")
     assert snap.kind == "StatefulSet" and _names(snap.pods) == ["sglang-0"]
     assert snap.replica_sets == ()
-    assert [(i.kind, i.message) for i in snap.issues] == [("skipped", "metrics not read: pod phase Pending")]
+    assert [(i.kind, words.message(i)) for i in snap.issues] == [("skipped", "metrics not read: pod phase Pending")]
 
 
 def test_unreachable_cluster_is_one_issue_with_the_url_and_never_the_token(tmp_path: Path):
@@ -270,7 +271,7 @@ def test_unreachable_cluster_is_one_issue_with_the_url_and_never_the_token(tmp_p
         closed_port = sock.getsockname()[1]
     config = write_kubeconfig(tmp_path / "kubeconfig", {"down": f"http://127.0.0.1:{closed_port}"})
     snap = gather_workload(make_api_client(str(config), "down"), NS, "vllm-server", deadline_s=5.0)
-    assert [(i.kind, i.message) for i in snap.issues] == [
+    assert [(i.kind, words.message(i)) for i in snap.issues] == [
         ("unreachable", f"cannot reach http://127.0.0.1:{closed_port}: connection refused")]
     assert TEST_TOKEN not in repr(snap)
     assert snap.workload is None and snap.pods == ()
@@ -295,7 +296,7 @@ def test_a_slow_source_times_out_without_holding_up_the_rest(cluster):
     assert timeouts == ["kube:events/llm", f"kube:pods/log/llm/{POD_B}#vllm", f"kube:pods/log/llm/{POD_B}#vllm,previous"]
     # each names the time it was given: the deadline, or what was left of it when the call
     # started after another (the logs follow the pods)
-    given = [re.match(r"no answer within (\d+\.\d) s: ", i.message) for i in snap.issues]
+    given = [re.match(r"no answer within (\d+\.\d) s: ", words.message(i)) for i in snap.issues]
     assert all(given) and all(0 < float(m.group(1)) <= 3.0 for m in given), snap.issues
     assert len(snap.pods) == 2 and len(snap.scrapes) == 2 and snap.hpa is not None and snap.events == ()
     assert [t.pod for t in snap.logs] == [POD_A]
@@ -305,7 +306,7 @@ def test_injected_server_errors_become_issues_and_the_rest_is_read(cluster):
     cluster.kube.fail(r"/ingresses", 500)
     cluster.kube.fail(r"/nodes/gpu-node-03", "drop")
     snap = _gather(cluster)
-    kinds = {i.source: (i.kind, i.message) for i in snap.issues}
+    kinds = {i.source: (i.kind, words.message(i)) for i in snap.issues}
     assert kinds["kube:ingresses/llm"] == ("unreadable", "HTTP 500: injected failure 500")
     assert kinds["kube:nodes/gpu-node-03"] == ("unreachable", f"cannot reach {cluster.kube.url}: "
                                                               "connection closed without an answer")
@@ -342,7 +343,7 @@ def test_direct_metrics_read_pod_ips_without_the_proxy(tmp_path: Path):
 def test_metrics_port_override_and_path(cluster):
     snap = _gather(cluster, metrics_port=9100, metrics_path="/metrics")
     assert {r.name for r in cluster.kube.calls(subresource="proxy")} == {f"{POD_A}:9100", f"{POD_B}:9100"}
-    assert {(i.kind, i.message[:8]) for i in snap.issues} == {("unreadable", "HTTP 503")}
+    assert {(i.kind, words.message(i)[:8]) for i in snap.issues} == {("unreadable", "HTTP 503")}
 
 
 def test_a_caller_pool_is_used_and_left_running(cluster):

@@ -22,6 +22,7 @@ from collectors.parsers.kube_objects import (
 )
 from runbooks.model.evidence import GpuRequest, Probe, Workload
 from runbooks.model.serde import from_jsonable, to_jsonable
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "kube"
 
@@ -216,7 +217,7 @@ def test_unquoted_yaml_timestamps_become_utc_instants():
 
 
 def test_bad_timestamp_names_its_field():
-    with pytest.raises(ParseError, match=r"items\[1\]\.status\.startTime: expected a timestamp"):
+    with words.raises(ParseError, match=r"items\[1\]\.status\.startTime: expected a timestamp"):
         parse_pods(json.dumps({"kind": "List", "items": [
             {"kind": "Pod", "metadata": {"name": "a"}},
             {"kind": "Pod", "metadata": {"name": "b"}, "status": {"startTime": "yesterday"}},
@@ -275,7 +276,7 @@ def test_malformed_deployment_files_raise_parse_error_with_where(text, message, 
     with pytest.raises(ParseError) as caught:
         parse_deployment(text, source="deployment.yaml")
     assert caught.value.source == "deployment.yaml"
-    assert message in caught.value.message
+    assert message in words.message(caught.value)
     assert caught.value.line == line
 
 
@@ -285,7 +286,7 @@ def test_invalid_calendar_date_is_a_parse_error_not_a_value_error():
 
 
 def test_list_item_without_kind_in_a_plain_list_is_a_parse_error():
-    with pytest.raises(ParseError, match=r"items\[0\]\.kind: missing"):
+    with words.raises(ParseError, match=r"items\[0\]\.kind: missing"):
         load_yaml_documents("kind: List\nitems:\n- metadata: {name: x}\n", "pods.yaml")
 
 
@@ -295,5 +296,5 @@ def test_empty_file_has_no_objects_and_no_pods():
 
 
 def test_hpa_file_without_an_hpa_is_a_parse_error():
-    with pytest.raises(ParseError, match="no HorizontalPodAutoscaler"):
+    with words.raises(ParseError, match="no HorizontalPodAutoscaler"):
         parse_hpa(read("pods.yaml"), source="hpa.yaml")

@@ -21,6 +21,7 @@ from collectors.parsers.kube_related import (
     routes_from_objects,
 )
 from runbooks.model.evidence import ServerConfig
+from tests.support import words
 
 # ------------------------------------------------------------------------ selectors
 
@@ -56,7 +57,7 @@ def test_service_selector_must_be_non_empty_and_a_subset():
 
 
 def test_unknown_selector_operator_is_a_parse_error():
-    with pytest.raises(ParseError, match=r"matchExpressions\[0\]\.operator"):
+    with words.raises(ParseError, match=r"matchExpressions\[0\]\.operator"):
         selector_query({"matchExpressions": [{"key": "a", "operator": "Near"}]}, source="deployment.yaml")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from collectors.bundle import load_bundle
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_samples import MAX_LINE_CHARS, MAX_SERIES
+from tests.support import words
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DATA = Path(__file__).resolve().parent / "data" / "metrics"
@@ -39,8 +40,8 @@ def test_the_bundle_report_names_what_was_left_out(tmp_path):
     junk = "\n".join(f'junk_total{{pod="p{i}"}} {i}' for i in range(MAX_SERIES + 5))
     metrics.write_text(metrics.read_text() + "\n" + "x" * (MAX_LINE_CHARS + 5) + "\n" + junk + "\n")
     ev = load_bundle(bundle)
-    skipped = [(i.message, i.line) for i in ev.issues if i.source == "metrics.txt" and i.kind == "skipped"]
-    assert skipped[0] == ("1 lines over 64 KiB left out", None)
+    skipped = [(words.message(i), i.line) for i in ev.issues if i.source == "metrics.txt" and i.kind == "skipped"]
+    assert skipped[0] == ("1 line over 64 KiB left out", None)
     assert skipped[1][0] == f"over {MAX_SERIES:,} series: read up to here, the rest left out" and skipped[1][1] > 0
     assert ev.server_metrics.engine == "vllm"
 

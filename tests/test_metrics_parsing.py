@@ -13,6 +13,7 @@ from collectors.parsers.metrics_samples import read_samples
 from runbooks.model.evidence import ServerMetrics
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.model.units import MIB
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "metrics"
 
@@ -365,7 +366,7 @@ def test_invalid_exposition_raises_parse_error_naming_the_line():
 def test_parse_error_message_is_clipped():
     with pytest.raises(ParseError) as caught:
         parse_metrics('m{l="' + "x" * 5000 + '" 1\n')
-    assert len(caught.value.message) <= 200
+    assert len(words.message(caught.value)) <= 200
 
 
 def test_server_metrics_round_trip_through_json():

@@ -16,6 +16,7 @@ from collectors.parsers.model_config import load_model_config, parse_model_confi
 from runbooks.catalogs.models import find_model
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.kv import kv_bytes_per_token
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "model_configs"
 
@@ -112,7 +113,7 @@ def test_invalid_json_raises_parse_error_with_line():
     with pytest.raises(ParseError) as err:
         parse_model_config('{\n  "num_hidden_layers": 2,\n  "hidden_size": }', source="config.json")
     assert err.value.source == "config.json" and err.value.line == 3
-    assert "invalid JSON" in err.value.message
+    assert "not JSON" in words.message(err.value)
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -134,7 +135,7 @@ def test_invalid_json_raises_parse_error_with_line():
 def test_wrong_shapes_raise_parse_error_naming_the_key(text, key):
     with pytest.raises(ParseError) as err:
         parse_model_config(text)
-    assert key in err.value.message
+    assert key in words.message(err.value)
 
 
 def test_unreadable_file_is_a_parse_error(tmp_path):

@@ -13,6 +13,7 @@ from collectors.parsers.nvidia_smi import parse_nvidia_smi
 from runbooks.model.evidence import GpuProcess, GpuSnapshot
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.model.units import MIB
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
 
@@ -199,7 +200,7 @@ def test_invalid_text_raises_parse_error_naming_the_line():
         with pytest.raises(ParseError) as caught:
             parse_nvidia_smi(text)
         assert caught.value.line == line, text
-        assert fragment in caught.value.message, text
+        assert fragment in words.message(caught.value), text
 
 
 def test_snapshot_round_trips_through_json():

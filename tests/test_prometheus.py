@@ -14,6 +14,7 @@ from runbooks.model.evidence import Evidence
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.model.units import MIB
 from tests.support import prom_harness as h
+from tests.support import words
 
 
 @pytest.fixture(scope="module")
@@ -172,14 +173,14 @@ def test_bad_promql_is_a_bad_query_error(prom, client):
     with pytest.raises(PrometheusError) as err:
         client.query("sum by (pod (up)", at=prom.end)
     assert err.value.kind == "bad_query"
-    assert "parse error" in err.value.message
+    assert "parse error" in words.message(err.value)
 
 
 def test_a_rejected_query_leaves_an_issue_and_the_others_still_count(prom, client, monkeypatch):
     monkeypatch.setattr(history_module.q, "ttft_p99_query", lambda sel, rate_s: "histogram_quantile(0.99,")
     got = gather_history(client, h.NS, h.PODS, now=prom.end)
     assert [(i.source, i.kind) for i in got.issues] == [("prometheus", "unreadable")]
-    assert got.issues[0].message.startswith("ttft_p99: bad_query: bad_data")
+    assert words.message(got.issues[0]).startswith("ttft_p99: query refused: bad_data")
     assert got.service.ttft_p99_s == ()
     assert max(v for _, v in got.service.queue_depth) == h.QUEUE_PEAK
     assert len(got.memory.series) == 3
@@ -188,7 +189,7 @@ def test_a_rejected_query_leaves_an_issue_and_the_others_still_count(prom, clien
 def test_pods_without_any_series_are_said_missing_not_read_as_zero(prom, client):
     got = gather_history(client, h.NS, ["no-such-pod-0"], now=prom.end)
     assert got.memory is None and got.service is None and got.restarts_at == ()
-    assert [(i.kind, i.message.split(":")[0]) for i in got.issues] == [("missing", "memory"), ("missing", "queue")]
+    assert [(i.kind, words.message(i).split(":")[0]) for i in got.issues] == [("missing", "memory"), ("missing", "queue")]
 
 
 def test_a_server_that_is_down_gives_one_unreachable_issue(prom):

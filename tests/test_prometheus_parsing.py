@@ -30,6 +30,7 @@ from collectors.prometheus.client import (
 from collectors.prometheus.history import engine_of, memory_from, restarts_from, service_from
 from collectors.prometheus.lengths import histograms_from, profile_from_lengths
 from runbooks.model.units import MIB
+from tests.support import words
 
 DATA = Path(__file__).parent / "data" / "prometheus"
 
@@ -107,10 +108,11 @@ def test_recorded_empty_vector_has_no_series():
 def test_recorded_error_bodies_are_typed_errors(name, kind, text):
     with pytest.raises(PrometheusError) as err:
         _load(name)
-    assert err.value.kind == kind and text in err.value.message
+    assert err.value.kind == kind and text in words.message(err.value)
     issue = err.value.issue("memory")
     assert (issue.source, issue.kind) == ("prometheus", "unreadable")
-    assert issue.message.startswith("memory: bad_query: ")
+    assert words.message(issue).startswith("memory: query refused: ")
+    assert words.message(issue, "zh").startswith("`memory`：查询被拒绝：")
 
 
 def test_nan_and_infinite_values_are_dropped_and_warnings_kept():
@@ -130,7 +132,7 @@ def test_nan_and_infinite_values_are_dropped_and_warnings_kept():
     ({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"a": 1}, "value": [1, "2"]}]}},
      "metric"),
     ({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, 2]}]}},
-     "not a string"),
+     "expected a string"),
     ({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": ["x", "2"]}]}},
      "time is not a number"),
     ({"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[1, "zz"]]}]}},
@@ -139,7 +141,7 @@ def test_nan_and_infinite_values_are_dropped_and_warnings_kept():
 def test_documents_not_in_the_api_shape_are_parse_errors_naming_the_place(doc, where):
     with pytest.raises(ParseError) as err:
         parse_query_response(doc, source="answer.json")
-    assert err.value.source == "answer.json" and where in err.value.message
+    assert err.value.source == "answer.json" and where in words.message(err.value)
 
 
 def test_bad_json_text_is_a_parse_error_with_its_line():
@@ -289,7 +291,7 @@ def test_basic_auth_is_sent_and_credentials_in_the_url_stay_out_of_messages(stub
     assert _Stub.seen[-1][2]["Authorization"] == expected
     with pytest.raises(PrometheusError) as err:
         PrometheusClient(stub.replace("http://", "http://ops:pa55@") + "/forbidden").query("up")
-    assert "pa55" not in str(err.value) and "pa55" not in err.value.issue().message
+    assert "pa55" not in str(err.value) and "pa55" not in words.message(err.value.issue())
 
 
 def test_range_query_sends_start_end_and_step_and_long_queries_go_as_post(stub):
@@ -375,8 +377,8 @@ def test_an_instant_vector_keeps_labels_and_drops_what_is_no_reading():
     assert [(s.labels, s.points) for s in got] == [
         ({"namespace": "llm", "deployment": "chat"}, ((1700000000.0, 0.5),)), ({"namespace": "llm"}, ()), ({}, ())]
     assert doc["data"]["result"][0]["metric"] is not got[0].labels  # the answer's dict is not shared
-    for bad, where in (([1700000000, 2], "value is not a string"), ([True, "1"], "time is not a number"),
+    for bad, where in (([1700000000, 2], "value: expected a string"), ([True, "1"], "time is not a number"),
                        ([1e12, "1"], "time out of range"), ([1700000000, "zz"], "bad value")):
         doc["data"]["result"][0]["value"] = bad
-        with pytest.raises(ParseError, match=where):
+        with words.raises(ParseError, match=where):
             parse_query_response(doc, source="answer.json")

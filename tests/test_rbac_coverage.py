@@ -11,6 +11,7 @@ import yaml
 
 from collectors.kube.evidence import snapshot_evidence
 from collectors.kube.live import gather_workload
+from tests.support import words
 from tests.support.fake_kube import Request
 from tests.support.fake_kube_rules import rule_allows
 from tests.support.kube_fixtures import RBAC_MANIFEST, RBAC_NAMESPACED_MANIFEST, rbac_rules, running_scenario
@@ -93,7 +94,7 @@ def test_namespaced_role_reads_the_workload_and_reports_nodes_as_forbidden(tmp_p
         scenario.kube.grant(rules, namespace=namespace)
         snap = _full_gather(scenario)
         recorded = scenario.kube.calls()
-    assert {(i.kind, i.message) for i in snap.issues} == {
+    assert {(i.kind, words.message(i)) for i in snap.issues} == {
         ("forbidden", "missing RBAC: get nodes cluster-wide"),
         ("forbidden", "missing RBAC: list pods cluster-wide"),
     }
@@ -124,7 +125,8 @@ def test_a_plan_previews_reads_are_granted_by_the_cluster_role_and_named_under_t
         scenario.kube.grant(namespaced, namespace=namespace)
         room = read_gpu_room(KubeRest(scenario.api()))
     assert (room.nodes, room.pods) == (None, None)
-    assert room.issues == ("missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide")
+    assert words.en(room.issues) == ("missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide")
+    assert words.zh(room.issues)[0] == "缺少 RBAC 权限：集群范围的 `list nodes`"
 
 
 @pytest.mark.parametrize("manifest, kind", [(RBAC_MANIFEST, "ClusterRole"), (RBAC_NAMESPACED_MANIFEST, "Role")])

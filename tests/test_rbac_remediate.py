@@ -8,6 +8,7 @@ import json
 import yaml
 
 from bot.main import main
+from tests.support import words
 from tests.support.fake_kube_rules import rule_allows
 from tests.support.kube_fixtures import WRITER_MANIFEST as MANIFEST
 from tests.support.kube_fixtures import rbac_rules, running_scenario
@@ -91,7 +92,7 @@ def test_the_writer_role_alone_plans_and_its_preview_names_what_it_could_not_rea
     assert all(any(rule_allows(rule, r.verb, "", r.resource, None, None) for rule in reader_rules) for r in reads)
     blast = doc["preview"]["blast_radius"]
     assert blast["outcome"] == "not_checked" and blast["restart_pods"] == []
-    assert [n["params"]["issue"] for n in doc["preview"]["notes"]] == [
+    assert [words.en(n["params"]["issue"]) for n in doc["preview"]["notes"]] == [
         "missing RBAC: list nodes cluster-wide", "missing RBAC: list pods cluster-wide"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from runbooks.model.evidence import ContainerState, Evidence, PodState
 from runbooks.model.units import GIB
 from runbooks.triage.runbook import triage
 from runbooks.triage.weights_estimate import estimate_weights_gib
+from tests.support import words
 
 
 def _report(text: str, **kw):
@@ -238,7 +238,7 @@ def test_the_process_table_alone_shows_two_engines_on_one_card():
 
 def test_a_table_cut_after_its_header_is_a_typed_error_naming_the_file():
     from collectors.errors import ParseError
-    with pytest.raises(ParseError, match=r"nvidia-smi\.txt"):
+    with words.raises(ParseError, match=r"nvidia-smi\.txt"):
         parse_nvidia_smi("+------+\n| NVIDIA-SMI 535.54.03              Driver Version: 535.54.03    CUDA Version: 12.2 |\n|--")
 
 

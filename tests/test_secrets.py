@@ -36,6 +36,7 @@ from runbooks.model.secrets import (
     secret_name,
     secret_value,
 )
+from tests.support import words
 from tests.support.kube_fixtures import running_scenario
 from tests.support.loopback import LoopbackServer
 
@@ -394,8 +395,10 @@ def test_kubernetes_errors_never_carry_the_token():
         error.body = body
         assert SECRET not in str(api_error(error, call))
         assert SECRET not in repr(api_error(error, call).__dict__)
-        assert SECRET not in issue_for(error, call, "https://k8s", 5).message
+        issue = issue_for(error, call, "https://k8s", 5)
+        assert SECRET not in words.message(issue) and SECRET not in str(issue.message)
     raw = ApiException(status=502, reason="Bad Gateway")
     raw.body = f"<html>upstream said Authorization: Bearer {SECRET}</html>"
     assert SECRET not in str(api_error(raw, call))
-    assert SECRET not in issue_for(ValueError(f"not JSON: token={SECRET}"), call, "https://k8s", 5).message
+    issue = issue_for(ValueError(f"not JSON: token={SECRET}"), call, "https://k8s", 5)
+    assert SECRET not in words.message(issue) and SECRET not in str(issue.message)

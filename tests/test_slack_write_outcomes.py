@@ -17,6 +17,7 @@ from bot.service import approvals, remediate
 from bot.service.reconcile import RECONCILE_ACTOR
 from bot.store.db import Store
 from runbooks.remediation.policy import ApprovalPolicy
+from tests.support import words
 from tests.support.slack_kit import CHANNEL
 from tests.test_plan_expiry import _buttons, _message_recorded
 from tests.test_slack_remediation import (
@@ -59,7 +60,7 @@ def test_a_write_that_landed_despite_a_503_is_applied_watched_and_offers_roll_ba
         assert "nothing was written" not in " ".join(_edits(fake, plan_ts))
         assert _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)]
         applied = next(r for r in store.plan_audit(plan_id) if r.to_state == "applied")
-        assert applied.detail["unclear"] == "HTTP 503" and "2 of 2" in held
+        assert words.en(applied.detail["unclear"]) == "HTTP 503" and "2 of 2" in held
         assert _patches(sc) == 1 and _max_model_len(sc) == 4096
         store.close()
 
@@ -148,7 +149,7 @@ def test_a_write_whose_answer_never_comes_in_time_is_applied_after_a_re_read(tmp
         _ts, plan_id, plan_ts, store = _approved(bot, fake, sc, tmp_path, n=85)
         _wait_edit(fake, plan_ts, "Held:")
         applied = next(r for r in store.plan_audit(plan_id) if r.to_state == "applied")
-        assert applied.detail["unclear"] == "no answer within 0.5 s"
+        assert words.en(applied.detail["unclear"]) == "no answer within 0.5 s"
         assert not any("nothing was written" in text or "internal error" in text for text in _edits(fake, plan_ts))
         assert _buttons(fake, plan_ts) == [(P.ROLLBACK_ACTION, plan_id)] and _patches(sc) == 1
         store.close()

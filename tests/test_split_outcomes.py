@@ -19,6 +19,7 @@ from bot.service.reconcile import RECONCILE_ACTOR, reconcile_applying
 from bot.store.db import Store
 from runbooks.model.errors import OutcomeUnknown
 from runbooks.model.phrases import Phrase
+from tests.support import words
 from tests.support.kube_fixtures import run_cli, running_scenario
 
 EN = Catalog.load("en")
@@ -147,7 +148,7 @@ def test_creates_that_landed_despite_a_lost_answer_are_applied_after_a_re_read(c
     rc, out = _apply(capsys, cluster, store, plan_id)
     assert rc == 0 and _state(store, plan_id) == "applied", out
     applied = next(r for r in _audit(store, plan_id) if r.to_state == "applied")
-    assert applied.detail["unclear"] == reason
+    assert words.en(applied.detail["unclear"]) == reason
     assert _creates(cluster) == [("deployments", "create"), ("services", "create")], "each sent once"
     assert _there(cluster) == (True, True)
     assert "nothing was written" not in out
@@ -192,7 +193,7 @@ def test_an_unreadable_outcome_stays_applying_and_the_reconcile_pass_settles_it(
     plan_id = _plan(capsys, cluster, store)
     cluster.kube.fail_after_write(DEPLOY_POST, "drop")
     e = _unknown_apply(cluster, store, plan_id, "Deployment", DEPLOY_READ)
-    assert (e.params["reason"], e.params["reread"]) == ("connection closed without an answer",
+    assert (words.en(e.params["reason"]), e.params["reread"]) == ("connection closed without an answer",
                                                         "HTTP 503: injected failure 503")
     assert _state(store, plan_id) == "applying"
     unknown = [r for r in _audit(store, plan_id) if r.event == "outcome_unknown"]
@@ -226,7 +227,7 @@ def test_the_reconcile_pass_settles_a_phase1_whose_service_landed_as_applied(clu
     plan_id = _plan(capsys, cluster, store)
     cluster.kube.fail_after_write(SERVICE_POST, 503)
     e = _unknown_apply(cluster, store, plan_id, "Service", SERVICE_READ)
-    assert e.params["reason"] == "HTTP 503" and _state(store, plan_id) == "applying"
+    assert words.en(e.params["reason"]) == "HTTP 503" and _state(store, plan_id) == "applying"
     (settled,) = _reconcile(cluster, store)
     assert settled.outcome == "applied" and _state(store, plan_id) == "applied"
     assert _creates(cluster) == [("deployments", "create"), ("services", "create")]
@@ -272,7 +273,7 @@ def test_a_delete_that_landed_despite_a_dropped_answer_goes_on_and_is_rolled_bac
     rc, out = run_cli(capsys, cluster, store, "rollback", plan_id, "--yes")
     assert rc == 0 and _state(store, plan_id) == "rolled_back", out
     rolled = next(r for r in _audit(store, plan_id) if r.to_state == "rolled_back")
-    assert rolled.detail["unclear"] == "connection closed without an answer"
+    assert words.en(rolled.detail["unclear"]) == "connection closed without an answer"
     assert _deletes(cluster) == ["services", "deployments"] and _there(cluster) == (False, False)
 
 
@@ -305,7 +306,7 @@ def test_an_unreadable_delete_is_recorded_and_the_reconcile_pass_settles_it(clus
     plan_id = _applied(capsys, cluster, store)
     cluster.kube.fail_after_write(SERVICE_DELETE, 503)
     e = _unknown_rollback(cluster, store, plan_id, "Service", SERVICE_READ)
-    assert (e.code, e.params["reason"]) == ("rollback_outcome_unknown", "HTTP 503")
+    assert (e.code, words.en(e.params["reason"])) == ("rollback_outcome_unknown", "HTTP 503")
     assert _state(store, plan_id) == "applied"
     assert [r.event for r in _audit(store, plan_id)][-1] == "rollback_outcome_unknown"
     assert _deletes(cluster) == ["services"] and _there(cluster) == (True, False)

@@ -23,6 +23,7 @@ from runbooks.model.changes import HpaOnQueueDepth
 from runbooks.model.errors import ChangedAfterApply, OutcomeUnknown, TemporaryError
 from runbooks.model.phrases import Phrase
 from runbooks.remediation.policy import ApprovalPolicy
+from tests.support import words
 from tests.support.kube_fixtures import running_scenario
 from tests.test_actuator import NAME, NS, _scale_plan
 
@@ -74,7 +75,7 @@ def test_a_write_that_landed_despite_its_answer_is_applied_after_a_re_read(clust
     plan = _scale_plan(writer.read("Deployment", NS, NAME), 3)
     cluster.kube.fail_after_write(WRITE, outcome, stall_s=1.5)
     written = apply_plan(writer, plan, "gpumem plan p-scale")
-    assert written.unclear == reason
+    assert words.en(written.unclear) == reason
     assert written.obj["metadata"]["annotations"][PLAN_ANNOTATION] == "p-scale" and written.obj["spec"]["replicas"] == 3
     assert _replicas(cluster) == 3 and len(_patches(cluster)) == 1, "one write, and no second one"
     assert len(cluster.kube.dry_runs(verb="patch")) == 1
@@ -86,7 +87,7 @@ def test_a_5xx_for_a_write_that_did_not_land_is_not_applied_and_says_how_that_is
     cluster.kube.fail(WRITE, 503)  # answered without storing it
     with pytest.raises(TemporaryError) as e:
         apply_plan(writer, plan, "gpumem plan p-scale")
-    assert e.value.code == "not_applied" and e.value.params["reason"] == "HTTP 503"
+    assert e.value.code == "not_applied" and words.en(e.value.params["reason"]) == "HTTP 503"
     assert e.value.params["proof"] == Phrase("reason.annotation_absent", {"annotation": "gpumem.io/plan", "plan": "p-scale"})
     assert EN.phrase(e.value.params["proof"]) == "the object's gpumem.io/plan annotation is absent, not p-scale"
     assert _replicas(cluster) == 2 and len(_patches(cluster)) == 1
@@ -98,7 +99,7 @@ def test_when_the_object_cannot_be_read_again_the_outcome_is_unknown(cluster):
     cluster.kube.fail_after_write(WRITE, 503, then_refuse_reads=1)
     with pytest.raises(OutcomeUnknown) as e:
         apply_plan(writer, plan, "gpumem plan p-scale")
-    assert (e.value.code, e.value.params["plan"], e.value.params["reason"]) == ("outcome_unknown", "p-scale", "HTTP 503")
+    assert (e.value.code, e.value.params["plan"], words.en(e.value.params["reason"])) == ("outcome_unknown", "p-scale", "HTTP 503")
     assert e.value.params["reread"] == "HTTP 503: injected failure 503"
     assert _replicas(cluster) == 3, "it did land: that is why nobody may say nothing was written"
     assert len(_patches(cluster)) == 1
@@ -111,7 +112,7 @@ def test_reads_and_dry_runs_without_an_answer_are_temporary_errors_not_urllib3_o
     cluster.kube.add_latency(OBJECT, 1.0)
     with pytest.raises(TemporaryError) as e:
         writer.read("Deployment", NS, NAME)
-    assert (e.value.code, e.value.params["reason"]) == ("timeout", "no answer within 0.3 s")
+    assert (e.value.code, words.en(e.value.params["reason"])) == ("timeout", "no answer within 0.3 s")
     cluster.kube.fail(r"dryRun=All", "drop")
     with pytest.raises(TemporaryError) as dropped:
         writer.patch("Deployment", NS, NAME, [], "application/json-patch+json", dry_run=True)
@@ -136,7 +137,7 @@ def test_a_rollback_whose_answer_was_lost_is_settled_by_a_re_read(cluster):
     apply_plan(writer, plan, "gpumem plan p-scale")
     cluster.kube.fail_after_write(WRITE, "drop")
     done = rollback_plan(writer, plan, "gpumem rollback p-scale")
-    assert done.unclear == "connection closed without an answer" and _replicas(cluster) == 2
+    assert words.en(done.unclear) == "connection closed without an answer" and _replicas(cluster) == 2
     assert len(_patches(cluster)) == 2
     # a second plan whose rollback is answered 503 without being stored: not rolled back, known
     plan2 = _scale_plan(writer.read("Deployment", NS, NAME), 4, plan_id="p-four")
@@ -194,7 +195,7 @@ def test_an_hpa_created_despite_a_503_is_applied_and_its_delete_despite_a_drop_i
     cluster.kube.fail_after_write(r"horizontalpodautoscalers\?fieldManager=gpumem$", 503)
     done = remediate.apply_now(store, writer, stored.plan.id, "cli:op")
     assert done.state == "applied" and cluster.kube.get("HorizontalPodAutoscaler", NS, name) is not None
-    assert store.plan_audit(stored.plan.id)[-1].detail["unclear"] == "HTTP 503"
+    assert words.en(store.plan_audit(stored.plan.id)[-1].detail["unclear"]) == "HTTP 503"
     cluster.kube.fail_after_write(rf"horizontalpodautoscalers/{re.escape(name)}\?fieldManager=gpumem$", "drop")
     assert remediate.rollback_now(store, writer, stored.plan.id, "cli:op").state == "rolled_back"
     assert cluster.kube.get("HorizontalPodAutoscaler", NS, name) is None
@@ -323,7 +324,7 @@ def test_the_watchs_reads_without_an_answer_are_temporary_errors(cluster):
     cluster.kube.add_latency(r"/namespaces/llm/pods\?", 1.0)
     with pytest.raises(TemporaryError) as e:
         look(writer, NS, NAME, None)
-    assert (e.value.code, e.value.params["reason"], e.value.params["source"]) == (
+    assert (e.value.code, words.en(e.value.params["reason"]), e.value.params["source"]) == (
         "timeout", "no answer within 0.3 s", "kube:pods/llm")
     assert _patches(cluster) == []
 
@@ -358,7 +359,7 @@ def test_the_stand_ins_faults_store_the_write_first_and_refuse_reads_only_so_man
     with pytest.raises(OutcomeUnknown) as unknown:
         writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 5}],
                      "application/json-patch+json")
-    assert unknown.value.params["reason"] == "HTTP 500" and _replicas(cluster) == 5
+    assert words.en(unknown.value.params["reason"]) == "HTTP 500" and _replicas(cluster) == 5
     (patch,) = _patches(cluster)
     assert patch.status == 200, "recorded with the status of the stored write"
     writer.patch("Deployment", NS, NAME, [{"op": "replace", "path": "/spec/replicas", "value": 2}],

@@ -8,11 +8,10 @@ import sys
 from bot.cli.guard import live_guard
 from bot.grammar.requests import CollectRequest
 from bot.render.triage_charts import CHARTS
-from bot.render.wording import issue_text
+from bot.render.wording import issue_text, issues_json
 from bot.service.collect import collect_bundle
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_NO_EVIDENCE, EXIT_OK
-from runbooks.model.serde import to_jsonable
 
 
 def run(request: CollectRequest, lang: str, deps: Deps) -> int:
@@ -20,7 +19,7 @@ def run(request: CollectRequest, lang: str, deps: Deps) -> int:
         outcome = collect_bundle(request, deps, lang, CHARTS)
         if request.json:
             json.dump({"bundle": str(outcome.bundle_dir), "files": list(outcome.files),
-                       "issues": to_jsonable(outcome.evidence.issues)}, sys.stdout, indent=2)
+                       "issues": issues_json(outcome.evidence.issues)}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             print(guard.cat.t("live.collected", path=str(outcome.bundle_dir), files=", ".join(outcome.files)))

@@ -22,6 +22,7 @@ from runbooks.model.errors import (
     TargetNotFound,
     TemporaryError,
 )
+from runbooks.model.phrases import Phrase
 
 
 def error_line(cat: Catalog, error: GpumemError) -> str:
@@ -39,9 +40,17 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
 
         return refusal_line(cat, error.code, error.params)
     if isinstance(error, TargetNotFound):
-        return cat.t("live.not_found", detail=str(error).rstrip("."))
+        if error.code == TargetNotFound.NO_SOURCE:
+            return cat.t("live.not_found", detail=str(error).rstrip("."))
+        p = error.params
+        where = "live.target_missing_in" if p.get("context") else "live.target_missing"
+        return cat.t("live.not_found", detail=cat.t(where, kind=p.get("kind"), namespace=p.get("namespace"),
+                                                    name=p.get("name"), context=p.get("context")))
     if isinstance(error, NotPermitted):
-        return cat.t("live.forbidden", permission=error.permission)
+        rule = f"{error.verb} {error.resource}"
+        scope = (Phrase("read.rbac_namespaced", {"rule": rule, "namespace": error.namespace}) if error.namespace
+                 else Phrase("read.rbac_cluster", {"rule": rule}))
+        return cat.t("live.forbidden", permission=scope)
     if isinstance(error, (StaleObject, PlanMoved, PartlyApplied)):  # what changed under us: plan again
         return cat.t("live.conflict")
     if isinstance(error, TemporaryError):

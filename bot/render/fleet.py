@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from bot.render.terminal import cells
+from bot.render.wording import reason_json
 from bot.service.outcomes import FleetOutcome
 from runbooks.alerts.fleet import COLUMNS, LINES, UNITS, Ranked, Reading
 
@@ -116,7 +117,7 @@ def fleet_json(outcome: FleetOutcome, lang: str) -> dict[str, Any]:
         "engines": list(outcome.engines),
         "services_total": outcome.total,
         "lines": {c: LINES[c] for c in COLUMNS},
-        "not_read": [{"query": m.query, "columns": list(m.columns), "kind": m.kind, "message": m.message}
+        "not_read": [{"query": m.query, "columns": list(m.columns), "kind": m.kind, **reason_json(m.message)}
                      for m in outcome.missing],
         "queries": dict(outcome.queries),
         "read_from": outcome.read_from,

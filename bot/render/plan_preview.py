@@ -154,7 +154,7 @@ def preview_words(preview: PlanPreview, lang: str, shown: int | None = None) -> 
     if preview.budget is not None:
         title, budget, warnings = budget_words(cat, preview.budget)
     blast: list[str] = []
-    issues = "; ".join(n.params.get("issue", "") for n in preview.notes if n.id == "read_failed")
+    issues = cat.phrases([n.params.get("issue", "") for n in preview.notes if n.id == "read_failed"])
     if preview.blast is not None:
         blast, more = blast_words(cat, preview.blast, issues or cat.t("plan_preview.not_read"), shown)
         warnings = more + warnings

@@ -7,7 +7,7 @@ from typing import Any
 from bot.render.budget import assumed_line, assumption_reasons
 from bot.render.i18n import Catalog
 from bot.render.managers import managers_json
-from bot.render.wording import cause_title, engine_catalog
+from bot.render.wording import cause_title, engine_catalog, issues_json
 from runbooks.model.report import Report
 from runbooks.model.serde import to_jsonable
 
@@ -26,6 +26,7 @@ def report_json(report: Report, lang: str = "en") -> dict[str, Any]:
         for c in report.checks for f in c.findings
     ]
     doc["not_checked"] = to_jsonable(report.not_checked)
+    doc["read_issues"] = issues_json(report.read_issues)  # each reason in English, and as its phrase
     if report.budget is not None:  # each default assumed as [name, "value (why)"] in English, and its reason id
         en = Catalog.load("en")
         doc["budget"]["assumptions"] = [[name, assumed_line(en, name, a, with_name=False)]

@@ -12,6 +12,7 @@ from runbooks.catalogs.engine_flags import role_flag
 from runbooks.catalogs.engine_metrics import eviction_term
 from runbooks.model.changes import from_stored
 from runbooks.model.evidence import ReadIssue
+from runbooks.model.phrases import Phrase, phrase_of
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
 from runbooks.remediation.solver import ENGINE_FLAGS
@@ -177,7 +178,7 @@ def action_text(cat: Catalog, a: Action) -> dict[str, str]:
     withheld = a.params.get("withheld")
     if isinstance(withheld, dict) and withheld:
         # flags the deployed engine version rejects, left out of the action (runbooks.triage.spelling)
-        title += cat.t("action_withheld", reasons="; ".join(str(r) for r in withheld.values()))
+        title += cat.t("action_withheld", reasons=cat.phrases(list(withheld.values())))
     return {
         "title": title,
         "risk": cat.t(f"{base}.risk", a.params),
@@ -188,7 +189,25 @@ def action_text(cat: Catalog, a: Action) -> dict[str, str]:
 
 def issue_text(cat: Catalog, issue: ReadIssue) -> str:
     key = "issue.line" if issue.line is not None else "issue.noline"
-    return cat.t(key, source=issue.source, line=issue.line, message=issue.message)
+    message = issue.message
+    if isinstance(message, str):  # stored before reasons were phrases: gpumem's English, quoted
+        message = Phrase("read.quoted", {"text": message})
+    return cat.t(key, source=issue.source, line=issue.line, message=message)
+
+
+def reason_json(message: Any) -> dict[str, Any]:
+    """A read's reason in a JSON output: `message` in English words (what scripts grep) and
+    `reason`, the phrase itself (key and values) where it is one, so a reader in any language
+    can word it; a reason from before phrases is its text, and `reason` is null."""
+    found = phrase_of(message)
+    if isinstance(found, Phrase):
+        return {"message": Catalog.load("en").phrase(found), "reason": found.to_json()}
+    return {"message": "" if found is None else str(found), "reason": None}
+
+
+def issues_json(issues: Any) -> list[dict[str, Any]]:
+    """ReadIssues as JSON: source, line, kind, and the reason (`reason_json`)."""
+    return [{"source": i.source, "line": i.line, "kind": i.kind, **reason_json(i.message)} for i in issues]
 
 
 def shift_label(cat: Catalog, label: object) -> object:

@@ -19,7 +19,7 @@ from bot.grammar.requests import BudgetRequest
 from bot.service.deps import Deps
 from bot.service.exits import EXIT_CAUSE, EXIT_OK, EXIT_USAGE
 from bot.service.outcomes import BudgetOutcome, BudgetPage, BudgetSide
-from collectors.errors import ParseError
+from collectors.errors import ParseError, os_error
 from collectors.parsers.kube_objects import parse_deployment
 from collectors.parsers.model_config import load_model_config
 from runbooks.catalogs.gpus import GPUS, UnknownGpu, find_gpu
@@ -123,8 +123,10 @@ def _read_profile(path: str):
         scan = scan_access_log(path, os.path.basename(path), detail=True)
     except FileNotFoundError:
         raise UsageError("file_not_found", path=path) from None
-    except (ParseError, OSError) as e:
-        raise UsageError("profile_unreadable", path=path, message=str(e)) from None
+    except ParseError as e:
+        raise UsageError("profile_unreadable", path=path, message=e.reason) from None
+    except OSError as e:
+        raise UsageError("profile_unreadable", path=path, message=os_error(e)) from None
     return scan.profile, scan.detail
 
 
@@ -231,7 +233,7 @@ def resolve_model(name: str):
         try:
             return load_model_config(path)
         except ParseError as e:
-            raise UsageError("config_unreadable", path=path, message=str(e)) from None
+            raise UsageError("config_unreadable", path=path, message=e.reason) from None
     try:
         return find_model(name)
     except UnknownModel as e:
@@ -256,11 +258,11 @@ def _read_deployment(path: str):
     except FileNotFoundError:
         raise UsageError("file_not_found", path=path) from None
     except OSError as e:
-        raise UsageError("deployment_unreadable", path=path, message=str(e)) from None
+        raise UsageError("deployment_unreadable", path=path, message=os_error(e)) from None
     try:
         workload, config = parse_deployment(text, os.path.basename(path))
     except ParseError as e:
-        raise UsageError("deployment_unreadable", path=path, message=str(e)) from None
+        raise UsageError("deployment_unreadable", path=path, message=e.reason) from None
     if config is None:
         raise UsageError("no_server_in_deployment", path=path)
     return workload, config

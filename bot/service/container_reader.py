@@ -28,13 +28,13 @@ class ParsedContainers:
         try:
             return server_config_from_container(spec, source="workload")
         except ParseError as e:
-            raise ContainerShapeError(str(e)) from e
+            raise ContainerShapeError(e.reason) from e
 
     def server_container(self, pod_spec: dict[str, Any]) -> int | None:
         try:
             index, config = pick_server_container(pod_spec, "spec.template.spec", "workload")
         except ParseError as e:
-            raise ContainerShapeError(str(e)) from e
+            raise ContainerShapeError(e.reason) from e
         return index if config is not None else None
 
 

@@ -14,6 +14,7 @@ from runbooks.alerts.fleet import COLUMNS, Ranked
 from runbooks.alerts.fleet_queries import Recording
 from runbooks.alerts.rules import RuleSet
 from runbooks.model.evidence import ProfileShift, RequestProfile
+from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class Missing:
     query: str
     columns: tuple[str, ...]
     kind: str
-    message: str
+    #: why, a phrase under `read.` (`collectors.errors`) the renderers word
+    message: Phrase | str
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class FleetOutcome:
     #: recording rules the view needs that are not loaded
     missing_records: int = 0
     #: the rules API's answer, when it gave none: (kind, message)
-    rules_issue: tuple[str, str] | None = None
+    rules_issue: tuple[str, Phrase | str] | None = None
 
     @property
     def not_read(self) -> tuple[str, ...]:

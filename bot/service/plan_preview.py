@@ -50,6 +50,7 @@ from collectors.parsers.kube_placement import (
 )
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import GpumemError, UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.model.templates import SPEC_OWNER_KINDS, TemplateShapeError, deployment_view, pod_sites
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.preview import (
@@ -320,7 +321,7 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
     except (ValueError, KeyError, IndexError, TypeError) as e:
         after_obj = None
         notes.append(Note("patch_not_previewed", {"reason": str(e)[:200]}))
-    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, ("no reader for the cluster",))
+    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, (Phrase("read.no_cluster_reader"),))
     notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
     try:
         pods = _workload_pods(obj, room)
@@ -338,7 +339,7 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
                              placement=placement_from_pod_spec(spec, source="kube:deployments"),
                              nodes=nodes, pods=room.pods, workload_pods=pods)
     except (ParseError, GpumemError, ValueError) as e:  # an object the parsers or the sizing refuse
-        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": e.reason if isinstance(e, ParseError) else str(e)[:300]})))
     return PlanPreview(budget, blast, tuple(notes))
 
 
@@ -350,14 +351,14 @@ def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeo
     except (ValueError, KeyError, IndexError, TypeError) as e:
         after_obj = None
         notes.append(Note("patch_not_previewed", {"reason": str(e)[:200]}))
-    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, ("no reader for the cluster",))
+    room = read_gpu_room(rest, timeout_s) if rest is not None else GpuRoom(None, None, (Phrase("read.no_cluster_reader"),))
     notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
     try:
         pods = _owner_pods(obj, room)
         budget = budget_preview(obj, after_obj, plan, room, pods)
         blast = _owner_blast(obj, after_obj if after_obj is not None else obj, plan, budget, room, pods, notes)
     except (ParseError, GpumemError, TemplateShapeError, ValueError) as e:  # what the parsers or sizing refuse
-        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": str(e)[:300]})))
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": e.reason if isinstance(e, ParseError) else str(e)[:300]})))
     return PlanPreview(budget, blast, tuple(notes))
 
 

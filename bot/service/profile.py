@@ -15,7 +15,7 @@ from dataclasses import replace
 from bot.grammar.requests import ProfileRequest
 from bot.service.deps import Deps
 from bot.service.outcomes import ProfileView
-from collectors.errors import ParseError
+from collectors.errors import ParseError, os_error
 from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
 from runbooks.model.errors import EvidenceUnavailable, UsageError
 from runbooks.profile.requests import compare
@@ -73,9 +73,9 @@ def _access_log(path: str, workers: int | None):
     except ParseError as e:
         if e.message == NO_LENGTHS:
             raise EvidenceUnavailable("no_lengths_access_log", path=path) from None
-        raise UsageError("unreadable", path=path, message=str(e)) from None
+        raise UsageError("unreadable", path=path, message=e.reason) from None
     except OSError as e:
-        raise UsageError("unreadable", path=path, message=str(e)) from None
+        raise UsageError("unreadable", path=path, message=os_error(e)) from None
 
 
 def _server_log(path: str):
@@ -111,7 +111,7 @@ def _metrics(request: ProfileRequest):
                                    _name(request.baseline) if request.baseline else "baseline")
         base = profile_from_metrics(texts[request.baseline], _name(request.baseline)) if request.baseline else None
     except ParseError as e:
-        raise UsageError("unreadable", path=e.source, message=str(e)) from None
+        raise UsageError("unreadable", path=e.source, message=e.reason) from None
     if now.profile is None:
         raise EvidenceUnavailable("no_histograms", path=request.metrics)
     view = ProfileView("metrics", now.profile, between_scrapes=now.between_scrapes)

@@ -266,7 +266,7 @@ def _setup(original: dict[str, Any], gpu: str | None):
     try:
         workload, config = workload_from_object(original, f"deployment {name}")
     except ParseError as e:
-        raise UsageError("split_no_server", name=name, reason=str(e)[:200]) from None
+        raise UsageError("split_no_server", name=name, reason=e.reason) from None
     if config is None:
         raise UsageError("split_no_server", name=name, reason=Phrase("reason.no_server_container"))
     split.flags_for(config.engine or "")

@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, said
 from collectors.parsers.log_time import clf_time, epoch_time, parse_time, search_time
 from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
 from runbooks.model.evidence import RequestProfile
 from runbooks.model.units import MIB
 from runbooks.profile.requests import ProfileBuilder
 
-NO_LENGTHS = "no request lengths found (expected input_tokens=/output_tokens= or JSON usage)"
+NO_LENGTHS = said("no_lengths")
 
 #: token counts of a billion or more are not request lengths
 MAX_TOKENS = 10**9 - 1

@@ -5,7 +5,7 @@ account, without touching the client's global default configuration, so several 
 can be read side by side. `Call` names one read the way RBAC does (verb, resource,
 subresource, namespace); `issue_for` turns what went wrong with it into a ReadIssue:
 
-- 403 -> "forbidden", naming the missing RBAC permission ("missing RBAC: list pods in namespace llm")
+- 403 -> "forbidden", naming the missing RBAC permission (`missing RBAC: list pods in namespace llm`)
 - 401 -> "forbidden" (the credentials were rejected)
 - 404 -> "not_found"; 400 on a previous container's log -> "missing"
 - no answer in time -> "timeout"; refused, DNS, TLS, dropped connection -> "unreachable" with
@@ -15,8 +15,12 @@ A call whose failure ends the work rather than leaving a gap in the evidence is 
 by `api_error` to a `runbooks.model.errors.GpumemError` that says what to do: TargetNotFound
 (404), NotPermitted (403), StaleObject (409), TemporaryError (429, 5xx: retry after Retry-After).
 
+The reasons are phrases under `read.` (`collectors.errors`), worded in the reader's language.
+
 >>> Call("list", "pods", "llm").permission
 'list pods in namespace llm'
+>>> Call("get", "pods", "llm", "p", "log").rbac
+Phrase(key='read.rbac_namespaced', params={'rule': 'get pods/log', 'namespace': 'llm'})
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from collectors.errors import quoted, said
 from collectors.kube.errors import KubeConfigError as KubeConfigError
 from collectors.kube.errors import KubeError as KubeError
 from runbooks.model import errors
 from runbooks.model.evidence import ReadIssue
+from runbooks.model.phrases import Phrase
 from runbooks.model.secrets import redact_text
 
 #: enough connections for every pod's logs and metrics at once
@@ -96,11 +102,23 @@ class Call:
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
     @property
-    def permission(self) -> str:
-        """The RBAC permission this call needs, e.g. "get pods/log in namespace llm"."""
-        scope = f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
+    def rule(self) -> str:
+        """The verb and resource as a Role names them: "get pods/log", "list ingresses.networking.k8s.io"."""
         group = f".{self.group}" if self.group else ""
-        return f"{self.verb} {self.resource}{group}{'/' + self.subresource if self.subresource else ''} {scope}"
+        return f"{self.verb} {self.resource}{group}{'/' + self.subresource if self.subresource else ''}"
+
+    @property
+    def permission(self) -> str:
+        """The RBAC permission this call needs, e.g. "get pods/log in namespace llm" (for logs;
+        a person reads `rbac`, worded in their language)."""
+        return f"{self.rule} {'in namespace ' + self.namespace if self.namespace else 'cluster-wide'}"
+
+    @property
+    def rbac(self) -> Phrase:
+        """The permission as a phrase: the rule and its namespace, or cluster-wide."""
+        if self.namespace:
+            return said("rbac_namespaced", rule=self.rule, namespace=self.namespace)
+        return said("rbac_cluster", rule=self.rule)
 
     @property
     def source(self) -> str:
@@ -127,25 +145,33 @@ def issue_for(error: BaseException, call: Call, server: str, timeout_s: float) -
         return _http_issue(error.status, str(error), call, server)
     if isinstance(error, ValueError) and not isinstance(error, urllib3.exceptions.HTTPError):
         # an answer came, but not the JSON the API sends (a login page, a proxy's error page)
-        return ReadIssue(call.source, f"unexpected answer from {server}: {_one_line(error)[:200]}")
+        return ReadIssue(call.source, said("unexpected_answer_from", server=server,
+                                           detail=quoted(_one_line(error)[:200])))
     kind, reason = classify_transport_error(error)
     if kind == "timeout":
-        return ReadIssue(call.source, f"no answer within {timeout_s:.1f} s: {call.permission}", kind="timeout")
-    return ReadIssue(call.source, f"cannot reach {server}: {reason}", kind="unreachable")
+        return ReadIssue(call.source, no_answer_within(timeout_s, call.rbac), kind="timeout")
+    return ReadIssue(call.source, said("cannot_reach", server=server, reason=reason), kind="unreachable")
+
+
+def no_answer_within(seconds: float, rbac: Phrase | None = None) -> Phrase:
+    """"no answer within 2.0 s", and the permission of the call that waited where there is one."""
+    if rbac is None:
+        return said("no_answer_within", seconds=f"{seconds:.1f}")
+    return said("no_answer_within_call", seconds=f"{seconds:.1f}", permission=rbac)
 
 
 def _http_issue(code: int, message: str, call: Call, server: str) -> ReadIssue:
+    text = quoted(message)
     if code == 403:
-        return ReadIssue(call.source, f"missing RBAC: {call.permission}", kind="forbidden")
+        return ReadIssue(call.source, said("missing_rbac", permission=call.rbac), kind="forbidden")
     if code == 401:
-        return ReadIssue(call.source, f"credentials rejected by {server} (401 Unauthorized)", kind="forbidden")
+        return ReadIssue(call.source, said("credentials_rejected", server=server), kind="forbidden")
     if code == 404:
-        return ReadIssue(call.source, f"not found: {message}", kind="not_found")
+        return ReadIssue(call.source, said("not_found", message=text), kind="not_found")
     if code == 400 and call.subresource == "log":
-        return ReadIssue(call.source, message, kind="missing")
-    if code == 504:
-        return ReadIssue(call.source, f"{code}: {message}", kind="timeout")
-    return ReadIssue(call.source, f"HTTP {code}: {message}", kind="unreadable")
+        return ReadIssue(call.source, said("log_refused", message=text), kind="missing")
+    return ReadIssue(call.source, said("http_status", code=code, message=text),
+                     kind="timeout" if code == 504 else "unreadable")
 
 
 #: HTTP statuses that say "not now" rather than "not this": the same call may succeed later
@@ -245,25 +271,25 @@ def status_message(error: ApiException) -> str:
     return redact_text(str(error.reason or ""))[:300]
 
 
-def classify_transport_error(error: BaseException) -> tuple[str, str]:
-    """("timeout" | "unreachable", short reason) for an error below HTTP."""
+def classify_transport_error(error: BaseException) -> tuple[str, Phrase]:
+    """("timeout" | "unreachable", the short reason as a phrase) for an error below HTTP."""
     if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
         error = error.reason
     # NameResolutionError and NewConnectionError subclass ConnectTimeoutError in urllib3:
     # test them first so a refused connection is not taken for a slow one.
     if isinstance(error, urllib3.exceptions.NameResolutionError):
-        return "unreachable", "name not resolved"
+        return "unreachable", said("transport.name_not_resolved")
     if isinstance(error, urllib3.exceptions.NewConnectionError):
         return "unreachable", _connection_reason(error)
     if isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError, socket.timeout)):
-        return "timeout", "timed out"
+        return "timeout", said("transport.timed_out")
     if isinstance(error, urllib3.exceptions.SSLError) or (isinstance(error, ApiException) and "SSLError" in str(error.reason)):
-        return "unreachable", "TLS handshake failed"
+        return "unreachable", said("transport.tls_failed")
     if isinstance(error, urllib3.exceptions.ProtocolError):
-        return "unreachable", "connection closed without an answer"
+        return "unreachable", said("transport.closed")
     if isinstance(error, (ConnectionError, OSError, urllib3.exceptions.HTTPError)):
-        return "unreachable", _one_line(error)[:120]
-    return "unreachable", f"{type(error).__name__}"
+        return "unreachable", quoted(_one_line(error)[:120])
+    return "unreachable", quoted(type(error).__name__)
 
 
 def sent_before_failing(error: BaseException) -> bool:
@@ -287,10 +313,10 @@ def transport_error(error: BaseException, call: Call, timeout_s: float, *, write
 
     >>> e = transport_error(urllib3.exceptions.ReadTimeoutError(None, "/x", "timed out"), Call("get", "pods", "llm"), 2.0)
     >>> type(e).__name__, e.code, e.params["reason"]
-    ('TemporaryError', 'timeout', 'no answer within 2.0 s')
+    ('TemporaryError', 'timeout', Phrase(key='read.no_answer_within', params={'seconds': '2.0'}))
     """
     kind, reason = classify_transport_error(error)
-    words = f"no answer within {timeout_s:.1f} s" if kind == "timeout" else reason
+    words = no_answer_within(timeout_s) if kind == "timeout" else reason
     mapped: errors.GpumemError
     if write and sent_before_failing(error):
         mapped = errors.OutcomeUnknown(DEFAULT_RETRY_DELAY_S, reason=words, source=call.source, verb=call.verb,
@@ -302,13 +328,13 @@ def transport_error(error: BaseException, call: Call, timeout_s: float, *, write
     return mapped
 
 
-def _connection_reason(error: BaseException) -> str:
+def _connection_reason(error: BaseException) -> Phrase:
     text = str(error).lower()
     if "refused" in text:
-        return "connection refused"
+        return said("transport.refused")
     if "unreachable" in text:
-        return "network unreachable"
-    return "cannot connect"
+        return said("transport.net_unreachable")
+    return said("transport.cannot_connect")
 
 
 def _one_line(error: BaseException) -> str:

@@ -31,7 +31,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, field, said
 from collectors.kube import pick as pick
 from collectors.kube.client import (
     Call,
@@ -201,7 +201,7 @@ class _Gather:
             query = selector_query((obj.get("spec") or {}).get("selector"), source=f"kube:{kind}")
         except ParseError as e:
             query = ""
-            self.run.issues.append(ReadIssue(f"kube:{kind}", f"selector: {e.message}"))
+            self.run.issues.append(ReadIssue(f"kube:{kind}", field("selector", e.message)))
         if query:
             self._list("pods", "", "v1", self._on_pods, labelSelector=query)
             if kind == "Deployment":
@@ -289,9 +289,9 @@ class _Gather:
         status = pod.get("status") or {}
         ports = metrics_ports(container, config, self.metrics_port)
         if status.get("phase") != "Running" or not ports or (self.direct and not status.get("podIP")):
-            why = f"pod phase {status.get('phase')}" if status.get("phase") != "Running" else "no port or pod IP"
-            self.run.issues.append(ReadIssue(f"kube:pods/proxy/{self.ns}/{name}", f"metrics not read: {why}",
-                                             kind="skipped"))
+            why = (said("metrics_not_read_phase", phase=str(status.get("phase")))
+                   if status.get("phase") != "Running" else said("metrics_not_read_no_port"))
+            self.run.issues.append(ReadIssue(f"kube:pods/proxy/{self.ns}/{name}", why, kind="skipped"))
             return
         self._scrape(name, status.get("podIP"), ports)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from collectors.errors import said
 from collectors.kube.client import Call, api_error, classify_transport_error
 from collectors.kube.rest import KubeRest, path
 from runbooks.model import errors
@@ -81,7 +82,7 @@ def _get(rest: KubeRest, call: Call, where: str, timeout_s: float) -> dict[str, 
     except Exception as e:  # urllib3's transport errors: refused, timed out, TLS
         reason, detail = classify_transport_error(e)
         raise errors.EvidenceUnavailable("unreachable", source=call.source, reason=reason,
-                                         detail=f"{call.source}: {detail}") from e
+                                         detail=said("where", source=call.source, message=detail)) from e
 
 
 def owner_chain_of_pod(rest: KubeRest, namespace: str, pod: str,

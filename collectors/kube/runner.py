@@ -25,8 +25,8 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.errors import ParseError
-from collectors.kube.client import Call, issue_for
+from collectors.errors import ParseError, quoted, said
+from collectors.kube.client import Call, issue_for, no_answer_within
 from runbooks.model.evidence import ReadIssue
 
 
@@ -121,7 +121,8 @@ class CallRunner:
             self.sources.append(pending.call.source)
         except (ParseError, ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
             # an answer of an unexpected shape costs this call, not the gathering
-            self.issues.append(ReadIssue(pending.call.source, f"unexpected answer: {str(e)[:200]}"))
+            why = e.message if isinstance(e, ParseError) else quoted(e)
+            self.issues.append(ReadIssue(pending.call.source, said("unexpected_answer", detail=why)))
 
     def timeout_issue(self, call: Call, limit_s: float) -> ReadIssue:
-        return ReadIssue(call.source, f"no answer within {limit_s:.1f} s: {call.permission}", kind="timeout")
+        return ReadIssue(call.source, no_answer_within(limit_s, call.rbac), kind="timeout")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.errors import quoted, said
 from collectors.parsers.kube_fields import as_list, as_mapping, as_str, fail, str_map
 
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -27,9 +28,9 @@ def _requirements(selector: Any, path: str, source: str) -> list[tuple[str, str,
         key = as_str(expr.get("key"), f"{where}.key", source)
         op = as_str(expr.get("operator"), f"{where}.operator", source)
         if not key:
-            raise fail(source, f"{where}.key", "missing")
+            raise fail(source, f"{where}.key", said("missing"))
         if op not in _OPERATORS:
-            raise fail(source, f"{where}.operator", f"expected one of {', '.join(_OPERATORS)}, got {op!r}"[:200])
+            raise fail(source, f"{where}.operator", said("one_of", choices=", ".join(_OPERATORS), got=quoted(repr(op))))
         values = []
         for j, value in enumerate(as_list(expr.get("values"), f"{where}.values", source)):
             text = as_str(value, f"{where}.values[{j}]", source)

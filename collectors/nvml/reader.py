@@ -26,7 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from collectors.errors import CollectorError, ParseError
+from collectors.errors import CollectorError, ParseError, quoted, said
 from runbooks.model.evidence import GpuDevice, GpuProcess, GpuSnapshot
 from runbooks.model.serde import SerdeError, from_jsonable
 
@@ -155,18 +155,18 @@ def parse_snapshot_json(text: str, source: str = "snapshot.json") -> tuple[GpuSn
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:
-        raise ParseError(source, f"not JSON: {e}"[:200]) from None
+        raise ParseError(source, said("not_json", detail=quoted(e))) from None
     items = doc if isinstance(doc, list) else [doc]
     samples = []
     for n, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("devices"), list):
-            raise ParseError(source, f"sample {n} has no device list")
+            raise ParseError(source, said("sample_no_devices", sample=n))
         try:
             snap = from_jsonable(GpuSnapshot, item, f"$[{n}]")
         except (SerdeError, TypeError, ValueError, RecursionError) as e:
-            raise ParseError(source, str(e)[:200]) from None
+            raise ParseError(source, quoted(e)) from None
         if not all(isinstance(d, GpuDevice) and isinstance(d.index, str) for d in snap.devices):
-            raise ParseError(source, f"sample {n} has a device without an index")
+            raise ParseError(source, said("sample_device_no_index", sample=n))
         samples.append(snap)
     return tuple(samples)
 

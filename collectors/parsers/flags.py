@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.errors import said
 from collectors.parsers.kube_fields import as_list, as_mapping, as_str, fail
 from runbooks.launch.argv import config_from_launch
 from runbooks.launch.forms import expand_k8s_refs, locate_launch
@@ -62,7 +63,7 @@ def _container_env(spec: dict[str, Any], path: str, source: str) -> tuple[dict[s
         entry = as_mapping(item, f"{path}.env[{i}]", source)
         name = as_str(entry.get("name"), f"{path}.env[{i}].name", source)
         if not name:
-            raise fail(source, f"{path}.env[{i}].name", "missing")
+            raise fail(source, f"{path}.env[{i}].name", said("missing"))
         if entry.get("valueFrom") is not None:
             as_mapping(entry["valueFrom"], f"{path}.env[{i}].valueFrom", source)
             unresolved.add(name)

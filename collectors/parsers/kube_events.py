@@ -20,7 +20,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, noun, said
 from collectors.parsers.kube_fields import as_int, as_list, as_mapping, as_str, as_time, parse_instant
 from collectors.parsers.kube_yaml import load_yaml_documents
 from runbooks.model.evidence import K8sEvent, ReadIssue
@@ -66,7 +66,7 @@ def parse_events(text: str, source: str = "events.txt") -> tuple[K8sEvent, ...]:
 def parse_events_with_issues(text: str, source: str = "events.txt") -> tuple[tuple[K8sEvent, ...], tuple[ReadIssue, ...]]:
     """Like `parse_events`, plus one ReadIssue per table row that could not be read."""
     if not isinstance(text, str):
-        raise ParseError(source, "expected text")
+        raise ParseError(source, said("expected", what=noun("text")))
     lines = text.splitlines()
     if any(_header(line) for line in lines):
         return _parse_table(lines, source)
@@ -184,7 +184,7 @@ def _parse_table(lines: list[str], source: str) -> tuple[tuple[K8sEvent, ...], t
             last = events[-1]
             events[-1] = dataclasses.replace(last, message=f"{last.message} {line.strip()}")
         else:
-            issues.append(ReadIssue(source=source, message="unreadable event row", line=number))
+            issues.append(ReadIssue(source=source, message=said("bad_event_row"), line=number))
     return tuple(events), tuple(issues)
 
 
@@ -203,7 +203,7 @@ def _parse_headerless(lines: list[str], source: str) -> tuple[tuple[K8sEvent, ..
             continue
         m = _HEADERLESS_ROW.match(line)
         if m is None:
-            issues.append(ReadIssue(source=source, message="unreadable event row", line=number))
+            issues.append(ReadIssue(source=source, message=said("bad_event_row"), line=number))
             continue
         events.append(_event({"TYPE": m.group("type"), "REASON": m.group("reason"), "AGE": m.group("age"),
                               "MESSAGE": m.group("message")}, None))

@@ -8,7 +8,9 @@ dotted path of the value so a malformed object is reported where it is wrong:
 >>> as_list(5, "spec.template.spec.containers[0].args", "deployment.yaml")
 Traceback (most recent call last):
 ...
-collectors.errors.ParseError: deployment.yaml: spec.template.spec.containers[0].args: expected a list
+collectors.errors.ParseError: deployment.yaml: read.field(field=spec.template.spec.containers[0].args, message=read.expected(what=read.a.list))
+
+(a person reads it worded in their language: "...args: expected a list", "...args：应为列表")
 """
 
 from __future__ import annotations
@@ -18,28 +20,23 @@ import re
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, field, kind_of, noun, quoted, said
+from runbooks.model.phrases import Phrase
 
 _INT_TEXT = re.compile(r"[+-]?\d{1,18}")
 
 
-def _kind_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def fail(source: str, path: str, message: str) -> ParseError:
+def fail(source: str, path: str, message: Phrase) -> ParseError:
     """The ParseError for `path` (built, not raised, so callers can `raise fail(...)`)."""
-    return ParseError(source, f"{path}: {message}" if path else message)
+    return ParseError(source, field(path, message))
+
+
+def expected(what: str, got: Any = None) -> Phrase:
+    """"expected a list", or "expected an integer, got 'x'" where the value found is worth naming
+    (a Phrase noun such as `kind_of(value)`, or the value itself, quoted)."""
+    if got is None:
+        return said("expected", what=noun(what))
+    return said("expected_got", what=noun(what), got=got if isinstance(got, Phrase) else quoted(repr(got)))
 
 
 def as_mapping(value: Any, path: str, source: str) -> dict[str, Any]:
@@ -47,7 +44,7 @@ def as_mapping(value: Any, path: str, source: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise fail(source, path, f"expected a mapping, got {_kind_of(value)}")
+        raise fail(source, path, expected("mapping", kind_of(value)))
     return {str(k): v for k, v in value.items()}
 
 
@@ -56,7 +53,7 @@ def as_list(value: Any, path: str, source: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise fail(source, path, "expected a list")
+        raise fail(source, path, expected("list"))
     return value
 
 
@@ -74,7 +71,7 @@ def as_str(value: Any, path: str, source: str) -> str | None:
         return repr(value)
     if isinstance(value, (datetime, date)):
         return value.isoformat()
-    raise fail(source, path, f"expected a string, got {_kind_of(value)}")
+    raise fail(source, path, expected("string", kind_of(value)))
 
 
 def as_int(value: Any, path: str, source: str) -> int | None:
@@ -82,14 +79,14 @@ def as_int(value: Any, path: str, source: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise fail(source, path, "expected an integer, got a boolean")
+        raise fail(source, path, expected("integer", noun("boolean")))
     if isinstance(value, int):
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
     if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
         return int(value.strip())
-    raise fail(source, path, f"expected an integer, got {value!r}"[:200])
+    raise fail(source, path, expected("integer", value))
 
 
 def as_bool(value: Any, path: str, source: str) -> bool | None:
@@ -99,7 +96,7 @@ def as_bool(value: Any, path: str, source: str) -> bool | None:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise fail(source, path, "expected a boolean")
+    raise fail(source, path, expected("boolean"))
 
 
 def as_time(value: Any, path: str, source: str) -> datetime | None:
@@ -114,7 +111,7 @@ def as_time(value: Any, path: str, source: str) -> datetime | None:
         parsed = parse_instant(value)
         if parsed is not None:
             return parsed
-    raise fail(source, path, f"expected a timestamp, got {value!r}"[:200])
+    raise fail(source, path, expected("timestamp", value))
 
 
 def parse_instant(text: str) -> datetime | None:

@@ -25,9 +25,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, quoted, said
 from collectors.parsers.kube_events import events_from_objects, parse_events, parse_events_with_issues
-from collectors.parsers.kube_fields import as_int, as_list, as_mapping, as_str, as_time, dig, fail, str_map
+from collectors.parsers.kube_fields import (
+    as_int,
+    as_list,
+    as_mapping,
+    as_str,
+    as_time,
+    dig,
+    expected,
+    fail,
+    str_map,
+)
 from collectors.parsers.kube_pod_spec import (
     gpu_request,
     node_selector,
@@ -68,7 +78,7 @@ def parse_deployment(text: str, source: str = "deployment.yaml") -> tuple[Worklo
     candidates = [obj for obj in load_yaml_documents(text, source)
                   if obj.get("kind") in WORKLOAD_KINDS or obj.get("kind") in SPEC_OWNER_KINDS]
     if not candidates:
-        raise ParseError(source, "no Deployment, StatefulSet, InferenceService or LeaderWorkerSet in the file")
+        raise ParseError(source, said("no_workload"))
     first = workload_from_object(candidates[0], source)
     if first[1] is not None:
         return first
@@ -86,7 +96,8 @@ def workload_from_object(obj: Any, source: str = "deployment.yaml") -> tuple[Wor
     if kind in SPEC_OWNER_KINDS:
         return _spec_owner_workload(obj, kind, source)
     if kind not in WORKLOAD_KINDS:
-        raise fail(source, "kind", f"expected Deployment or StatefulSet, got {kind!r}"[:200])
+        raise fail(source, "kind", said("one_of", choices="Deployment, StatefulSet, InferenceService, LeaderWorkerSet",
+                                        got=quoted(repr(kind))))
     meta = as_mapping(obj.get("metadata"), "metadata", source)
     spec = as_mapping(obj.get("spec"), "spec", source)
     pod_spec = as_mapping(dig(obj, _POD_PATH, source), _POD_PATH, source)
@@ -163,7 +174,7 @@ def _spec_owner_workload(obj: dict[str, Any], kind: str, source: str) -> tuple[W
 def _name(meta: dict[str, Any], source: str, path: str = "metadata") -> str:
     name = as_str(meta.get("name"), f"{path}.name", source)
     if not name:
-        raise fail(source, f"{path}.name", "missing")
+        raise fail(source, f"{path}.name", said("missing"))
     return name
 
 
@@ -237,7 +248,7 @@ def _container_state(obj: Any, path: str, source: str) -> ContainerState:
                       last_path, source)
     name = as_str(status.get("name"), f"{path}.name", source)
     if not name:
-        raise fail(source, f"{path}.name", "missing")
+        raise fail(source, f"{path}.name", said("missing"))
     return ContainerState(
         name=name,
         restart_count=as_int(status.get("restartCount"), f"{path}.restartCount", source) or 0,
@@ -257,7 +268,7 @@ def _optional_bool(value: Any, path: str, source: str) -> bool | None:
     text = as_str(value, path, source)
     if text in ("true", "false"):
         return text == "true"
-    raise fail(source, path, "expected a boolean")
+    raise fail(source, path, expected("boolean"))
 
 
 # ----------------------------------------------------------------------------- HPA
@@ -268,7 +279,7 @@ def parse_hpa(text: str, source: str = "hpa.yaml") -> Autoscaler:
     for obj in load_yaml_documents(text, source):
         if obj.get("kind") == "HorizontalPodAutoscaler":
             return autoscaler_from_object(obj, source)
-    raise ParseError(source, "no HorizontalPodAutoscaler in the file")
+    raise ParseError(source, said("no_hpa"))
 
 
 def autoscaler_from_object(obj: Any, source: str = "hpa.yaml") -> Autoscaler:
@@ -276,7 +287,7 @@ def autoscaler_from_object(obj: Any, source: str = "hpa.yaml") -> Autoscaler:
     hpa = as_mapping(obj, "", source)
     kind = hpa.get("kind", "HorizontalPodAutoscaler")
     if kind != "HorizontalPodAutoscaler":
-        raise fail(source, "kind", f"expected HorizontalPodAutoscaler, got {kind!r}"[:200])
+        raise fail(source, "kind", said("expected_got", what=quoted("HorizontalPodAutoscaler"), got=quoted(repr(kind))))
     meta = as_mapping(hpa.get("metadata"), "metadata", source)
     spec = as_mapping(hpa.get("spec"), "spec", source)
     target = as_mapping(spec.get("scaleTargetRef"), "spec.scaleTargetRef", source)

@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from collectors.parsers.flags import server_config_from_container
-from collectors.parsers.kube_fields import as_bool, as_int, as_list, as_mapping, as_str, fail, str_map
+from collectors.parsers.kube_fields import (
+    as_bool,
+    as_int,
+    as_list,
+    as_mapping,
+    as_str,
+    expected,
+    fail,
+    str_map,
+)
 from runbooks.model.evidence import GpuRequest, Probe, ServerConfig
 from runbooks.model.units import MIB
 
@@ -60,7 +69,7 @@ def _gpu_from_amounts(amounts: dict[str, Any], path: str, source: str) -> GpuReq
 def _count(value: Any, path: str, source: str) -> int:
     count = as_int(value, path, source)
     if count is None or count < 0:
-        raise fail(source, path, "expected a whole, non-negative count")
+        raise fail(source, path, expected("count"))
     return count
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.errors import said
 from collectors.parsers.kube_fields import (
     as_bool,
     as_int,
@@ -41,7 +42,7 @@ REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 def _name(meta: dict[str, Any], source: str) -> str:
     name = as_str(meta.get("name"), "metadata.name", source)
     if not name:
-        raise fail(source, "metadata.name", "missing")
+        raise fail(source, "metadata.name", said("missing"))
     return name
 
 

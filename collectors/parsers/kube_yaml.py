@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, field, kind_of, noun, quoted, said
 
 try:  # the C loader is several times faster on large pod lists
     from yaml import CSafeLoader as _Loader
@@ -28,7 +28,7 @@ def load_yaml_documents(text: str, source: str) -> list[dict[str, Any]]:
     documents that are not objects.
     """
     if not isinstance(text, str):
-        raise ParseError(source, "expected text")
+        raise ParseError(source, said("expected", what=noun("text")))
     body = text.lstrip("\ufeff")
     documents = _json_document(body)
     if documents is None:
@@ -41,10 +41,10 @@ def load_yaml_documents(text: str, source: str) -> list[dict[str, Any]]:
             objects.extend(_list_items(data, None, source, line))
             continue
         if not isinstance(data, dict):
-            raise ParseError(source, f"expected a Kubernetes object, got {type(data).__name__}", line=line)
+            raise ParseError(source, said("expected_got", what=noun("kubernetes_object"), got=kind_of(data)), line=line)
         kind = data.get("kind")
         if not isinstance(kind, str) or not kind:
-            raise ParseError(source, "kind: missing", line=line)
+            raise ParseError(source, field("kind", said("missing")), line=line)
         if kind.endswith("List") and "items" in data:
             objects.extend(_list_items(data["items"], kind, source, line))
         else:
@@ -56,16 +56,16 @@ def _list_items(items: Any, list_kind: str | None, source: str, line: int | None
     if items is None:
         return []
     if not isinstance(items, list):
-        raise ParseError(source, "items: expected a list", line=line)
+        raise ParseError(source, field("items", said("expected", what=noun("list"))), line=line)
     item_kind = list_kind[: -len("List")] if list_kind and list_kind != "List" else None
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ParseError(source, f"items[{i}]: expected a mapping", line=line)
+            raise ParseError(source, field(f"items[{i}]", said("expected", what=noun("mapping"))), line=line)
         kind = item.get("kind")
         if not isinstance(kind, str) or not kind:
             if item_kind is None:
-                raise ParseError(source, f"items[{i}].kind: missing", line=line)
+                raise ParseError(source, field(f"items[{i}].kind", said("missing")), line=line)
             item = {**item, "kind": item_kind}
         out.append(item)
     return out
@@ -91,14 +91,15 @@ def _yaml_documents(body: str, source: str) -> list[tuple[Any, int | None]]:
             documents.append((loader.construct_document(node), line))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise ParseError(source, f"not YAML: {e.problem or e.context}", line=mark.line + 1 if mark else None) from e
+        raise ParseError(source, said("not_yaml", detail=quoted(e.problem or e.context)),
+                         line=mark.line + 1 if mark else None) from e
     except yaml.YAMLError as e:
         position = getattr(e, "position", None)
         line = body.count("\n", 0, position) + 1 if isinstance(position, int) else None
-        raise ParseError(source, f"not YAML: {str(e)[:200]}", line=line) from e
+        raise ParseError(source, said("not_yaml", detail=quoted(e)), line=line) from e
     except (ValueError, TypeError, OverflowError, RecursionError) as e:
         # PyYAML's constructors raise plain errors for values such as `2024-02-30`.
-        raise ParseError(source, f"not YAML: {str(e)[:200]}") from e
+        raise ParseError(source, said("not_yaml", detail=quoted(e))) from e
     finally:
         loader.dispose()
     return documents

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.parser import text_fd_to_metric_families
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, quoted, said
 from runbooks.model.evidence import Histogram
 
 Labels = dict[str, str]
@@ -138,7 +138,7 @@ def read_samples(text: str, source: str = "metrics.txt") -> Samples:
     # but also UnicodeError or IndexError on odd bytes) means "this text is malformed".
     except Exception as e:
         detail = str(e).strip() or type(e).__name__
-        raise ParseError(source, _clip(f"bad exposition line: {detail}"),
+        raise ParseError(source, said("bad_exposition", detail=quoted(_clip(detail, _MESSAGE_LIMIT - 30))),
                          _blamed_line(lines, detail)) from e
     return Samples(by_name, long_lines=lines.long_lines, stopped_at_line=lines.stopped_at)
 
@@ -265,5 +265,5 @@ def _blamed_line(lines: _NumberedLines, detail: str) -> int | None:
     return current
 
 
-def _clip(message: str) -> str:
-    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 3] + "..."
+def _clip(message: str, limit: int = _MESSAGE_LIMIT) -> str:
+    return message if len(message) <= limit else message[: limit - 3] + "..."

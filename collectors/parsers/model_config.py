@@ -17,8 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, field, noun, os_error, quoted, said
 from runbooks.model.evidence import ModelSpec
+from runbooks.model.phrases import Phrase
 from runbooks.sizing.weights import estimate_params
 
 #: counts above this are not a model config (and would overflow float arithmetic)
@@ -40,21 +41,21 @@ class _Config:
                     return key, layer[key]
         return keys[0], None
 
-    def fail(self, key: str, message: str) -> ParseError:
-        return ParseError(self.source, f"{self.prefix}{key}: {message}")
+    def fail(self, key: str, message: Phrase) -> ParseError:
+        return ParseError(self.source, field(f"{self.prefix}{key}", message))
 
     def integer(self, *keys: str, minimum: int = 1) -> int | None:
         key, value = self.raw(*keys)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"expected an integer, got {_show(value)}")
+            raise self.fail(key, _expected("integer", value))
         if isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
-                raise self.fail(key, f"expected an integer, got {_show(value)}")
+                raise self.fail(key, _expected("integer", value))
             value = int(value)
         if value < minimum or value > _MAX_COUNT:
-            raise self.fail(key, f"out of range: {_show(value)}")
+            raise self.fail(key, said("out_of_range", value=quoted(_show(value))))
         return value
 
     def number(self, *keys: str) -> float | None:
@@ -62,9 +63,9 @@ class _Config:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise self.fail(key, f"expected a number, got {_show(value)}")
+            raise self.fail(key, _expected("number", value))
         if not 0 < value < _MAX_COUNT:
-            raise self.fail(key, f"out of range: {_show(value)}")
+            raise self.fail(key, said("out_of_range", value=quoted(_show(value))))
         return float(value)
 
     def flag(self, *keys: str) -> bool | None:
@@ -72,7 +73,7 @@ class _Config:
         if value is None:
             return None
         if not isinstance(value, bool):
-            raise self.fail(key, f"expected true or false, got {_show(value)}")
+            raise self.fail(key, _expected("true_or_false", value))
         return value
 
     def string(self, *keys: str) -> str | None:
@@ -80,7 +81,7 @@ class _Config:
         if value is None:
             return None
         if not isinstance(value, str):
-            raise self.fail(key, f"expected a string, got {_show(value)}")
+            raise self.fail(key, _expected("string", value))
         return value
 
     def obj(self, key: str) -> dict[str, Any] | None:
@@ -88,7 +89,7 @@ class _Config:
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise self.fail(key, f"expected an object, got {_show(value)}")
+            raise self.fail(key, _expected("object", value))
         return value
 
     def items(self, key: str) -> list[Any] | None:
@@ -96,7 +97,7 @@ class _Config:
         if value is None:
             return None
         if not isinstance(value, list):
-            raise self.fail(key, f"expected a list, got {_show(value)}")
+            raise self.fail(key, _expected("list", value))
         return value
 
 
@@ -109,7 +110,7 @@ def parse_model_config(text: str, source: str = "config.json", name: str | None 
         if value is None:
             continue
         if not isinstance(value, dict):
-            raise ParseError(source, f"{key}: expected an object, got {_show(value)}")
+            raise ParseError(source, field(key, _expected("object", value)))
         nested = value
         break
     cfg = _Config(top, nested, source)
@@ -118,7 +119,7 @@ def parse_model_config(text: str, source: str = "config.json", name: str | None 
     hidden = cfg.integer("hidden_size", "n_embd", "d_model", "dim")
     if layers is None or hidden is None:
         missing = "num_hidden_layers" if layers is None else "hidden_size"
-        raise ParseError(source, f"{missing}: missing; not a model config")
+        raise ParseError(source, field(missing, said("missing_not_model")))
     heads = cfg.integer("num_attention_heads", "n_head", "num_heads", "n_heads")
     kv_heads = cfg.integer("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if kv_heads is None and cfg.flag("multi_query"):
@@ -138,7 +139,7 @@ def parse_model_config(text: str, source: str = "config.json", name: str | None 
     architectures = cfg.items("architectures")
     arch = architectures[0] if architectures and isinstance(architectures[0], str) else None
     if architectures and arch is None:
-        raise ParseError(source, f"architectures: expected strings, got {_show(architectures[0])}")
+        raise ParseError(source, field("architectures", _expected("strings", architectures[0])))
 
     experts = cfg.integer("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
     inter = cfg.integer("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
@@ -179,7 +180,7 @@ def load_model_config(path: str | Path, name: str | None = None) -> ModelSpec:
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ParseError(file.name, f"cannot read: {e}") from e
+        raise ParseError(file.name, os_error(e)) from e
     return parse_model_config(text, source=file.name, name=name)
 
 
@@ -187,11 +188,11 @@ def _load(text: str, source: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(source, f"invalid JSON: {e.msg}", line=e.lineno) from e
+        raise ParseError(source, said("not_json", detail=quoted(e.msg)), line=e.lineno) from e
     except (RecursionError, ValueError) as e:
-        raise ParseError(source, f"invalid JSON: {e}") from e
+        raise ParseError(source, said("not_json", detail=quoted(e))) from e
     if not isinstance(data, dict):
-        raise ParseError(source, f"top level: expected an object, got {_show(data)}")
+        raise ParseError(source, field(said("top_level"), _expected("object", data)))
     return data
 
 
@@ -203,7 +204,7 @@ def _windows(cfg: _Config, model_type: str, layers: int) -> tuple[int | None, in
     layer_types = cfg.items("layer_types")
     if layer_types is not None:
         if not all(isinstance(t, str) for t in layer_types):
-            raise cfg.fail("layer_types", "expected a list of strings")
+            raise cfg.fail("layer_types", said("expected", what=noun("list_of_strings")))
         full = sum(1 for t in layer_types if t == "full_attention")
         return (window, full) if full < len(layer_types) else (None, None)
     pattern = cfg.integer("sliding_window_pattern")
@@ -245,7 +246,7 @@ def _compressed_tensors(sub: _Config) -> tuple[str | None, int | None]:
     groups = sub.obj("config_groups") or {}
     for group in groups.values():
         if not isinstance(group, dict):
-            raise sub.fail("config_groups", "expected objects")
+            raise sub.fail("config_groups", said("expected", what=noun("objects")))
         weights = group.get("weights")
         if not isinstance(weights, dict):
             continue
@@ -296,7 +297,7 @@ def _vision_params(top: dict[str, Any], source: str) -> float:
     if vision is None:
         return 0.0
     if not isinstance(vision, dict):
-        raise ParseError(source, f"vision_config: expected an object, got {_show(vision)}")
+        raise ParseError(source, field("vision_config", _expected("object", vision)))
     sub = _Config(vision, {}, source, "vision_config.")
     depth = sub.integer("depth", "num_hidden_layers", "num_layers")
     width = sub.integer("hidden_size", "embed_dim", "width")
@@ -313,6 +314,10 @@ def _vision_params(top: dict[str, Any], source: str) -> float:
 def _name(top: dict[str, Any], source: str) -> str:
     value = top.get("_name_or_path")
     return value if isinstance(value, str) and value.strip() else source
+
+
+def _expected(what: str, value: Any) -> Phrase:
+    return said("expected_got", what=noun(what), got=quoted(_show(value)))
 
 
 def _show(value: Any) -> str:

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from collectors.errors import ParseError
+from collectors.errors import ParseError, quoted, said
 from runbooks.model.evidence import GpuDevice, GpuProcess, GpuSnapshot
 from runbooks.model.units import GIB, MIB
 
@@ -67,7 +67,7 @@ def parse_nvidia_smi(text: str, source: str = "nvidia-smi.txt") -> GpuSnapshot:
         return _parse_dmon(lines, source)
     for number, line in enumerate(lines, start=1):
         if any(marker in line for marker in _FAILED):
-            raise ParseError(source, _clip(f"nvidia-smi failed: {line.strip()}"), number)
+            raise ParseError(source, said("nvidia_smi_failed", line=quoted(_clip(line.strip()))), number)
     if any(line.strip() == "No devices were found" for line in lines):
         return GpuSnapshot(source=source)
     first = next((line for line in lines if line.strip()), "")
@@ -79,8 +79,7 @@ def parse_nvidia_smi(text: str, source: str = "nvidia-smi.txt") -> GpuSnapshot:
     processes = _parse_process_table(lines, source)
     if processes is not None:
         return processes
-    raise ParseError(source, "not recognised as nvidia-smi output (the full table, --query-gpu CSV, dmon, -L, "
-                             "or the Processes table)")
+    raise ParseError(source, said("not_nvidia_smi"))
 
 
 def _parse_listing(lines: list[str], source: str) -> GpuSnapshot | None:
@@ -131,16 +130,16 @@ def _parse_query_csv(lines: list[str], source: str) -> GpuSnapshot:
         units: list[str | None] = [c.split("[")[1].rstrip("]").strip() if "[" in c else None for c in first]
         body = [(n, cells) for n, cells in rows[1:] if cells != first]
         if not any(name in _QUERY_FIELDS for name in names):
-            raise ParseError(source, "query CSV header names no GPU field", first_number)
+            raise ParseError(source, said("csv_no_gpu_field"), first_number)
     elif len(first) == len(_HEADERLESS_COLUMNS):
         names, units, body = list(_HEADERLESS_COLUMNS), [None] * len(first), rows
     else:
-        raise ParseError(source, f"query CSV without a header: column order unknown for {len(first)} columns",
+        raise ParseError(source, said("csv_no_header", count=len(first)),
                          first_number)
     devices: dict[str, GpuDevice] = {}
     for number, cells in body:
         if len(cells) != len(names):
-            raise ParseError(source, f"expected {len(names)} columns, found {len(cells)}", number)
+            raise ParseError(source, said("column_count", expected=len(names), found=len(cells)), number)
         values: dict[str, object] = {}
         for name, unit, cell in zip(names, units, cells, strict=True):
             attr = _QUERY_FIELDS.get(name)
@@ -162,15 +161,15 @@ def _reading(attr: str, cell: str, unit: str | None, source: str, line: int) -> 
         return cell
     match = _VALUE.match(cell)
     if not match:
-        raise ParseError(source, _clip(f"bad value {cell!r} for {attr}"), line)
+        raise ParseError(source, said("bad_value_for", value=quoted(_clip(repr(cell))), field=attr), line)
     number, cell_unit = float(match.group(1)), (match.group(2) or unit or "").lower()
     if not math.isfinite(number):
-        raise ParseError(source, _clip(f"bad value {cell!r} for {attr}"), line)
+        raise ParseError(source, said("bad_value_for", value=quoted(_clip(repr(cell))), field=attr), line)
     if attr.endswith("_pct"):
         return number
     factor = _UNIT_BYTES.get(cell_unit or "mib")
     if factor is None:
-        raise ParseError(source, _clip(f"unknown memory unit {cell_unit!r}"), line)
+        raise ParseError(source, said("unknown_unit", unit=quoted(_clip(repr(cell_unit)))), line)
     return round(number * factor)
 
 
@@ -202,14 +201,14 @@ def _parse_dmon(lines: list[str], source: str) -> GpuSnapshot:
         if not tokens:
             continue
         if not columns or len(tokens) != len(columns):
-            raise ParseError(source, f"dmon row has {len(tokens)} values for {len(columns)} columns", number)
+            raise ParseError(source, said("dmon_row", values=len(tokens), columns=len(columns)), number)
         values: dict[str, object] = {}
         for column, token in zip(columns, tokens, strict=True):
             attr = _DMON_FIELDS.get(column)
             if attr is not None:
                 values[attr] = _reading(attr, token, "mib", source, number)
         if not str(values.get("index", "")).isdigit():
-            raise ParseError(source, _clip(f"bad gpu index {values.get('index')!r}"), number)
+            raise ParseError(source, said("bad_gpu_index", value=quoted(_clip(repr(values.get("index"))))), number)
         device = _device_from(values, fallback_index="")
         devices[device.index] = device  # dmon samples over time: the last row is the newest
     return GpuSnapshot(source=source, devices=tuple(devices.values()))
@@ -250,7 +249,7 @@ class _Table:
     def snapshot(self) -> GpuSnapshot:
         processes = self._read()
         if not self.gpus and not self.slices:
-            raise ParseError(self.source, "no GPU rows in the nvidia-smi table")
+            raise ParseError(self.source, said("no_gpu_rows"))
         devices = [self._slice_device(s, processes) for s in self._unique_slices()]
         sliced = {s.index for s in self.slices}
         devices += [self._gpu_device(g, processes) for g in self.gpus if g.index not in sliced]
@@ -310,7 +309,7 @@ class _Table:
         if block_row == 0 or current is None:
             match = _GPU_FIRST_CELL.match(cells[0])
             if not match:
-                raise ParseError(self.source, _clip(f"unexpected GPU row: {cells[0]!r}"), number)
+                raise ParseError(self.source, said("unexpected_gpu_row", row=quoted(_clip(repr(cells[0])))), number)
             row = _Row(index=match.group(1), name=match.group(2).strip())
             self.gpus.append(row)
             return row
@@ -328,7 +327,7 @@ class _Table:
             return  # "No MIG devices found"
         match = _MIG_FIRST_CELL.match(cells[0])
         if not match:
-            raise ParseError(self.source, _clip(f"unexpected MIG row: {cells[0]!r}"), number)
+            raise ParseError(self.source, said("unexpected_mig_row", row=quoted(_clip(repr(cells[0])))), number)
         gpu, instance, _, device = match.groups()
         row = _Row(index=gpu, gpu_instance=instance, mig_device=device)
         memory = _MEMORY_CELL.search(cells[1]) if len(cells) > 1 else None

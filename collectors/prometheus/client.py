@@ -35,8 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
-from collectors.errors import CollectorError, ParseError
+from collectors.errors import CollectorError, ParseError, noun, quoted, said
+from collectors.errors import field as at_field
 from runbooks.model.evidence import ReadIssue
+from runbooks.model.phrases import Phrase
 from runbooks.model.secrets import redact_text
 
 SOURCE = "prometheus"
@@ -57,20 +59,32 @@ class PrometheusError(CollectorError):
     >>> PrometheusError("bad_query", "bad_data: parse error").issue("memory").kind
     'unreadable'
     >>> PrometheusError("forbidden", "proxy says Authorization: Bearer abc123456").message
-    'proxy says Authorization: Bearer <redacted>'
+    Phrase(key='read.quoted', params={'text': 'proxy says Authorization: Bearer <redacted>'})
+
+    `message` is a phrase under `read.` (text is the server's own words, quoted); every text
+    in it has `secrets` and credential-shaped strings redacted.
     """
 
-    def __init__(self, kind: str, message: str, secrets: tuple[str, ...] = ()):
-        message = redact_text(message, secrets)
+    def __init__(self, kind: str, message: Phrase | str, secrets: tuple[str, ...] = ()):
+        message = _redacted(message if isinstance(message, Phrase) else quoted(message, 500), secrets)
         super().__init__(f"{kind}: {message}")
         self.kind = kind if kind in ERROR_KINDS else "unreadable"
         self.message = message
 
     def issue(self, what: str | None = None) -> ReadIssue:
-        """This error as a ReadIssue of the "prometheus" source; `what` names the query."""
-        text = f"{self.kind}: {self.message}"
-        return ReadIssue(SOURCE, f"{what}: {text}" if what else text,
-                         kind=_ISSUE_KIND.get(self.kind, self.kind))
+        """This error as a ReadIssue of the "prometheus" source; `what` names the query (a
+        query Prometheus refused says so: ReadIssue has no kind for it)."""
+        message = said("bad_query", message=self.message) if self.kind == "bad_query" else self.message
+        return ReadIssue(SOURCE, at_field(what, message) if what else message, kind=_ISSUE_KIND.get(self.kind, self.kind))
+
+
+def _redacted(phrase: Phrase, secrets: tuple[str, ...]) -> Phrase:
+    """`phrase` with every text in it (nested phrases too) passed through `redact_text`."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, Phrase):
+            return _redacted(value, secrets)
+        return redact_text(value, secrets) if isinstance(value, str) else value
+    return Phrase(phrase.key, {k: clean(v) for k, v in phrase.params.items()})
 
 
 # --------------------------------------------------------------------- parsing
@@ -105,26 +119,27 @@ def parse_query_response(doc: Any, source: str = SOURCE) -> QueryResult:
     dropped: they mean "no reading" (an empty histogram, a division by zero).
     """
     if not isinstance(doc, dict):
-        raise ParseError(source, "expected a JSON object with status and data")
+        raise ParseError(source, said("expected", what=noun("prometheus_answer")))
     status = doc.get("status")
     if status == "error":
         error_type, error = doc.get("errorType"), doc.get("error")
-        raise PrometheusError(_kind_of_error_type(error_type), f"{_text(error_type)}: {_text(error)}")
+        raise PrometheusError(_kind_of_error_type(error_type), quoted(f"{_text(error_type)}: {_text(error)}", 500))
     if status != "success":
-        raise ParseError(source, f"status: expected success or error, got {_text(status)}")
+        raise ParseError(source, at_field("status", said("expected_got", what=noun("success_or_error"),
+                                                      got=quoted(_text(status)))))
     data = doc.get("data")
     if not isinstance(data, dict):
-        raise ParseError(source, "data: expected an object")
+        raise ParseError(source, at_field("data", said("expected", what=noun("object"))))
     result_type, result = data.get("resultType"), data.get("result")
     if result_type not in _RESULT_TYPES:
-        raise ParseError(source, f"data.resultType: unknown {_text(result_type)}")
+        raise ParseError(source, at_field("data.resultType", said("unknown", value=quoted(_text(result_type)))))
     warnings = doc.get("warnings")
     notes = tuple(str(w) for w in warnings) if isinstance(warnings, list) else ()
     if result_type in ("scalar", "string"):
         point = _point(result, source, "data.result") if result_type == "scalar" else None
         return QueryResult(str(result_type), (PromSeries({}, (point,) if point else ()),), notes)
     if not isinstance(result, list):
-        raise ParseError(source, "data.result: expected a list")
+        raise ParseError(source, at_field("data.result", said("expected", what=noun("list"))))
     if result_type == "vector":
         return QueryResult("vector", _vector(result, source), notes)
     series = tuple(_series(item, True, source, f"data.result[{i}]") for i, item in enumerate(result))
@@ -160,14 +175,14 @@ def _vector(result: list, source: str) -> tuple[PromSeries, ...]:
 
 def _series(item: Any, is_matrix: bool, source: str, where: str) -> PromSeries:
     if not isinstance(item, dict):
-        raise ParseError(source, f"{where}: expected an object")
+        raise ParseError(source, at_field(where, said("expected", what=noun("object"))))
     metric = item.get("metric", {})
     if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
-        raise ParseError(source, f"{where}.metric: expected an object of strings")
+        raise ParseError(source, at_field(f"{where}.metric", said("expected", what=noun("object_of_strings"))))
     if is_matrix:
         values = item.get("values", [])
         if not isinstance(values, list):
-            raise ParseError(source, f"{where}.values: expected a list")
+            raise ParseError(source, at_field(f"{where}.values", said("expected", what=noun("list"))))
         points = [_point(v, source, f"{where}.values[{j}]") for j, v in enumerate(values)]
     else:
         points = [_point(item.get("value"), source, f"{where}.value")]
@@ -184,21 +199,21 @@ def _point(raw: Any, source: str, where: str) -> tuple[float, float] | None:
     >>> _point([253402300800.0, "1"], "fuzz.json", "data.result")
     Traceback (most recent call last):
     ...
-    collectors.errors.ParseError: fuzz.json: data.result: time out of range
+    collectors.errors.ParseError: fuzz.json: read.field(field=data.result, message=read.time_out_of_range)
     """
     if not isinstance(raw, list) or len(raw) != 2:
-        raise ParseError(source, f"{where}: expected [time, value]")
+        raise ParseError(source, at_field(where, said("expected", what=noun("time_value"))))
     at, text = raw
     if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
-        raise ParseError(source, f"{where}: time is not a number")
+        raise ParseError(source, at_field(where, said("time_not_a_number")))
     if not _FIRST_UNIX_S <= at <= _LAST_UNIX_S:
-        raise ParseError(source, f"{where}: time out of range")
+        raise ParseError(source, at_field(where, said("time_out_of_range")))
     if not isinstance(text, str):
-        raise ParseError(source, f"{where}: value is not a string")
+        raise ParseError(source, at_field(where, said("expected", what=noun("string"))))
     try:
         value = float(text)
     except ValueError:
-        raise ParseError(source, f"{where}: bad value {text[:40]!r}") from None
+        raise ParseError(source, at_field(where, said("bad_value", value=quoted(text[:40])))) from None
     return (float(at), value) if math.isfinite(value) else None
 
 
@@ -322,13 +337,13 @@ class PrometheusClient:
             else:
                 resp = self._session().get(url, params=params, timeout=self.timeout_s)
         except requests.Timeout:
-            raise PrometheusError("timeout", f"{where}: no answer within {self.timeout_s:g} s") from None
+            raise PrometheusError("timeout", _at(where, said("no_answer_within", seconds=f"{self.timeout_s:g}"))) from None
         except requests.exceptions.SSLError:
-            raise PrometheusError("unreachable", f"{where}: TLS handshake failed") from None
+            raise PrometheusError("unreachable", _at(where, said("transport.tls_failed"))) from None
         except requests.ConnectionError:
-            raise PrometheusError("unreachable", f"{where}: cannot connect") from None
+            raise PrometheusError("unreachable", _at(where, said("transport.cannot_connect"))) from None
         except requests.RequestException as e:
-            raise PrometheusError("unreachable", f"{where}: {type(e).__name__}") from None
+            raise PrometheusError("unreachable", _at(where, quoted(type(e).__name__))) from None
         return resp
 
 
@@ -347,17 +362,22 @@ def _read_response(resp: requests.Response, where: str) -> QueryResult:
     raise _status_error(resp.status_code, where, "query")
 
 
+def _at(where: str, message: Phrase) -> Phrase:
+    """`message` about the URL `where` (already without credentials)."""
+    return said("where", source=where, message=message)
+
+
 def _status_error(status: int, where: str, api: str) -> PrometheusError:
     """What an answer that is not the API's JSON means, by its HTTP status."""
     if status in (401, 403):
-        return PrometheusError("forbidden", f"{where}: HTTP {status}")
+        return PrometheusError("forbidden", _at(where, said("http_code", code=status)))
     if status == 404:
-        return PrometheusError("not_found", f"{where}: HTTP 404 (is the base URL's path prefix right?)")
+        return PrometheusError("not_found", _at(where, said("prometheus_404")))
     if status in (502, 503, 504):
-        return PrometheusError("unreachable", f"{where}: HTTP {status} from a proxy or the server")
+        return PrometheusError("unreachable", _at(where, said("http_from_proxy", code=status)))
     if status >= 400:
-        return PrometheusError("unreadable", f"{where}: HTTP {status}")
-    return PrometheusError("unreadable", f"{where}: the answer is not the {api} API's JSON")
+        return PrometheusError("unreadable", _at(where, said("http_code", code=status)))
+    return PrometheusError("unreadable", _at(where, said("not_api_json", api=api)))
 
 
 def read_recording_rules(body: bytes, where: str, status: int = 200) -> frozenset[str]:
@@ -371,16 +391,17 @@ def read_recording_rules(body: bytes, where: str, status: int = 200) -> frozense
     if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
         raise _status_error(status, where, "rules")
     if doc["status"] == "error":
-        raise PrometheusError(_kind_of_error_type(doc.get("errorType")), f"{where}: {_text(doc.get('error'))}")
+        raise PrometheusError(_kind_of_error_type(doc.get("errorType")), _at(where, quoted(_text(doc.get("error")), 500)))
     data = doc.get("data")
     groups = data.get("groups") if isinstance(data, dict) else None
     if not isinstance(groups, list):
-        raise PrometheusError("unreadable", f"{where}: data.groups is not a list")
+        raise PrometheusError("unreadable", _at(where, at_field("data.groups", said("expected", what=noun("list")))))
     names: set[str] = set()
     for i, group in enumerate(groups):
         rules = group.get("rules") if isinstance(group, dict) else None
         if not isinstance(rules, list):
-            raise PrometheusError("unreadable", f"{where}: data.groups[{i}].rules is not a list")
+            raise PrometheusError("unreadable", _at(where, at_field(f"data.groups[{i}].rules",
+                                                                 said("expected", what=noun("list")))))
         for rule in rules:
             if (isinstance(rule, dict) and rule.get("type") == "recording" and isinstance(rule.get("name"), str)
                     and rule.get("health") != "err"):
@@ -421,7 +442,7 @@ def load_response_text(text: str, source: str) -> QueryResult:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(source, e.msg, line=e.lineno) from None
+        raise ParseError(source, said("not_json", detail=quoted(e.msg)), line=e.lineno) from None
     except RecursionError:
-        raise ParseError(source, "JSON nested too deeply") from None
+        raise ParseError(source, said("nested_too_deeply")) from None
     return parse_query_response(doc, source=source)

@@ -187,7 +187,7 @@ def read_fleet(client: PrometheusClient, *, now: datetime, engines: Sequence[str
         except PrometheusError as e:
             return query_id, e.issue(query_id)
         except ParseError as e:
-            return query_id, ReadIssue(SOURCE, f"{query_id}: {e.message}", kind="unreadable")
+            return query_id, ReadIssue(SOURCE, field(query_id, e.message), kind="unreadable")
 
     with _collector_paused(), ThreadPoolExecutor(len(sent), thread_name_prefix="gpumem-fleet") as pool:
         done = dict(pool.map(one, sent.items()))

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from collectors.errors import field, internal_error, said
 from collectors.prometheus import promql as q
 from collectors.prometheus.client import SOURCE, PrometheusClient, PrometheusError, PromSeries, QueryResult
 from collectors.prometheus.lengths import profile_from_lengths
@@ -89,7 +90,7 @@ def gather_history(
     Sends len(QUERY_KEYS) queries in parallel (so one round trip deep), whatever len(pods).
     """
     if not pods:
-        return PrometheusHistory(issues=(ReadIssue(SOURCE, "no pods to look up", kind="skipped"),))
+        return PrometheusHistory(issues=(ReadIssue(SOURCE, said("no_pods"), kind="skipped"),))
     now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
     step = float(step_s) if step_s else default_step_s(window_s)
     start = now - timedelta(seconds=window_s)
@@ -136,9 +137,9 @@ def _missing(
     """Queries that answered with nothing: the series are not there for these pods."""
     out = []
     if "memory" in results and memory is None:
-        out.append(ReadIssue(SOURCE, "memory: no DCGM_FI_DEV_FB_* series carry these pods", kind="missing"))
+        out.append(ReadIssue(SOURCE, field("memory", said("no_memory_series")), kind="missing"))
     if "queue" in results and service is None:
-        out.append(ReadIssue(SOURCE, "queue: no vLLM, TGI or SGLang series for these pods", kind="missing"))
+        out.append(ReadIssue(SOURCE, field("queue", said("no_queue_series")), kind="missing"))
     return out
 
 
@@ -162,7 +163,7 @@ def _run_all(
                 else:
                     issues.append(e.issue(key))
             except Exception as e:  # a bug in one reading must not cost the others
-                issues.append(ReadIssue(SOURCE, f"{key}: internal error {type(e).__name__}: {str(e)[:200]}"))
+                issues.append(ReadIssue(SOURCE, field(key, internal_error(e))))
     return results, issues
 
 

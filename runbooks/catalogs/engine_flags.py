@@ -28,6 +28,9 @@ version between two read releases is the newer of the two (SGLang's `--pp-size` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from runbooks.model.phrases import Phrase
 
 Version = tuple[int, int, int]
 
@@ -289,13 +292,20 @@ class Choice:
     `note` a plan shows (None: nothing to say)."""
 
     flag: str | None
-    reason: str | None = None
-    note: str | None = None
+    #: why it was refused, and what a plan says beside the flag: phrases under `flag.`
+    #: (`runbooks.model.phrases`), worded in the reader's language by the catalogs
+    reason: Phrase | None = None
+    note: Phrase | None = None
 
 
-def _range(spelling: Spelling) -> str:
-    until = f"through {version_label(spelling.until)}" if spelling.until else "on"
-    return f"from {version_label(spelling.since)} {until}"
+def _range(spelling: Spelling) -> Phrase:
+    if spelling.until:
+        return Phrase("flag.range_between", {"since": version_label(spelling.since), "until": version_label(spelling.until)})
+    return Phrase("flag.range_since", {"since": version_label(spelling.since)})
+
+
+def _said(key: str, **params: Any) -> Phrase:
+    return Phrase("flag." + key, params)
 
 
 def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple[str, ...] = (),
@@ -308,7 +318,7 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
     >>> choose_spelling("tgi", "max-input-tokens", (1, 4, 0)).flag
     'max-input-length'
     >>> choose_spelling("tgi", "max-batch-size", (1, 4, 0)).reason
-    'TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)'
+    Phrase(key='flag.absent', params={'engine': 'TGI', 'version': '1.4.0', 'flag': 'max-batch-size', 'range': Phrase(key='flag.range_since', params={'since': '1.4.1'})})
     >>> choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",)).flag
     'max-input-length'
     """
@@ -318,37 +328,36 @@ def choose_spelling(engine: str, flag: str, version: Version | None, used: tuple
     name = ENGINE_NAMES.get(engine, engine)
     present = [s.flag for s in entry.spellings if s.flag in used]
     if present:
-        note = None if version is not None else f"{name} version unknown: --{present[0]} kept as the object spells it"
+        note = None if version is not None else _said("unknown_kept", engine=name, flag=present[0])
         return Choice(present[0], note=note)
     oldest, newest = COVERED[engine]
     wanted = entry.spelling(flag) or entry.spellings[-1]
     if version is None:
         if wanted.since <= oldest and wanted.until is None:
-            return Choice(wanted.flag, note=(f"{name} version unknown: --{wanted.flag} is accepted by every version read "
-                                             f"({version_label(oldest)}-{version_label(newest)})"))
-        known = "accepted" if entry in FLAGS.get(engine, {}).values() else "read in the releases"
-        return Choice(None, reason=(f"{name} version unknown and --{wanted.flag} is {known} only {_range(wanted)}: "
-                                    "give the image a version tag, or set the flag by hand"))
+            return Choice(wanted.flag, note=_said("unknown_every", engine=name, flag=wanted.flag,
+                                                  oldest=version_label(oldest), newest=version_label(newest)))
+        known = "unknown_only_accepted" if entry in FLAGS.get(engine, {}).values() else "unknown_only_read"
+        return Choice(None, reason=_said(known, engine=name, flag=wanted.flag, range=_range(wanted)))
     note = None
     looked_up = version
     if version > newest:
         looked_up = newest
-        note = f"{name} {version_label(version)} is newer than the newest read ({version_label(newest)}): spelled as there"
+        note = _said("newer", engine=name, version=version_label(version), newest=version_label(newest))
     elif version < oldest:
-        return Choice(None, reason=(f"{name} {version_label(version)} is older than the oldest version read "
-                                    f"({version_label(oldest)}): its flags are not known"))
+        return Choice(None, reason=_said("older", engine=name, version=version_label(version), oldest=version_label(oldest)))
     if wanted.accepts(looked_up):
         if note is None and wanted.deprecated_from is not None and looked_up >= wanted.deprecated_from:
-            note = (f"{name} {version_label(version)} still takes --{wanted.flag} but calls it deprecated "
-                    f"(from {version_label(wanted.deprecated_from)})")
+            note = _said("deprecated", engine=name, version=version_label(version), flag=wanted.flag,
+                         since=version_label(wanted.deprecated_from))
         return Choice(wanted.flag, note=note)
     other = entry.accepted(looked_up)
     if other:
-        return Choice(other[-1].flag, note=note or f"{name} {version_label(version)} spells it --{other[-1].flag}")
+        return Choice(other[-1].flag, note=note or _said("spelled", engine=name, version=version_label(version),
+                                                         flag=other[-1].flag))
     if entry not in FLAGS.get(engine, {}).values():
         # a flag only read: its versions come from fewer releases than the flags actions write,
         # so outside them nothing is known either way, and nothing is claimed
-        return Choice(None, reason=(f"{name} {version_label(version)}: --{wanted.flag} was read in the releases "
-                                    f"{_range(wanted)} only, and whether {version_label(version)} takes it is not "
-                                    "known: set it by hand"))
-    return Choice(None, reason=f"{name} {version_label(version)} has no --{wanted.flag} (accepted {_range(wanted)})")
+        return Choice(None, reason=_said("read_only", engine=name, version=version_label(version), flag=wanted.flag,
+                                         range=_range(wanted)))
+    return Choice(None, reason=_said("absent", engine=name, version=version_label(version), flag=wanted.flag,
+                                     range=_range(wanted)))

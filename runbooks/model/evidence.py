@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from runbooks.model.managers import Manager
+from runbooks.model.phrases import Phrase
 
 ENGINES = ("vllm", "tgi", "sglang")
 
@@ -32,7 +33,8 @@ class ReadIssue:
     """
 
     source: str
-    message: str
+    #: why, as a phrase under `read.` (worded in the reader's language); text from before phrases
+    message: str | Phrase
     line: int | None = None
     kind: str = "unreadable"
 

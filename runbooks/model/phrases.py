@@ -33,6 +33,19 @@ class Phrase:
     def to_json(self) -> dict[str, Any]:
         return {"phrase": self.key, "params": {k: phrase_json(v) for k, v in self.params.items()}}
 
+    def __hash__(self) -> int:  # the values are a mapping: hashed as the compact form
+        return hash(str(self))
+
+    def to_stored(self) -> dict[str, Any]:  # `runbooks.model.serde`: stored as `to_json`
+        return self.to_json()
+
+    @classmethod
+    def from_stored(cls, doc: dict[str, Any]) -> Phrase:
+        found = phrase_of(doc)
+        if not isinstance(found, Phrase):
+            raise ValueError("not a phrase: expected {\"phrase\": KEY, \"params\": {...}}")
+        return found
+
     def __str__(self) -> str:
         """A compact form for a log line (never shown to a person: the renderers word it)."""
         inner = ", ".join(f"{k}={v}" for k, v in self.params.items())

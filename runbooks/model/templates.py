@@ -30,6 +30,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks.model.phrases import Phrase
+
 #: the kinds a target may name, in the order usage lists them
 TARGET_KINDS = ("Deployment", "StatefulSet", "InferenceService", "LeaderWorkerSet")
 #: the kinds whose controllers write a Deployment or StatefulSet from their own spec
@@ -49,10 +51,14 @@ HF_RUNTIME_READ_AS = "vllm/vllm-openai"
 KSERVE_CONTAINER = "kserve-container"
 
 
+#: what a pod spec's containers must be (`phrase.read.*`)
+_NOT_CONTAINERS = Phrase("read.expected", {"what": Phrase("read.a.container_list")})
+
+
 class TemplateShapeError(ValueError):
     """The object does not have its kind's shape where pods are declared; the message names the field."""
 
-    def __init__(self, field: str, why: str):
+    def __init__(self, field: str, why: Phrase):
         super().__init__(f"{field}: {why}")
         self.field = field
         self.why = why
@@ -83,7 +89,8 @@ class PodSite:
 
 def _map(value: Any, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TemplateShapeError(field, "missing" if value is None else f"is a {type(value).__name__}, not a mapping")
+        raise TemplateShapeError(field, Phrase("read.missing") if value is None else Phrase(
+            "read.expected_got", {"what": Phrase("read.a.mapping"), "got": Phrase("read.quoted", {"text": type(value).__name__})}))
     return value
 
 
@@ -91,7 +98,7 @@ def _pod_spec(template: Any, field: str) -> dict[str, Any]:
     spec = _map(_map(template, field).get("spec"), f"{field}.spec")
     containers = spec.get("containers")
     if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
-        raise TemplateShapeError(f"{field}.spec.containers", "is not a list of containers")
+        raise TemplateShapeError(f"{field}.spec.containers", _NOT_CONTAINERS)
     return spec
 
 
@@ -117,7 +124,7 @@ def pod_sites(obj: Any) -> tuple[PodSite, ...]:
         if predictor.get("containers") is not None:
             containers = predictor.get("containers")
             if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
-                raise TemplateShapeError("spec.predictor.containers", "is not a list of containers")
+                raise TemplateShapeError("spec.predictor.containers", _NOT_CONTAINERS)
             return (PodSite("predictor", "/spec/predictor", predictor),)
         model = _map(predictor.get("model"), "spec.predictor.model")
         container = copy.deepcopy(model)
@@ -129,7 +136,8 @@ def pod_sites(obj: Any) -> tuple[PodSite, ...]:
             container["image"] = HF_RUNTIME_READ_AS
             read_as = True
         return (PodSite("model", "/spec/predictor", {"containers": [container]}, runtime_read=read_as),)
-    raise TemplateShapeError("kind", f"{kind!r} is not one of {', '.join(TARGET_KINDS)}")
+    raise TemplateShapeError("kind", Phrase("read.one_of", {"choices": ", ".join(TARGET_KINDS),
+                                                            "got": Phrase("read.quoted", {"text": repr(kind)})}))
 
 
 def container_pointer(site: PodSite, index: int) -> str:
@@ -159,6 +167,6 @@ VIEW_CONTAINERS = "/spec/template/spec/containers/"
 def to_object_pointer(site: PodSite, pointer: str) -> str:
     """A pointer on the view (`/spec/template/spec/containers/0/args/3`) as one on the object."""
     if not pointer.startswith(VIEW_CONTAINERS):
-        raise TemplateShapeError(pointer, "is not inside a container of the pod template")
+        raise TemplateShapeError(pointer, Phrase("read.not_in_container"))
     index, _, rest = pointer[len(VIEW_CONTAINERS):].partition("/")
     return container_pointer(site, int(index)) + (f"/{rest}" if rest else "")

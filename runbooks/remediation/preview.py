@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from runbooks.model.budget import Budget, concurrency_limit_of, concurrency_of
 
@@ -42,7 +43,8 @@ class Note:
     """One worded remark: a stable id (renderers word it) and its values."""
 
     id: str
-    params: dict[str, str] = field(default_factory=dict)
+    #: text, or a `runbooks.model.phrases.Phrase` (a read's reason) the renderers word
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the budget

@@ -31,6 +31,7 @@ from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_
 from runbooks.catalogs.engine_flags import ROLES, Choice, choose_spelling, role_flag
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import blocks_tokens
@@ -120,15 +121,15 @@ class SafePlan:
         """How the deployed version spells `flag` (Choice.flag None: it has no such flag)."""
         return choose_spelling(self.engine, flag, parse_version(self.engine_version), self.used_flags)
 
-    def withheld(self) -> dict[str, str]:
+    def withheld(self) -> dict[str, Phrase]:
         """The flags the plan leaves out because the deployed version rejects them: flag -> why.
 
         >>> SafePlan("tgi", 4096, 8, None, 2048, 0.1, None, 4000, 3000, "exact", (), True,
-        ...          engine_version="1.4.0").withheld()
-        {'max-batch-size': 'TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)'}
+        ...          engine_version="1.4.0").withheld()["max-batch-size"].key
+        'flag.absent'
         """
-        return {flag: self.spelling(flag).reason or "" for flag, _ in self._settings()
-                if self.spelling(flag).flag is None}
+        refused = {flag: self.spelling(flag) for flag, _ in self._settings()}
+        return {flag: c.reason for flag, c in refused.items() if c.flag is None and c.reason is not None}
 
     def args(self) -> tuple[str, ...]:
         """The flags as command-line arguments, ready to paste."""

@@ -16,6 +16,7 @@ from dataclasses import replace
 from runbooks.catalogs.engine_defaults import parse_version
 from runbooks.catalogs.engine_flags import Choice, choose_spelling
 from runbooks.model.changes import Change, SetArg
+from runbooks.model.phrases import Phrase
 from runbooks.triage.context import TriageContext
 
 
@@ -32,11 +33,11 @@ def choose(ctx: TriageContext, engine: str, flag: str) -> Choice:
     return choose_spelling(engine, flag, parse_version(engine_version(ctx)), used)
 
 
-def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tuple[tuple[Change, ...], dict[str, str]]:
+def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tuple[tuple[Change, ...], dict[str, Phrase]]:
     """(`changes` with each flag spelled for the deployed version, {flag: reason} for the ones
     that version rejects, which are left out)."""
     kept: list[Change] = []
-    refused: dict[str, str] = {}
+    refused: dict[str, Phrase] = {}
     for change in changes:
         if not isinstance(change, SetArg) or not change.flag:
             kept.append(change)
@@ -45,7 +46,8 @@ def respell(ctx: TriageContext, engine: str, changes: tuple[Change, ...]) -> tup
         if choice.flag is None and parse_version(engine_version(ctx)) is None:
             kept.append(change)
         elif choice.flag is None:
-            refused[change.flag] = choice.reason or ""
+            assert choice.reason is not None, "choose_spelling says why it refuses"
+            refused[change.flag] = choice.reason
         else:
             kept.append(replace(change, flag=choice.flag) if choice.flag != change.flag else change)
     return tuple(kept), refused

@@ -56,7 +56,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -74,6 +74,7 @@ from runbooks.launch.flag_tables import (
 )
 from runbooks.model.errors import StaleObject, UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.model.phrases import Phrase
 from runbooks.remediation.edits.launch_map import (
     LIST_FIELDS,
     ArgWord,
@@ -163,13 +164,15 @@ class FlagEdit:
     old: str | None
     new: str | None
     where: str
-    notes: tuple[str, ...] = ()
+    #: text, or a phrase about the flag's spelling for the deployed version (`Choice.note`)
+    notes: tuple[str | Phrase, ...] = ()
 
-    def describe(self) -> str:
-        """'--max_num_seqs 256 -> 64 (args[2])', '--enforce-eager (default) -> true (after args[7])'."""
+    def describe(self, word: Callable[[Any], str] = str) -> str:
+        """'--max_num_seqs 256 -> 64 (args[2])', '--enforce-eager (default) -> true (after args[7])';
+        `word` words the notes that are phrases (a catalog's `phrase`; default: their compact form)."""
         old = "(default)" if self.old is None else self.old
         new = "(default)" if self.new is None else self.new
-        return f"{self.written} {old} -> {new} ({self.where})" + "".join(f"; {n}" for n in self.notes)
+        return f"{self.written} {old} -> {new} ({self.where})" + "".join(f"; {word(n)}" for n in self.notes)
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,8 @@ class EditResult:
     def changed(self) -> bool:
         return bool(self.json_patch)
 
-    def diff(self) -> list[str]:
-        return [e.describe() for e in self.edits]
+    def diff(self, word: Callable[[Any], str] = str) -> list[str]:
+        return [e.describe(word) for e in self.edits]
 
 
 # ------------------------------------------------------------------ entry point
@@ -305,7 +308,7 @@ def _container_index(workload: dict[str, Any], containers: list[dict[str, Any]],
     try:
         index = reader.server_container(workload["spec"]["template"]["spec"])
     except ContainerShapeError as e:
-        raise UsageError("workload_shape", detail=str(e)) from e
+        raise UsageError("workload_shape", detail=e.reason) from e
     if index is None:
         raise refuse("no_server")
     return index
@@ -315,7 +318,7 @@ def _read(spec: dict[str, Any], reader: ContainerReader) -> ServerConfig:
     try:
         config = reader.server_config(spec)
     except ContainerShapeError as e:
-        raise UsageError("workload_shape", detail=str(e)) from e
+        raise UsageError("workload_shape", detail=e.reason) from e
     if config is None:
         raise refuse("no_server")
     return config
@@ -483,7 +486,7 @@ class _Planner:
         #: the engine version the flags are spelled for (image tag, else the caller's)
         self.version = before.engine_version or version
         #: flag -> what the plan says about its spelling and the version (engine_flags.Choice.note)
-        self.version_notes: dict[str, str] = {}
+        self.version_notes: dict[str, Phrase] = {}
         #: each requested flag -> the spelling edited
         self.spelled: dict[str, str] = {}
 

@@ -14,7 +14,12 @@ from runbooks.model.evidence import ServerConfig
 
 
 class ContainerShapeError(ValueError):
-    """The container or pod spec does not have the Kubernetes shape; the message says where."""
+    """The container or pod spec does not have the Kubernetes shape; `reason` (text, or a
+    `runbooks.model.phrases.Phrase` the renderers word) says where."""
+
+    def __init__(self, reason: Any):
+        super().__init__(str(reason))
+        self.reason = reason
 
 
 class ContainerReader(Protocol):
