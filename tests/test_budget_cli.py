@@ -16,6 +16,7 @@ from runbooks.catalogs.models import find_model
 from runbooks.model.budget import BudgetInputs
 from runbooks.remediation.solver import solve_safe_flags
 from runbooks.sizing.budget import compute_budget
+from tests.support import words
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENT = ROOT / "examples" / "runbook-incident"
@@ -327,4 +328,4 @@ def test_slack_refuses_the_same_numbers_before_any_work_starts():
 
     with pytest.raises(CommandError) as e:
         parse_command("budget --engine vllm --model Qwen/Qwen2.5-7B-Instruct --gpu A100 --gpu-mem-gib nan")
-    assert e.value.key == "bad_flags" and "--gpu-mem-gib" in e.value.params["detail"]
+    assert e.value.key == "bad_flags" and "--gpu-mem-gib" in words.en(e.value.params["detail"])

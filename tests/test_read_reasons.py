@@ -72,6 +72,24 @@ def test_every_flag_spelling_reason_is_worded_in_both_languages_and_none_is_left
     assert {k: v for k, v in leaks.items() if v} == {}
 
 
+@pytest.mark.parametrize(("text", "en", "zh"), [
+    ("triage llm/x --dry-run", "unrecognized arguments: --dry-run", "无法识别的参数：--dry-run"),
+    ("fleet llm --all", "give NAMESPACE or --all, not both", "请给出命名空间或 --all，不要同时给出"),
+    ("budget --tp x", "argument --tp: not a whole number", "“argument --tp: not a whole number"),
+])
+def test_what_the_slack_grammar_refuses_is_said_in_both_languages(text, en, zh):
+    from bot.grammar.slack import CommandError, parse_command
+
+    with pytest.raises(CommandError) as caught:
+        parse_command(text)
+    detail = caught.value.params["detail"]
+    assert EN.phrase(detail).startswith(en) and ZH.phrase(detail).startswith(zh)
+    assert english(ZH.t("slack.error.bad_flags", detail=detail)) == []
+    keys = {k.removeprefix("phrase.") for k in EN.messages if k.startswith("phrase.grammar.")}
+    assert keys == {k.removeprefix("phrase.") for k in ZH.messages if k.startswith("phrase.grammar.")}
+    assert keys == set(re.findall(r'Phrase\("(grammar\.[a-z_]+)"', (ROOT / "bot/grammar/slack.py").read_text(encoding="utf-8")))
+
+
 def test_each_chinese_reason_is_chinese_but_for_its_values():
     leaks = {k: english(re.sub(r"\{[^}]*\}", " ", t)) for k, t in ZH.messages.items() if k.startswith("phrase.read.")}
     assert {k: v for k, v in leaks.items() if v} == {}

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from bot.grammar.commands import build_parser
 from bot.grammar.requests import FleetRequest, Request, request_of
 from runbooks.model.errors import UsageError
+from runbooks.model.phrases import Phrase
 from runbooks.model.templates import KINDS_USAGE, canonical_kind
 
 #: the longest command text accepted (as Slack sends it, escapes included); a budget command with
@@ -175,10 +176,12 @@ def _parse_verb(word: str, verb: str, rest: list[str], default_namespace: str | 
     except _ArgparseExit as e:
         if e.is_help:
             raise CommandError("help_verb", usage=e.usage, verb=verb) from None
-        raise CommandError("bad_flags", usage=e.usage or _usage(sub), detail=e.message) from None
+        # argparse's own words, quoted as it said them
+        raise CommandError("bad_flags", usage=e.usage or _usage(sub),
+                           detail=Phrase("read.quoted", {"text": e.message})) from None
     if extras:
         raise CommandError("bad_flags", usage=_usage(sub),
-                           detail=f"unrecognized arguments: {' '.join(extras)}")
+                           detail=Phrase("grammar.unrecognized", {"args": " ".join(extras)}))
     _refuse_host_only(sub, args)
     if verb == "fleet":
         _check_fleet_scope(args, _usage(sub))
@@ -203,7 +206,7 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 def _check_fleet_scope(args: argparse.Namespace, usage: str) -> None:
     names = [n for n in (getattr(args, "scope", None), *(getattr(args, "namespace", None) or ())) if n]
     if names and getattr(args, "all", False):
-        raise CommandError("bad_flags", usage=usage, detail="give NAMESPACE or --all, not both")
+        raise CommandError("bad_flags", usage=usage, detail=Phrase("grammar.namespace_or_all"))
     for name in names:
         if not _NAMESPACE.match(name):
             raise CommandError("bad_namespace", usage=usage, namespace=name)
