@@ -15,6 +15,7 @@ from bot.grammar.slack import (
     usage_of,
 )
 from bot.verbs import VERBS
+from tests.support import words
 from tests.support.slack_kit import parser_with_budget
 
 
@@ -104,7 +105,7 @@ def test_cli_only_verbs_are_not_reachable_from_slack(verb):
 def test_an_unknown_flag_is_a_usage_error_not_an_exit():
     e = _error("triage llm/x --dry-run")
     assert e.key == "bad_flags"
-    assert "--dry-run" in e.params["detail"]
+    assert "--dry-run" in words.en(e.params["detail"])
     assert e.usage.startswith("usage: /gpumem triage")
 
 
@@ -146,7 +147,7 @@ def test_budget_takes_exactly_the_cli_flags():
 def test_budget_flag_values_are_checked_by_the_cli_parser():
     e = _error("budget --engine trt --model x", parser_factory=parser_with_budget)
     assert e.key == "bad_flags"
-    assert "invalid choice" in e.params["detail"]
+    assert "invalid choice" in words.en(e.params["detail"])
     assert e.usage.startswith("usage: /gpumem budget")
     assert _error("budget --model x", parser_factory=parser_with_budget).key == "bad_flags"  # --engine is required
 

@@ -253,13 +253,18 @@ def test_build_rules_refuses_labels_it_reads_or_sets():
 
 
 def _known_to_triage() -> set[str]:
-    regexes = (promql.QUEUE_NAMES, promql.USAGE_NAMES, promql.PREEMPTION_NAMES, promql.TTFT_NAMES,
-               promql.PROMPT_NAMES, promql.RESTART_NAMES, promql.FB_NAMES)
-    return {name for r in regexes for name in re.findall(r"[a-zA-Z_:]+", r)}
+    """The series names in the live triage's own queries, as sent."""
+    sel = promql.Selectors("ns", ["p"])
+    sent = [promql.queue_query(sel), promql.usage_query(sel), promql.preemption_query(sel, 60),
+            promql.ttft_p99_query(sel, 60), promql.lengths_query(sel, 600), promql.restarts_query(sel),
+            promql.memory_query(sel)]
+    return {n for q in sent for r in re.findall(r'__name__=~"([^"]+)"', q) for n in r.split("|")}
 
 
 def test_the_rules_read_the_series_gpumem_triage_reads():
     known = _known_to_triage()
+    assert {"vllm:num_requests_waiting", "tgi_queue_size", "sglang:num_queue_reqs", "DCGM_FI_DEV_FB_USED",
+            "kube_pod_container_status_last_terminated_timestamp"} <= known  # the scan really found them
     # the one name the rules read that triage does not: SGLang's older per-interval retraction gauge
     extra = {"sglang:num_retracted_reqs"}
     for s in SERIES.values():

@@ -25,6 +25,7 @@ from collectors.errors import field, internal_error, said
 from collectors.prometheus import promql as q
 from collectors.prometheus.client import SOURCE, PrometheusClient, PrometheusError, PromSeries, QueryResult
 from collectors.prometheus.lengths import profile_from_lengths
+from runbooks.alerts.engines import SERIES
 from runbooks.model.evidence import (
     MemoryHistory,
     MemoryPoint,
@@ -307,14 +308,14 @@ def engine_of(names: set[str]) -> tuple[str | None, str | None]:
     >>> engine_of({"vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"})
     ('vllm', 'vllm-v1')
     """
-    if any(n.startswith("vllm:") for n in names):
-        if "vllm:kv_cache_usage_perc" in names:
+    v1_usage, v0_usage = (SERIES["vllm"].kv_usage or "").split("|")
+    if any(n.startswith(SERIES["vllm"].prefix) for n in names):
+        if v1_usage in names:
             return "vllm", "vllm-v1"
-        return "vllm", "vllm-v0" if "vllm:gpu_cache_usage_perc" in names else None
-    if any(n.startswith("sglang:") for n in names):
-        return "sglang", None
-    if any(n.startswith("tgi_") for n in names):
-        return "tgi", None
+        return "vllm", "vllm-v0" if v0_usage in names else None
+    for engine in ("sglang", "tgi"):
+        if any(n.startswith(SERIES[engine].prefix) for n in names):
+            return engine, None
     return None, None
 
 

@@ -19,24 +19,30 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from runbooks.alerts.engines import ENGINES, SERIES
+from runbooks.alerts.engines import ENGINES, EXPORTERS, SERIES
 from runbooks.alerts.promql import re2_escape
 from runbooks.catalogs.engine_metrics import eviction_term, names
 
+
+def _across(field: str) -> str:
+    """One name regex of `field` of every engine that exports it (`runbooks.alerts.engines.SERIES`,
+    the one place the engines' series are named)."""
+    return "|".join(value for e in ENGINES if (value := getattr(SERIES[e], field)))
+
+
 #: DCGM framebuffer series, MiB (the 1.x `-o` names too)
-FB_NAMES = "DCGM_FI_DEV_FB_(USED|FREE|RESERVED)|dcgm_fb_(used|free)"
-RESTART_NAMES = "kube_pod_container_status_(restarts_total|last_terminated_reason|last_terminated_timestamp)"
-QUEUE_NAMES = "vllm:num_requests_waiting|tgi_queue_size|sglang:num_queue_reqs"
+FB_NAMES = "|".join((EXPORTERS.fb_used, EXPORTERS.fb_free, EXPORTERS.fb_reserved))
+RESTART_NAMES = "|".join((EXPORTERS.restarts, EXPORTERS.terminated_reason, EXPORTERS.terminated_at))
+QUEUE_NAMES = _across("queue")
 # vLLM V1 (0.9+), V0 and early V1, SGLang; all fractions 0..1
-USAGE_NAMES = "vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc|sglang:token_usage"
+USAGE_NAMES = _across("kv_usage")
 # TGI has no usage gauge: the current batch's token reservation against the KV token budget
 TGI_USAGE_NAME = "tgi_kv_budget_ratio"
-PREEMPTION_NAMES = "vllm:num_preemptions_total|sglang:num_retracted_requests_total"
-TTFT_NAMES = "vllm:time_to_first_token_seconds_bucket|sglang:time_to_first_token_seconds_bucket"
-PROMPT_NAMES = "vllm:request_prompt_tokens_bucket|sglang:prompt_tokens_histogram_bucket|tgi_request_input_length_bucket"
-GENERATION_NAMES = (
-    "vllm:request_generation_tokens_bucket|sglang:generation_tokens_histogram_bucket|tgi_request_generated_tokens_bucket"
-)
+TGI_BATCH_TOKENS, TGI_BUDGET_TOKENS = SERIES["tgi"].kv_ratio or ("", "")
+PREEMPTION_NAMES = _across("preemptions")
+TTFT_NAMES = _across("ttft_buckets")
+PROMPT_NAMES = _across("prompt_buckets")
+GENERATION_NAMES = _across("generation_buckets")
 #: labels that identify a GPU (or a MIG slice) in DCGM series, after relabelling
 DEVICE_LABELS = ("Hostname", "UUID", "gpu", "GPU_I_PROFILE", "GPU_I_ID")
 
@@ -109,7 +115,7 @@ def queue_query(sel: Selectors) -> str:
 
 def usage_query(sel: Selectors) -> str:
     engines = f"max by (__name__) ({sel.both(USAGE_NAMES)})"
-    tgi = (f"{sel.both('tgi_batch_current_max_tokens')} / {sel.both('tgi_batch_max_total_tokens')}")
+    tgi = f"{sel.both(TGI_BATCH_TOKENS)} / {sel.both(TGI_BUDGET_TOKENS)}"
     tgi = f'label_replace(max({tgi}), "__name__", "{TGI_USAGE_NAME}", "", "")'
     return f"{engines} or {tgi}"
 
@@ -219,10 +225,10 @@ def service_state_queries(sel: Callable[..., str], window_s: float) -> dict[str,
     window = f"{max(60, round(window_s))}s"
     usage = service_usage_query(sel)
     queue = f"sum {BY_SERVICE} ({sel(QUEUE_NAMES)})"
-    restarts = sel("kube_pod_container_status_restarts_total", wrap=lambda s: f"increase({s}[{window}])")
+    restarts = sel(EXPORTERS.restarts, wrap=lambda s: f"increase({s}[{window}])")
     # the pods whose last termination was an OOM kill at any time in the window (a pod that
     # restarted since for another reason still counts its OOM restarts)
-    oom_flag = sel("kube_pod_container_status_last_terminated_reason", extra='reason="OOMKilled"',
+    oom_flag = sel(EXPORTERS.terminated_reason, extra='reason="OOMKilled"',
                    wrap=lambda s: f"max_over_time({s}[{window}])")
     return {
         "kv_usage_peak": f"max_over_time({usage}[{window}:15s])",

@@ -1,8 +1,9 @@
 """The series each engine exports that the runbook's alerts read (reference/formats.md).
 
-The names are the ones gpumem's own live queries read (collectors/prometheus/promql.py), cut
-per engine; a test keeps the two in step. None where the engine exports nothing to alert on,
-with the reason in `missing`.
+The one place the engines' and exporters' series are named: the alerts, the dashboards and
+gpumem's own live queries (collectors/prometheus/promql.py) are built from these tables, and
+the names that changed across versions come from `runbooks.catalogs.engine_metrics`. None where
+the engine exports nothing to alert on, with the reason in `missing`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class EngineSeries:
     """What one engine exports for the alerts; metric names are regexes of one or more names."""
 
     engine: str
+    #: what every series name of the engine starts with ("vllm:", "tgi_")
+    prefix: str
     #: KV-cache usage, a fraction 0..1 (None: computed, see `kv_ratio`)
     kv_usage: str | None
     #: TGI: (current batch tokens, KV token budget), divided per pod
@@ -64,6 +67,7 @@ class EngineSeries:
 SERIES: dict[str, EngineSeries] = {
     "vllm": EngineSeries(
         engine="vllm",
+        prefix="vllm:",
         # V1 (0.9+) and V0 / early V1; both exported by 0.9-0.10, with the same value
         kv_usage="vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc",
         kv_ratio=None,
@@ -86,6 +90,7 @@ SERIES: dict[str, EngineSeries] = {
     ),
     "sglang": EngineSeries(
         engine="sglang",
+        prefix="sglang:",
         kv_usage="sglang:token_usage",
         kv_ratio=None,
         queue="sglang:num_queue_reqs",
@@ -109,6 +114,7 @@ SERIES: dict[str, EngineSeries] = {
     ),
     "tgi": EngineSeries(
         engine="tgi",
+        prefix="tgi_",
         kv_usage=None,
         # no usage gauge: the current batch's token reservation against the KV token budget
         kv_ratio=(names("tgi", "kv_batch_tokens")[0], names("tgi", "kv_capacity_tokens")[0]),
@@ -152,6 +158,7 @@ class Exporters:
     agent_util: str = "gpumem_gpu_utilization_ratio"
     restarts: str = "kube_pod_container_status_restarts_total"
     terminated_reason: str = "kube_pod_container_status_last_terminated_reason"
+    terminated_at: str = "kube_pod_container_status_last_terminated_timestamp"
     resource_requests: str = "kube_pod_container_resource_requests"
     pod_owner: str = "kube_pod_owner"
     deployment_spec_replicas: str = "kube_deployment_spec_replicas"
