@@ -446,3 +446,33 @@ def test_a_flag_the_version_refuses_is_said_in_chinese_too():
     note = choose_spelling("tgi", "max-input-tokens", None, used=("max-input-length",)).note
     assert words.zh(note) == "TGI 版本未知：沿用对象中的写法 --max-input-length"
     assert english_words(words.zh(choose_spelling("vllm", "max-num-seqs", (0, 2, 6)).reason)) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_plan_on_an_unknown_version_says_the_spelling_it_kept(tmp_path, capsys, lang):
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment("ghcr.io/huggingface/text-generation-inference:latest",
+                                   ["--model-id", "m", "--max-input-length", "1024", "--max-total-tokens", "4096"]))
+        store = tmp_path / "gpumem.db"
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--set", "max-input-tokens=2048", "--json")
+        assert rc == 0 and [c["flag"] for c in plan["changes"]] == ["max-input-length"]
+        notes = [n for n in plan["preview"]["notes"] if n["id"] == "flag_spelling"]
+        assert [n["params"]["note"]["phrase"] for n in notes] == ["flag.unknown_kept"]
+        from bot.main import main
+
+        rc = main(["plan", "llm/tgi", "--set", "max-input-tokens=2000", "--kubeconfig", str(sc.kubeconfig),
+                   "--context", "prod", "--store", str(store), "--lang", lang])
+        text = capsys.readouterr().out
+        assert rc == 0
+        said = ("TGI version unknown: --max-input-length kept as the object spells it" if lang == "en"
+                else "TGI 版本未知：沿用对象中的写法 --max-input-length")
+        assert said in text
+
+
+def test_a_plan_on_a_known_version_says_how_that_version_spells_the_flag(tmp_path, capsys):
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment(OLD_TGI, ["--model-id", "m", "--max-total-tokens", "4096"]))
+        rc, plan = run_cli(capsys, sc, tmp_path / "gpumem.db", "plan", "llm/tgi", "--set", "max-input-tokens=2048", "--json")
+        assert rc == 0
+        notes = [n["params"]["note"] for n in plan["preview"]["notes"] if n["id"] == "flag_spelling"]
+        assert [words.en(n) for n in notes] == ["TGI 1.4.0 spells it --max-input-length"]

@@ -69,6 +69,7 @@ from runbooks.remediation.edits.quantities import canonical_quantity
 from runbooks.remediation.edits.registry import edit_workload
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
+from runbooks.remediation.preview import Note, PlanPreview
 from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import (
     CREATE_OBJECTS,
@@ -139,11 +140,13 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     meta = obj.get("metadata") or {}
     changes: list[Change] = []
     ops: list[dict[str, Any]] = []
+    spelling: tuple[Phrase, ...] = ()
     if request.flags:
         request = replace(request, flags=checked_flags(obj, request.container, request.flags))
         edit = edit_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
                           reader=CONTAINER_READER)
         ops += list(edit.json_patch)
+        spelling = edit.spelling_notes()
         container = request.container or _server_container(obj)
         # the flag as written: the spelling the object or the deployed version uses
         changes += [SetArg(container, edit.spelled.get(flag, flag), edit.old.get(edit.spelled.get(flag, flag)), value)
@@ -163,7 +166,7 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     if not changes:
         raise UsageError("nothing_to_change", what=Phrase("reason.no_set_or_replicas"))
     _one_op_per_path(ops)
-    return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now)
+    return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now, spelling)
 
 
 def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
@@ -197,7 +200,7 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
     _one_op_per_path(ops)
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     return _plan(target, workload, request, tuple(changes), obj.get("metadata") or {}, tuple(ops), JSON_PATCH,
-                 policy, now)
+                 policy, now, result.spelling_notes())
 
 
 def spec_owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -269,11 +272,14 @@ def checked_flags(obj: dict[str, Any], container: str | None,
 
 def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest, changes: tuple[Change, ...],
           meta: dict[str, Any], patch: tuple[dict[str, Any], ...], patch_type: str, policy: ApprovalPolicy,
-          now: datetime) -> Plan:
+          now: datetime, spelling: tuple[Phrase, ...] = ()) -> Plan:
+    """The plan; `spelling`: what the flag edits say about the deployed version's spellings,
+    carried as preview notes (`make_plan` adds the rest of the preview to them)."""
+    carried = PlanPreview(notes=tuple(Note("flag_spelling", {"note": n}) for n in spelling)) if spelling else None
     return Plan(new_plan_id(), target, request.action_id, changes, str(meta.get("resourceVersion") or ""),
                 meta.get("generation"), patch, patch_type, request.requested_by or operator(), now,
                 now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, changes), request.origin,
-                workload)
+                workload, carried)
 
 
 def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
@@ -349,7 +355,10 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan = build_plan(obj, request, policy, now, hpas, workload)
     rest = writer.rest if reader is WRITER_READS else reader
-    plan = replace(plan, preview=preview(obj, plan, rest, writer.timeout_s),
+    made_preview = preview(obj, plan, rest, writer.timeout_s)
+    if plan.preview is not None:  # what the flag edits said about spellings comes first
+        made_preview = replace(made_preview, notes=(*plan.preview.notes, *made_preview.notes))
+    plan = replace(plan, preview=made_preview,
                    managers=plan_managers(obj, plan, hpas or [], writer.observer if reader is WRITER_READS else reader,
                                           argocd_namespace, writer.timeout_s))
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)

@@ -220,6 +220,14 @@ class EditResult:
     def diff(self, word: Callable[[Any], str] = str) -> list[str]:
         return [e.describe(word) for e in self.edits]
 
+    def spelling_notes(self) -> tuple[Phrase, ...]:
+        """What the edits say about a flag's spelling for the deployed version (`Choice.note`:
+        "TGI version unknown: --max-input-length kept as the object spells it"), each once."""
+        seen: list[Phrase] = []
+        for e in self.edits:
+            seen += [n for n in e.notes if isinstance(n, Phrase) and n not in seen]
+        return tuple(seen)
+
 
 # ------------------------------------------------------------------ entry point
 
