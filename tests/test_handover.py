@@ -342,3 +342,19 @@ def test_alerts_in_the_handover_say_severity_and_outcomes_in_words():
     ho = replace(Handover("C1", T0, NOW, "since"), alerts=(a,))
     parent = json.dumps(handover_parent(ho, "zh")["blocks"], ensure_ascii=False)
     assert "已分诊 1 条、重复 2 条" in parent and "firing" not in parent and "warning" not in parent
+
+
+def test_a_prometheus_that_cannot_be_reached_is_said_in_the_handovers_language(shift):
+    from collectors.prometheus.client import PrometheusClient
+
+    client = PrometheusClient(f"http://127.0.0.1:{h.free_port()}", timeout_s=1.0)
+    ho = build_handover(shift, since=T0 - timedelta(hours=1), now=NOW, watch=("llm/vllm-server",),
+                        read_state=lambda t, s, u: prometheus_state(client, t, s, u))
+    assert ho.state == () and ho.state_issue is not None
+    en, zh = handover_text(ho, "en"), handover_text(ho, "zh")
+    assert re.search(r"Prometheus could not be read: http://127\.0\.0\.1:\d+/api/v1/query: cannot connect", en)
+    assert re.search(r"无法读取 Prometheus：http://127\.0\.0\.1:\d+/api/v1/query：无法建立连接", zh)
+    doc = handover_json(ho)
+    assert doc["state_issue"].endswith("/api/v1/query: cannot connect")
+    assert json.loads(json.dumps(doc))["state_issue"] == doc["state_issue"]
+    assert all("read." not in text for text in (en, zh, doc["state_issue"]))  # never the compact form

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -140,6 +141,15 @@ def test_a_bundle_file_that_is_not_yaml_is_said_in_chinese_in_the_chinese_triage
     assert "not YAML: " in en_line
 
 
+def test_a_preview_that_stops_on_a_template_it_cannot_read_says_where_in_words():
+    from bot.service.plan_preview import _why
+    from runbooks.model.templates import TemplateShapeError
+
+    why = _why(TemplateShapeError("spec.template.spec.containers", Phrase("read.missing")))
+    assert (EN.phrase(why), ZH.phrase(why)) == ("spec.template.spec.containers: missing", "`spec.template.spec.containers`：缺失")
+    assert _why(ValueError("bad")) == "bad"
+
+
 def test_the_json_report_gives_each_reason_in_english_and_as_its_phrase(tmp_path):
     bundle = tmp_path / "incident"
     shutil.copytree(EXAMPLE, bundle)
@@ -147,8 +157,6 @@ def test_the_json_report_gives_each_reason_in_english_and_as_its_phrase(tmp_path
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         main(["triage", "--bundle", str(bundle), "--json", "--lang", "zh"])
-    import json
-
     doc = json.loads(out.getvalue())
     issue = next(i for i in doc["read_issues"] if i["source"] == "nvidia-smi.txt")
     assert issue["message"].startswith("not recognised as nvidia-smi output")

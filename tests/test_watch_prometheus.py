@@ -91,7 +91,9 @@ def test_a_prometheus_that_does_not_answer_leaves_the_watch_to_kubernetes_and_sa
     _, final, seen, _ = _watch(cluster, tmp_path, settings, datetime.now(UTC), window_s=120)
     assert seen.outcome == "held" and final.state == "watched"
     assert seen.symptoms.error and seen.notes[0] == Phrase("watch.prometheus_unread", {"error": seen.symptoms.error})
-    assert Catalog.load("en").phrase(seen.notes[0]).startswith("Prometheus not read: ")
+    assert Catalog.load("en").phrase(seen.notes[0]).startswith("Prometheus not read: http://127.0.0.1:")
+    assert Catalog.load("en").phrase(seen.notes[0]).endswith("/api/v1/query: cannot connect")
+    assert Catalog.load("zh").phrase(seen.notes[0]).endswith("/api/v1/query：无法建立连接”）")
     assert render.look_text(seen, "en").splitlines()[-1].startswith("  Prometheus: not read (")
 
 

@@ -61,6 +61,7 @@ from collectors.kube.client import Call
 from collectors.kube.objects import typed as typed_failure
 from collectors.kube.rest import path
 from collectors.kube.selectors import selector_query
+from collectors.prometheus.client import PrometheusError
 from runbooks.model.errors import GpumemError, TemporaryError
 from runbooks.model.phrases import Phrase
 
@@ -131,7 +132,7 @@ class Symptoms:
     kv_usage: float | None = None
     queue: float | None = None
     preemptions: float | None = None
-    error: str | None = None
+    error: str | Phrase | None = None
     #: the seconds `preemptions` counts over
     window_s: int = PREEMPTION_WINDOW_S
     #: the engine's word for what `preemptions` counts ("preemption", "retraction", "none");
@@ -688,7 +689,8 @@ def _read(symptoms: Callable[[], Symptoms] | None) -> Symptoms | None:
     try:
         return symptoms()
     except Exception as e:  # Prometheus down or slow: the look goes on without it, and says so
-        return Symptoms(error=f"{type(e).__name__}: {e}"[:200])
+        # Prometheus' own reason as a phrase the renderers word; anything else by its class and text
+        return Symptoms(error=e.message if isinstance(e, PrometheusError) else f"{type(e).__name__}: {e}"[:200])
 
 
 def watch(writer: KubeWriter, namespace: str, name: str, generation: int | None, window_s: float,

@@ -22,7 +22,6 @@ from runbooks.model.errors import (
     TargetNotFound,
     TemporaryError,
 )
-from runbooks.model.phrases import Phrase
 
 
 def error_line(cat: Catalog, error: GpumemError) -> str:
@@ -47,10 +46,7 @@ def error_line(cat: Catalog, error: GpumemError) -> str:
         return cat.t("live.not_found", detail=cat.t(where, kind=p.get("kind"), namespace=p.get("namespace"),
                                                     name=p.get("name"), context=p.get("context")))
     if isinstance(error, NotPermitted):
-        rule = f"{error.verb} {error.resource}"
-        scope = (Phrase("read.rbac_namespaced", {"rule": rule, "namespace": error.namespace}) if error.namespace
-                 else Phrase("read.rbac_cluster", {"rule": rule}))
-        return cat.t("live.forbidden", permission=scope)
+        return cat.t("live.forbidden", permission=error.rbac)
     if isinstance(error, (StaleObject, PlanMoved, PartlyApplied)):  # what changed under us: plan again
         return cat.t("live.conflict")
     if isinstance(error, TemporaryError):

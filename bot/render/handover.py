@@ -205,6 +205,8 @@ def handover_json(h: Any) -> dict[str, Any]:
     en = Catalog.load("en")
     doc = h.to_record()
     doc.pop("watch_items")
+    if doc["state_issue"] is not None:  # Prometheus' reason, in English words like the rest
+        doc["state_issue"] = en.phrase(doc["state_issue"])
     doc["watch_next"] = watch_words(en, h)
     doc["services"] = [{"target": s.target, **{key: _json_field(en, key, s.field(key)) for key in _FIELDS},
                         "last_triage": s.last_triage.isoformat() if s.last_triage else None} for s in h.services]

@@ -196,7 +196,7 @@ def symptoms_json(symptoms: Any) -> dict[str, Any] | None:
         return None
     return {"kv_usage": symptoms.kv_usage, "queue": symptoms.queue, "preemptions": symptoms.preemptions,
             "preemption_window_s": symptoms.window_s, "eviction": getattr(symptoms, "eviction", None),
-            "error": symptoms.error}
+            "error": Catalog.load("en").phrase(symptoms.error) if symptoms.error else None}  # English words
 
 
 def symptoms_values(cat: Catalog, symptoms: Any) -> dict[str, Any]:

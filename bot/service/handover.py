@@ -41,10 +41,12 @@ from bot.store.notes import HandoverRecord, Journal, Note, TriageRecord
 from collectors.parsers.flags import server_config_from_container
 from collectors.parsers.kube_objects import workload_from_object
 from collectors.prometheus import promql
+from collectors.prometheus.client import PrometheusError
 from runbooks.launch.argv import canonical_flag
 from runbooks.model.changes import Scale, SetArg
 from runbooks.model.errors import UsageError
 from runbooks.model.evidence import ServerConfig
+from runbooks.model.phrases import Phrase, phrase_json
 
 #: the default window when a channel has no earlier handover and no --since is given
 DEFAULT_WINDOW = timedelta(hours=12)
@@ -242,7 +244,8 @@ class Handover:
     services: tuple[ServiceTemplate, ...] = ()
     #: None: no Prometheus configured; () configured but nothing read
     state: tuple[ServiceState, ...] | None = None
-    state_issue: str | None = None
+    #: why the services' state could not be read: Prometheus' reason as a phrase, else the text
+    state_issue: Phrase | str | None = None
     late: bool = False
     #: Alertmanager alerts received in the window, grouped by name and target (newest first)
     alerts: tuple[AlertItem, ...] = ()
@@ -282,7 +285,7 @@ class Handover:
                           "fields": {name: [{"key": k, "values": v} for k, v in items] for name, items in t.fields}}
                          for t in self.services],
             "state": None if self.state is None else [asdict(s) for s in self.state],
-            "state_issue": self.state_issue,
+            "state_issue": phrase_json(self.state_issue),
             "alerts": [asdict(a) for a in self.alerts],
             "watched": list(self.watched),
             "drift": [asdict(d) for d in self.drift],
@@ -349,7 +352,8 @@ def build_handover(store: Store, *, channel: str | None = None, since: datetime 
         try:
             state = tuple(sorted(read_state(watched, start, now), key=lambda s: s.trouble))
         except Exception as e:  # a Prometheus that cannot answer leaves the rest of the handover
-            state, issue = (), str(e)
+            state = ()
+            issue = e.message if isinstance(e, PrometheusError) else Phrase("read.quoted", {"text": str(e)[:300]})
     shift: tuple[ShiftSeries, ...] = ()
     if read_series is not None and watched and not issue:
         try:

@@ -36,7 +36,7 @@ from typing import Any
 
 from bot.grammar.requests import BudgetRequest
 from bot.service.connections import endpoint, kube_api
-from collectors.errors import ParseError
+from collectors.errors import ParseError, field
 from collectors.kube.client import KubeConfigError
 from collectors.kube.gpu_room import GpuRoom, read_gpu_room
 from collectors.kube.rest import KubeRest
@@ -305,6 +305,16 @@ def _owner_blast(obj: dict[str, Any], new: dict[str, Any], plan: Plan, budget: B
     return blast
 
 
+def _why(error: Exception) -> Phrase | str:
+    """Why the preview stopped, as the renderers word it: a parser's or the template reader's
+    reason as its phrase (its str() is the compact form kept for logs), any other error's text."""
+    if isinstance(error, ParseError):
+        return error.reason
+    if isinstance(error, TemplateShapeError):
+        return field(error.field, error.why)
+    return str(error)[:300]
+
+
 def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0) -> PlanPreview:
     """The preview of `plan`, made against `obj` (the object as read for it); `rest` the reader's
     connection (None: nodes and pods are not read, and the blast radius says so)."""
@@ -339,7 +349,7 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
                              placement=placement_from_pod_spec(spec, source="kube:deployments"),
                              nodes=nodes, pods=room.pods, workload_pods=pods)
     except (ParseError, GpumemError, ValueError) as e:  # an object the parsers or the sizing refuse
-        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": e.reason if isinstance(e, ParseError) else str(e)[:300]})))
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": _why(e)})))
     return PlanPreview(budget, blast, tuple(notes))
 
 
@@ -358,7 +368,7 @@ def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeo
         budget = budget_preview(obj, after_obj, plan, room, pods)
         blast = _owner_blast(obj, after_obj if after_obj is not None else obj, plan, budget, room, pods, notes)
     except (ParseError, GpumemError, TemplateShapeError, ValueError) as e:  # what the parsers or sizing refuse
-        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": e.reason if isinstance(e, ParseError) else str(e)[:300]})))
+        return PlanPreview(notes=(*notes, Note("preview_failed", {"error": _why(e)})))
     return PlanPreview(budget, blast, tuple(notes))
 
 

@@ -86,7 +86,7 @@ def _server_log(path: str):
     except FileNotFoundError:
         raise UsageError("file_not_found", path=path) from None
     except OSError as e:
-        raise UsageError("unreadable", path=path, message=str(e)) from None
+        raise UsageError("unreadable", path=path, message=os_error(e)) from None
     if found.profile is None:
         key = f"no_lengths_{found.engine}" if found.engine in ("vllm", "tgi", "sglang") else "no_lengths_log"
         raise EvidenceUnavailable(key, path=path)
@@ -104,7 +104,7 @@ def _metrics(request: ProfileRequest):
         except FileNotFoundError:
             raise UsageError("file_not_found", path=path) from None
         except OSError as e:
-            raise UsageError("unreadable", path=path, message=str(e)) from None
+            raise UsageError("unreadable", path=path, message=os_error(e)) from None
     try:
         now = profile_from_metrics(texts[request.metrics], _name(request.metrics),
                                    texts.get(request.baseline) if request.baseline else None,

@@ -69,7 +69,7 @@ from runbooks.remediation.edits.quantities import canonical_quantity
 from runbooks.remediation.edits.registry import edit_workload
 from runbooks.remediation.plan import WRITTEN, Plan, PlanTarget
 from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
-from runbooks.remediation.preview import Note, PlanPreview
+from runbooks.remediation.preview import Note
 from runbooks.remediation.split import ACTION as SPLIT_KIND
 from runbooks.remediation.split import (
     CREATE_OBJECTS,
@@ -124,19 +124,21 @@ def new_plan_id() -> str:
 
 
 def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
-               hpas: list[dict[str, Any]] | None = None, workload: PlanTarget | None = None) -> Plan:
+               hpas: list[dict[str, Any]] | None = None,
+               workload: PlanTarget | None = None) -> tuple[Plan, tuple[Phrase, ...]]:
     """The plan for `request` against `obj` (the object as read now) and the namespace's HPAs
     (`hpas`, read when the request scales or asks for a queue HPA). An InferenceService or a
     LeaderWorkerSet takes server flags only (`_owner_plan`; `workload`: the Deployment its
     controller writes, whose rollout the watch follows). Raises UsageError when it asks for
-    nothing or for what cannot be edited safely (`runbooks.remediation.edits`)."""
+    nothing or for what cannot be edited safely (`runbooks.remediation.edits`). Beside the plan:
+    what the flag edits say about the deployed version's spellings (`EditResult.spelling_notes`)."""
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     if request.kind in SPEC_OWNER_KINDS:
         return _owner_plan(obj, request, policy, now, workload)
     hpa = hpa_edits.hpa_for(hpas or [], request.kind, request.name)
     queue = [c for c in request.changes if isinstance(c, HpaOnQueueDepth)]
     if queue or (request.replicas is not None and hpa is not None):
-        return _hpa_plan(obj, hpa, hpas or [], request, policy, now, queue)
+        return _hpa_plan(obj, hpa, hpas or [], request, policy, now, queue), ()
     meta = obj.get("metadata") or {}
     changes: list[Change] = []
     ops: list[dict[str, Any]] = []
@@ -166,11 +168,11 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     if not changes:
         raise UsageError("nothing_to_change", what=Phrase("reason.no_set_or_replicas"))
     _one_op_per_path(ops)
-    return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now, spelling)
+    return _plan(target, None, request, tuple(changes), meta, tuple(ops), JSON_PATCH, policy, now), spelling
 
 
 def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy, now: datetime,
-                workload: PlanTarget | None) -> Plan:
+                workload: PlanTarget | None) -> tuple[Plan, tuple[Phrase, ...]]:
     """A plan of server flags on the object that declares the pods (`edits.owner_flags`): an
     InferenceService's model args or predictor containers, a LeaderWorkerSet's leader and
     worker templates in one patch. Other changes are refused (`kind_takes_flags_only`)."""
@@ -200,7 +202,7 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
     _one_op_per_path(ops)
     target = PlanTarget(request.cluster, request.namespace, request.kind, request.name)
     return _plan(target, workload, request, tuple(changes), obj.get("metadata") or {}, tuple(ops), JSON_PATCH,
-                 policy, now, result.spelling_notes())
+                 policy, now), result.spelling_notes()
 
 
 def spec_owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -272,14 +274,11 @@ def checked_flags(obj: dict[str, Any], container: str | None,
 
 def _plan(target: PlanTarget, workload: PlanTarget | None, request: PlanRequest, changes: tuple[Change, ...],
           meta: dict[str, Any], patch: tuple[dict[str, Any], ...], patch_type: str, policy: ApprovalPolicy,
-          now: datetime, spelling: tuple[Phrase, ...] = ()) -> Plan:
-    """The plan; `spelling`: what the flag edits say about the deployed version's spellings,
-    carried as preview notes (`make_plan` adds the rest of the preview to them)."""
-    carried = PlanPreview(notes=tuple(Note("flag_spelling", {"note": n}) for n in spelling)) if spelling else None
+          now: datetime) -> Plan:
     return Plan(new_plan_id(), target, request.action_id, changes, str(meta.get("resourceVersion") or ""),
                 meta.get("generation"), patch, patch_type, request.requested_by or operator(), now,
                 now + timedelta(seconds=policy.ttl_s), approvals_needed(policy, changes), request.origin,
-                workload, carried)
+                workload)
 
 
 def _one_op_per_path(ops: list[dict[str, Any]]) -> None:
@@ -353,12 +352,12 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
     hpas = None
     if request.replicas is not None or any(isinstance(c, HpaOnQueueDepth) for c in request.changes):
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
-    plan = build_plan(obj, request, policy, now, hpas, workload)
+    plan, spelling = build_plan(obj, request, policy, now, hpas, workload)
     rest = writer.rest if reader is WRITER_READS else reader
-    made_preview = preview(obj, plan, rest, writer.timeout_s)
-    if plan.preview is not None:  # what the flag edits said about spellings comes first
-        made_preview = replace(made_preview, notes=(*plan.preview.notes, *made_preview.notes))
-    plan = replace(plan, preview=made_preview,
+    made = preview(obj, plan, rest, writer.timeout_s)
+    # what the flag edits say about the deployed version's spellings, first among the notes
+    spelled = tuple(Note("flag_spelling", {"note": n}) for n in spelling)
+    plan = replace(plan, preview=replace(made, notes=(*spelled, *made.notes)),
                    managers=plan_managers(obj, plan, hpas or [], writer.observer if reader is WRITER_READS else reader,
                                           argocd_namespace, writer.timeout_s))
     return store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
@@ -622,7 +621,7 @@ def watch_after(store: Store, writer: KubeWriter, plan_id: str, window_s: float,
         detail["reverted"] = [r.to_json() for r in seen.reverted]
     if seen.symptoms is not None:
         detail["prometheus"] = {"kv_usage": seen.symptoms.kv_usage, "queue": seen.symptoms.queue,
-                                "preemptions": seen.symptoms.preemptions, "error": seen.symptoms.error}
+                                "preemptions": seen.symptoms.preemptions, "error": phrase_json(seen.symptoms.error)}
     if seen.outcome in ("held", "symptoms_remain"):
         return store.move(plan_id, "watched", actor="gpumem", expect="applied", detail=detail), seen
     if seen.outcome == "reverted":  # nothing of gpumem's to roll back: fold it into the source of truth

@@ -411,7 +411,8 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     if size.limit and size.max_num_seqs < size.limit:
         flags.append((seqs_flag, size.max_num_seqs))
     who = request.requested_by
-    plan = build_plan(original, PlanRequest(ns, name, "Deployment", request.cluster, tuple(flags), None,
+    # phase 2 is planned without a preview: its spelling notes are not shown either
+    plan, _spelling = build_plan(original, PlanRequest(ns, name, "Deployment", request.cluster, tuple(flags), None,
                                             request.container, split.ACTION, who,
                                             f"{request.origin}, split_pools phase 2 after {first.plan.id}"),
                       policy, now)

@@ -116,9 +116,7 @@ class Call:
     @property
     def rbac(self) -> Phrase:
         """The permission as a phrase: the rule and its namespace, or cluster-wide."""
-        if self.namespace:
-            return said("rbac_namespaced", rule=self.rule, namespace=self.namespace)
-        return said("rbac_cluster", rule=self.rule)
+        return errors.rbac_phrase(self.rule, self.namespace)
 
     @property
     def source(self) -> str:

@@ -358,7 +358,7 @@ def _read_response(resp: requests.Response, where: str) -> QueryResult:
         try:
             return parse_query_response(doc, source=where)
         except ParseError as e:
-            raise PrometheusError("unreadable", e.message) from None
+            raise PrometheusError("unreadable", e.reason) from None  # the URL and the field
     raise _status_error(resp.status_code, where, "query")
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runbooks.model.phrases import Phrase
+
 
 class GpumemError(Exception):
     """Base of every error gpumem words for a person.
@@ -181,6 +183,14 @@ class TargetNotFound(GpumemError):
         return f"{self.kind} {self.target} not found{context}"
 
 
+def rbac_phrase(rule: str, namespace: str | None) -> Phrase:
+    """An RBAC permission ("get pods/log") in a namespace, or cluster-wide (None), as a phrase the
+    catalogs word (`phrase.read.rbac_*`): "get pods/log in namespace llm", "命名空间 llm 中的 ..."."""
+    if namespace:
+        return Phrase("read.rbac_namespaced", {"rule": rule, "namespace": namespace})
+    return Phrase("read.rbac_cluster", {"rule": rule})
+
+
 class NotPermitted(GpumemError):
     """The server refused a call: the account lacks an RBAC permission (HTTP 403).
 
@@ -201,6 +211,11 @@ class NotPermitted(GpumemError):
         self.verb = verb
         self.resource = resource
         self.namespace = namespace
+
+    @property
+    def rbac(self) -> Phrase:
+        """The missing permission as a person reads it, in their language (`rbac_phrase`)."""
+        return rbac_phrase(f"{self.verb} {self.resource}", self.namespace)
 
     @property
     def permission(self) -> str:
