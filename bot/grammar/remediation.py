@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from bot.grammar.argtypes import seconds, whole_number
+from runbooks.catalogs.engine_metrics import name
 
 
 def _target_flags(p: argparse.ArgumentParser) -> None:
@@ -39,8 +40,7 @@ def plan(sub: argparse._SubParsersAction, verb: str) -> None:
                    help="an HPA on the engine's queue metric, N waiting requests per pod on average (created "
                         "when none scales the Deployment, else its metrics replaced)")
     p.add_argument("--queue-metric", metavar="NAME", help="the queue metric as the metrics adapter serves it "
-                                                          "(default: vllm:num_requests_waiting, sglang:num_queue_reqs, "
-                                                          "tgi_queue_size)")
+                                                          f"(default: {', '.join(name(e, 'queue_waiting') for e in ('vllm', 'sglang', 'tgi'))})")
     p.add_argument("--hpa-max", metavar="N",
                    help="maxReplicas of an HPA gpumem creates (default: twice the current replicas)")
     p.add_argument("--max-surge", metavar="N|P%", help="the rollout's maxSurge; 0 also sets maxUnavailable 1, so "

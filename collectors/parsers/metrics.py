@@ -30,10 +30,11 @@ from collectors.parsers.metrics_samples import (
     natural_key,
     read_samples,
 )
-from runbooks.catalogs.engine_metrics import names
+from runbooks.catalogs.engine_metrics import name, names, prefix
 from runbooks.model.evidence import ServerMetrics
 
-_VLLM_V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc")
+#: series only vLLM's V0 engine exports
+_VLLM_V0_ONLY = (*names("vllm", "v0_swapped"), *names("vllm", "v0_cpu_kv_usage"))
 
 
 def parse_metrics(text: str, source: str = "metrics.txt") -> ServerMetrics:
@@ -46,13 +47,13 @@ def parse_metrics(text: str, source: str = "metrics.txt") -> ServerMetrics:
     12.0
     """
     samples = read_samples(text, source)
-    names = list(samples.names())
+    present = list(samples.names())
     fields: dict[str, Any]
-    if any(n.startswith("vllm:") for n in names):
+    if any(n.startswith(prefix("vllm")) for n in present):
         fields = {"engine": "vllm", **_vllm(samples)}
-    elif any(n.startswith("sglang:") for n in names):
+    elif any(n.startswith(prefix("sglang")) for n in present):
         fields = {"engine": "sglang", **_sglang(samples)}
-    elif any(n.startswith("tgi_") for n in names):
+    elif any(n.startswith(prefix("tgi")) for n in present):
         fields = {"engine": "tgi", **_tgi(samples)}
     else:
         fields = {"engine": "generic"}
@@ -69,23 +70,26 @@ def parse_metrics(text: str, source: str = "metrics.txt") -> ServerMetrics:
 
 
 def _vllm(s: Samples) -> dict[str, Any]:
-    engines = label_values(s, "vllm:", "engine")
+    def v(fact: str) -> str:
+        return name("vllm", fact)
+
+    engines = label_values(s, prefix("vllm"), "engine")
     config, capacity = _vllm_cache_config(s)
     return {
         "flavor": _vllm_flavor(s, has_engine_label=bool(engines)),
-        "model_name": _model_name(s, "vllm:num_requests_running", "vllm:"),
+        "model_name": _model_name(s, v("running"), prefix("vllm")),
         "engine_count": max(len(engines), 1),
-        "queue_depth": s.sum("vllm:num_requests_waiting"),
-        "running_requests": s.sum("vllm:num_requests_running"),
+        "queue_depth": s.sum(v("queue_waiting")),
+        "running_requests": s.sum(v("running")),
         # kv_cache_usage_perc replaced gpu_cache_usage_perc in 0.9; both are fractions.
-        "kv_cache_usage_ratio": _ratio(s.max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+        "kv_cache_usage_ratio": _ratio(s.max(*names("vllm", "kv_usage"))),
         "kv_cache_capacity_tokens": capacity,
-        "preemptions_total": combine(s.counter("vllm:num_preemptions")),
-        "requests_total": combine(s.counter("vllm:request_success")),
+        "preemptions_total": combine(s.counter(v("preemptions_total"))),
+        "requests_total": combine(s.counter(v("requests_finished"))),
         "failed_requests_total": _vllm_failed(s),
-        "ttft_seconds": s.histogram("vllm:time_to_first_token_seconds"),
-        "prompt_tokens": s.histogram("vllm:request_prompt_tokens"),
-        "generation_tokens": s.histogram("vllm:request_generation_tokens"),
+        "ttft_seconds": s.histogram(v("ttft")),
+        "prompt_tokens": s.histogram(v("prompt_tokens")),
+        "generation_tokens": s.histogram(v("generation_tokens")),
         "cache_config": config,
         "gpu_memory_utilization": _label_float(config.get("gpu_memory_utilization")),
         "block_size": _label_int(config.get("block_size")),
@@ -101,16 +105,17 @@ def _vllm_flavor(s: Samples, *, has_engine_label: bool) -> str | None:
     """
     if any(s.has(n) for n in _VLLM_V0_ONLY):
         return "vllm-v0"
-    if has_engine_label or s.has("vllm:kv_cache_usage_perc"):
+    v1_name, v0_name = names("vllm", "kv_usage")
+    if has_engine_label or s.has(v1_name):
         return "vllm-v1"
-    if s.has("vllm:gpu_cache_usage_perc"):
+    if s.has(v0_name):
         return "vllm-v0"
     return None
 
 
 def _vllm_cache_config(s: Samples) -> tuple[dict[str, str], int | None]:
     """Labels of the first engine's cache_config_info, and the smallest engine's capacity."""
-    series = sorted(s.series("vllm:cache_config_info"), key=lambda ls: natural_key(ls[0].get("engine", "")))
+    series = sorted(s.series(name("vllm", "cache_config")), key=lambda ls: natural_key(ls[0].get("engine", "")))
     if not series:
         return {}, None
     capacities = [c for c in (_capacity_tokens(labels) for labels, _ in series) if c is not None]
@@ -145,23 +150,26 @@ def _vllm_failed(s: Samples) -> float | None:
 
 
 def _sglang(s: Samples) -> dict[str, Any]:
-    ranks = label_values(s, "sglang:", "dp_rank")
-    failed = s.counter("sglang:num_bootstrap_failed_reqs") + s.counter("sglang:num_transfer_failed_reqs")
+    def g(fact: str) -> str:
+        return name("sglang", fact)
+
+    ranks = label_values(s, prefix("sglang"), "dp_rank")
+    failed = s.counter(g("disagg_bootstrap_failed")) + s.counter(g("disagg_transfer_failed"))
     return {
-        "model_name": _model_name(s, "sglang:num_running_reqs", "sglang:"),
+        "model_name": _model_name(s, g("running"), prefix("sglang")),
         "engine_count": max(len(ranks), 1),
-        "queue_depth": combine_by(s.series("sglang:num_queue_reqs"), "dp_rank"),
-        "running_requests": combine_by(s.series("sglang:num_running_reqs"), "dp_rank"),
-        "kv_cache_usage_ratio": _ratio(s.max("sglang:token_usage")),
+        "queue_depth": combine_by(s.series(g("queue_waiting")), "dp_rank"),
+        "running_requests": combine_by(s.series(g("running")), "dp_rank"),
+        "kv_cache_usage_ratio": _ratio(s.max(g("kv_usage"))),
         # exported from 0.5.6 only (runbooks.catalogs.engine_metrics); before, None: the log says it
         "kv_cache_capacity_tokens": _as_int(combine_by(s.first(*names("sglang", "kv_capacity_tokens")), "dp_rank", min)),
-        "kv_cache_used_tokens": combine_by(s.series("sglang:num_used_tokens"), "dp_rank", max),
+        "kv_cache_used_tokens": combine_by(s.series(g("kv_used_tokens")), "dp_rank", max),
         "preemptions_total": _sglang_retractions(s),
-        "requests_total": combine(s.counter("sglang:num_requests")),
+        "requests_total": combine(s.counter(g("requests_finished"))),
         "failed_requests_total": combine(failed),
-        "ttft_seconds": s.histogram("sglang:time_to_first_token_seconds"),
-        "prompt_tokens": s.histogram("sglang:prompt_tokens_histogram"),
-        "generation_tokens": s.histogram("sglang:generation_tokens_histogram"),
+        "ttft_seconds": s.histogram(g("ttft")),
+        "prompt_tokens": s.histogram(g("prompt_tokens")),
+        "generation_tokens": s.histogram(g("generation_tokens")),
     }
 
 
@@ -176,24 +184,27 @@ def _sglang_retractions(s: Samples) -> float | None:
 
 
 def _tgi(s: Samples) -> dict[str, Any]:
-    failures = s.counter("tgi_request_failure")
+    def t(fact: str) -> str:
+        return name("tgi", fact)
+
+    failures = s.counter(t("request_failure"))
     overloaded = [(ls, v) for ls, v in failures if ls.get("err") == "overloaded"]
     failed, rejected = combine(failures), combine(overloaded)
     # TGI's exporter prints a counter only once it has been incremented, so next to a
     # request count, a missing failure series means none so far.
-    if s.counter("tgi_request_count"):
+    if s.counter(t("requests_finished")):
         failed = 0.0 if failed is None else failed
         rejected = 0.0 if rejected is None else rejected
     return {
-        "queue_depth": s.sum("tgi_queue_size"),
-        "running_requests": s.sum("tgi_batch_current_size"),
-        "kv_cache_capacity_tokens": _as_int(s.max("tgi_batch_max_total_tokens")),
-        "requests_total": combine(s.counter("tgi_request_count")),
+        "queue_depth": s.sum(t("queue_waiting")),
+        "running_requests": s.sum(t("running")),
+        "kv_cache_capacity_tokens": _as_int(s.max(t("kv_capacity_tokens"))),
+        "requests_total": combine(s.counter(t("requests_finished"))),
         "failed_requests_total": failed,
         "rejected_total": rejected,
         # TGI has no time-to-first-token histogram.
-        "prompt_tokens": s.histogram("tgi_request_input_length"),
-        "generation_tokens": s.histogram("tgi_request_generated_tokens"),
+        "prompt_tokens": s.histogram(t("prompt_tokens")),
+        "generation_tokens": s.histogram(t("generation_tokens")),
     }
 
 
@@ -210,12 +221,12 @@ def _generic(s: Samples) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- helpers
 
 
-def _model_name(s: Samples, preferred: str, prefix: str) -> str | None:
+def _model_name(s: Samples, preferred: str, namespace: str) -> str | None:
     for labels, _ in s.series(preferred):
         if labels.get("model_name"):
             return labels["model_name"]
-    names = label_values(s, prefix, "model_name")
-    return names[0] if names else None
+    labelled = label_values(s, namespace, "model_name")
+    return labelled[0] if labelled else None
 
 
 def _ratio(value: float | None) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runbooks.catalogs.engine_metrics import first_version, names
+from runbooks.catalogs.engine_metrics import first_version, name, names, prefix, samples
 
 ENGINES = ("vllm", "sglang", "tgi")
 
@@ -67,46 +67,46 @@ class EngineSeries:
 SERIES: dict[str, EngineSeries] = {
     "vllm": EngineSeries(
         engine="vllm",
-        prefix="vllm:",
-        # V1 (0.9+) and V0 / early V1; both exported by 0.9-0.10, with the same value
-        kv_usage="vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc",
+        prefix=prefix("vllm"),
+        # V1 (0.9+) and V0 / early V1; both exported by 0.9-0.11, with the same value
+        kv_usage=samples("vllm", "kv_usage"),
         kv_ratio=None,
-        queue="vllm:num_requests_waiting",
+        queue=samples("vllm", "queue_waiting"),
         queue_distinct=None,
-        preemptions="vllm:num_preemptions_total",
+        preemptions=samples("vllm", "preemptions_total"),
         preemptions_gauge=None,
-        ttft_buckets="vllm:time_to_first_token_seconds_bucket",
-        prompt_buckets="vllm:request_prompt_tokens_bucket",
-        generation_buckets="vllm:request_generation_tokens_bucket",
+        ttft_buckets=samples("vllm", "ttft"),
+        prompt_buckets=samples("vllm", "prompt_tokens"),
+        generation_buckets=samples("vllm", "generation_tokens"),
         model_label="model_name",
         # vLLM queues what it cannot hold rather than refusing it: a request ends aborted (the
         # client or a gateway gave up) or, from 0.13, in an engine error
-        rejects=_counter(names("vllm", "finished_error")[0].partition("{")[0]),
+        rejects=samples("vllm", "requests_finished"),
         rejects_matchers=('finished_reason=~"abort|error"',),
         rejects_by="finished_reason",
-        presence="vllm:num_requests_running|vllm:num_requests_waiting|vllm:cache_config_info",
+        presence=samples("vllm", "running", "queue_waiting", "cache_config"),
         preallocates=True,
         errors_counted_since=first_version("vllm", "finished_error"),
     ),
     "sglang": EngineSeries(
         engine="sglang",
-        prefix="sglang:",
-        kv_usage="sglang:token_usage",
+        prefix=prefix("sglang"),
+        kv_usage=samples("sglang", "kv_usage"),
         kv_ratio=None,
-        queue="sglang:num_queue_reqs",
+        queue=samples("sglang", "queue_waiting"),
         # with --enable-metrics-for-all-schedulers every TP rank reports its DP rank's queue
         queue_distinct=("dp_rank",),
         preemptions=_counter(names("sglang", "retractions_total")[0]),
         preemptions_gauge=names("sglang", "retractions_last_interval")[0],
-        ttft_buckets="sglang:time_to_first_token_seconds_bucket",
+        ttft_buckets=samples("sglang", "ttft"),
         # only with --collect-tokens-histogram
-        prompt_buckets="sglang:prompt_tokens_histogram_bucket",
-        generation_buckets="sglang:generation_tokens_histogram_bucket",
+        prompt_buckets=samples("sglang", "prompt_tokens"),
+        generation_buckets=samples("sglang", "generation_tokens"),
         model_label="model_name",
-        rejects="sglang:num_aborted_requests_total",
+        rejects=samples("sglang", "aborted"),
         rejects_matchers=(),
         rejects_by=None,
-        presence="sglang:num_running_reqs|sglang:num_queue_reqs|sglang:token_usage",
+        presence=samples("sglang", "running", "queue_waiting", "kv_usage"),
         preallocates=True,
         # the counter from 0.5.7, the per-interval gauge from 0.5.2; 0.4.10-0.5.1 only a
         # running-total gauge, before 0.4.10 nothing
@@ -114,24 +114,24 @@ SERIES: dict[str, EngineSeries] = {
     ),
     "tgi": EngineSeries(
         engine="tgi",
-        prefix="tgi_",
+        prefix=prefix("tgi"),
         kv_usage=None,
         # no usage gauge: the current batch's token reservation against the KV token budget
-        kv_ratio=(names("tgi", "kv_batch_tokens")[0], names("tgi", "kv_capacity_tokens")[0]),
-        queue="tgi_queue_size",
+        kv_ratio=(name("tgi", "kv_batch_tokens"), name("tgi", "kv_capacity_tokens")),
+        queue=samples("tgi", "queue_waiting"),
         queue_distinct=None,
         preemptions=None,
         preemptions_gauge=None,
         ttft_buckets=None,
-        prompt_buckets="tgi_request_input_length_bucket",
-        generation_buckets="tgi_request_generated_tokens_bucket",
+        prompt_buckets=samples("tgi", "prompt_tokens"),
+        generation_buckets=samples("tgi", "generation_tokens"),
         model_label=None,
         # counters without `_total` (metrics-exporter-prometheus); err="overloaded" is the
         # queue refusing, "validation" a request over the length limits
-        rejects="tgi_request_failure",
+        rejects=samples("tgi", "request_failure"),
         rejects_matchers=(),
         rejects_by="err",
-        presence="tgi_queue_size|tgi_batch_current_size|tgi_batch_max_total_tokens|tgi_request_count",
+        presence=samples("tgi", "queue_waiting", "running", "kv_capacity_tokens", "requests_finished"),
         preallocates=True,
         missing={"preemptions_rising": "tgi_no_preemption", "ttft_p99_high": "tgi_no_ttft"},
         # tgi_batch_max_total_tokens is set by the v3 backend from 2.3.1 only

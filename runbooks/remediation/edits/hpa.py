@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runbooks.catalogs.engine_metrics import name
 from runbooks.model.changes import HpaOnQueueDepth, Scale
 from runbooks.model.errors import UsageError
 from runbooks.model.phrases import Phrase
@@ -22,7 +23,7 @@ from runbooks.remediation.edits.reader import ContainerReader
 from runbooks.remediation.value_ranges import check_option
 
 #: the engine's queue metric (requests waiting), as its /metrics names it
-QUEUE_METRIC = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs", "tgi": "tgi_queue_size"}
+QUEUE_METRIC = {engine: name(engine, "queue_waiting") for engine in ("vllm", "sglang", "tgi")}
 HPA_KIND = "HorizontalPodAutoscaler"
 
 
