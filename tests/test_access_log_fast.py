@@ -233,7 +233,9 @@ def test_processes_that_cannot_start_leave_the_scan_to_this_process(tmp_path, mo
         def __init__(self, *args, **kwargs):
             raise OSError("no processes here")
 
-    monkeypatch.setattr(fast, "ProcessPoolExecutor", NoProcesses)
+    import concurrent.futures
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoProcesses)  # fast.py imports it when it splits
     path = tmp_path / "access.log"
     path.write_text("\n".join(_runbook_lines(5000)) + "\n")
     scan = scan_access_log(path, workers=2)

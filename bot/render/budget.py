@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.render.assumptions import assumed_line as assumed_line
+from bot.render.assumptions import assumption_reasons as assumption_reasons
+from bot.render.assumptions import flag_value as _flag_value
 from bot.render.i18n import Catalog
 from bot.render.templating import environment
 from bot.render.terminal import cells, ljust
@@ -148,32 +151,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _flag_value(value: Any) -> str:
-    """A flag value as it is typed on a command line."""
-    if value is None:
-        return "default"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def _version(inp: BudgetInputs, b: Budget) -> str:
     assumed = b.assumption("engine_version")
     return inp.engine_version or (f"{assumed.value}?" if assumed else "?")
-
-
-def assumption_reasons(b: Budget) -> dict[str, Any]:
-    """Each default a budget assumed, for the JSON: {name: {value, why (the reason id), params}}."""
-    return {name: {"value": a.value, "why": a.why, "params": dict(a.params)} for name, a in b.assumptions}
-
-
-def assumed_line(cat: Catalog, name: str, a: Any, with_name: bool = True) -> str:
-    """A setting the budget assumed (`runbooks.model.budget.Assumed`) and why, in words:
-    "max_num_seqs = 1024 (vLLM V1 API server default on >= 70 GiB non-A100 GPUs)"; without the
-    name, the value and why alone."""
-    why = cat.t(f"budget_why.{a.why}", dict(a.params))
-    value = cat.t("budget_cli.assumed_value", value=_flag_value(a.value), why=why)
-    return cat.t("budget_cli.assumed_line", name=name, value=value) if with_name else value
 
 
 def verdict_line(cat: Catalog, b: Budget) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.render.budget import assumed_line, assumption_reasons
+from bot.render.assumptions import assumed_line, assumption_reasons
 from bot.render.i18n import Catalog
 from bot.render.managers import managers_json
 from bot.render.wording import cause_title, engine_catalog, issues_json

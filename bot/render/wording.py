@@ -8,14 +8,13 @@ from typing import Any
 
 from bot.render.i18n import Catalog
 from runbooks.alerts.engines import SERIES
-from runbooks.catalogs.engine_flags import role_flag
+from runbooks.catalogs.engine_flags import ROLES, role_flag
 from runbooks.catalogs.engine_metrics import eviction_term
 from runbooks.model.changes import from_stored
 from runbooks.model.evidence import ReadIssue
 from runbooks.model.phrases import Phrase, phrase_of
 from runbooks.model.report import Action, Fact
 from runbooks.model.units import pct as pct  # the one pct; renderers import it from here too
-from runbooks.remediation.solver import ENGINE_FLAGS
 
 #: the roles a message names by the deployed engine's own flag: `--{length_flag}` is vLLM's
 #: --max-model-len, SGLang's --context-length, TGI's --max-total-tokens
@@ -34,7 +33,7 @@ def engine_words(engine: str | None) -> dict[str, str]:
 
     """
     name = (engine or "vllm").lower()
-    name = name if name in ENGINE_FLAGS else "vllm"
+    name = name if name in ROLES else "vllm"
     words = {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
     # the queue series, from the metric table the alert rules use
     words["queue_metric"] = SERIES[name].queue
@@ -233,10 +232,15 @@ def counted(cat: Catalog, key: str, count: int, params: dict[str, Any] | None = 
     return cat.t(one if count == 1 and cat.has(one) else key, params, count=count, **more)
 
 
+def _concurrency_flag(engine: str | None) -> str:
+    """The flag that caps how many requests `engine` runs at once (vLLM's where not known)."""
+    return role_flag((engine or "vllm").lower(), "concurrency") or role_flag("vllm", "concurrency") or ""
+
+
 def concurrency_limit_text(cat: Catalog, engine: str | None, limit: str, kv: int, seqs: int | None,
                            length: int | None) -> str:
     """Why a pod runs no more requests at once: the engine's cap (its own flag) or the KV cache."""
-    flag = ENGINE_FLAGS.get((engine or "vllm").lower(), ENGINE_FLAGS["vllm"])[1]
+    flag = _concurrency_flag(engine)
     key = limit if limit == "max_num_seqs" or seqs else "kv_cache_no_cap"
     return cat.t(f"concurrency.limit.{key}", flag=flag, seqs=seqs, kv=kv, length=length)
 
@@ -259,7 +263,7 @@ def concurrency_short(cat: Catalog, engine: str | None, count: int, limit: str) 
     >>> concurrency_short(Catalog.load("zh"), "sglang", 64, "kv_cache")
     '64（KV 缓存）'
     """
-    flag = ENGINE_FLAGS.get((engine or "vllm").lower(), ENGINE_FLAGS["vllm"])[1]
+    flag = _concurrency_flag(engine)
     return cat.t("concurrency.short.cell", count=count, limit=cat.t(f"concurrency.short.{limit}", flag=flag))
 
 

@@ -19,17 +19,14 @@ never held whole: it is counted as skipped, as the reference reader counts it.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from os import PathLike
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -41,6 +38,9 @@ from runbooks.model.evidence import RequestProfile
 from runbooks.model.units import MIB
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 #: files smaller than this are scanned in this process (starting workers costs more)
 PARALLEL_MIN_BYTES = 32 * MIB
@@ -98,6 +98,10 @@ def scan_access_log(path: str | PathLike[str], source: str = "access.log", *, wo
 def _scan_ranges(path: str, ranges: list[tuple[int, int]], detail: bool) -> list[BlockTally] | None:
     """Each range in its own process; None when processes cannot be started or die (then the
     caller scans here)."""
+    # imported here: a file too small to split (every bundle's) never needs a process pool
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with ProcessPoolExecutor(max_workers=len(ranges), mp_context=_pool_context()) as pool:
             futures = [pool.submit(_scan_range, path, start, end, detail) for start, end in ranges]
@@ -109,6 +113,8 @@ def _scan_ranges(path: str, ranges: list[tuple[int, int]], detail: bool) -> list
 def _pool_context() -> multiprocessing.context.BaseContext:
     """fork (workers start at once) unless other threads run here: forking a threaded process
     can copy a lock some thread holds, so then workers are spawned fresh."""
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
