@@ -53,7 +53,13 @@ from runbooks.sizing.kv import (
     request_kv_bytes,
     window_layers,
 )
-from runbooks.sizing.weights import LORA_DEFAULT_RANK, is_multimodal, lora_bytes, weights_bytes
+from runbooks.sizing.weights import (
+    LORA_DEFAULT_RANK,
+    is_multimodal,
+    lora_bytes,
+    mxfp4_marlin_padding_bytes,
+    weights_bytes,
+)
 
 _TRY_V0 = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
 
@@ -202,6 +208,8 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
                  notes: Notes) -> float:
     weights = weights_bytes(model, setup.dtype, setup.quantization, setup.tp, setup.pp) / GIB
     weights += rotary_cache_gib(model, elem)
+    capability = setup.gpu.compute_capability if setup.gpu is not None else None
+    weights += mxfp4_marlin_padding_bytes(model, setup.quantization, capability, setup.tp) / GIB
     if model.is_mla and vllm_has_mla(version):
         layers = layers_per_stage(model, setup.pp)
         heads = (model.num_attention_heads or 0) / setup.tp

@@ -198,6 +198,37 @@ def weights_bytes(model: ModelSpec, dtype: str | None = None, quantization: str 
     return max(0.0, layers_bytes + max(embed, lm_head if not model.tie_word_embeddings else embed))
 
 
+#: vLLM's Marlin kernels for MXFP4 experts (cards below compute capability 9.0, where the
+#: Triton kernels do not run) pad each expert's intermediate size to a multiple of 128 and the
+#: hidden size to 256 (`quantization/mxfp4.py:189-200@0.11.0`,
+#: `fused_moe/oracle/mxfp4.py:380-385@0.19.0`); Triton on 9.0-10.x pads the intermediate to 64
+MARLIN_MXFP4_PAD = (128, 256)
+
+
+def mxfp4_marlin_padding_bytes(model: ModelSpec, quantization: str | None, capability: tuple[int, int] | None,
+                               tp: int = 1) -> float:
+    """Bytes vLLM adds to MXFP4 expert weights by padding them for its Marlin kernels (0 when
+    the card runs the Triton kernels, its capability is not known, or the experts are not MXFP4).
+
+    >>> from runbooks.catalogs.models import find_model
+    >>> from runbooks.model.units import GIB
+    >>> round(mxfp4_marlin_padding_bytes(find_model("openai/gpt-oss-20b"), None, (8, 0)) / GIB, 2)
+    0.85
+    """
+    quant = (quantization or model.quantization or "").lower()
+    if quant != "mxfp4" or capability is None or capability >= (9, 0) or not model.num_experts:
+        return 0.0
+    inter = (model.moe_intermediate_size or model.intermediate_size or 0) / max(1, tp)
+    hidden = model.hidden_size or 0
+    if inter <= 0 or hidden <= 0:
+        return 0.0
+    pad_inter, pad_hidden = MARLIN_MXFP4_PAD
+    factor = (math.ceil(inter / pad_inter) * pad_inter / inter) * (math.ceil(hidden / pad_hidden) * pad_hidden / hidden)
+    bits = model.quant_bits if model.quantization and model.quantization.lower() == "mxfp4" else quant_bits_default(quant)
+    q_bytes = quantized_bytes_per_param(quant, bits) or 0.0
+    return param_breakdown(model).experts * q_bytes / max(1, tp) * (factor - 1)
+
+
 def _padded_vocab(model: ModelSpec) -> int:
     vocab = model.vocab_size or 0
     return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING

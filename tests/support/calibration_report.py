@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from runbooks.catalogs.gpus import find_gpu
 from runbooks.catalogs.models import find_model
 from runbooks.model.evidence import ModelSpec
 from runbooks.sizing.budget import Budget, BudgetInputs, compute_budget
@@ -133,6 +134,75 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
     "vllm-12569-llama31-70b-w8a8-v1-80gb": (
         {"engine_version": "0.7.1", "gpu_name": "H100", "use_v1": True},
         "a V1 (VLLM_USE_V1=1) build of 2025-01-30, between 0.7.0 and 0.7.1; the 80GB-class card is inferred"),
+    # the second batch for issue 21 (not tuned on); versions from the log tags, read in each
+    # release's source (the line of the logger call: gpu_worker.py "Available KV cache memory",
+    # kv_cache_utils.py "GPU KV cache size", gpu_model_runner.py "Model loading took")
+    "vllm-33263-qwen3-1.7b-24gb": (
+        {"engine_version": "0.14.0", "gpu_total_gib": 23.58},
+        "tags gpu_worker.py:358 and kv_cache_utils.py:1305 are 0.14.0-0.14.1's (:359 and :1305 in their source); "
+        "the card is a '24 GB GPU', not named: 23.58 GiB, what CUDA reports for an RTX 3090 (an RTX 4090 or A5000 "
+        "reports 23.55-23.57)"),
+    "vllm-pr24577-qwen3-0.6b-a100": (
+        {"engine_version": "0.10.2", "gpu_name": "A100 80GB"},
+        "a main build of 2025-09-10 (gpu_worker.py:276 as 0.10.1, kv_cache_utils.py:864 as 0.10.2, released "
+        "2025-09-13): read as 0.10.2; lm-eval's vLLM wrapper passes gpu_memory_utilization 0.9; 69.66 GiB of KV "
+        "fits only the 80 GB A100"),
+    "vllm-22177-qwen3-coder-30b-a3b-8x24gb-tp8": (
+        {"engine_version": "0.10.0", "gpu_name": "RTX A5000"},
+        "issue of about 2025-08-04 with torch 2.7.1 (vLLM 0.10.0 was the release then; 0.10.1 came on 2025-08-18); "
+        "24564 MiB Ampere cards in nvidia-smi are RTX A5000s (an RTX 3090 shows 24576 MiB); expert parallel over "
+        "the 8 TP ranks shards the experts as TP does"),
+    "vllm-27508-gpt-oss-120b-h100-fail": (
+        {"engine_version": "0.11.0", "gpu_name": "H100", "gpu_total_gib": 79.11, "max_num_batched_tokens": 1024},
+        "comment of 2025-10-31, torch 2.8.0, gpu_worker.py:298 (0.10.2 and 0.11.0; 0.11.0 was the release then); "
+        "--max-num-batched-tokens 1024 from the posted command"),
+    "vllm-qwen3repo16-qwen1.5-7b-gptq-int4-rtx3090-fail": (
+        {"engine_version": "0.3.0", "gpu_name": "RTX 3090", "model": "Qwen/Qwen2.5-7B-Instruct",
+         "model_config": {"name": "Qwen/Qwen1.5-7B-Chat-GPTQ-Int4", "architecture": "Qwen2ForCausalLM",
+                          "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 32,
+                          "head_dim": 128, "vocab_size": 151936, "intermediate_size": 11008, "num_params": 7.72e9,
+                          "max_position_embeddings": 32768, "tie_word_embeddings": False, "sliding_window": None,
+                          "quantization": "gptq", "quant_bits": 4}},
+        "posted 2024-02-06, a week after vLLM 0.3.0; Qwen1.5-7B's published config (32 layers, 32 query and "
+        "32 KV heads of 128, hidden 4096, MLP 11008, vocabulary 151936, untied embeddings, 7.72B parameters) "
+        "in 4-bit GPTQ"),
+    "vllm-myoceane-gpt-oss-20b-a100": (
+        {"gpu_name": "A100 80GB"},
+        "the banner says 0.19.0; 13.72 + 36.56 GiB is more than 0.65 of a 40 GB card: the 80 GB A100"),
+    "sglang-docs-send-request-llama3.1-8b-80gb": (
+        {"engine_version": "0.4.1", "gpu_total_gib": 79.11, "free_gib": 78.81, "mem_fraction_static": 0.88},
+        "SGLang's quick-start notebook as of 2025-01-23 (0.4.1, before 0.4.2's '#tokens' KV line); 78.81 GB "
+        "available before the weights on an 80 GB-class card (H100: 79.11 GiB; an A100's 79.15 moves the pool by "
+        "0.005 GiB); mem_fraction_static 0.88 as its server_args print"),
+    "sglang-jerryzsj-r1-distill-qwen-7b-rtx3090": (
+        {"engine_version": "0.4.2", "gpu_name": "RTX 3090", "free_gib": 22.76, "mem_fraction_static": 0.88},
+        "log of 2025-02-04 (SGLang 0.4.2); 22.76 GB available before the weights; mem_fraction_static 0.88 as "
+        "its server_args print"),
+    "tgi-2083-mixtral-8x22b-4xh100": (
+        {"gpu_name": "H100", "max_input_tokens": 35000, "max_batch_prefill_tokens": 35000,
+         "model": "meta-llama/Meta-Llama-3.1-70B-Instruct",
+         "model_config": {"name": "mistralai/Mixtral-8x22B-Instruct-v0.1", "architecture": "MixtralForCausalLM",
+                          "num_layers": 56, "hidden_size": 6144, "num_attention_heads": 48, "num_kv_heads": 8,
+                          "head_dim": 128, "vocab_size": 32768, "intermediate_size": 16384, "num_params": 140.6e9,
+                          "active_params": 39.1e9, "num_experts": 8, "experts_per_token": 2,
+                          "moe_intermediate_size": 16384, "max_position_embeddings": 65536,
+                          "tie_word_embeddings": False, "sliding_window": None}},
+        "the issue's settings (MAX_INPUT_LENGTH 35000, MAX_BATCH_PREFILL_TOKENS 35000, MAX_TOTAL_TOKENS 36864, "
+        "NUM_SHARD 4) on 4 x H100 ('70GB HBM3' as written); Mixtral-8x22B's published config (56 layers, 48 query "
+        "and 8 KV heads of 128, hidden 6144, 8 experts of 16384, 2 per token, vocabulary 32768, 141B parameters, "
+        "39B active)"),
+    "tgi-792-vicuna-13b-16k-2xa10g-fail": (
+        {"engine_version": "0.9.3", "gpu_name": "A10G", "max_input_tokens": 10000, "max_batch_prefill_tokens": 10000,
+         "max_batch_total_tokens": 16000, "model": "meta-llama/Llama-2-70b-hf",
+         "model_config": {"name": "lmsys/vicuna-13b-v1.5-16k", "architecture": "LlamaForCausalLM",
+                          "num_layers": 40, "hidden_size": 5120, "num_attention_heads": 40, "num_kv_heads": 40,
+                          "head_dim": 128, "vocab_size": 32000, "intermediate_size": 13824, "num_params": 13.02e9,
+                          "max_position_embeddings": 16384, "tie_word_embeddings": False, "sliding_window": None}},
+        "SageMaker deployment of 2023-08-08 (TGI 1.0.0, released 2023-07-28, was current); SM_NUM_GPUS 2; the "
+        "settings posted (MAX_INPUT_LENGTH 10000, MAX_BATCH_PREFILL_TOKENS 10000, MAX_TOTAL_TOKENS 15000) and the "
+        "16000 max-batch-total-tokens the error names (1.0's default); vicuna-13b-v1.5-16k is Llama 2 13B (40 "
+        "layers of 40 heads of 128, no grouped KV, hidden 5120, MLP 13824, vocabulary 32000) with linear RoPE "
+        "scaling x4 to 16384 positions"),
 }
 
 #: case id -> {"kv" | "weights" | "failure": why that figure is kept out of the gate}
@@ -198,6 +268,27 @@ EXCLUDED: dict[str, dict[str, str]] = {
                    "GQA cache (one KV head per shard, 0.62 GiB) leave ~4 GiB of 22 free at warm-up; TGI 0.9 words "
                    "any warm-up exception this way and the thread holds no memory figure, so the cause is not "
                    "shown to be memory (a cache sized per attention head, 8x larger, would fail: unverified)"},
+    # the second batch for issue 21: what the engines' source read so far does not explain
+    "vllm-27508-gpt-oss-120b-h100-fail": {
+        "kv": "73.44 GiB in use outside the cache (0.95 x 79.11 - 1.71) against 67.8 predicted (60.78 of weights, "
+              "6.5 of profile); on an H100 with torch 2.8 vLLM 0.11.0 runs MXFP4 experts through the Triton kernels, "
+              "which pad 2880 to nothing (quantization/mxfp4.py:95-102, :225@0.11.0); the thread shows neither the "
+              "weights line nor the profile, so which of the two is short is not known",
+        "failure": "predicted to start with 7.74 GiB of KV for the 4.54 GiB one sequence needs; follows the KV gap",
+    },
+    "tgi-2083-mixtral-8x22b-4xh100": {
+        "kv": "42,768 tokens (2.28 GiB) printed against 75,680 (4.04 GiB): 1.85 GiB more in use after the warm-up "
+              "than the weights, the 36,864-token warm-up request and a 35,000-token prefill (MoE caches of "
+              "vLLM's fused_moe, logits and log-softmax over the whole batch) account for; TP4's logits gather "
+              "(a list of per-rank outputs and their concatenation, layers.py TensorParallelHead@v2.0.4) adds "
+              "about 0.5 GiB of it; the rest is not found",
+    },
+    "tgi-792-vicuna-13b-16k-2xa10g-fail": {
+        "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
+                   "tokens of KV (6.2 GiB per shard) and prefills 10,000: 20.2 GiB predicted against the 21.7 GiB "
+                   "torch may use, yet it failed; the logits gather over two ranks adds ~0.3 GiB, the remaining "
+                   "~1.2 GiB is not found",
+    },
 }
 
 #: case id -> (KV figure to compare instead of the token count, why)
@@ -266,6 +357,8 @@ def case_inputs(case: dict[str, Any]) -> tuple[ModelSpec, BudgetInputs]:
         "gpu_memory_utilization": case["gpu_memory_utilization"], "max_num_seqs": case["max_num_seqs"],
     }
     fields.update(notes)
+    if fields["gpu_total_gib"] is None and fields.get("gpu_name"):  # what CUDA reports for the card named
+        fields["gpu_total_gib"] = find_gpu(fields["gpu_name"]).total_gib
     return model, BudgetInputs(**fields)
 
 
