@@ -93,9 +93,24 @@ def test_tgi3_reserves_one_minus_fraction_times_wiggle_of_the_card(version):
 
 def test_tgi3_70b_on_two_h100s_gets_far_less_kv_than_the_2x_formula():
     by_version = {v: round(_tgi_70b_on_two_h100s(v).kv_cache_gib, 2) for v in ("2.4.1", "3.0.0", "3.1.0", "3.3.7")}
-    # 2.4.1: 0.90 x what is free; 3.x: what is free less 5%, 7% and 10% of the card
-    assert by_version == {"2.4.1": 8.72, "3.0.0": 5.62, "3.1.0": 4.03, "3.3.7": 1.66}
+    # 2.4.1: 0.90 x what is free; 3.x: what is free less 5%, 7% and 10% of the card (at TP 2 the
+    # warm-up holds a third full copy of its logits, tgi_logit_copies: 0.98 GiB less than at TP 1)
+    assert by_version == {"2.4.1": 7.82, "3.0.0": 4.64, "3.1.0": 3.05, "3.3.7": 0.68}
     assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).failure_id == "tgi_max_total_tokens_oom"
+
+
+def test_at_tp_above_1_the_warm_up_holds_a_third_copy_of_its_logits():
+    from runbooks.sizing.activation import forward_peak_bytes, logits_bytes
+    from runbooks.sizing.tgi import tgi_logit_copies
+
+    assert (tgi_logit_copies(1), tgi_logit_copies(2), tgi_logit_copies(8)) == (2, 3, 3)
+    for tp in (1, 2):
+        b = compute_budget(LLAMA31_70B, BudgetInputs(engine="tgi", engine_version="3.3.7", gpu_total_gib=79.19,
+                                                      gpu_name="H100", tp=tp))
+        tokens = b.max_num_batched_tokens
+        expected = forward_peak_bytes(LLAMA31_70B, tokens, tp, "bfloat16") + (2 if tp == 1 else 3) * logits_bytes(
+            LLAMA31_70B, tokens, 2)
+        assert b.activation_gib == pytest.approx(expected / 2**30, rel=1e-9), tp
 
 
 def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():

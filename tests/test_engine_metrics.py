@@ -41,7 +41,10 @@ def _named_by_hand(root: Path = ROOT) -> list[str]:
         for path in sorted((root / package).rglob("*.py")):
             if path == TABLE:
                 continue
-            tree = ast.parse(path.read_text(), str(path))
+            text = path.read_text()
+            if not pattern.search(text):  # most modules name none: parse only those that might
+                continue
+            tree = ast.parse(text, str(path))
             skip = _docstrings(tree)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:

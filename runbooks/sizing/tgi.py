@@ -120,12 +120,13 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, version, prompt, max_total) / block_size)
                       for prompt in prompts)
     elem = dtype_bytes(setup.dtype)
-    # prefill log-probabilities over the whole warm-up batch: logits and their log-softmax,
-    # on top of the forward pass's cached blocks
+    # prefill log-probabilities over the whole warm-up batch (the router's warm-up asks for them,
+    # router/client/src/client.rs:134@v0.9.3 to backends/client/src/v3/client.rs:181@v2.3.1 and
+    # on): logits and their log-softmax, on top of the forward pass's cached blocks
     forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype)
     if _awq_split_k(version, setup.quantization or model.quantization):
         forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
-    activation = (forward + 2 * logits_bytes(model, prefill_tokens, elem)) / GIB
+    activation = (forward + tgi_logit_copies(setup.tp) * logits_bytes(model, prefill_tokens, elem)) / GIB
     graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
         cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm
@@ -201,6 +202,19 @@ def awq_split_k_peak_bytes(model: ModelSpec, tokens: int, tp: int, elem: float) 
 def _awq_split_k(version: tuple[int, int, int], quantization: str | None) -> bool:
     low, high = TGI_AWQ_SPLIT_K_RANGE
     return bool(quantization) and quantization.lower() == "awq" and low <= version < high
+
+
+def tgi_logit_copies(tp: int) -> int:
+    """Full logits tensors of the warm-up batch alive at once: the logits and their log-softmax;
+    at TP > 1 one more, because the LM head gathers the shards' logits into a transposed view
+    (`TensorParallelHead.forward`, `utils/layers.py@v0.9.0`-`v1.4.5`,
+    `layers/tensor_parallel.py:88-104@v3.3.7`: `return world_out.T`) and `torch.log_softmax`
+    over its last dimension first makes it contiguous.
+
+    >>> tgi_logit_copies(1), tgi_logit_copies(4)
+    (2, 3)
+    """
+    return 2 if tp <= 1 else 3
 
 
 def _warmup_request_tokens(regime: str, version: tuple[int, int, int], prompt: int, max_total: int | None) -> int:

@@ -277,17 +277,16 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "failure": "predicted to start with 7.74 GiB of KV for the 4.54 GiB one sequence needs; follows the KV gap",
     },
     "tgi-2083-mixtral-8x22b-4xh100": {
-        "kv": "42,768 tokens (2.28 GiB) printed against 75,680 (4.04 GiB): 1.85 GiB more in use after the warm-up "
-              "than the weights, the 36,864-token warm-up request and a 35,000-token prefill (MoE caches of "
-              "vLLM's fused_moe, logits and log-softmax over the whole batch) account for; TP4's logits gather "
-              "(a list of per-rank outputs and their concatenation, layers.py TensorParallelHead@v2.0.4) adds "
-              "about 0.5 GiB of it; the rest is not found",
+        "kv": "37,680 tokens predicted against 42,768 printed (-11.9%; +77.0% on the first run, before the TP > 1 "
+              "logits copy, sizing/tgi.py tgi_logit_copies): the copy log_softmax makes of the gathered, transposed "
+              "logits is 2.14 GiB here, and the warm-up's MoE caches (vLLM's fused_moe as TGI 2.0.4 vendors it) are "
+              "priced from vLLM's chunked kernel; which of the two is 0.27 GiB high is not known",
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
                    "tokens of KV (6.2 GiB per shard) and prefills 10,000: 20.2 GiB predicted against the 21.7 GiB "
-                   "torch may use, yet it failed; the logits gather over two ranks adds ~0.3 GiB, the remaining "
-                   "~1.2 GiB is not found",
+                   "torch may use (20.8 with the contiguous copy of the gathered logits at TP 2), yet it failed; "
+                   "the remaining ~0.9 GiB is not found",
     },
 }
 
