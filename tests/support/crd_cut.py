@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
+from tests.support import yaml_c
 
 CONTAINER = ["name", "image", "args", "command", "env", "resources"]
 def pod(prefix):
@@ -73,7 +73,7 @@ def _small(c):
     return len(json.dumps(c)) < 6000
 def main() -> None:
     for key, (group, version, kind, repo, tag, src, keep, out) in SPECS.items():
-        d = yaml.safe_load(Path(f"{key}.yaml").read_text(encoding="utf-8"))
+        d = yaml_c.safe_load(Path(f"{key}.yaml").read_text(encoding="utf-8"))
         v = next(v for v in d["spec"]["versions"] if v["name"] == version)
         s = v["schema"]["openAPIV3Schema"]
         spec = convert(s["properties"]["spec"], "spec", set(keep), False)

@@ -78,9 +78,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import yaml
-
 from tests.support import fake_kube_rules as rules
+from tests.support import yaml_c
 from tests.support.loopback import LoopbackHTTPServer, LoopbackServer
 
 USER = "system:serviceaccount:gpumem:gpumem"
@@ -117,7 +116,7 @@ class Request:
         try:
             return json.loads(self.body)
         except ValueError:
-            return yaml.safe_load(self.body)
+            return yaml_c.safe_load(self.body)
 
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tests.support import yaml_c
+
 #: kind -> (group, preferred version, plural resource, namespaced)
 KINDS: dict[str, tuple[str, str, str, bool]] = {
     "Pod": ("", "v1", "pods", True),
@@ -693,7 +695,7 @@ def decode_object(kind: str, version: str, group: str, text: str, content_type: 
     summary = text[:30] + (" ..." if len(text) > 30 else "")
     unrecognized = f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: "
     try:
-        doc = yaml.safe_load(text) if base == "application/yaml" else _loads(text)
+        doc = yaml_c.safe_load(text) if base == "application/yaml" else _loads(text)
     except (_BadJSON, yaml.YAMLError) as e:
         raise Refusal(400, bad_request(f"{unrecognized}{e} ({summary})")) from None
     if not isinstance(doc, dict):

@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client as k8s
 
 from collectors.kube.client import make_api_client
+from tests.support import yaml_c
 from tests.support.fake_engines import FakeEngine
 from tests.support.fake_kube import FakeKube, ManualClock
 
@@ -52,7 +53,7 @@ class Scenario:
 
 def load_objects(path: Path) -> list[dict[str, Any]]:
     objects = []
-    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+    for doc in yaml_c.safe_load_all(path.read_text(encoding="utf-8")):
         if not doc:
             continue
         if str(doc.get("kind", "")).endswith("List"):
@@ -71,7 +72,7 @@ def load_scenario(kube: FakeKube, name: str, engines: dict[str, FakeEngine] | No
     """
     folder = SCENARIOS / name
     objects = load_objects(folder / "objects.yaml")
-    spec = yaml.safe_load((folder / "scenario.yaml").read_text(encoding="utf-8")) if (folder / "scenario.yaml").exists() else {}
+    spec = yaml_c.safe_load((folder / "scenario.yaml").read_text(encoding="utf-8")) if (folder / "scenario.yaml").exists() else {}
     engines = {} if engines is None else engines
     namespaces = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Pod"}
     for pod_name, served in (spec or {}).get("metrics", {}).items():
@@ -145,7 +146,7 @@ def write_kubeconfig(path: Path, clusters: Mapping[str, str], current: str | Non
 
 def rbac_rules(kind: str = "ClusterRole", manifest: Path = RBAC_MANIFEST) -> list[dict[str, Any]]:
     """The rules of the first ClusterRole (or Role) in a manifest (the reader's by default)."""
-    for doc in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
+    for doc in yaml_c.safe_load_all(manifest.read_text(encoding="utf-8")):
         if doc and doc.get("kind") == kind:
             return list(doc.get("rules") or [])
     raise AssertionError(f"no {kind} in {manifest}")

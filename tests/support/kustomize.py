@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.support import yaml_c
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 SUPPORTED_FIELDS = frozenset({"apiVersion", "kind", "namespace", "labels", "resources", "components",
@@ -116,7 +116,7 @@ def load_kustomization(directory: Path) -> dict[str, Any]:
     for name in KUSTOMIZATION_FILES:
         path = directory / name
         if path.is_file():
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            doc = yaml_c.safe_load(path.read_text(encoding="utf-8")) or {}
             unknown = set(doc) - SUPPORTED_FIELDS
             if unknown:
                 raise Unsupported(f"{path}: {', '.join(sorted(unknown))}")
@@ -136,7 +136,7 @@ def _accumulate(directory: Path, acc: _Build, component: bool) -> None:
         if path.is_dir():
             _accumulate(path, own, component=False)
         else:
-            for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            for doc in yaml_c.safe_load_all(path.read_text(encoding="utf-8")):
                 if doc:
                     own.add(Resource(doc, origin=str(path)))
     for entry in k.get("components") or []:
@@ -257,7 +257,7 @@ def _patch(directory: Path, entry: dict[str, Any], resources: list[Resource]) ->
     if unknown:
         raise Unsupported(f"patches: {', '.join(sorted(unknown))}")
     text = (directory / entry["path"]).read_text(encoding="utf-8") if "path" in entry else entry["patch"]
-    body = yaml.safe_load(text)
+    body = yaml_c.safe_load(text)
     target = entry.get("target")
     if isinstance(body, list):
         if not target:

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 import requests
 import yaml
 
+from tests.support import yaml_c
 from tests.support.loopback import LoopbackServer
 from tests.support.prom_harness import (
     STEP_S,
@@ -315,7 +316,7 @@ def backfill_recording_rules(rules: Path, data: Path, workdir: Path, start_s: in
     data, where a rule's own results are not yet (a rule over another rule of the group, as the
     KV peak over the KV gauge, would read nothing): so first the rules over the raw series, then,
     served with their blocks, the rules over those, in as many rounds as the chain is long."""
-    groups = yaml.safe_load(rules.read_text())["groups"]
+    groups = yaml_c.safe_load(rules.read_text())["groups"]
     pending = [(g, r) for g in groups for r in g["rules"]]
     done: set[str] = set()
     for round_ in range(len(pending)):
