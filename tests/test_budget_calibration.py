@@ -21,6 +21,7 @@ from tests.support.calibration_report import (
     KV_WORST_TARGET,
     WEIGHTS_TARGET,
     calibration_table,
+    case_inputs,
     load_cases,
     rows,
     run_case,
@@ -59,7 +60,7 @@ def test_weights_are_within_3_percent(table):
 
 def test_reported_start_up_failures_are_predicted_with_the_same_id(table):
     failed = [r for r in table if r.failure_rep and r.failure_gated]
-    assert len(failed) == 9  # the Qwen1.5 GPTQ refusal of the second batch joins
+    assert len(failed) == 10  # the Qwen1.5 GPTQ refusal and gpt-oss-120b on an H100 (Marlin on 0.11) join
     for r in failed:
         assert r.failure_rep in FAILURE_IDS
         assert r.failure_pred == r.failure_rep, r.case_id
@@ -139,19 +140,54 @@ def test_the_405b_fp8_start_up_ran_the_16_kv_head_checkpoint():
     assert as_published_now.weights_gib < budget.weights_gib - 0.9
 
 
-def test_mxfp4_experts_are_padded_for_marlin_below_compute_capability_9():
-    # vLLM runs gpt-oss's MXFP4 experts through Marlin on an A100 (2880 padded to 2944 and 3072)
-    # and through Triton on an H100 (no padding at 2880)
+def test_mxfp4_experts_are_padded_for_the_kernel_that_runs_them():
+    # vLLM runs gpt-oss's MXFP4 experts through Marlin on an A100 (2880 padded to 2944 and 3072),
+    # through Marlin on an H100 before 0.12 (triton_kernels was a separate install) and through
+    # Triton on an H100 from 0.12 (no padding at 2880; 1440 at TP 2 padded to 1472)
     from runbooks.catalogs.models import find_model
     from runbooks.model.units import GIB
-    from runbooks.sizing.weights import mxfp4_marlin_padding_bytes
+    from runbooks.sizing.weights import mxfp4_moe_kernel, mxfp4_padding_bytes
 
+    assert [mxfp4_moe_kernel(c, v) for c, v in (((8, 0), (0, 19, 0)), ((9, 0), (0, 10, 1)), ((9, 0), (0, 11, 2)),
+                                                  ((9, 0), (0, 12, 0)), ((10, 0), (0, 14, 1)), ((12, 0), (0, 14, 1)))] == [
+        "marlin", "marlin", "marlin", "triton", "triton", "marlin"]
+    assert mxfp4_moe_kernel(None, (0, 12, 0)) is None
     model = find_model("openai/gpt-oss-20b")
-    assert mxfp4_marlin_padding_bytes(model, None, (8, 0)) / GIB == pytest.approx(0.85, abs=0.01)
-    assert mxfp4_marlin_padding_bytes(model, None, (9, 0)) == 0.0
-    assert mxfp4_marlin_padding_bytes(model, None, None) == 0.0
-    assert mxfp4_marlin_padding_bytes(find_model("Qwen/Qwen2.5-7B-Instruct"), "mxfp4", (8, 0)) == 0.0
-    # and the A100 start-up of the second batch prints what the padded figure says
+    assert mxfp4_padding_bytes(model, None, "marlin") / GIB == pytest.approx(0.85, abs=0.01)
+    assert mxfp4_padding_bytes(model, None, "triton") == 0.0
+    assert mxfp4_padding_bytes(model, None, "triton", tp=2) / GIB == pytest.approx(
+        model_experts_gib(model) / 2 * (1472 / 1440 - 1), rel=1e-6)
+    assert mxfp4_padding_bytes(model, None, None) == 0.0
+    assert mxfp4_padding_bytes(find_model("Qwen/Qwen2.5-7B-Instruct"), "mxfp4", "marlin") == 0.0
+
+
+def model_experts_gib(model):
+    from runbooks.model.units import GIB
+    from runbooks.sizing.weights import param_breakdown, quantized_bytes_per_param
+
+    return param_breakdown(model).experts * quantized_bytes_per_param("mxfp4", 4) / GIB
+
+
+def test_gpt_oss_120b_on_an_h100_before_0_12_loads_the_marlin_padded_weights():
+    # vllm#23278: 0.10.1 on one H100 prints the Marlin warning and "Model loading took 65.9651 GiB";
+    # from 0.12 the same card runs Triton and the weights are the checkpoint's
+    case = next(c for c in CASES if c["id"] == "vllm-27508-gpt-oss-120b-h100-fail")
+    model, inputs = case_inputs(case)
+    from dataclasses import replace
+
+    from runbooks.sizing.budget import compute_budget
+
+    old = compute_budget(model, replace(inputs, engine_version="0.10.1"))
+    assert old.weights_gib == pytest.approx(65.97, rel=0.01)
+    assert dict(old.assumptions)["mxfp4_moe_kernel"].value == "marlin"
+    new = compute_budget(model, replace(inputs, engine_version="0.12.0"))
+    assert new.weights_gib == pytest.approx(old.weights_gib - 5.13, abs=0.02)
+    assert "mxfp4_moe_kernel" not in dict(new.assumptions)
+    # the start-up of the thread itself (0.11.0, the cache 1.71 GiB for the 4.54 one sequence needs) is refused
+    assert compute_budget(model, inputs).failure_id == "kv_below_one_sequence"
+
+
+def test_the_a100_start_up_of_the_second_batch_prints_what_the_padded_figure_says():
     case = next(c for c in CASES if c["id"] == "vllm-myoceane-gpt-oss-20b-a100")
     row, _ = run_case(case)
     assert row.weights_err == pytest.approx(0.0, abs=0.01)

@@ -55,9 +55,11 @@ from runbooks.sizing.kv import (
 )
 from runbooks.sizing.weights import (
     LORA_DEFAULT_RANK,
+    VLLM_BUNDLES_TRITON_KERNELS,
     is_multimodal,
     lora_bytes,
-    mxfp4_marlin_padding_bytes,
+    mxfp4_moe_kernel,
+    mxfp4_padding_bytes,
     weights_bytes,
 )
 
@@ -209,7 +211,11 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
     weights = weights_bytes(model, setup.dtype, setup.quantization, setup.tp, setup.pp) / GIB
     weights += rotary_cache_gib(model, elem)
     capability = setup.gpu.compute_capability if setup.gpu is not None else None
-    weights += mxfp4_marlin_padding_bytes(model, setup.quantization, capability, setup.tp) / GIB
+    if (setup.quantization or model.quantization or "").lower() == "mxfp4" and model.num_experts:
+        kernel = mxfp4_moe_kernel(capability, version)
+        if kernel == "marlin" and capability is not None and capability >= (9, 0) and version < VLLM_BUNDLES_TRITON_KERNELS:
+            notes.assume("mxfp4_moe_kernel", kernel, "vllm_mxfp4_marlin_no_triton_kernels")
+        weights += mxfp4_padding_bytes(model, setup.quantization, kernel, setup.tp) / GIB
     if model.is_mla and vllm_has_mla(version):
         layers = layers_per_stage(model, setup.pp)
         heads = (model.num_attention_heads or 0) / setup.tp

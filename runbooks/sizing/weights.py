@@ -198,31 +198,57 @@ def weights_bytes(model: ModelSpec, dtype: str | None = None, quantization: str 
     return max(0.0, layers_bytes + max(embed, lm_head if not model.tie_word_embeddings else embed))
 
 
-#: vLLM's Marlin kernels for MXFP4 experts (cards below compute capability 9.0, where the
-#: Triton kernels do not run) pad each expert's intermediate size to a multiple of 128 and the
-#: hidden size to 256 (`quantization/mxfp4.py:189-200@0.11.0`,
-#: `fused_moe/oracle/mxfp4.py:380-385@0.19.0`); Triton on 9.0-10.x pads the intermediate to 64
-MARLIN_MXFP4_PAD = (128, 256)
+#: How vLLM pads MXFP4 expert weights for the kernel that runs them, as (intermediate, hidden)
+#: multiples. Marlin needs n % 256 and k % 128 in both expert matrices: the intermediate size to
+#: 128 and the hidden size to 256 (`quantization/mxfp4.py:189-200@0.11.0`,
+#: `fused_moe/oracle/mxfp4.py:380-385@0.19.0`); the Triton kernels pad the intermediate size to 64
+#: and leave the hidden size (`quantization/mxfp4.py:224-226@0.11.0`).
+MXFP4_PAD = {"marlin": (128, 256), "triton": (64, 1)}
+#: the first vLLM release that ships OpenAI's `triton_kernels` inside its wheel
+#: (`vllm.third_party.triton_kernels`, `utils/import_utils.py:431-438@0.12.0`); before it the
+#: package was a separate, optional install (`has_triton_kernels`, `utils/__init__.py:3431@0.11.0`)
+VLLM_BUNDLES_TRITON_KERNELS = (0, 12, 0)
 
 
-def mxfp4_marlin_padding_bytes(model: ModelSpec, quantization: str | None, capability: tuple[int, int] | None,
-                               tp: int = 1) -> float:
-    """Bytes vLLM adds to MXFP4 expert weights by padding them for its Marlin kernels (0 when
-    the card runs the Triton kernels, its capability is not known, or the experts are not MXFP4).
+def mxfp4_moe_kernel(capability: tuple[int, int] | None, version: tuple[int, int, int]) -> str | None:
+    """The kernel vLLM runs MXFP4 experts with on a card of this compute capability: "triton"
+    from 0.12 on 9.0 <= capability < 11.0 (`quantization/mxfp4.py:91-104@0.12.0`), "marlin"
+    otherwise (below 9.0 in every release; 0.10.1-0.11.x on Hopper too, where `triton_kernels`
+    is not installed with vLLM: `quantization/mxfp4.py:95-102@0.11.0`, and vllm#23278 shows an
+    H100 on 0.10.1 using Marlin). None when the capability is not known. The FlashInfer paths
+    that an environment variable selects on 9.0 and 10.0 are not modelled.
+
+    >>> mxfp4_moe_kernel((9, 0), (0, 11, 0)), mxfp4_moe_kernel((9, 0), (0, 12, 0)), mxfp4_moe_kernel((12, 0), (0, 19, 0))
+    ('marlin', 'triton', 'marlin')
+    """
+    if capability is None:
+        return None
+    if version >= VLLM_BUNDLES_TRITON_KERNELS and (9, 0) <= capability < (11, 0):
+        return "triton"
+    return "marlin"
+
+
+def mxfp4_padding_bytes(model: ModelSpec, quantization: str | None, kernel: str | None, tp: int = 1) -> float:
+    """Bytes vLLM adds to MXFP4 expert weights by padding them for `kernel` (`mxfp4_moe_kernel`;
+    0 when the kernel is not known or the experts are not MXFP4).
 
     >>> from runbooks.catalogs.models import find_model
     >>> from runbooks.model.units import GIB
-    >>> round(mxfp4_marlin_padding_bytes(find_model("openai/gpt-oss-20b"), None, (8, 0)) / GIB, 2)
+    >>> round(mxfp4_padding_bytes(find_model("openai/gpt-oss-20b"), None, "marlin") / GIB, 2)
     0.85
+    >>> round(mxfp4_padding_bytes(find_model("openai/gpt-oss-120b"), None, "marlin") / GIB, 2)
+    5.13
+    >>> mxfp4_padding_bytes(find_model("openai/gpt-oss-120b"), None, "triton")
+    0.0
     """
     quant = (quantization or model.quantization or "").lower()
-    if quant != "mxfp4" or capability is None or capability >= (9, 0) or not model.num_experts:
+    if quant != "mxfp4" or kernel not in MXFP4_PAD or not model.num_experts:
         return 0.0
     inter = (model.moe_intermediate_size or model.intermediate_size or 0) / max(1, tp)
     hidden = model.hidden_size or 0
     if inter <= 0 or hidden <= 0:
         return 0.0
-    pad_inter, pad_hidden = MARLIN_MXFP4_PAD
+    pad_inter, pad_hidden = MXFP4_PAD[kernel]
     factor = (math.ceil(inter / pad_inter) * pad_inter / inter) * (math.ceil(hidden / pad_hidden) * pad_hidden / hidden)
     bits = model.quant_bits if model.quantization and model.quantization.lower() == "mxfp4" else quant_bits_default(quant)
     q_bytes = quantized_bytes_per_param(quant, bits) or 0.0

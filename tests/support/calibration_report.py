@@ -270,11 +270,13 @@ EXCLUDED: dict[str, dict[str, str]] = {
                    "shown to be memory (a cache sized per attention head, 8x larger, would fail: unverified)"},
     # the second batch for issue 21: what the engines' source read so far does not explain
     "vllm-27508-gpt-oss-120b-h100-fail": {
-        "kv": "73.44 GiB in use outside the cache (0.95 x 79.11 - 1.71) against 67.8 predicted (60.78 of weights, "
-              "6.5 of profile); on an H100 with torch 2.8 vLLM 0.11.0 runs MXFP4 experts through the Triton kernels, "
-              "which pad 2880 to nothing (quantization/mxfp4.py:95-102, :225@0.11.0); the thread shows neither the "
-              "weights line nor the profile, so which of the two is short is not known",
-        "failure": "predicted to start with 7.74 GiB of KV for the 4.54 GiB one sequence needs; follows the KV gap",
+        "kv": "2.62 GiB predicted against 1.71 (+53%; 0.91 GiB of the 75.15 the engine may use, 1.2%). vLLM "
+              "0.11.0 does not ship triton_kernels, so the H100 runs the MXFP4 experts on Marlin, padded 2880 to "
+              "2944 and 3072 (quantization/mxfp4.py:95-102, :189-200@0.11.0; sizing/weights.py mxfp4_moe_kernel): "
+              "65.91 GiB of weights, as vllm#23278 prints for the same model and card on 0.10.1 (65.97); before "
+              "that the budget priced Triton's unpadded 60.78 and called the start-up a success (+353%). The rest "
+              "is the profile's (6.6 GiB predicted); the thread prints neither the weights nor the profile, so "
+              "the remaining 0.91 GiB is not placed",
     },
     "tgi-2083-mixtral-8x22b-4xh100": {
         "kv": "37,680 tokens predicted against 42,768 printed (-11.9%; +77.0% on the first run, before the TP > 1 "
