@@ -80,6 +80,7 @@ def test_promtool_check_rules_accepts_the_prometheusrule_spec(tmp_path, capsys, 
 
 
 @needs_promtool
+@pytest.mark.real_services  # `promtool test rules` evaluates the rules in Prometheus' own query engine
 @pytest.mark.parametrize("test", TESTS, ids=[t.name for t in TESTS])
 def test_promtool_unit_tests_pass_against_the_generated_rules(rule_dir, test):
     done = _promtool("test", "rules", str(rule_dir / test.name))
