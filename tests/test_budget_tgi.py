@@ -7,6 +7,7 @@ import pytest
 from runbooks.catalogs.engine_defaults import tgi_wiggle_room
 from runbooks.catalogs.models import find_model
 from runbooks.model.budget import Assumed
+from runbooks.model.units import GIB
 from runbooks.sizing.budget import BudgetInputs, compute_budget
 
 LLAMA8 = find_model("meta-llama/Llama-3.1-8B-Instruct")
@@ -110,7 +111,7 @@ def test_at_tp_above_1_the_warm_up_holds_a_third_copy_of_its_logits():
         tokens = b.max_num_batched_tokens
         expected = forward_peak_bytes(LLAMA31_70B, tokens, tp, "bfloat16") + (2 if tp == 1 else 3) * logits_bytes(
             LLAMA31_70B, tokens, 2)
-        assert b.activation_gib == pytest.approx(expected / 2**30, rel=1e-9), tp
+        assert b.activation_gib == pytest.approx(expected / GIB, rel=1e-9), tp
 
 
 def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():

@@ -55,9 +55,9 @@ from runbooks.sizing.kv import (
 )
 from runbooks.sizing.weights import (
     LORA_DEFAULT_RANK,
-    VLLM_BUNDLES_TRITON_KERNELS,
     is_multimodal,
     lora_bytes,
+    mxfp4_experts,
     mxfp4_moe_kernel,
     mxfp4_padding_bytes,
     weights_bytes,
@@ -211,10 +211,10 @@ def _weights_gib(model: ModelSpec, setup: Setup, version: tuple[int, int, int], 
     weights = weights_bytes(model, setup.dtype, setup.quantization, setup.tp, setup.pp) / GIB
     weights += rotary_cache_gib(model, elem)
     capability = setup.gpu.compute_capability if setup.gpu is not None else None
-    if (setup.quantization or model.quantization or "").lower() == "mxfp4" and model.num_experts:
-        kernel = mxfp4_moe_kernel(capability, version)
-        if kernel == "marlin" and capability is not None and capability >= (9, 0) and version < VLLM_BUNDLES_TRITON_KERNELS:
-            notes.assume("mxfp4_moe_kernel", kernel, "vllm_mxfp4_marlin_no_triton_kernels")
+    if mxfp4_experts(model, setup.quantization):
+        kernel, why = mxfp4_moe_kernel(capability, version)
+        if why is not None:
+            notes.assume("mxfp4_moe_kernel", kernel, why)
         weights += mxfp4_padding_bytes(model, setup.quantization, kernel, setup.tp) / GIB
     if model.is_mla and vllm_has_mla(version):
         layers = layers_per_stage(model, setup.pp)

@@ -210,22 +210,34 @@ MXFP4_PAD = {"marlin": (128, 256), "triton": (64, 1)}
 VLLM_BUNDLES_TRITON_KERNELS = (0, 12, 0)
 
 
-def mxfp4_moe_kernel(capability: tuple[int, int] | None, version: tuple[int, int, int]) -> str | None:
-    """The kernel vLLM runs MXFP4 experts with on a card of this compute capability: "triton"
-    from 0.12 on 9.0 <= capability < 11.0 (`quantization/mxfp4.py:91-104@0.12.0`), "marlin"
-    otherwise (below 9.0 in every release; 0.10.1-0.11.x on Hopper too, where `triton_kernels`
-    is not installed with vLLM: `quantization/mxfp4.py:95-102@0.11.0`, and vllm#23278 shows an
-    H100 on 0.10.1 using Marlin). None when the capability is not known. The FlashInfer paths
-    that an environment variable selects on 9.0 and 10.0 are not modelled.
+def mxfp4_experts(model: ModelSpec, quantization: str | None) -> bool:
+    """True when the model's experts are MXFP4 (gpt-oss's checkpoints, or `--quantization mxfp4`)."""
+    return (quantization or model.quantization or "").lower() == "mxfp4" and bool(model.num_experts)
 
-    >>> mxfp4_moe_kernel((9, 0), (0, 11, 0)), mxfp4_moe_kernel((9, 0), (0, 12, 0)), mxfp4_moe_kernel((12, 0), (0, 19, 0))
-    ('marlin', 'triton', 'marlin')
+
+def mxfp4_moe_kernel(capability: tuple[int, int] | None, version: tuple[int, int, int]) -> tuple[str | None, str | None]:
+    """The kernel vLLM runs MXFP4 experts with on a card of this compute capability, and why
+    it is an assumption (a `budget_why` id) or None where the release decides it alone.
+
+    "triton" from 0.12 on 9.0 <= capability < 11.0 (`quantization/mxfp4.py:91-104@0.12.0`);
+    "marlin" otherwise: below 9.0 in every release, from 11.0 from 0.12, and from 9.0 up before
+    0.12, where `triton_kernels` does not come with vLLM (`quantization/mxfp4.py:95-102@0.11.0`;
+    vllm#23278 shows an H100 on 0.10.1 using Marlin). That last case is an assumption: an image
+    with `triton_kernels` installed by hand runs Triton. None when the capability is not known.
+    The FlashInfer paths that an environment variable selects on 9.0 and 10.0 are not modelled.
+
+    >>> mxfp4_moe_kernel((9, 0), (0, 11, 0))
+    ('marlin', 'vllm_mxfp4_marlin_no_triton_kernels')
+    >>> mxfp4_moe_kernel((9, 0), (0, 12, 0)), mxfp4_moe_kernel((12, 0), (0, 19, 0)), mxfp4_moe_kernel(None, (0, 12, 0))
+    (('triton', None), ('marlin', None), (None, None))
     """
     if capability is None:
-        return None
-    if version >= VLLM_BUNDLES_TRITON_KERNELS and (9, 0) <= capability < (11, 0):
-        return "triton"
-    return "marlin"
+        return None, None
+    if capability < (9, 0):
+        return "marlin", None
+    if version < VLLM_BUNDLES_TRITON_KERNELS:
+        return "marlin", "vllm_mxfp4_marlin_no_triton_kernels"
+    return ("triton", None) if capability < (11, 0) else ("marlin", None)
 
 
 def mxfp4_padding_bytes(model: ModelSpec, quantization: str | None, kernel: str | None, tp: int = 1) -> float:
@@ -241,8 +253,7 @@ def mxfp4_padding_bytes(model: ModelSpec, quantization: str | None, kernel: str 
     >>> mxfp4_padding_bytes(find_model("openai/gpt-oss-120b"), None, "triton")
     0.0
     """
-    quant = (quantization or model.quantization or "").lower()
-    if quant != "mxfp4" or kernel not in MXFP4_PAD or not model.num_experts:
+    if kernel not in MXFP4_PAD or not mxfp4_experts(model, quantization):
         return 0.0
     inter = (model.moe_intermediate_size or model.intermediate_size or 0) / max(1, tp)
     hidden = model.hidden_size or 0
@@ -250,8 +261,8 @@ def mxfp4_padding_bytes(model: ModelSpec, quantization: str | None, kernel: str 
         return 0.0
     pad_inter, pad_hidden = MXFP4_PAD[kernel]
     factor = (math.ceil(inter / pad_inter) * pad_inter / inter) * (math.ceil(hidden / pad_hidden) * pad_hidden / hidden)
-    bits = model.quant_bits if model.quantization and model.quantization.lower() == "mxfp4" else quant_bits_default(quant)
-    q_bytes = quantized_bytes_per_param(quant, bits) or 0.0
+    bits = model.quant_bits if model.quantization and model.quantization.lower() == "mxfp4" else quant_bits_default("mxfp4")
+    q_bytes = quantized_bytes_per_param("mxfp4", bits) or 0.0
     return param_breakdown(model).experts * q_bytes / max(1, tp) * (factor - 1)
 
 
