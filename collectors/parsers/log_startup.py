@@ -122,9 +122,8 @@ _READERS: dict[str, Setter] = {
 def _setter(line: LogLine) -> Setter:
     if line.reader:
         return _READERS[line.reader]
-    return _put(**{field: (group, _CONVERT[kind])
-                   for group, spec in enumerate(line.fields, start=1) if spec is not None
-                   for field, kind in (spec,)})
+    return _put(**{spec[0]: (group, _CONVERT[spec[1]])
+                   for group, spec in enumerate(line.fields, start=1) if spec is not None})
 
 
 # (needle that must be in the line, pattern, setter), one per line of the table

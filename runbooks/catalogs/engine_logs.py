@@ -95,7 +95,7 @@ STARTUP_LINES: tuple[LogLine, ...] = (
     _l("vllm.gpu_blocks", "vllm", " blocks: ",
        r"# (?:GPU|gpu|cuda|CUDA|rocm|ROCm|xpu|XPU|npu|NPU) blocks: " + INT,
        (0, 2, 7), (0, 11, 0), "vllm/engine/llm_engine.py:275@0.2.7; vllm/executor/executor_base.py:116@0.11.0",
-       ("gpu_blocks", "int"), note="the device's name from 0.5 (\"# %s blocks\"); V1 prints the cache in tokens"),
+       ("gpu_blocks", "int"), note="\"# GPU blocks\" to 0.7.3, the device's name (\"# cuda blocks\") by 0.8.5; V1 prints the cache in tokens"),
     _l("vllm.max_seq_len_above_kv", "vllm", "can be stored in KV cache",
        r"max seq len \(" + INT + r"\) is larger than the maximum number of tokens that can be stored in "
        r"KV cache \(" + INT + r"\)",
@@ -104,7 +104,7 @@ STARTUP_LINES: tuple[LogLine, ...] = (
     # ---------------------------------------------------------------------------- vLLM V1 (and both)
     _l("vllm.model_loading_took", "vllm", "Model loading took", r"Model loading took " + GIB,
        (0, 8, 0), None, f"{_MR1}:1140@0.8.0, :5089@0.33.0", ("weights_gib", "float"),
-       note="\"GB\" until 0.8, \"GiB\" after"),
+       note="\"GB\" in 0.8.0, \"GiB\" by 0.8.5"),
     _l("vllm.max_concurrency", "vllm", "Maximum concurrency for",
        r"Maximum concurrency for " + INT + r" tokens(?: per request)?: " + F + r"\s*x",
        (0, 6, 3), None, f"vllm/executor/distributed_gpu_executor.py:61@0.6.3; {_KV1}:1149@0.33.0",
@@ -224,16 +224,3 @@ STARTUP_LINES: tuple[LogLine, ...] = (
 
 ENGINES = ("vllm", "sglang", "tgi", "torch")
 
-
-def by_id(line_id: str) -> LogLine:
-    """The entry `line_id`; KeyError names an id the table does not hold."""
-    for line in STARTUP_LINES:
-        if line.id == line_id:
-            return line
-    raise KeyError(line_id)
-
-
-def printed_at(engine: str, version: Version) -> tuple[LogLine, ...]:
-    """The start-up lines `engine` at `version` prints (torch's apply to every engine)."""
-    return tuple(line for line in STARTUP_LINES
-                 if line.engine in (engine, "torch") and line.printed_by(version))
