@@ -9,6 +9,7 @@ the WSGI app's (`bot.http.app.log_refusal`).
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ class HttpServer:
                                      clear_untrusted_proxy_headers=True,
                                      max_request_body_size=max_body_bytes + 1)
         self._server.channel_class = _channel_class(max_body_bytes, metrics)
+        self._server.handle_accept = types.MethodType(_accept_waiting, self._server)
         self.host = str(self._server.effective_host)
         self.port = int(self._server.effective_port)
         self._thread: threading.Thread | None = None
@@ -60,6 +62,29 @@ class HttpServer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
+
+
+#: connections taken per loop turn at most, so that one turn stays short under a flood
+ACCEPT_BATCH = 128
+
+
+def _accept_waiting(server: Any) -> None:
+    """Accept every connection waiting on the listening socket, not one per loop turn.
+
+    waitress takes one connection each time the loop wakes, and each turn also reads and writes
+    every open channel: in a burst of 50 slash commands the 50th was read about 50 turns after
+    the first, its ack late by that much while the app sat idle. This takes them all in one
+    turn, up to the connection limit (what `readable()` checks between turns) and `ACCEPT_BATCH`.
+    """
+    limit = server.adj.connection_limit
+    accept_one = type(server).handle_accept
+    for _ in range(ACCEPT_BATCH):
+        held = len(server._map)
+        if held >= limit:
+            return
+        accept_one(server)
+        if len(server._map) == held:  # nothing waiting (EAGAIN) or an accept that failed
+            return
 
 
 def _channel_class(limit: int, metrics: BotMetrics | None) -> type:
