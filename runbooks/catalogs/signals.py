@@ -12,6 +12,12 @@ How a rule counts:
 
 A line may match several rules: a sampler warm-up OOM is also a CUDA OOM.
 
+Each pattern has its `Origin`: an engine's own line with the first and last version read that
+print it and the file:line of its format string (the versions of `runbooks.catalogs.engine_logs`;
+`tests/test_signal_origins.py` holds each to a line rendered from that format string), or what
+else prints it (torch, CUDA, NCCL, the kernel, Kubernetes, a wrapper seen in a real report).
+Lines are matched whatever the version: a fork or a backport prints the same words.
+
 >>> [(h.key, h.amount) for h in match_line("[2025-03-01 12:05:00 TP0] KV cache pool is full. "
 ...                                        "Retract requests. #retracted_reqs: 3")]
 [('sglang_retraction', 3)]
@@ -27,6 +33,48 @@ RUNBOOK_SIGNALS = ("cuda_oom", "alloc_failed", "prefill_rejected", "queue_full",
 
 COUNT_LINES, COUNT_MAX, COUNT_SUM = "lines", "max", "sum"
 
+Version = tuple[int, int, int]
+
+#: who prints an engine's own line: its versions are the engine's, and a rendered line of it at
+#: one of them is in tests/data/engine_lines/lines.yaml
+ENGINES = ("vllm", "tgi", "sglang")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where the text one pattern finds comes from.
+
+    `by`: an engine (`ENGINES`), or what else prints it: `torch`, `cuda` (the CUDA runtime's
+    error strings), `nvml`, `nccl`, `kubernetes`, `linux` (the kernel's OOM killer), `runbook`
+    (the runbook's own keywords: gateways and wrappers print them, no engine's source does),
+    or the wrapper a real report showed printing it (`runpod-worker-vllm`, `kserve`, `llm-d`).
+    For an engine, `since` and `until` are the first and last version read that print it (the
+    rules of `runbooks.catalogs.engine_logs`: a "since" of the oldest version read means at
+    least since then, `until` None means the newest version read still prints it) and `source`
+    is file:line at the first and the newest of them; `read` False: no version read prints
+    it, and `source` says where it was seen.
+    """
+
+    by: str
+    source: str
+    since: Version | None = None
+    until: Version | None = None
+    read: bool = True
+
+    def printed_by(self, version: Version) -> bool:
+        """Whether the engine at `version` prints it (as far as the versions read say)."""
+        if self.since is None:
+            return self.read
+        return self.since <= version and (self.until is None or version <= self.until)
+
+
+def _o(by: str, source: str, since: Version | None = None, until: Version | None = None,
+       read: bool = True) -> Origin:
+    return Origin(by, source, since, until, read)
+
+
+_RUNBOOK = _o("runbook", "RUNBOOK.md, the log keywords (the runbook's grep list)")
+
 
 @dataclass(frozen=True)
 class SignalRule:
@@ -36,6 +84,8 @@ class SignalRule:
     #: lower-case words, one of which every matching line holds: a cheap test before the patterns
     needles: tuple[str, ...]
     patterns: tuple[str, ...]
+    #: where each pattern's text comes from, one per pattern, in order
+    origins: tuple[Origin, ...]
     #: the engine that prints it, None for any
     engine: str | None = None
     count: str = COUNT_LINES
@@ -52,16 +102,23 @@ RULES: tuple[SignalRule, ...] = (
         "cuda_oom",
         ("out of memory", "outofmemoryerror"),
         (r"CUDA out of memory", r"\bOutOfMemoryError\b", r"CUDA error: out of memory"),
+        (_o("torch", "c10/cuda/CUDACachingAllocator.cpp: the caching allocator's refusal "
+                     "(\"CUDA out of memory. Tried to allocate ...\"), which engines also re-raise"),
+         _o("torch", "torch.cuda.OutOfMemoryError, the exception's class name in a traceback"),
+         _o("cuda", "cudaErrorMemoryAllocation's text as torch's C10_CUDA_CHECK prints it")),
     ),
     SignalRule(
-        "alloc_failed", ("failed to allocate memory",), (r"failed to allocate memory",), ignore_case=True
+        "alloc_failed", ("failed to allocate memory",), (r"failed to allocate memory",), (_RUNBOOK,),
+        ignore_case=True,
     ),
-    SignalRule("prefill_rejected", ("prefill rejected",), (r"prefill rejected",), ignore_case=True),
+    SignalRule("prefill_rejected", ("prefill rejected",), (r"prefill rejected",), (_RUNBOOK,), ignore_case=True),
     SignalRule(
-        "queue_full", ("queue full", "queue is full"), (r"request queue (?:is )?full",), ignore_case=True
+        "queue_full", ("queue full", "queue is full"), (r"request queue (?:is )?full",), (_RUNBOOK,),
+        ignore_case=True,
     ),
     SignalRule(
-        "kv_insufficient", ("insufficient kv",), (r"insufficient KV[- ]cache blocks",), ignore_case=True
+        "kv_insufficient", ("insufficient kv",), (r"insufficient KV[- ]cache blocks",), (_RUNBOOK,),
+        ignore_case=True,
     ),
     # ------------------------------------------------------------------------ vLLM
     SignalRule(
@@ -69,6 +126,10 @@ RULES: tuple[SignalRule, ...] = (
         ("preemptionmode",),
         # by its reason clause too: forks and retyped pastes word the start differently
         (r"is preempted by PreemptionMode", r"preempted (?:by|in) \S{1,40} mode because there is not enough KV cache space"),
+        (_o("vllm", "vllm/core/scheduler.py:1078@0.4.3, :1776@0.10.2 (V0; V1 prints no such warning)",
+            (0, 4, 3), (0, 10, 2)),
+         _o("vllm", "vllm/core/scheduler.py:1079@0.4.3, :1777@0.10.2 (the same warning's reason clause)",
+            (0, 4, 3), (0, 10, 2))),
         engine="vllm",
         count=COUNT_MAX,
         amount_pattern=r"total_num_cumulative_preemption=(\d{1,15})",
@@ -80,6 +141,10 @@ RULES: tuple[SignalRule, ...] = (
             r"To serve at least one request with the models?'s max seq len",
             r"is larger than the maximum number of tokens that can be stored in KV cache",
         ),
+        (_o("vllm", "vllm/v1/core/kv_cache_utils.py:466@0.7.3, vllm/v1/core/kv_cache_planning.py:78@0.33.0",
+            (0, 7, 3)),
+         _o("vllm", "vllm/engine/llm_engine.py:287@0.2.7, vllm/worker/worker.py:668@0.10.2 (V0)",
+            (0, 2, 7), (0, 10, 2))),
         engine="vllm",
         startup_error=True,
     ),
@@ -87,6 +152,8 @@ RULES: tuple[SignalRule, ...] = (
         "no_cache_blocks",
         ("no available memory for the cache blocks",),
         (r"No available memory for the cache blocks",),
+        (_o("vllm", "vllm/engine/llm_engine.py:279@0.2.7, vllm/v1/core/kv_cache_planning.py:58@0.33.0",
+            (0, 2, 7)),),
         engine="vllm",
         startup_error=True,
     ),
@@ -94,8 +161,9 @@ RULES: tuple[SignalRule, ...] = (
         "free_below_utilization",
         ("less than desired gpu memory utilization", "less than the engine's budget"),
         (r"Free memory on device.{0,80}? is less than desired GPU memory utilization",
-         # vLLM 0.33 with weights held by another process (v1/worker/utils.py:741@0.33.0)
          r"Free memory on device.{0,80}? is less than the engine's budget after excluding external process's weights"),
+        (_o("vllm", "vllm/v1/worker/gpu_worker.py:146@0.9.2, vllm/v1/worker/utils.py:766@0.33.0", (0, 9, 2)),
+         _o("vllm", "vllm/v1/worker/utils.py:741@0.33.0 (weights held by another process)", (0, 33, 0))),
         engine="vllm",
         startup_error=True,
     ),
@@ -103,6 +171,8 @@ RULES: tuple[SignalRule, ...] = (
         "sampler_warmup_oom",
         ("warming up",),
         (r"out of memory (?:occurred )?when warming up (?:the )?sampler",),
+        (_o("vllm", "vllm/v1/worker/gpu_model_runner.py:1313@0.8.0, :5930@0.33.0 (not in 0.34.0's source)",
+            (0, 8, 0)),),
         engine="vllm",
         startup_error=True,
     ),
@@ -110,14 +180,20 @@ RULES: tuple[SignalRule, ...] = (
         "engine_init_failed",
         ("engine core initialization failed",),
         (r"Engine core initialization failed",),
+        (_o("vllm", "vllm/v1/engine/core_client.py:430@0.8.5, vllm/v1/engine/utils.py:1474@0.33.0", (0, 8, 5)),),
         engine="vllm",
     ),
-    SignalRule("vllm_port_uri", ("appears to be a uri",), (r"appears to be a URI",), engine="vllm"),
+    SignalRule("vllm_port_uri", ("appears to be a uri",), (r"appears to be a URI",),
+               (_o("vllm", "vllm/envs.py:165@0.9.0, :541@0.33.0 (VLLM_PORT set by a Kubernetes Service)",
+                   (0, 9, 0)),),
+               engine="vllm"),
     # ------------------------------------------------------------------------- TGI
     SignalRule(
         "tgi_prefill_oom",
         ("prefill tokens",),
         (r"Not enough memory to handle \d+ prefill tokens",),
+        (_o("tgi", "server/text_generation_server/models/flash_causal_lm.py:730@v0.9.4, :1551@v3.3.7",
+            (0, 9, 4)),),
         engine="tgi",
         startup_error=True,
     ),
@@ -125,6 +201,8 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_total_tokens_oom",
         ("total tokens",),
         (r"Not enough memory to handle \d+ total tokens",),
+        (_o("tgi", "server/text_generation_server/models/flash_causal_lm.py:737@v0.9.0, :730@v0.9.3",
+            (0, 9, 0), (0, 9, 3)),),
         engine="tgi",
         startup_error=True,
     ),
@@ -132,11 +210,12 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_max_total_tokens_oom",
         ("max_total_tokens", "notenoughmemory("),
         (r"Not enough memory to handle `?max_total_tokens",
-         # TGI >= 2.1 ends with main's Result: `Error: WebServer(NotEnoughMemory(N))`
-         # (router/src/server.rs:1533@v2.1.0), from 2.3.1 `Error: Backend(NotEnoughMemory(N))`
-         # (backends/v3/src/lib.rs:99@v3.3.7); the Display text is
-         # "Not enough memory to handle `max_total_tokens=N`" (backends/v3/src/lib.rs:181)
          r"\b(?:WebServer|Backend)\(NotEnoughMemory\(\d+\)\)"),
+        (_o("tgi", "router/src/server.rs:1973@v2.1.0, backends/v3/src/lib.rs:181@v3.3.7 (the error's Display text)",
+            (2, 1, 0)),
+         # main's Result printed with Debug: WebServer(...) from 2.1.0, Backend(...) from 2.3.1
+         _o("tgi", "router/src/server.rs:1533@v2.1.0, backends/v3/src/lib.rs:99@v3.3.7 (main's Result, Debug)",
+            (2, 1, 0))),
         engine="tgi",
         startup_error=True,
     ),
@@ -144,14 +223,21 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_prefill_reduced",
         ("reducing the max batch prefill",),
         (r"Reducing the max batch prefill",),
+        (_o("tgi", "launcher/src/main.rs:2050@v3.0.0, :2144@v3.3.7", (3, 0, 0)),),
         engine="tgi",
     ),
-    SignalRule("model_overloaded", ("model is overloaded",), (r"Model is overloaded",), engine="tgi"),
+    SignalRule("model_overloaded", ("model is overloaded",), (r"Model is overloaded",),
+               (_o("tgi", "router/src/infer.rs:592@v0.9.0, router/src/infer/mod.rs:412@v3.3.7 (the 429's error text)",
+                   (0, 9, 0)),),
+               engine="tgi"),
     # ---------------------------------------------------------------------- SGLang
     SignalRule(
         "sglang_retraction",
         ("retract", "decode out of memory"),
         (r"KV cache pool is full\. Retract requests", r"[Dd]ecode out of memory happened"),
+        (_o("sglang", "sglang/srt/managers/scheduler.py:1527@0.4.7, :4526@0.5.23", (0, 4, 7)),
+         _o("sglang", "sglang/srt/managers/tp_worker.py:662@0.3.0, sglang/srt/managers/scheduler.py:1350@0.4.5",
+            (0, 3, 0), (0, 4, 5))),
         engine="sglang",
         count=COUNT_SUM,
         amount_pattern=r"#retracted_reqs: (\d{1,15})",
@@ -164,15 +250,22 @@ RULES: tuple[SignalRule, ...] = (
             r"Loaded weights leave no GPU memory for the KV cache",
             r"is larger than the profiled value -\d",
         ),
+        (_o("sglang", "sglang/srt/model_executor/model_runner.py:370@0.3.0, "
+                      "sglang/srt/model_executor/pool_configurator.py:96@0.5.23", (0, 3, 0)),
+         _o("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py:130@0.5.15, "
+                      "sglang/srt/mem_cache/kv_cache_configurator.py:3051@0.5.23", (0, 5, 15)),
+         _o("sglang", "sglang/srt/model_executor/model_runner.py:362@0.3.0, "
+                      "sglang/srt/mem_cache/kv_cache_configurator.py:3102@0.5.23 (a negative value)", (0, 3, 0))),
         engine="sglang",
         startup_error=True,
     ),
     SignalRule(
-        # SGLang 0.5.23 serves with a pool below one full-length request and warns
-        # (managers/tp_worker.py:560@0.5.23): long requests are refused or truncated
+        # SGLang 0.5.23 serves with a pool below one full-length request and warns: long
+        # requests are refused or truncated
         "sglang_pool_below_context",
         ("fewer than --context-length",),
         (r"KV pool holds \d+ tokens, fewer than --context-length \d+",),
+        (_o("sglang", "sglang/srt/managers/tp_worker.py:560@0.5.23", (0, 5, 23)),),
         engine="sglang",
     ),
     # ------------------------------------------------- the engine cannot start at all
@@ -180,6 +273,9 @@ RULES: tuple[SignalRule, ...] = (
         "nccl_error",
         ("nccl",),
         (r"NCCL error", r"\bnccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage)Error\b", r"ncclCommInitRank failed"),
+        (_o("torch", "torch.distributed's NCCL process group: \"NCCL error in: ...\""),
+         _o("nccl", "nccl.h: the ncclResult_t names"),
+         _o("nccl", "NCCL's own WARN line for a failed communicator")),
     ),
     SignalRule(
         "shm_exhausted",
@@ -189,6 +285,9 @@ RULES: tuple[SignalRule, ...] = (
             r"Error while (?:creating|attaching to) shared memory segment",
             r"ncclShmOpen",
         ),
+        (_o("linux", "the shared-memory mount (a container's 64 MiB default), named by whoever fails on it"),
+         _o("nccl", "NCCL's shared-memory transport (its WARN line)"),
+         _o("nccl", "the NCCL function named in its WARN line")),
     ),
     SignalRule(
         "cuda_driver_error",
@@ -202,6 +301,13 @@ RULES: tuple[SignalRule, ...] = (
             r"No CUDA GPUs are available",
             r"Driver/library version mismatch",
         ),
+        (_o("cuda", "cudaErrorInsufficientDriver's text"),
+         _o("torch", "c10/cuda/CUDACachingAllocator.cpp: TORCH_INTERNAL_ASSERT on an NVML call"),
+         _o("nvml", "nvidia-smi and NVML's initialisation failure"),
+         _o("cuda", "cudaErrorNoDevice's text"),
+         _o("torch", "torch/cuda/__init__.py: _lazy_init without a driver"),
+         _o("torch", "torch's CUDA initialisation with no visible device"),
+         _o("nvml", "NVML_ERROR_LIB_RM_VERSION_MISMATCH's text (driver and kernel module differ)")),
     ),
     SignalRule(
         "tp_indivisible",
@@ -211,6 +317,10 @@ RULES: tuple[SignalRule, ...] = (
             r"divisible by (?:the )?pipeline parallel size",
             r"GPUs per node is not divisible by the number of tensor parallelism",
         ),
+        (_o("vllm", "vllm/config.py:194@0.2.7, vllm/config/model.py:1562@0.33.0 (attention heads over TP)",
+            (0, 2, 7)),
+         _o("vllm", "vllm/config.py:202@0.2.7, :244@0.5.0 (layers over PP)", (0, 2, 7), (0, 5, 0)),
+         _o("vllm", "vllm/engine/ray_utils.py before 0.2.7 (vllm-project/vllm issue 596, July 2023)", read=False)),
     ),
     SignalRule(
         "gpus_insufficient",
@@ -220,6 +330,10 @@ RULES: tuple[SignalRule, ...] = (
             r"exceeds available GPUs",
             r"(?:larger|greater) than the number of available GPUs",
         ),
+        (_o("vllm", "vllm/engine/ray_utils.py:107@0.2.7, vllm/executor/ray_utils.py:101@0.5.0", (0, 2, 7), (0, 5, 0)),
+         _o("vllm", "vllm/v1/executor/ray_utils.py:332@0.12.0, :294@0.33.0", (0, 12, 0)),
+         _o("vllm", "vllm/config/parallel.py:566@0.12.0 (world size over the GPUs; gone by 0.13.0)",
+            (0, 12, 0), (0, 12, 0))),
         ignore_case=True,
     ),
     SignalRule(
@@ -235,22 +349,42 @@ RULES: tuple[SignalRule, ...] = (
             r"Engine process failed to start",
             r"Crashed container in pod",
         ),
+        (_o("vllm", "vllm/v1/executor/multiproc_executor.py:348@0.7.3, :1057@0.33.0", (0, 7, 3)),
+         _o("vllm", "vllm/v1/engine/core.py:396@0.8.5, :1584@0.33.0", (0, 8, 5)),
+         _o("runpod-worker-vllm", "RunPod's vLLM worker (tests/data/real/runpod-40-cudagraph-capture-44g)", read=False),
+         _o("tgi", "launcher/src/main.rs:1064@v0.9.0, :2342@v3.3.7", (0, 9, 0)),
+         _o("tgi", "launcher/src/main.rs:832@v0.9.0, :1677@v3.3.7", (0, 9, 0)),
+         _o("kserve", "KServe's model server (tests/data/real/kserve-3946-llama3-hf-predictor-nvml-assert)", read=False),
+         _o("vllm", "vllm/entrypoints/openai/api_server.py:195@0.6.3, :295@0.10.2 (the V0 engine process)",
+            (0, 6, 3), (0, 10, 2)),
+         _o("llm-d", "llm-d's benchmark harness (tests/data/real/llm-d-benchmark-668-pod-crash-no-log)", read=False)),
     ),
     # ----------------------------------------------------------------- any engine
     SignalRule(
         "context_length_exceeded",
-        ("context length", "max_new_tokens must be"),
+        ("context length", "must be <="),
         (
             r"maximum context length is \d",
-            r"inputs tokens \+ max_new_tokens must be <=",
+            # TGI's validation error puts its names in backticks; pastes often drop them
+            r"`?inputs`? tokens \+ `?max_new_tokens`? must be <=",
             r"is longer than the model's context length",
         ),
+        (_o("vllm", "vllm/entrypoints/openai/api_server.py:158@0.2.7, vllm/renderers/params.py:405@0.33.0",
+            (0, 2, 7)),
+         _o("tgi", "router/src/validation.rs:375@v0.9.0, :999@v3.3.7", (0, 9, 0)),
+         _o("sglang", "sglang/srt/managers/tokenizer_manager.py:421@0.3.0, :1341@0.5.23", (0, 3, 0))),
     ),
-    SignalRule("probe_killed", ("keyboardinterrupt",), (r"KeyboardInterrupt: terminated",)),
+    SignalRule("probe_killed", ("keyboardinterrupt",), (r"KeyboardInterrupt: terminated",),
+               (_o("vllm", "vllm/entrypoints/openai/api_server.py:548@0.6.3, "
+                           "vllm/entrypoints/launchers/api_server/entry.py:171@0.33.0 (its SIGTERM handler)",
+                   (0, 6, 3)),)),
     SignalRule(
         "oom_killed",
         ("oomkilled", "out of memory: kill", "oom-kill"),
         (r"\bOOMKilled\b", r"Out of memory: Kill(?:ed)? process", r"\boom-kill\b"),
+        (_o("kubernetes", "a container's last state, reason OOMKilled (kubectl describe, events)"),
+         _o("linux", "mm/oom_kill.c: the kernel's OOM killer"),
+         _o("linux", "mm/oom_kill.c: the oom-kill summary line (constraint, cgroup, task)")),
     ),
 )
 
