@@ -121,7 +121,7 @@ STARTUP_LINES: tuple[LogLine, ...] = (
        ("max_model_len", "int"), None, ("kv_cache_gib", "float"), note="a start-up refusal"),
     _l("vllm.sampler_warmup_oom", "vllm", "warming up sampler", r"warming up sampler with " + INT + r"\b",
        (0, 8, 0), None, f"{_MR1}:1313@0.8.0, :5930@0.33.0", ("max_num_seqs", "int"),
-       note="the OOM while warming up the sampler names max_num_seqs"),
+       note="the OOM while warming up the sampler names max_num_seqs; not in 0.34.0's source"),
     _l("vllm.estimated_max_model_len", "vllm", "estimated maximum model length",
        r"estimated maximum model length is " + INT,
        (0, 9, 1), None, f"{_KV1}:570@0.9.1; vllm/v1/core/kv_cache_planning.py:74@0.33.0",
@@ -163,7 +163,8 @@ STARTUP_LINES: tuple[LogLine, ...] = (
        note="weights and non-torch memory as one figure"),
     _l("vllm.estimated_graph", "vllm", "Estimated CUDA graph memory", r"Estimated CUDA graph memory: " + GIB + r" total",
        (0, 18, 0), None, f"{_MR1}:5687@0.18.0, :6410@0.33.0", ("cudagraph_gib", "float"),
-       note="printed before capture; the capture's own figure, when printed, replaces it"),
+       note="printed before capture; the capture's own figure, when printed, replaces it; not in "
+            "0.34.0's source"),
     _l("vllm.budget_after_external", "vllm", "excluding external process",
        r"excluding external process's weights \(" + F + r", ",
        (0, 32, 0), None, "vllm/v1/worker/utils.py:745@0.32.0, :745@0.33.0", ("gpu_memory_utilization", "float"),
