@@ -410,3 +410,44 @@ def test_the_class_says_what_to_do_so_no_surface_reads_the_code():
 def test_what_changed_under_us_is_worded_as_the_conflict_it_was(error):
     assert error_line(Catalog.load("en"), error) == Catalog.load("en").t("live.conflict")
 
+
+
+@pytest.mark.parametrize("lang, args, words", [
+    ("zh", ["--kubeconfig", "{missing}"], ["没有可读取的集群：{missing}（“", "请传入 --context"]),
+    ("zh", [], ["默认 kubeconfig（$KUBECONFIG 或 ~/.kube/config）（“"]),
+    ("zh", ["--in-cluster"], ["Pod 的服务账号（“"]),
+    ("en", [], ["no cluster to read: the default kubeconfig ($KUBECONFIG or ~/.kube/config): "]),
+    ("en", ["--in-cluster"], ["no cluster to read: the pod's service account: "]),
+])
+def test_no_cluster_names_its_source_in_the_readers_language(tmp_path, monkeypatch, capsys, lang, args, words):
+    missing = str(tmp_path / "no-such-kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", missing)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code = main(["triage", "llm/vllm-server", "--lang", lang, *(a.format(missing=missing) for a in args)])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE
+    assert "Traceback" not in err and err.count("\n") == 1
+    for word in words:
+        assert word.format(missing=missing) in err
+    if lang == "zh":
+        assert "in-cluster service account" not in err and "default kubeconfig:" not in err
+
+
+def test_kube_config_error_keeps_its_parts_and_an_english_message_for_logs():
+    e = KubeConfigError("Service host/port is not set.", None, in_cluster=True)
+    assert (e.reason, e.kubeconfig, e.in_cluster) == ("Service host/port is not set.", None, True)
+    assert str(e) == "in-cluster service account: Service host/port is not set."
+
+
+@pytest.mark.parametrize("lang, words", [
+    ("en", "gpumem: the config's bundles: names {path} for llm/gone, and that folder does not exist."),
+    ("zh", "gpumem：配置的 bundles: 为 llm/gone 指定了 {path}，但该目录不存在。"),
+])
+def test_a_configured_bundle_that_is_gone_is_an_answer_in_the_channels_language(tmp_path, lang, words):
+    from bot.service.runners import BundleRunner
+
+    path = str(tmp_path / "moved-away")
+    with pytest.raises(errors.UsageError) as caught:
+        BundleRunner({"llm/gone": path})("llm/gone", None, lambda *_: None)
+    assert caught.value.code == "bundle_folder_missing"
+    assert error_reply(Catalog.load(lang), caught.value, "llm/gone").startswith(words.format(path=path))

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.grammar.slack import CommandError
 from bot.render.i18n import Catalog
@@ -41,7 +42,7 @@ def live_guard(lang: str) -> Iterator[Guard]:
         detail = guard.cat.t(f"slack.error.{e.key}", e.params).rstrip(".")
         guard.exit_code, guard.message = 2, guard.cat.t("live.bad_target", detail=detail)
     except KubeConfigError as e:
-        guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=str(e).rstrip("."))
+        guard.exit_code, guard.message = 2, guard.cat.t("live.no_cluster", detail=kube_config_words(guard.cat, e))
     except SettingsError as e:
         guard.exit_code, guard.message = 2, guard.cat.t("live.bad_config", detail=str(e).rstrip("."))
     except OSError as e:  # the bundle folder cannot be written (--out, --save-bundle)
@@ -51,3 +52,15 @@ def live_guard(lang: str) -> Iterator[Guard]:
         guard.exit_code, guard.message = 2, guard.cat.t("live.cannot_write", path=where, reason=e.strerror or str(e))
     if guard.message:
         print(guard.message, file=sys.stderr)
+
+
+def kube_config_words(cat: Catalog, error: Any) -> str:
+    """A KubeConfigError worded: which source (the file, the default kubeconfig, the pod's
+    service account) in the reader's language, then the Kubernetes client's own words."""
+    if error.in_cluster:
+        where = cat.t("live.kube_source_in_cluster")
+    elif error.kubeconfig:
+        where = error.kubeconfig
+    else:
+        where = cat.t("live.kube_source_default")
+    return cat.t("live.kube_source_said", where=where, reason=str(error.reason).rstrip("."))

@@ -96,6 +96,8 @@ class BundleRunner:
         folder = self.bundles.get(target)
         if folder is None:
             raise errors.TargetNotFound.no_source(target)
+        if not os.path.isdir(folder):  # moved or removed since the config was read: an answer, not a crash
+            raise errors.UsageError("bundle_folder_missing", target=target, path=str(folder))
         evidence = redact_evidence(load_bundle(folder))  # as triage_bundle: a bundle may carry credentials
         report = triage(evidence, now=self.now(), on_step=on_step)
         memory_png = profile_png = None

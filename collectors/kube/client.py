@@ -68,8 +68,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None,
             k8s_config.load_kube_config(config_file=kubeconfig, context=context,
                                         client_configuration=configuration, persist_config=False)
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as e:
-        source = "in-cluster service account" if in_cluster else (kubeconfig or "default kubeconfig")
-        raise KubeConfigError(f"{source}: {_one_line(e)}") from e
+        raise KubeConfigError(_one_line(e), None if in_cluster else kubeconfig, in_cluster) from e
     configuration.retries = 0
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, DEFAULT_POOL_MAXSIZE)
     return k8s.ApiClient(configuration)
