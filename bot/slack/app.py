@@ -11,8 +11,10 @@ wrong or older than five minutes gets 401, a malformed timestamp too, and a repl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -254,6 +256,18 @@ def _plan_buttons(settings: Settings) -> Callable[..., list[Any]]:
     return buttons
 
 
+def started(pool: ThreadPoolExecutor, threads: int, timeout_s: float = 10.0) -> ThreadPoolExecutor:
+    """`pool` with its `threads` threads running now. A ThreadPoolExecutor starts a thread on a
+    submit that finds none idle, and `Thread.start()` waits until the new thread runs: in a
+    burst of slash commands the first acks each paid that wait, in the request thread."""
+    gate = threading.Barrier(threads + 1, timeout=timeout_s)
+    for _ in range(threads):
+        pool.submit(gate.wait)
+    with contextlib.suppress(threading.BrokenBarrierError):  # not all up in time: the rest start on demand
+        gate.wait()
+    return pool
+
+
 def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner | None = None,
               metrics: BotMetrics | None = None,
               parser_factory: ParserFactory | None = None,
@@ -285,7 +299,8 @@ def build_bot(settings: Settings, runner: TriageRunner, verb_runner: VerbRunner 
     work.fleet_reader = fleet_reader(settings)
     if store is not None and settings.remediation.enabled:
         work.plan_buttons = _plan_buttons(settings)
-    after_ack = ThreadPoolExecutor(max_workers=settings.workers.listener_threads, thread_name_prefix="gpumem-after-ack")
+    after_ack = started(ThreadPoolExecutor(max_workers=settings.workers.listener_threads,
+                                           thread_name_prefix="gpumem-after-ack"), settings.workers.listener_threads)
     handlers = Handlers(settings, work, pool, poster, metrics, parser_factory=parser_factory, stopping=stopping,
                         store=store, after_ack=after_ack)
     app = create_app(settings, client, handlers)
