@@ -159,3 +159,54 @@ def test_a_container_args_list_before_its_image_and_one_with_the_image_first_rea
     assert (after.model, after.max_model_len) == (before.model, before.max_model_len) == ("Qwen/Qwen2.5-7B-Instruct", 4096)
     # an args list with no image anywhere names no engine: nothing is invented
     assert _scan("\n".join(args)) is None
+
+
+DATA = Path(__file__).parent / "data" / "logs"
+
+
+def test_tgi_2_0_2_on_prints_its_args_one_field_per_line_and_they_are_read():
+    # TGI 2.2.0 as a public thread posted it: `{:#?}` (launcher/src/main.rs:1287@v2.0.2), then
+    # the limits the launcher chose for what was not given
+    logs = parse_server_log((DATA / "tgi_220_pretty_args.log").read_text(), year=2024)
+    cfg = logs.server_config
+    assert (cfg.engine, cfg.engine_version, cfg.model) == ("tgi", "2.2.0", "meta-llama/Meta-Llama-3.1-8B-Instruct")
+    assert (cfg.memory_fraction, cfg.max_concurrent_requests, cfg.port) == (1.0, 128, 80)
+    assert (cfg.max_input_tokens, cfg.max_model_len, cfg.max_batch_prefill_tokens) == (4095, 4096, 4145)
+    assert cfg.tensor_parallel_size is None  # num_shard: None
+    assert cfg.flags["huggingface-hub-cache"] == "/data"
+
+
+def test_a_pretty_option_list_and_shard_count_are_read_as_the_one_line_form_reads_them():
+    pretty = ["2025-06-01T10:00:00.000000Z  INFO text_generation_launcher: Args {",
+              '    model_id: "m/x",', "    num_shard: Some(", "        4,", "    ),",
+              "    cuda_graphs: Some(", "        [", "            1,", "            8,", "        ],", "    ),",
+              "    max_total_tokens: Some(", "        8192,", "    ),", "}"]
+    flat = ('2025-06-01T10:00:00.000000Z  INFO text_generation_launcher: Args { model_id: "m/x", '
+            "num_shard: Some(4), cuda_graphs: Some([1, 8]), max_total_tokens: Some(8192) }")
+    a, b = _scan("\n".join(pretty)), _scan(flat)
+    assert a == b
+    assert (a.tensor_parallel_size, a.max_model_len, a.flags["cuda-graphs"]) == (4, 8192, "[1, 8]")
+
+
+def test_a_pretty_block_cut_short_keeps_what_it_showed_and_the_next_record_is_read():
+    cut = ["2025-06-01T10:00:00.000000Z  INFO text_generation_launcher: Args {",
+           '    model_id: "m/x",', "    num_shard: Some(", "        2,", "    ),",
+           "2025-06-01T10:00:01.000000Z  INFO text_generation_launcher: Default `max_batch_prefill_tokens` to 4096"]
+    cfg = _scan("\n".join(cut))
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.max_batch_prefill_tokens) == ("m/x", 2, 4096)
+    ended = _scan("\n".join(cut[:3]))  # the paste stops inside the Args
+    assert ended.model == "m/x"
+
+
+def test_a_limit_given_is_not_replaced_by_a_default_line():
+    text = ('2024-09-03T04:36:57Z  INFO text_generation_launcher: Args { model_id: "m/x", max_total_tokens: Some(8192) }\n'
+            "2024-09-03T04:36:58Z  INFO text_generation_launcher: Default `max_input_tokens` to 8191")
+    cfg = _scan(text)
+    assert (cfg.max_model_len, cfg.max_input_tokens) == (8192, 8191)
+
+
+def test_a_line_that_is_not_indented_ends_a_pretty_block_and_is_read_itself():
+    text = "\n".join(["2025-06-01T10:00:00Z  INFO text_generation_launcher: Args {", '    model_id: "m/x",',
+                      "$ vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"])
+    cfg = _scan(text)
+    assert (cfg.engine, cfg.model, cfg.max_model_len) == ("vllm", "Qwen/Qwen2.5-7B-Instruct", 8192)

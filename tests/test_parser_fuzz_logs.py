@@ -70,6 +70,9 @@ _FRAGMENTS = [
     "Decode out of memory. Try to lower your batch size.", "Out of memory. Try to lower your batch size.",
     "Prefill out of memory. Try to lower your batch size.\n", "Try to allocate ", " tokens.", "Avaliable tokens: ",
     "Available tokens: ", " (available_size=", " + evictable_size=", "initial_memory_usage=", "Load weight end. avail mem=", " mem usage=",
+    # TGI's Args printed one field per line (2.0.2+) and the limits its launcher chose
+    "INFO text_generation_launcher: Args {", "    num_shard: Some(", "        2,", "    ),", "}", "Some(", "[",
+    "],", "Default `max_total_tokens` to ", "Default `max_batch_prefill_tokens` to ",
     # prefixes: docker compose, torch ranks, worker tags; kubectl output
     "vllm-1  | ", "[rank0]: ", "(VllmWorker rank=0 pid=85) ", "| ERROR | stderr | ",
     "NAME   READY   STATUS   RESTARTS   AGE", "pod-0   0/1   CrashLoopBackOff   5 (13s ago)   3m",

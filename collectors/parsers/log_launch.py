@@ -70,6 +70,28 @@ _DOCKER_VALUE_OPTIONS = frozenset({
     "--pull", "--pid", "--uts", "--cgroupns", "--memory-swap", "--log-opt", "--tmpfs",
 })
 _MAX_CONTINUATION = 60
+#: TGI from 2.0.2 prints its Args with `{:#?}` (launcher/src/main.rs:1287@v2.0.2, :2079@v3.3.7):
+#: one field per line, an Option's value on a line of its own; to 2.0.1 with `{:?}`, one line
+#: (launcher/src/main.rs:999@v0.9.0, :1276@v2.0.1)
+_PRETTY_ARGS = re.compile(r"\bArgs \{\s*$")
+_MAX_PRETTY_LINES = 400
+#: the limits TGI's launcher chose where none was given: input and total 2.0.0-2.4.0
+#: (launcher/src/main.rs:1329, :1339@v2.0.0; :1710, :1720@v2.4.0), the prefill budget 2.0.0 on
+#: (:1355@v2.0.0, :2150@v3.3.7)
+_TGI_DEFAULT = re.compile(r"\bDefault `(max_input_tokens|max_total_tokens|max_batch_prefill_tokens)` to (\d{1,9})\b")
+
+
+def flat_debug(lines: list[str]) -> str:
+    """A Rust struct printed with `{:#?}` (one field per line, `Some(` and its value and `)` on
+    lines of their own) as the one line `{:?}` prints.
+
+    >>> flat_debug(["INFO x: Args {", "    num_shard: Some(", "        2,", "    ),", '    model_id: "m",', "}"])
+    'INFO x: Args { num_shard: Some(2), model_id: "m" }'
+    """
+    text = " ".join(x.strip() for x in lines)
+    text = re.sub(r"([(\[])\s+", r"\1", text)
+    text = re.sub(r",?\s+([)\]])", r"\1", text)
+    return re.sub(r",\s*\}$", " }", text)
 
 
 def _balanced(text: str) -> bool:
@@ -126,6 +148,8 @@ class LaunchScanner:
         self._pinned: dict[str, str] = {}
         #: the lines of a Python call whose parentheses have not closed yet
         self._call: list[str] | None = None
+        #: the lines of TGI's pretty-printed Args so far
+        self._pretty: list[str] | None = None
 
     # ---------------------------------------------------------------- feeding
 
@@ -136,6 +160,25 @@ class LaunchScanner:
             if not line.rstrip().endswith("\\") or len(self._pending) > _MAX_CONTINUATION:
                 self._command(" ".join(x.rstrip().rstrip("\\") for x in self._pending))
                 self._pending = None
+            return
+        if self._pretty is not None:
+            if line.strip() == "}" or (line[:1] in (" ", "\t") and len(self._pretty) < _MAX_PRETTY_LINES):
+                self._pretty.append(line)
+                if line.strip() == "}":
+                    self._printout(flat_debug(self._pretty))
+                    self._pretty = None
+                return
+            # every field is indented: a line that is not ends the block (a paste cut short)
+            self._printout(flat_debug([*self._pretty, "}"]))
+            self._pretty = None
+        if "Default `" in line:
+            chosen = _TGI_DEFAULT.search(line)
+            if chosen:  # what ran, where neither the command nor the Args set it
+                self._printed.setdefault(chosen.group(1).replace("_", "-"), chosen.group(2))
+                self._printed_engine = self._printed_engine or "tgi"
+                return
+        if "Args {" in line and _PRETTY_ARGS.search(line):
+            self._pretty = [line]
             return
         if self._compose_line(line):
             return
@@ -322,6 +365,9 @@ class LaunchScanner:
         if self._pending is not None:
             self._command(" ".join(x.rstrip().rstrip("\\") for x in self._pending))
             self._pending = None
+        if self._pretty is not None:  # the paste ends inside the Args: what it shows still counts
+            self._printout(flat_debug([*self._pretty, "}"]))
+            self._pretty = None
         self._finish_compose()
         launch = self._launch
         if launch is None and not self._printed:
