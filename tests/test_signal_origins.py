@@ -81,3 +81,17 @@ def test_origins_say_which_versions_print_a_line():
     assert not preempted.printed_by((0, 4, 1))
     budget = next(r for r in RULES if r.key == "free_below_utilization").origins[1]
     assert budget.printed_by((0, 33, 0)) and not budget.printed_by((0, 20, 0))
+
+
+@pytest.mark.parametrize("entry", [e for e in LINES if "gpus_insufficient" in e.get("signals", {})
+                                   or "tp_indivisible" in e.get("signals", {})], ids=lambda e: e["id"])
+def test_a_rendered_layout_refusal_is_read_for_its_figures(entry):
+    """The layout refusals carry the sizes they compare (heads or layers against TP or PP, the
+    world size against the GPUs): each rendered line is read for them, not only for its signal."""
+    from collectors.parsers.log_failures import parallel_error
+
+    found = parallel_error(_rendered(entry))
+    assert found is not None, entry["id"]
+    numbers = [v for v in entry["values"].values() if isinstance(v, int)]
+    got = [v for v in (found.heads, found.size, found.gpus) if v is not None]
+    assert got == numbers, entry["id"]

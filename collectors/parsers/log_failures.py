@@ -100,7 +100,11 @@ _PARALLEL: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("layers_indivisible",
          r"layers \((\d+)\) (?:must be|is not|are not) divisible by (?:the )?pipeline parallel size \((\d+)\)"),
         ("gpus_insufficient", r"[Tt]ensor parallel size \((\d+)\) exceeds available GPUs \((\d+)\)"),
+        # vLLM's world size over the node's GPUs: "Tensor parallel size (N) cannot be larger" in
+        # 0.12.0 (config/parallel.py:566), "World size (N) is larger" from 0.13.0 (:1072@0.33.0)
         ("gpus_insufficient", r"World size \((\d+)\) is (?:larger|greater) than the number of available GPUs \((\d+)\)"),
+        ("gpus_insufficient",
+         r"[Tt]ensor parallel size \((\d+)\) cannot be larger than the number of available GPUs \((\d+)\)"),
         ("gpus_insufficient", r"()()The number of required GPUs exceeds the total number of available GPUs"),
         ("gpus_insufficient", r"()()The number of GPUs per node is not divisible by the number of tensor parallelism"),
     )

@@ -332,8 +332,8 @@ RULES: tuple[SignalRule, ...] = (
         ),
         (_o("vllm", "vllm/engine/ray_utils.py:107@0.2.7, vllm/executor/ray_utils.py:101@0.5.0", (0, 2, 7), (0, 5, 0)),
          _o("vllm", "vllm/v1/executor/ray_utils.py:332@0.12.0, :294@0.33.0", (0, 12, 0)),
-         _o("vllm", "vllm/config/parallel.py:566@0.12.0 (world size over the GPUs; gone by 0.13.0)",
-            (0, 12, 0), (0, 12, 0))),
+         _o("vllm", "vllm/config/parallel.py:566@0.12.0 (\"Tensor parallel size (N) cannot be larger\"), "
+                    ":1072@0.33.0 (\"World size (N) is larger\", from 0.13.0)", (0, 12, 0))),
         ignore_case=True,
     ),
     SignalRule(
