@@ -29,7 +29,7 @@ def test_each_entry_names_its_engine_version_and_source():
         assert entry["engine"] in ("vllm", "tgi", "sglang")
         assert entry["version"].count(".") == 2
         assert "@" in entry["source"] and ":" in entry["source"]
-        assert entry.get("signals") or entry.get("startup") or entry.get("kv_alloc"), entry["id"]
+        assert entry.get("signals") or entry.get("startup") or entry.get("kv_alloc") or entry.get("stats"), entry["id"]
         assert set(entry.get("signals", {})) <= set(SIGNAL_KEYS), entry["id"]
 
 
@@ -122,3 +122,25 @@ def test_a_logged_then_raised_refusal_counts_once_and_two_refusals_twice():
     assert parse_server_log(logged + "\n" + raised, year=2026).kv_alloc_failure.count == 1
     other = entry["format"].format(**{**entry["values"], "requested": 150})
     assert parse_server_log(logged + "\n" + other, year=2026).kv_alloc_failure.count == 2
+
+
+_STATS = [e for e in LINES if "stats" in e]
+
+
+@pytest.mark.parametrize("entry", _STATS, ids=[e["id"] for e in _STATS])
+def test_a_stats_line_is_read_for_running_waiting_kv_use_and_preemptions(entry):
+    from collectors.parsers.log_stats import parse_stats
+
+    sample = parse_stats(rendered(entry))
+    want = entry["stats"]
+    assert sample is not None, entry["id"]
+    assert (sample.running, sample.waiting) == (want["running"], want["waiting"])
+    assert sample.kv_cache_usage_ratio == pytest.approx(want["kv"], abs=1e-9)
+    assert sample.preemptions == want.get("preemptions")
+    logs = parse_server_log(rendered(entry), year=2026)
+    assert logs.stats_peak is not None and logs.stats_peak.kv_cache_usage_ratio == pytest.approx(want["kv"], abs=1e-9)
+
+
+def test_stats_lines_cover_each_engine_at_its_first_and_newest_form():
+    versions = {(e["engine"], e["version"]) for e in _STATS}
+    assert {("vllm", "0.4.3"), ("vllm", "0.33.0"), ("sglang", "0.3.0"), ("sglang", "0.5.23")} <= versions
