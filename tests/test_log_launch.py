@@ -210,3 +210,23 @@ def test_a_line_that_is_not_indented_ends_a_pretty_block_and_is_read_itself():
                       "$ vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"])
     cfg = _scan(text)
     assert (cfg.engine, cfg.model, cfg.max_model_len) == ("vllm", "Qwen/Qwen2.5-7B-Instruct", 8192)
+
+
+@pytest.mark.parametrize("message", [
+    # to 2.0.1, `{:?}` (a TGI 1.4 deployment on OpenShift logged it so, with quantize: Some(Bitsandbytes))
+    'Args { model_id: "google/flan-t5-small", num_shard: None, quantize: Some(Bitsandbytes), '
+    "max_input_length: 1024, max_total_tokens: 2048, cuda_memory_fraction: 1.0 }",
+    # from 2.0.2, `{:#?}`: the same fields, one per line, in one JSON message
+    'Args {\n    model_id: "google/flan-t5-small",\n    num_shard: None,\n    quantize: Some(\n        Bitsandbytes,\n'
+    "    ),\n    max_input_length: Some(\n        1024,\n    ),\n    max_total_tokens: Some(\n        2048,\n    ),\n"
+    "    cuda_memory_fraction: 1.0,\n}",
+])
+def test_tgi_json_output_carries_its_args_in_the_message_and_they_are_read(message):
+    import json
+
+    line = json.dumps({"timestamp": "2024-02-21T05:09:46.814956Z", "level": "INFO", "fields": {"message": message},
+                       "target": "text_generation_launcher"})
+    cfg = parse_server_log(line, year=2024).server_config
+    assert cfg is not None
+    assert (cfg.engine, cfg.model, cfg.max_model_len, cfg.memory_fraction) == ("tgi", "google/flan-t5-small", 2048, 1.0)
+    assert (cfg.max_input_tokens, cfg.quantization) == (1024, "bitsandbytes")

@@ -120,7 +120,19 @@ def _unquote(value: str) -> str:
     return value
 
 
+#: TGI's Args print its enums by variant name (Debug); the launcher takes them as clap names:
+#: kebab case for Quantization (`ValueEnum`, launcher/src/main.rs:404-421@v3.3.7), the names
+#: given for Dtype and KVCacheDtype (:490-517@v3.3.7)
+_TGI_ENUM_NAMES = {"BFloat16": "bfloat16", "Float16": "float16", "Fp8e4m3fn": "fp8_e4m3fn", "Fp8e5m2": "fp8_e5m2"}
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def _printout_value(engine: str, key: str, raw: str) -> str | None:
+    """A printed value as the flag takes it.
+
+    >>> _printout_value("tgi", "quantize", "BitsandbytesNf4"), _printout_value("tgi", "dtype", "BFloat16")
+    ('bitsandbytes-nf4', 'bfloat16')
+    """
     value = _unquote(raw)
     if value in ("None", "none", "null", "", "[]", "{}"):
         return None
@@ -128,6 +140,8 @@ def _printout_value(engine: str, key: str, raw: str) -> str | None:
         return value.lower()
     if key == "dtype" and value.startswith("torch."):
         return value[len("torch."):]
+    if engine == "tgi" and key in ("quantize", "dtype", "kv_cache_dtype") and value[:1].isupper():
+        return _TGI_ENUM_NAMES.get(value) or _CAMEL.sub("-", value).lower()
     return value
 
 

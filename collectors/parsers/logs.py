@@ -135,6 +135,11 @@ class _LogReader:
             parsed = self._json_line(stripped)
             if parsed is not None:
                 text, message, at = parsed
+                # the message is what a text log would print (TGI's --json-output keeps its
+                # launcher's Args printout, one field per line, in one message)
+                for part in message.splitlines():
+                    self.launch.feed(part)
+                    self.devices.feed(part)
                 self._read(text, message, at, False)
                 return
         compose = _COMPOSE.match(stripped)
