@@ -230,3 +230,21 @@ def test_tgi_json_output_carries_its_args_in_the_message_and_they_are_read(messa
     assert cfg is not None
     assert (cfg.engine, cfg.model, cfg.max_model_len, cfg.memory_fraction) == ("tgi", "google/flan-t5-small", 2048, 1.0)
     assert (cfg.max_input_tokens, cfg.quantization) == (1024, "bitsandbytes")
+
+
+@pytest.mark.parametrize("line", [
+    # SGLang to 0.5.15: the dataclass (entrypoints/engine.py:225@0.5.15, `{server_args=}`)
+    "[2025-06-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-32B', mem_fraction_static=0.871, "
+    "context_length=32768, tp_size=2, chunked_prefill_size=8192, cuda_graph_bs=[1, 2, 4], port=30000)",
+    # from 0.5.19: its resolved dict (engine.py:265@0.5.19, :311@0.5.23)
+    "[2026-11-01 10:00:00] server_args={'model_path': 'Qwen/Qwen3-32B', 'mem_fraction_static': 0.871, "
+    "'max_running_requests': None, 'context_length': 32768, 'tp_size': 2, 'chunked_prefill_size': 8192, "
+    "'cuda_graph_bs': [1, 2, 4], 'enable_dp_attention': False, 'port': 30000}",
+])
+def test_sglang_server_args_are_read_as_the_dataclass_and_as_the_dict(line):
+    cfg = parse_server_log(line, year=2026).server_config
+    assert cfg is not None
+    assert (cfg.engine, cfg.model, cfg.memory_fraction, cfg.tensor_parallel_size) == ("sglang", "Qwen/Qwen3-32B", 0.871, 2)
+    assert (cfg.max_model_len, cfg.max_num_batched_tokens, cfg.port) == (32768, 8192, 30000)
+    assert cfg.flags["cuda-graph-bs"] == "[1, 2, 4]"  # a list is read whole
+    assert "max-running-requests" not in cfg.flags  # None is not a value

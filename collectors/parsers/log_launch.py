@@ -44,11 +44,15 @@ _PRINTOUTS = (
     ("vllm", re.compile(r"Initializing an? (?:V\d )?LLM engine(?: \(v([\w.+\-]{1,40})\))? with config: (.*)")),
     ("vllm", re.compile(r"\bargs: Namespace\((.*)")),
     ("vllm", re.compile(r"non-default args: \{(.*)")),
+    # SGLang to 0.5.15 prints the dataclass (`{server_args=}`, entrypoints/engine.py:127@0.5.3,
+    # :225@0.5.15), from 0.5.19 its resolved dict (:265@0.5.19, :311@0.5.23)
     ("sglang", re.compile(r"server_args=ServerArgs\((.*)")),
+    ("sglang", re.compile(r"server_args=\{(.*)")),
     ("tgi", re.compile(r"(?:\bArgs \{|^\{\s*(?=model_id:))(.*)")),
 )
-_PAIR_EQ = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,()\s]+)")
-_PAIR_DICT = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,{}\s]+)")
+#: a value: quoted, a flat list (`cuda_graph_bs=[1, 2, 4]`), or a bare word
+_PAIR_EQ = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[^,()\s]+)")
+_PAIR_DICT = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[^,{}\s]+)")
 _PAIR_RUST = re.compile(r"(\w+): (Some\(\"?([^\")]*)\"?\)|\"([^\"]*)\"|[^,\s}]+)")
 _LLM_CALL = re.compile(r"\b(?:LLM|(?:Async)?EngineArgs)\((.*)")
 #: SGLang names the fraction it ran with in its refusal ("under --mem-fraction-static=0.88",
@@ -356,7 +360,7 @@ class LaunchScanner:
                 self._version = m.group(1)
             if engine == "tgi":
                 pairs = [(k, some or quoted or raw) for k, raw, some, quoted in _PAIR_RUST.findall(body)]
-            elif "non-default args" in line:
+            elif "non-default args" in line or "server_args={" in line:
                 pairs = _PAIR_DICT.findall(body)
             else:
                 pairs = _PAIR_EQ.findall(body)
