@@ -248,3 +248,19 @@ def test_sglang_server_args_are_read_as_the_dataclass_and_as_the_dict(line):
     assert (cfg.max_model_len, cfg.max_num_batched_tokens, cfg.port) == (32768, 8192, 30000)
     assert cfg.flags["cuda-graph-bs"] == "[1, 2, 4]"  # a list is read whole
     assert "max-running-requests" not in cfg.flags  # None is not a value
+
+
+def test_a_nested_config_lends_its_model_to_nobody():
+    # vLLM's engine config (config/vllm.py:2809-2844@0.33.0) holds the draft model of speculative
+    # decoding inside SpeculativeConfig(...): the served model is the top-level `model=`
+    line = ("(EngineCore_DP0 pid=1) INFO 11-20 10:00:00 [core.py:98] Initializing a V1 LLM engine (v0.33.0) with "
+            "config: model='meta-llama/Llama-3.1-70B-Instruct', speculative_config=SpeculativeConfig("
+            "method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-70B', num_spec_tokens=3), "
+            "tokenizer='meta-llama/Llama-3.1-70B-Instruct', dtype=torch.bfloat16, max_seq_len=16384, "
+            "tensor_parallel_size=4, quantization=None, served_model_name=llama-70b, "
+            "compilation_config={'level': 3, 'cudagraph_capture_sizes': [1, 2, 4]}, kernel_config=KernelConfig()")
+    cfg = parse_server_log(line, year=2026).server_config
+    assert (cfg.engine_version, cfg.model, cfg.served_model_name) == ("0.33.0", "meta-llama/Llama-3.1-70B-Instruct", "llama-70b")
+    assert (cfg.tensor_parallel_size, cfg.max_model_len, cfg.dtype) == (4, 16384, "bfloat16")
+    # the nested values are no flag values of their own
+    assert not {"speculative-config", "compilation-config", "kernel-config", "num-spec-tokens", "method"} & set(cfg.flags)

@@ -51,8 +51,9 @@ _PRINTOUTS = (
     ("tgi", re.compile(r"(?:\bArgs \{|^\{\s*(?=model_id:))(.*)")),
 )
 #: a value: quoted, a flat list (`cuda_graph_bs=[1, 2, 4]`), or a bare word
-_PAIR_EQ = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[^,()\s]+)")
-_PAIR_DICT = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[^,{}\s]+)")
+#: (after `top_level`, a nested value is its name and blank brackets: read as no value)
+_PAIR_EQ = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[\w.]{0,80}\([^()]{0,20000}\)|\{[^{}]{0,20000}\}|[^,()\s]+)")
+_PAIR_DICT = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\[\]]{0,4000}\]|[\w.]{0,80}\([^()]{0,20000}\)|\{[^{}]{0,20000}\}|[^,{}\s]+)")
 _PAIR_RUST = re.compile(r"(\w+): (Some\(\"?([^\")]*)\"?\)|\"([^\"]*)\"|[^,\s}]+)")
 _LLM_CALL = re.compile(r"\b(?:LLM|(?:Async)?EngineArgs)\((.*)")
 #: SGLang names the fraction it ran with in its refusal ("under --mem-fraction-static=0.88",
@@ -98,6 +99,45 @@ def flat_debug(lines: list[str]) -> str:
     return re.sub(r",\s*\}$", " }", text)
 
 
+def top_level(body: str) -> str:
+    """`body` with what is nested in parentheses or braces blanked out (quotes respected), so
+    that only its own pairs are read: vLLM's engine config holds
+    `speculative_config=SpeculativeConfig(method='eagle3', model='DRAFT', ...)`, whose `model`
+    is the draft's, not the served model's.
+
+    >>> top_level("model='m', spec=Spec(model='d', n=3), tp=2").split()
+    ["model='m',", 'spec=Spec(', '),', 'tp=2']
+    """
+    out = list(body)
+    depth, quote, escaped = 0, "", False
+    for i, ch in enumerate(body):
+        if quote:
+            if depth:
+                out[i] = " "
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "({":
+            depth += 1
+            if depth > 1:
+                out[i] = " "
+            continue
+        if ch in ")}":
+            if depth > 1:
+                out[i] = " "
+            depth = max(0, depth - 1)
+            continue
+        if depth:
+            out[i] = " "
+        if ch in "'\"":
+            quote = ch
+    return "".join(out)
+
+
 def _balanced(text: str) -> bool:
     """True once the call's parentheses close (quoted text not counted)."""
     depth = 1
@@ -129,6 +169,8 @@ def _unquote(value: str) -> str:
 #: given for Dtype and KVCacheDtype (:490-517@v3.3.7)
 _TGI_ENUM_NAMES = {"BFloat16": "bfloat16", "Float16": "float16", "Fp8e4m3fn": "fp8_e4m3fn", "Fp8e5m2": "fp8_e5m2"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: a nested value `top_level` blanked out: `SpeculativeConfig(   )`, `{   }`
+_BLANKED = re.compile(r"[\w.]*\(\s*\)|\{\s*\}")
 
 
 def _printout_value(engine: str, key: str, raw: str) -> str | None:
@@ -138,7 +180,7 @@ def _printout_value(engine: str, key: str, raw: str) -> str | None:
     ('bitsandbytes-nf4', 'bfloat16')
     """
     value = _unquote(raw)
-    if value in ("None", "none", "null", "", "[]", "{}"):
+    if value in ("None", "none", "null", "", "[]", "{}") or _BLANKED.fullmatch(value):
         return None
     if value in ("True", "False"):
         return value.lower()
@@ -361,9 +403,9 @@ class LaunchScanner:
             if engine == "tgi":
                 pairs = [(k, some or quoted or raw) for k, raw, some, quoted in _PAIR_RUST.findall(body)]
             elif "non-default args" in line or "server_args={" in line:
-                pairs = _PAIR_DICT.findall(body)
+                pairs = _PAIR_DICT.findall(top_level(body))
             else:
-                pairs = _PAIR_EQ.findall(body)
+                pairs = _PAIR_EQ.findall(top_level(body))
             for key, raw in pairs:
                 value = _printout_value(engine, key, raw)
                 if value is None:
