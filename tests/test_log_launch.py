@@ -264,3 +264,28 @@ def test_a_nested_config_lends_its_model_to_nobody():
     assert (cfg.tensor_parallel_size, cfg.max_model_len, cfg.dtype) == (4, 16384, "bfloat16")
     # the nested values are no flag values of their own
     assert not {"speculative-config", "compilation-config", "kernel-config", "num-spec-tokens", "method"} & set(cfg.flags)
+
+
+def test_a_pretty_block_behind_a_compose_prefix_is_read_whole():
+    # `docker compose logs` puts "SERVICE  | " before every line, and the reader strips it with
+    # the indentation: the block's lines are known by their shape
+    text = "\n".join(f"tgi-1  | {line}" for line in [
+        "2024-09-03T04:36:57.491823Z  INFO text_generation_launcher: Args {",
+        '    model_id: "meta-llama/Meta-Llama-3.1-8B-Instruct",', "    num_shard: Some(", "        2,", "    ),",
+        "    huggingface_hub_cache: Some(", '        "http://cache:8080/data",', "    ),",
+        "    cuda_memory_fraction: 0.9,", "}",
+        "2024-09-03T04:36:58.000000Z  INFO text_generation_launcher: Default `max_total_tokens` to 4096"])
+    cfg = parse_server_log(text, year=2024).server_config
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.memory_fraction, cfg.max_model_len) == (
+        "meta-llama/Meta-Llama-3.1-8B-Instruct", 2, 0.9, 4096)
+    assert cfg.flags["huggingface-hub-cache"] == "http://cache:8080/data"
+
+
+def test_after_a_restart_the_last_default_line_is_what_ran():
+    text = "\n".join([
+        '2024-09-03T04:36:57Z  INFO text_generation_launcher: Args { model_id: "m/a", max_total_tokens: None }',
+        "2024-09-03T04:36:57Z  INFO text_generation_launcher: Default `max_total_tokens` to 4096",
+        '2024-09-03T05:00:00Z  INFO text_generation_launcher: Args { model_id: "m/b", max_total_tokens: None }',
+        "2024-09-03T05:00:00Z  INFO text_generation_launcher: Default `max_total_tokens` to 8192"])
+    cfg = _scan(text)
+    assert (cfg.model, cfg.max_model_len) == ("m/b", 8192)

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from collectors.parsers.logs import parse_server_log
-from runbooks.catalogs.signals import ENGINES, RULES, Origin, SignalRule
+from runbooks.catalogs.signals import RULES, Origin, SignalRule
+from runbooks.model.evidence import ENGINES
 
 CORPUS = Path(__file__).parent / "data" / "engine_lines" / "lines.yaml"
 LINES = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))

@@ -80,6 +80,10 @@ _MAX_CONTINUATION = 60
 #: (launcher/src/main.rs:999@v0.9.0, :1276@v2.0.1)
 _PRETTY_ARGS = re.compile(r"\bArgs \{\s*$")
 _MAX_PRETTY_LINES = 400
+#: one line of a `{:#?}` block: `field: value,`, a value and its comma, `),` `],` `[` or the
+#: closing `}`; recognised by its shape, not its indentation, which a log prefix
+#: (`tgi-1  | ` in docker compose) may have taken away
+_PRETTY_LINE = re.compile(r'^\s*(?:\w+: .*|"(?:[^"\\]|\\.)*",|[^\s:"]+,|[)\]],?|\[|\})\s*$')
 #: the limits TGI's launcher chose where none was given: input and total 2.0.0-2.4.0
 #: (launcher/src/main.rs:1329, :1339@v2.0.0; :1710, :1720@v2.4.0), the prefill budget 2.0.0 on
 #: (:1355@v2.0.0, :2150@v3.3.7)
@@ -222,19 +226,19 @@ class LaunchScanner:
                 self._pending = None
             return
         if self._pretty is not None:
-            if line.strip() == "}" or (line[:1] in (" ", "\t") and len(self._pretty) < _MAX_PRETTY_LINES):
+            if line.strip() == "}" or (len(self._pretty) < _MAX_PRETTY_LINES and _PRETTY_LINE.match(line)):
                 self._pretty.append(line)
                 if line.strip() == "}":
                     self._printout(flat_debug(self._pretty))
                     self._pretty = None
                 return
-            # every field is indented: a line that is not ends the block (a paste cut short)
+            # a line of another shape ends the block (a paste cut short)
             self._printout(flat_debug([*self._pretty, "}"]))
             self._pretty = None
         if "Default `" in line:
             chosen = _TGI_DEFAULT.search(line)
-            if chosen:  # what ran, where neither the command nor the Args set it
-                self._printed.setdefault(chosen.group(1).replace("_", "-"), chosen.group(2))
+            if chosen:  # printed only where neither the command nor the Args set it: what ran
+                self._printed[chosen.group(1).replace("_", "-")] = chosen.group(2)
                 self._printed_engine = self._printed_engine or "tgi"
                 return
         if "Args {" in line and _PRETTY_ARGS.search(line):

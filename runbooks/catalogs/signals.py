@@ -35,16 +35,14 @@ COUNT_LINES, COUNT_MAX, COUNT_SUM = "lines", "max", "sum"
 
 Version = tuple[int, int, int]
 
-#: who prints an engine's own line: its versions are the engine's, and a rendered line of it at
-#: one of them is in tests/data/engine_lines/lines.yaml
-ENGINES = ("vllm", "tgi", "sglang")
 
 
 @dataclass(frozen=True)
 class Origin:
     """Where the text one pattern finds comes from.
 
-    `by`: an engine (`ENGINES`), or what else prints it: `torch`, `cuda` (the CUDA runtime's
+    `by`: an engine (`runbooks.model.evidence.ENGINES`: its versions are the engine's, and a
+    rendered line of it at one of them is in tests/data/engine_lines/lines.yaml), or what else prints it: `torch`, `cuda` (the CUDA runtime's
     error strings), `nvml`, `nccl`, `kubernetes`, `linux` (the kernel's OOM killer), `runbook`
     (the runbook's own keywords: gateways and wrappers print them, no engine's source does),
     or the wrapper a real report showed printing it (`runpod-worker-vllm`, `kserve`, `llm-d`).
