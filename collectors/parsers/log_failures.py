@@ -3,12 +3,14 @@ parallel-layout errors the engines print.
 
 A CUDA OOM message is evidence, not a keyword: torch prints how much was asked for, the
 card's capacity, what was free, what the failing process held, what PyTorch had allocated and
-what it had reserved but not used (fragmentation). Every torch wording is read: >= 2.1
-("GPU 0 has a total capacity of X GiB of which Y MiB is free. Process N has Z GiB memory in
-use. Of the allocated memory A GiB is allocated by PyTorch, and R MiB is reserved by PyTorch
-but unallocated"), the "capacty" misspelling of 2.1/2.2, the older "(GPU 0; X GiB total
-capacity; A GiB already allocated; F MiB free; ...; R GiB reserved in total by PyTorch)", and
-TGI's warm-up form ("Currently allocated : X GiB ... Device limit : Y GiB").
+what it had reserved but not used (fragmentation). Every torch wording of 1.13-2.15 is read, as
+`runbooks.catalogs.torch_oom` holds them by version: from 2.1 "GPU 0 has a total capacity of X
+GiB of which Y MiB is free. Process N has Z GiB memory in use. Of the allocated memory A GiB is
+allocated by PyTorch, and R MiB is reserved by PyTorch but unallocated" (2.1.x spells it
+"capacty"; from 2.4 "with P allocated in private pools (e.g., CUDA Graphs)"), to 2.0 "(GPU 0; X
+total capacity; A GiB already allocated; F MiB free; ...; R GiB reserved in total by PyTorch)",
+and the `backend:cudaMallocAsync` allocator's block from 2.0 ("Currently allocated : X GiB ...
+Device limit : Y GiB"; TGI's warm-up prints it where that backend is set).
 
 The phase comes from the traceback and the lines around the OOM: the latest phase marker
 before it (a start-up log line, a traceback frame such as `load_weights` or
@@ -29,42 +31,27 @@ from __future__ import annotations
 
 import re
 
+from runbooks.catalogs import torch_oom
 from runbooks.model.evidence import CudaOom, KvAllocFailure, ParallelError
 
 EXAMPLE_CHARS = 300
 _UNITS = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
-_SIZE = r"(\d{1,9}(?:\.\d{1,6})?)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b"
+_SIZE = torch_oom.SIZE
 
+#: torch's figures, from the table of its message by version (runbooks.catalogs.torch_oom)
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern))
-    for name, pattern in (
-        ("tried_bytes", r"Tried to allocate " + _SIZE),
-        ("tried_bytes", r"Requested\s*: " + _SIZE),
-        ("total_bytes", r"total capac(?:i)?ty of " + _SIZE),
-        ("total_bytes", _SIZE + r" total capacity"),
-        ("total_bytes", r"Device limit\s*: " + _SIZE),
-        ("free_bytes", r"of which " + _SIZE + r" (?:is )?free"),
-        ("free_bytes", _SIZE + r" free[;)]"),
-        ("free_bytes", r"Free \(according to CUDA\)\s*: " + _SIZE),
-        ("in_use_bytes", r"(?:[Pp]rocess \d{1,10}|this process) has " + _SIZE + r" memory in use"),
-        ("allocated_bytes", _SIZE + r" is allocated by PyTorch"),
-        ("allocated_bytes", _SIZE + r" already allocated"),
-        ("allocated_bytes", r"Currently allocated\s*: " + _SIZE),
-        ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated"),
-        ("_reserved_total", _SIZE + r" reserved in total by PyTorch"),
-    )
-)
+    (p.field, re.compile(p.pattern)) for p in torch_oom.FIGURES if p.field not in ("_other_process", "this_process_bytes"))
 #: torch >= 2.1 names every process on the card: "Process 25252 has 18.65 GiB memory in use. ...
 #: Including non-PyTorch memory, this process has 29.47 GiB memory in use"
-_THIS_PROCESS = re.compile(r"this process has " + _SIZE + r" memory in use")
-_OTHER_PROCESS = re.compile(r"[Pp]rocess \d{1,10} has " + _SIZE + r" memory in use")
-_OOM = re.compile(r"CUDA out of memory|\bOutOfMemoryError\b|would exceed allowed memory")
+_THIS_PROCESS = re.compile(torch_oom.BY_ID["new.this_process"].pattern)
+_OTHER_PROCESS = re.compile(torch_oom.BY_ID["new.other_process"].pattern)
+_OOM = re.compile(r"CUDA out of memory|\bOutOfMemoryError\b|" + torch_oom.BY_ID["async.head"].pattern)
 #: words that close torch's OOM message; without one the message may wrap onto the next line
-_OOM_END = ("PYTORCH_CUDA_ALLOC_CONF", "Memory Management", "reserved by PyTorch but unallocated",
-            "reserved in total by PyTorch", "Free (according to CUDA)")
+_OOM_END = torch_oom.ENDS
 
 #: a line of torch's multi-line allocator report ("Requested               : 1.49 MiB")
-_BLOCK_LINE = re.compile(r"^\s*(?:[A-Za-z][\w ()\-]{0,60}:\s*(?:" + _SIZE + r")?\s*$|\(out of memory\)|:\s*" + _SIZE + ")")
+_BLOCK_LINE = re.compile(r"^\s*(?:[A-Za-z][\w ()\-]{0,60}:\s*(?:" + _SIZE + r")?\s*$|\(out of memory\)|:\s*" + _SIZE
+                         + r"|PyTorch limit \(set by user-supplied memory fraction\)\s*$)")
 #: lines that block may run after the OOM line
 _BLOCK_LINES = 8
 #: (phase, substrings that mark it), most specific first
@@ -137,10 +124,25 @@ def oom_numbers(text: str) -> dict[str, int]:
         out["in_use_bytes"] = out["this_process_bytes"]
         if others:
             out["other_processes_bytes"] = sum(others)
+    elif others:  # one "Process N" alone is the failing process as its container numbers it
+        out["in_use_bytes"] = others[0]
     reserved = out.pop("_reserved_total", None)
     if reserved is not None and "allocated_bytes" in out and "reserved_unallocated_bytes" not in out:
         out["reserved_unallocated_bytes"] = max(0, reserved - out["allocated_bytes"])
+    total = out.get("total_bytes")
+    if total:
+        # torch prints a held figure past the card's capacity where the driver's own count is
+        # wrong ("this process has 17179869184.00 GiB memory in use", seen under WSL): no figure
+        # of memory on the card can exceed the card, so such a figure is not kept
+        for name in _ON_THE_CARD:
+            if out.get(name, 0) > total:
+                del out[name]
     return out
+
+
+#: figures of memory on the card, each at most its capacity (what was asked for may be more)
+_ON_THE_CARD = ("free_bytes", "in_use_bytes", "this_process_bytes", "other_processes_bytes", "allocated_bytes",
+                "reserved_unallocated_bytes", "allowed_bytes", "private_pools_bytes")
 
 
 def parallel_error(text: str) -> ParallelError | None:

@@ -217,9 +217,12 @@ STARTUP_LINES: tuple[LogLine, ...] = (
        (0, 9, 4), None, "router/src/main.rs:233,239@v0.9.4; backends/v2/src/lib.rs:62,100@v3.3.7",
        ("kv_cache_tokens", "int")),
     # ---------------------------------------------------------------------------- PyTorch
-    _l("torch.total_capacity", "torch", "total capacity",
-       r"GPU \d+ has a total capacity of " + GIB + r"|GPU \d+; " + GIB + r" total capacity",
-       None, None, "c10/cuda/CUDACachingAllocator.cpp (torch's OutOfMemoryError message; the second, older form)",
+    # the card's capacity as torch's OOM prints it (runbooks.catalogs.torch_oom): "GPU 0 has a
+    # total capacity of X" from 2.2, "total capacty" (sic) in 2.1.x, "(GPU 0; X total capacity;" to 2.0
+    _l("torch.total_capacity", "torch", "total capac",
+       r"GPU \d+ has a total capac(?:i)?ty of " + GIB + r"|GPU \d+; " + GIB + r" total capacity",
+       None, None, "c10/cuda/CUDACachingAllocator.cpp (torch's OutOfMemoryError message; 2.1.x spells it "
+       "\"capacty\"; the second form to 2.0)",
        reader="first_of:total_gpu_gib", note="a figure from an engine's start-up line wins over it"),
 )
 

@@ -101,8 +101,11 @@ RULES: tuple[SignalRule, ...] = (
         ("out of memory", "outofmemoryerror"),
         (r"CUDA out of memory", r"\bOutOfMemoryError\b", r"CUDA error: out of memory"),
         (_o("torch", "c10/cuda/CUDACachingAllocator.cpp: the caching allocator's refusal "
-                     "(\"CUDA out of memory. Tried to allocate ...\"), which engines also re-raise"),
-         _o("torch", "torch.cuda.OutOfMemoryError, the exception's class name in a traceback"),
+                     "(\"CUDA out of memory. Tried to allocate ...\"), which engines also re-raise; its "
+                     "wordings by torch version in runbooks.catalogs.torch_oom"),
+         _o("torch", "the exception's class name in a traceback: torch.cuda.OutOfMemoryError 1.13-2.3, "
+                     "torch.OutOfMemoryError from 2.4 (torch/csrc/Exceptions.cpp; also the name of the "
+                     "cudaMallocAsync allocator's block)"),
          _o("cuda", "cudaErrorMemoryAllocation's text as torch's C10_CUDA_CHECK prints it")),
     ),
     SignalRule(

@@ -471,6 +471,12 @@ class CudaOom:
     this_process_bytes: int | None = None
     #: the sum of the other "Process N has X memory in use" entries beside "this process"
     other_processes_bytes: int | None = None
+    #: the cap torch was given ("X allowed;", torch.cuda.set_per_process_memory_fraction; the
+    #: cudaMallocAsync block's "PyTorch limit"), when one was set
+    allowed_bytes: int | None = None
+    #: torch >= 2.4: "with X allocated in private pools (e.g., CUDA Graphs)", counted inside
+    #: `allocated_bytes`: graph pools' cached blocks, which other allocations cannot use
+    private_pools_bytes: int | None = None
 
     @property
     def at_startup(self) -> bool:

@@ -1,0 +1,125 @@
+"""torch's CUDA OOM message at every version read (runbooks.catalogs.torch_oom), rendered from
+its pieces and read back figure by figure, whole and as a log prints it, one line at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.parsers.log_failures import FailureReader, oom_numbers
+from collectors.parsers.log_startup import StartupReader
+from runbooks.catalogs import torch_oom
+from runbooks.catalogs.torch_oom import PIECES, READ, render
+
+GIB, MIB = 2**30, 2**20
+
+#: a distinct size per piece, so a figure read from the wrong piece shows
+SIZES = {
+    "tried": ("1.25 GiB", int(1.25 * GIB)),
+    "old.total": ("79.15 GiB", int(79.15 * GIB)),
+    "old.allocated": ("70.50 GiB", int(70.5 * GIB)),
+    "old.free": ("448.00 MiB", 448 * MIB),
+    "old.allowed": ("75.00 GiB", 75 * GIB),
+    "old.reserved": ("72.75 GiB", int(72.75 * GIB)),
+    "new.total_misspelt": ("79.15 GiB", int(79.15 * GIB)),
+    "new.total": ("79.15 GiB", int(79.15 * GIB)),
+    "new.free": ("448.00 MiB", 448 * MIB),
+    "new.other_process": ("12.00 GiB", 12 * GIB),
+    "new.this_process": ("66.50 GiB", int(66.5 * GIB)),
+    "new.allowed": ("75.00 GiB", 75 * GIB),
+    "new.allocated": ("60.25 GiB", int(60.25 * GIB)),
+    "new.private_pools": ("3.50 GiB", int(3.5 * GIB)),
+    "new.unallocated": ("2.25 GiB", int(2.25 * GIB)),
+    "async.allocated": ("60.25 GiB", int(60.25 * GIB)),
+    "async.requested": ("1.25 GiB", int(1.25 * GIB)),
+    "async.limit": ("79.15 GiB", int(79.15 * GIB)),
+    "async.free": ("448.00 MiB", 448 * MIB),
+    "async.allowed": ("75.00 GiB", 75 * GIB),
+}
+
+
+def _expected(version: torch_oom.Version, form: str) -> dict[str, int]:
+    """The CudaOom figures the message of `version` in `form` carries."""
+    out: dict[str, int] = {}
+    for p in PIECES:
+        if p.field is None or not p.printed_by(version):
+            continue
+        if (form == "async") != (p.form == "async"):
+            continue
+        if p.form in ("old", "new") and (p.form == "old") != (version < (2, 1, 0)):
+            continue
+        value = SIZES[p.id][1]
+        if p.field == "_reserved_total":
+            out["reserved_unallocated_bytes"] = value - SIZES["old.allocated"][1]
+        elif p.field == "_other_process":
+            out["other_processes_bytes"] = value
+        elif p.field == "this_process_bytes":
+            out["this_process_bytes"] = out["in_use_bytes"] = value
+        else:
+            out.setdefault(p.field, value)
+    return out
+
+
+def _forms(version: torch_oom.Version) -> list[str]:
+    return ["caching", "async"] if version >= (2, 0, 0) else ["caching"]
+
+
+CASES = [(v, f) for v in READ for f in _forms(v)]
+
+
+@pytest.mark.parametrize(("version", "form"), CASES, ids=[f"{'.'.join(map(str, v))}-{f}" for v, f in CASES])
+def test_every_figure_of_every_version_is_read(version, form):
+    text = render(version, form, {k: v[0] for k, v in SIZES.items()}, n=3)
+    want = _expected(version, form)
+    assert oom_numbers(text) == want
+    # as a log prints it: one message per line
+    reader = FailureReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    oom = reader.oom()
+    assert oom is not None and oom.count == 1
+    for name, value in want.items():
+        assert getattr(oom, name) == value, name
+
+
+def test_the_pieces_change_where_the_libraries_say():
+    """The wording turns: the name at 2.4, the misspelling only in 2.1.x, private pools from 2.4."""
+    sizes = {k: v[0] for k, v in SIZES.items()}
+    assert render((2, 3, 0), "caching", sizes).startswith("torch.cuda.OutOfMemoryError: ")
+    assert render((2, 4, 0), "caching", sizes).startswith("torch.OutOfMemoryError: ")
+    assert "total capacty of" in render((2, 1, 2), "caching", sizes)
+    assert "total capacty of" not in render((2, 2, 0), "caching", sizes)
+    assert "private pools" not in render((2, 3, 0), "caching", sizes)
+    assert "private pools" in render((2, 4, 0), "caching", sizes)
+    assert "(GPU 0; 79.15 GiB total capacity;" in render((2, 0, 0), "caching", sizes)
+    assert "expandable_segments:True" in render((2, 2, 0), "caching", sizes)
+    assert "max_split_size_mb" in render((2, 1, 0), "caching", sizes)
+
+
+def test_without_a_fraction_or_graph_pools_those_figures_are_absent():
+    sizes = {k: v[0] for k, v in SIZES.items() if k not in ("new.allowed", "new.private_pools")}
+    numbers = oom_numbers(render((2, 6, 0), "caching", sizes))
+    assert "allowed_bytes" not in numbers and "private_pools_bytes" not in numbers
+    assert numbers["allocated_bytes"] == SIZES["new.allocated"][1]
+
+
+def test_a_figure_past_the_card_is_not_kept():
+    """torch under WSL printed "this process has 17179869184.00 GiB memory in use" (a public
+    report): the held figure is dropped, not read as 17 billion GiB nor as a tail of its digits."""
+    text = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of 23.99 GiB of which "
+            "7.20 GiB is free. Including non-PyTorch memory, this process has 17179869184.00 GiB memory in use. "
+            "Of the allocated memory 14.51 GiB is allocated by PyTorch, and 685.18 MiB is reserved by PyTorch "
+            "but unallocated.")
+    numbers = oom_numbers(text)
+    assert "in_use_bytes" not in numbers and "this_process_bytes" not in numbers
+    assert numbers["total_bytes"] == int(23.99 * GIB)
+    assert numbers["allocated_bytes"] == int(14.51 * GIB)
+
+
+@pytest.mark.parametrize("version", [(2, 0, 0), (2, 1, 0), (2, 2, 0)])
+def test_the_start_up_reader_takes_the_card_from_every_wording(version):
+    """torch 2.1.x's "total capacty" gave no card size before."""
+    line = render(version, "caching", {k: v[0] for k, v in SIZES.items()})
+    reader = StartupReader()
+    reader.feed(line)
+    startup = reader.result()
+    assert startup is not None and startup.total_gpu_gib == pytest.approx(79.15)
