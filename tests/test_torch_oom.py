@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from bot.render.i18n import Catalog
+from bot.render.wording import fact_text
 from collectors.parsers.log_failures import FailureReader, oom_numbers
 from collectors.parsers.log_startup import StartupReader
+from collectors.parsers.logs import parse_server_log
 from runbooks.catalogs import torch_oom
 from runbooks.catalogs.torch_oom import PIECES, READ, render
+from runbooks.model.evidence import Evidence
+from runbooks.triage.runbook import triage
 
 GIB, MIB = 2**30, 2**20
 
@@ -123,3 +128,41 @@ def test_the_start_up_reader_takes_the_card_from_every_wording(version):
     reader.feed(line)
     startup = reader.result()
     assert startup is not None and startup.total_gpu_gib == pytest.approx(79.15)
+
+
+def _oom_facts(text: str) -> dict[str, dict]:
+    logs = parse_server_log(text)
+    report = triage(Evidence(logs=logs, server_config=logs.server_config))
+    oom = next(f for c in report.checks for f in c.findings if f.id in ("cuda_oom", "runtime_cuda_oom",
+                                                                          "startup_cuda_oom"))
+    return {x.key: x for x in oom.facts}
+
+
+def test_memory_in_cuda_graph_pools_is_named_in_both_languages():
+    sizes = {k: v[0] for k, v in SIZES.items() if k != "new.allowed"}
+    facts = _oom_facts(render((2, 6, 0), "caching", sizes))
+    pools = facts["oom_graph_pools"]
+    assert pools.params["pool_gib"] == 3.5
+    assert "oom_under_cap" not in facts
+    assert "3.5 GiB of what PyTorch held" in fact_text(Catalog.load("en"), pools) and "CUDA graph" in fact_text(Catalog.load("zh"), pools)
+    # before 2.4 torch does not print them: nothing is said
+    assert "oom_graph_pools" not in _oom_facts(render((2, 3, 0), "caching", sizes))
+
+
+def test_an_oom_under_a_memory_fraction_with_the_card_free_blames_the_cap():
+    sizes = {k: v[0] for k, v in SIZES.items() if k != "new.private_pools"}
+    sizes["new.free"] = "14.00 GiB"
+    sizes["new.allowed"] = "62.00 GiB"  # 60.25 allocated + 2.25 cached + 1.25 asked for is past it
+    facts = _oom_facts(render((2, 6, 0), "caching", sizes))
+    cap = facts["oom_under_cap"]
+    assert (cap.params["allowed_gib"], cap.params["free_gib"]) == (62.0, 14.0)
+    assert "capped at 62 GiB" in fact_text(Catalog.load("en"), cap)
+    assert "62 GiB" in fact_text(Catalog.load("zh"), cap)
+    # what torch held and asked for was under the cap: the cap did not refuse it
+    sizes["new.allowed"] = "75.00 GiB"
+    assert "oom_under_cap" not in _oom_facts(render((2, 6, 0), "caching", sizes))
+    sizes["new.allowed"] = "62.00 GiB"
+    # the card itself full: the cap is not what refused it
+    sizes["new.free"] = "448.00 MiB"
+    sizes["tried"] = "1.00 GiB"
+    assert "oom_under_cap" not in _oom_facts(render((2, 6, 0), "caching", sizes))

@@ -129,6 +129,11 @@ def _oom_finding(ctx: TriageContext) -> Finding | None:
     if oom is not None and _fragmented(oom):
         facts.append(fact("oom_fragmentation", logs.source,
                           reserved_gib=gib(oom.reserved_unallocated_bytes / GIB)))
+    if oom is not None and _in_graph_pools(oom):
+        facts.append(fact("oom_graph_pools", logs.source, pool_gib=gib(oom.private_pools_bytes / GIB)))
+    if oom is not None and _under_cap(oom):
+        facts.append(fact("oom_under_cap", logs.source, allowed_gib=gib(oom.allowed_bytes / GIB),
+                          free_gib=gib(oom.free_bytes / GIB)))
     if phase is not None:
         facts.append(_PHASE_FACTS[phase](logs.source))
     if _beyond_card(oom):
@@ -176,6 +181,27 @@ def _fragmented(oom) -> bool:
     """Reserved-but-unallocated memory that would have served the failed request."""
     spare = oom.reserved_unallocated_bytes or 0
     return spare >= max(oom.tried_bytes or 0, GIB // 2) and (not oom.total_bytes or spare >= 0.02 * oom.total_bytes)
+
+
+def _in_graph_pools(oom) -> bool:
+    """torch >= 2.4: CUDA graph pools held enough cached memory to have served the request."""
+    pools = oom.private_pools_bytes or 0
+    return pools >= max(oom.tried_bytes or 0, GIB // 2)
+
+
+def _under_cap(oom) -> bool:
+    """torch was held to a memory fraction (its "allowed" figure) and the card still had room
+    for the request: the cap refused it, not the card."""
+    if not oom.allowed_bytes or oom.free_bytes is None or not oom.total_bytes:
+        return False
+    tried = oom.tried_bytes or 0
+    if oom.allocated_bytes is not None:
+        # torch refuses past the cap what it has reserved plus the request: where its figures
+        # put that under the cap, the cap did not refuse it
+        reserved = oom.allocated_bytes + (oom.reserved_unallocated_bytes or 0)
+        if reserved + tried < 0.98 * oom.allowed_bytes:
+            return False
+    return oom.allowed_bytes < oom.total_bytes and oom.free_bytes > tried
 
 
 def _fraction_at_edge(cfg) -> Finding | None:
