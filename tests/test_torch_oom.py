@@ -215,3 +215,13 @@ def test_any_figures_torch_prints_are_read_back_exactly(version, form, figures, 
             assert got.get(name) == value, name
         else:
             assert name not in got, name
+
+
+def test_a_bogus_allocated_figure_derives_no_cached_figure():
+    """Before 2.1 the cached figure is reserved minus allocated: with the allocated figure past
+    the card dropped, no cached figure is made from it (it was 0, a wrong zero)."""
+    text = ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.77 GiB total capacity; 99999.00 GiB already "
+            "allocated; 3.12 MiB free; 14.86 GiB reserved in total by PyTorch)")
+    numbers = oom_numbers(text)
+    assert "allocated_bytes" not in numbers and "reserved_unallocated_bytes" not in numbers
+    assert numbers["free_bytes"] == int(3.12 * MIB)

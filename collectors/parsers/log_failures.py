@@ -126,9 +126,6 @@ def oom_numbers(text: str) -> dict[str, int]:
             out["other_processes_bytes"] = sum(others)
     elif others:  # one "Process N" alone is the failing process as its container numbers it
         out["in_use_bytes"] = others[0]
-    reserved = out.pop("_reserved_total", None)
-    if reserved is not None and "allocated_bytes" in out and "reserved_unallocated_bytes" not in out:
-        out["reserved_unallocated_bytes"] = max(0, reserved - out["allocated_bytes"])
     total = out.get("total_bytes")
     if total:
         # torch prints a held figure past the card's capacity where the driver's own count is
@@ -137,12 +134,15 @@ def oom_numbers(text: str) -> dict[str, int]:
         for name in _ON_THE_CARD:
             if out.get(name, 0) > total:
                 del out[name]
+    reserved = out.pop("_reserved_total", None)
+    if reserved is not None and "allocated_bytes" in out and "reserved_unallocated_bytes" not in out:
+        out["reserved_unallocated_bytes"] = max(0, reserved - out["allocated_bytes"])
     return out
 
 
 #: figures of memory on the card, each at most its capacity (what was asked for may be more)
 _ON_THE_CARD = ("free_bytes", "in_use_bytes", "this_process_bytes", "other_processes_bytes", "allocated_bytes",
-                "reserved_unallocated_bytes", "allowed_bytes", "private_pools_bytes")
+                "reserved_unallocated_bytes", "_reserved_total", "allowed_bytes", "private_pools_bytes")
 
 
 def parallel_error(text: str) -> ParallelError | None:

@@ -184,7 +184,8 @@ def _fragmented(oom) -> bool:
 
 
 def _in_graph_pools(oom) -> bool:
-    """torch >= 2.4: CUDA graph pools held enough cached memory to have served the request."""
+    """torch >= 2.4: CUDA graph pools held at least as much cached memory as the request asked
+    for (and half a GiB or more), which the allocation could not take."""
     pools = oom.private_pools_bytes or 0
     return pools >= max(oom.tried_bytes or 0, GIB // 2)
 
