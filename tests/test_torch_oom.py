@@ -3,13 +3,18 @@ its pieces and read back figure by figure, whole and as a log prints it, one lin
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.render.i18n import Catalog
 from bot.render.wording import fact_text
-from collectors.parsers.log_failures import FailureReader, oom_numbers
+from collectors.bundle import load_bundle
+from collectors.parsers.log_failures import FailureReader, oom_numbers, torch_form
 from collectors.parsers.log_startup import StartupReader
 from collectors.parsers.logs import parse_server_log
 from runbooks.catalogs import torch_oom
@@ -18,6 +23,7 @@ from runbooks.model.evidence import Evidence
 from runbooks.triage.runbook import triage
 
 GIB, MIB = 2**30, 2**20
+REAL = Path(__file__).parent / "data" / "real"
 
 #: a distinct size per piece, so a figure read from the wrong piece shows
 SIZES = {
@@ -225,3 +231,35 @@ def test_a_bogus_allocated_figure_derives_no_cached_figure():
     numbers = oom_numbers(text)
     assert "allocated_bytes" not in numbers and "reserved_unallocated_bytes" not in numbers
     assert numbers["free_bytes"] == int(3.12 * MIB)
+
+
+@pytest.mark.parametrize(("version", "form", "want"), [((2, 0, 0), "caching", "old"), ((1, 13, 0), "caching", "old"),
+                                                       ((2, 1, 0), "caching", "new"), ((2, 15, 0), "caching", "new"),
+                                                       ((2, 6, 0), "async", "async")])
+def test_the_wording_tells_which_torch_printed_it(version, form, want):
+    text = render(version, form, {k: v[0] for k, v in SIZES.items()})
+    assert torch_form(text) == want
+    reader = FailureReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    assert reader.oom().torch_form == want
+
+
+def test_expandable_segments_is_not_offered_to_a_torch_that_rejects_it(tmp_path):
+    """torch <= 2.0 has no expandable_segments option (libc10_cuda.so 1.13.0 and 2.0.0 lack it and
+    stop on an option they do not know): the same OOM in its wording gets no such advice."""
+    case = REAL / "tgi-1374-a100-40g-oom-after-warmup"
+    new = {a.id for a in triage(load_bundle(case)).actions}
+    assert "set_expandable_segments" in new  # torch 2.1's wording, 1.57 GiB cached
+    shutil.copytree(case, tmp_path / "case")
+    logs = tmp_path / "case" / "logs.txt"
+    text = logs.read_text(encoding="utf-8")
+    said = re.search(r"CUDA out of memory\. Tried to allocate .*?See documen\S*", text).group(0)
+    # the same figures as torch 2.0 prints them: reserved = 37.10 allocated + 1.57 cached
+    text = text.replace(said, "CUDA out of memory. Tried to allocate 222.00 MiB (GPU 0; 39.39 GiB total capacity; "
+                              "37.10 GiB already allocated; 217.94 MiB free; 38.67 GiB reserved in total by PyTorch) "
+                              "If reserved memory is >> allocated memory try setting max_split_size_mb to avoid "
+                              "fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
+    logs.write_text(text, encoding="utf-8")
+    old = {a.id for a in triage(load_bundle(tmp_path / "case")).actions}
+    assert old == new - {"set_expandable_segments"}

@@ -140,6 +140,23 @@ def oom_numbers(text: str) -> dict[str, int]:
     return out
 
 
+def torch_form(text: str) -> str | None:
+    """Which of torch's wordings an OOM message is (`runbooks.catalogs.torch_oom` forms): "old"
+    (the caching allocator to 2.0), "new" (from 2.1), "async" (backend:cudaMallocAsync), or None
+    where no piece of one is in it."""
+    for form, pieces in _FORM_PIECES:
+        if any(p.search(text) for p in pieces):
+            return form
+    return None
+
+
+#: each form's own pieces (the "allowed" figure reads the same in both caching forms: left out)
+_FORM_PIECES = tuple(
+    (form, tuple(re.compile(p.pattern) for p in torch_oom.FIGURES
+                 if p.form == form and sum(q.pattern == p.pattern for q in torch_oom.FIGURES) == 1))
+    for form in ("new", "old", "async"))
+
+
 #: figures of memory on the card, each at most its capacity (what was asked for may be more)
 _ON_THE_CARD = ("free_bytes", "in_use_bytes", "this_process_bytes", "other_processes_bytes", "allocated_bytes",
                 "reserved_unallocated_bytes", "_reserved_total", "allowed_bytes", "private_pools_bytes")
@@ -335,6 +352,9 @@ class FailureReader:
     @staticmethod
     def _update(oom: dict, text: str) -> None:
         oom["numbers"] = oom_numbers(text)
+        form = torch_form(text)
+        if form is not None:
+            oom["numbers"]["torch_form"] = form
         oom["text"] = text
 
     @staticmethod

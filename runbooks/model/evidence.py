@@ -477,6 +477,9 @@ class CudaOom:
     #: torch >= 2.4: "with X allocated in private pools (e.g., CUDA Graphs)", counted inside
     #: `allocated_bytes`: graph pools' cached blocks, which other allocations cannot use
     private_pools_bytes: int | None = None
+    #: which of torch's wordings it is: "old" (torch <= 2.0), "new" (>= 2.1), "async" (the
+    #: cudaMallocAsync allocator's block); None where no figure of one was read
+    torch_form: str | None = None
 
     @property
     def at_startup(self) -> bool:

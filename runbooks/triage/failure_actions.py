@@ -167,7 +167,11 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
             add("lower_max_num_seqs", current=current, target=target, flag=seqs_flag,
                 changes=(SetArg(container, seqs_flag, cfg.max_num_seqs if cfg else None, target),))
     oom = ctx.evidence.logs.oom if ctx.evidence.logs else None
-    if oom is not None and oom.reserved_unallocated_bytes and oom.reserved_unallocated_bytes >= 2**29:
+    # expandable_segments is torch 2.1's: torch 2.0 and older stop at the first allocation with
+    # "Unrecognized CachingAllocator option: expandable_segments" (the strings of libc10_cuda.so,
+    # 1.13.0 and 2.0.0 lack the option), and an OOM in the wording to 2.0 is that torch
+    if (oom is not None and oom.reserved_unallocated_bytes and oom.reserved_unallocated_bytes >= 2**29
+            and oom.torch_form != "old"):
         add("set_expandable_segments", reserved_gib=round(oom.reserved_unallocated_bytes / 2**30, 2))
 
 
