@@ -263,3 +263,43 @@ def test_expandable_segments_is_not_offered_to_a_torch_that_rejects_it(tmp_path)
     logs.write_text(text, encoding="utf-8")
     old = {a.id for a in triage(load_bundle(tmp_path / "case")).actions}
     assert old == new - {"set_expandable_segments"}
+
+
+#: the cudaMallocAsync block as two public reports printed it, with no fraction set: torch then
+#: prints its "no limit" (SIZE_MAX) as the PyTorch limit, 17179869184.00 GiB
+REAL_ASYNC = (
+    "torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+    "Currently allocated     : 4.86 GiB\n"
+    "Requested               : 10.12 GiB\n"
+    "Device limit            : 24.00 GiB\n"
+    "Free (according to CUDA): 0 bytes\n"
+    "PyTorch limit (set by user-supplied memory fraction)\n"
+    "                        : 17179869184.00 GiB\n"
+    "This error means you ran out of memory on your GPU.\n",
+    '  "generate_fn raised: ModelLoaderError: load_llm failed for\n'
+    "   model_id='mistralai/Mistral-Nemo-Instruct-2407':\n"
+    "   Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+    "   Currently allocated     : 29.97 GiB\n"
+    "   Requested               : 7.17 GiB\n"
+    "   Device limit            : 15.92 GiB\n"
+    "   Free (according to CUDA): 0 bytes\n"
+    "   PyTorch limit (set by user-supplied memory fraction)\n"
+    '                           : 17179869184.00 GiB"\n',
+)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # written before the first run: no cap (torch's "no limit" is past the card), nothing free
+    (REAL_ASYNC[0], {"tried_bytes": int(10.12 * GIB), "total_bytes": 24 * GIB, "free_bytes": 0,
+                     "allocated_bytes": int(4.86 * GIB)}),
+    # 29.97 GiB "allocated" on a 15.92 GiB card (host memory behind it): not a figure of the card
+    (REAL_ASYNC[1], {"tried_bytes": int(7.17 * GIB), "total_bytes": int(15.92 * GIB), "free_bytes": 0}),
+])
+def test_real_cuda_malloc_async_blocks(text, want):
+    reader = FailureReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    oom = reader.oom()
+    got = {k: getattr(oom, k) for k in ("tried_bytes", "total_bytes", "free_bytes", "allocated_bytes",
+                                        "allowed_bytes") if getattr(oom, k) is not None}
+    assert got == want and oom.torch_form == "async"
