@@ -746,8 +746,13 @@ static int child_object(int where, int key) {
     }
 }
 
+/* (locals: j->p is a char pointer, which may alias *j, so the loop on the fields themselves
+ * reloaded and stored j->i at every byte) */
 static inline void skip_ws(json_state *j) {
-    while (j->i < j->n && j->p[j->i] == ' ') j->i++;
+    const unsigned char *p = j->p;
+    Py_ssize_t i = j->i, n = j->n;
+    while (i < n && p[i] == ' ') i++;
+    j->i = i;
 }
 
 static inline int hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
