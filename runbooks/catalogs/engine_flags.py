@@ -30,9 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks.catalogs.versions import Version, within
 from runbooks.model.phrases import Phrase
-
-Version = tuple[int, int, int]
 
 #: the oldest and newest version whose flags were read, per engine
 COVERED: dict[str, tuple[Version, Version]] = {
@@ -118,7 +117,7 @@ class Spelling:
     deprecated_from: Version | None = None
 
     def accepts(self, version: Version) -> bool:
-        return self.since <= version and (self.until is None or version <= self.until)
+        return within(version, self.since, self.until)
 
 
 @dataclass(frozen=True)

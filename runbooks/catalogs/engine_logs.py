@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Version = tuple[int, int, int]
+from runbooks.catalogs.versions import Version, within
 
 #: a decimal figure; a figure in GiB (or GB); an integer, maybe with thousands separators
 F = r"(\d{1,7}(?:\.\d{1,12})?)"
@@ -55,7 +55,7 @@ class LogLine:
         """Whether `version` prints this line (as far as the versions read say)."""
         if self.since is None:
             return True
-        return self.since <= version and (self.until is None or version <= self.until)
+        return within(version, self.since, self.until)
 
 
 def _l(id: str, engine: str, needle: str, pattern: str, since: Version | None, until: Version | None,

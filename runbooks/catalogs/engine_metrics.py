@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Version = tuple[int, int, int]
+from runbooks.catalogs.versions import Version, within
 
 #: how each engine's exporter names a counter's samples: prometheus_client (vLLM, SGLang) adds
 #: `_total` to the family name; TGI's metrics-exporter-prometheus (0.15.3 in Cargo.lock@v3.3.7)
@@ -51,7 +51,7 @@ class MetricEntry:
     note: str = ""
 
     def exported_by(self, version: Version) -> bool:
-        return self.since <= version and (self.until is None or version <= self.until)
+        return within(version, self.since, self.until)
 
     @property
     def family(self) -> str:

@@ -28,13 +28,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runbooks.catalogs.versions import Version, within
+
 #: the runbook's log keywords, in its order
 RUNBOOK_SIGNALS = ("cuda_oom", "alloc_failed", "prefill_rejected", "queue_full", "kv_insufficient")
 
 COUNT_LINES, COUNT_MAX, COUNT_SUM = "lines", "max", "sum"
-
-Version = tuple[int, int, int]
-
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,10 @@ class Origin:
         """Whether the engine at `version` prints it (as far as the versions read say)."""
         if self.since is None:
             return self.read
-        return self.since <= version and (self.until is None or version <= self.until)
+        return within(version, self.since, self.until)
 
 
-def _o(by: str, source: str, since: Version | None = None, until: Version | None = None,
-       read: bool = True) -> Origin:
-    return Origin(by, source, since, until, read)
-
-
-_RUNBOOK = _o("runbook", "RUNBOOK.md, the log keywords (the runbook's grep list)")
+_RUNBOOK = Origin("runbook", "RUNBOOK.md, the log keywords (the runbook's grep list)")
 
 
 @dataclass(frozen=True)
@@ -100,13 +94,13 @@ RULES: tuple[SignalRule, ...] = (
         "cuda_oom",
         ("out of memory", "outofmemoryerror"),
         (r"CUDA out of memory", r"\bOutOfMemoryError\b", r"CUDA error: out of memory"),
-        (_o("torch", "c10/cuda/CUDACachingAllocator.cpp: the caching allocator's refusal "
-                     "(\"CUDA out of memory. Tried to allocate ...\"), which engines also re-raise; its "
-                     "wordings by torch version in runbooks.catalogs.torch_oom"),
-         _o("torch", "the exception's class name in a traceback: torch.cuda.OutOfMemoryError 1.13-2.3, "
-                     "torch.OutOfMemoryError from 2.4 (torch/csrc/Exceptions.cpp; also the name of the "
-                     "cudaMallocAsync allocator's block)"),
-         _o("cuda", "cudaErrorMemoryAllocation's text as torch's C10_CUDA_CHECK prints it")),
+        (Origin("torch", "c10/cuda/CUDACachingAllocator.cpp: the caching allocator's refusal "
+                         "(\"CUDA out of memory. Tried to allocate ...\"), which engines also re-raise; its "
+                         "wordings by torch version in runbooks.catalogs.torch_oom"),
+         Origin("torch", "the exception's class name in a traceback: torch.cuda.OutOfMemoryError 1.13-2.3, "
+                         "torch.OutOfMemoryError from 2.4 (torch/csrc/Exceptions.cpp; also the name of the "
+                         "cudaMallocAsync allocator's block)"),
+         Origin("cuda", "cudaErrorMemoryAllocation's text as torch's C10_CUDA_CHECK prints it")),
     ),
     SignalRule(
         "alloc_failed", ("failed to allocate memory",), (r"failed to allocate memory",), (_RUNBOOK,),
@@ -127,9 +121,9 @@ RULES: tuple[SignalRule, ...] = (
         ("preemptionmode",),
         # by its reason clause too: forks and retyped pastes word the start differently
         (r"is preempted by PreemptionMode", r"preempted (?:by|in) \S{1,40} mode because there is not enough KV cache space"),
-        (_o("vllm", "vllm/core/scheduler.py:1078@0.4.3, :1776@0.10.2 (V0; V1 prints no such warning)",
+        (Origin("vllm", "vllm/core/scheduler.py:1078@0.4.3, :1776@0.10.2 (V0; V1 prints no such warning)",
             (0, 4, 3), (0, 10, 2)),
-         _o("vllm", "vllm/core/scheduler.py:1079@0.4.3, :1777@0.10.2 (the same warning's reason clause)",
+         Origin("vllm", "vllm/core/scheduler.py:1079@0.4.3, :1777@0.10.2 (the same warning's reason clause)",
             (0, 4, 3), (0, 10, 2))),
         engine="vllm",
         count=COUNT_MAX,
@@ -142,9 +136,9 @@ RULES: tuple[SignalRule, ...] = (
             r"To serve at least one request with the models?'s max seq len",
             r"is larger than the maximum number of tokens that can be stored in KV cache",
         ),
-        (_o("vllm", "vllm/v1/core/kv_cache_utils.py:466@0.7.3, vllm/v1/core/kv_cache_planning.py:78@0.33.0",
+        (Origin("vllm", "vllm/v1/core/kv_cache_utils.py:466@0.7.3, vllm/v1/core/kv_cache_planning.py:78@0.33.0",
             (0, 7, 3)),
-         _o("vllm", "vllm/engine/llm_engine.py:287@0.2.7, vllm/worker/worker.py:668@0.10.2 (V0)",
+         Origin("vllm", "vllm/engine/llm_engine.py:287@0.2.7, vllm/worker/worker.py:668@0.10.2 (V0)",
             (0, 2, 7), (0, 10, 2))),
         engine="vllm",
         startup_error=True,
@@ -153,7 +147,7 @@ RULES: tuple[SignalRule, ...] = (
         "no_cache_blocks",
         ("no available memory for the cache blocks",),
         (r"No available memory for the cache blocks",),
-        (_o("vllm", "vllm/engine/llm_engine.py:279@0.2.7, vllm/v1/core/kv_cache_planning.py:58@0.33.0",
+        (Origin("vllm", "vllm/engine/llm_engine.py:279@0.2.7, vllm/v1/core/kv_cache_planning.py:58@0.33.0",
             (0, 2, 7)),),
         engine="vllm",
         startup_error=True,
@@ -163,8 +157,8 @@ RULES: tuple[SignalRule, ...] = (
         ("less than desired gpu memory utilization", "less than the engine's budget"),
         (r"Free memory on device.{0,80}? is less than desired GPU memory utilization",
          r"Free memory on device.{0,80}? is less than the engine's budget after excluding external process's weights"),
-        (_o("vllm", "vllm/v1/worker/gpu_worker.py:146@0.9.2, vllm/v1/worker/utils.py:766@0.33.0", (0, 9, 2)),
-         _o("vllm", "vllm/v1/worker/utils.py:741@0.33.0 (weights held by another process)", (0, 33, 0))),
+        (Origin("vllm", "vllm/v1/worker/gpu_worker.py:146@0.9.2, vllm/v1/worker/utils.py:766@0.33.0", (0, 9, 2)),
+         Origin("vllm", "vllm/v1/worker/utils.py:741@0.33.0 (weights held by another process)", (0, 33, 0))),
         engine="vllm",
         startup_error=True,
     ),
@@ -172,7 +166,7 @@ RULES: tuple[SignalRule, ...] = (
         "sampler_warmup_oom",
         ("warming up",),
         (r"out of memory (?:occurred )?when warming up (?:the )?sampler",),
-        (_o("vllm", "vllm/v1/worker/gpu_model_runner.py:1313@0.8.0, :5930@0.33.0 (not in 0.34.0's source)",
+        (Origin("vllm", "vllm/v1/worker/gpu_model_runner.py:1313@0.8.0, :5930@0.33.0 (not in 0.34.0's source)",
             (0, 8, 0)),),
         engine="vllm",
         startup_error=True,
@@ -181,11 +175,11 @@ RULES: tuple[SignalRule, ...] = (
         "engine_init_failed",
         ("engine core initialization failed",),
         (r"Engine core initialization failed",),
-        (_o("vllm", "vllm/v1/engine/core_client.py:430@0.8.5, vllm/v1/engine/utils.py:1474@0.33.0", (0, 8, 5)),),
+        (Origin("vllm", "vllm/v1/engine/core_client.py:430@0.8.5, vllm/v1/engine/utils.py:1474@0.33.0", (0, 8, 5)),),
         engine="vllm",
     ),
     SignalRule("vllm_port_uri", ("appears to be a uri",), (r"appears to be a URI",),
-               (_o("vllm", "vllm/envs.py:165@0.9.0, :541@0.33.0 (VLLM_PORT set by a Kubernetes Service)",
+               (Origin("vllm", "vllm/envs.py:165@0.9.0, :541@0.33.0 (VLLM_PORT set by a Kubernetes Service)",
                    (0, 9, 0)),),
                engine="vllm"),
     # ------------------------------------------------------------------------- TGI
@@ -193,7 +187,7 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_prefill_oom",
         ("prefill tokens",),
         (r"Not enough memory to handle \d+ prefill tokens",),
-        (_o("tgi", "server/text_generation_server/models/flash_causal_lm.py:730@v0.9.4, :1551@v3.3.7",
+        (Origin("tgi", "server/text_generation_server/models/flash_causal_lm.py:730@v0.9.4, :1551@v3.3.7",
             (0, 9, 4)),),
         engine="tgi",
         startup_error=True,
@@ -202,7 +196,7 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_total_tokens_oom",
         ("total tokens",),
         (r"Not enough memory to handle \d+ total tokens",),
-        (_o("tgi", "server/text_generation_server/models/flash_causal_lm.py:737@v0.9.0, :730@v0.9.3",
+        (Origin("tgi", "server/text_generation_server/models/flash_causal_lm.py:737@v0.9.0, :730@v0.9.3",
             (0, 9, 0), (0, 9, 3)),),
         engine="tgi",
         startup_error=True,
@@ -212,10 +206,10 @@ RULES: tuple[SignalRule, ...] = (
         ("max_total_tokens", "notenoughmemory("),
         (r"Not enough memory to handle `?max_total_tokens",
          r"\b(?:WebServer|Backend)\(NotEnoughMemory\(\d+\)\)"),
-        (_o("tgi", "router/src/server.rs:1973@v2.1.0, backends/v3/src/lib.rs:181@v3.3.7 (the error's Display text)",
+        (Origin("tgi", "router/src/server.rs:1973@v2.1.0, backends/v3/src/lib.rs:181@v3.3.7 (the error's Display text)",
             (2, 1, 0)),
          # main's Result printed with Debug: WebServer(...) from 2.1.0, Backend(...) from 2.3.1
-         _o("tgi", "router/src/server.rs:1533@v2.1.0, backends/v3/src/lib.rs:99@v3.3.7 (main's Result, Debug)",
+         Origin("tgi", "router/src/server.rs:1533@v2.1.0, backends/v3/src/lib.rs:99@v3.3.7 (main's Result, Debug)",
             (2, 1, 0))),
         engine="tgi",
         startup_error=True,
@@ -224,11 +218,11 @@ RULES: tuple[SignalRule, ...] = (
         "tgi_prefill_reduced",
         ("reducing the max batch prefill",),
         (r"Reducing the max batch prefill",),
-        (_o("tgi", "launcher/src/main.rs:2050@v3.0.0, :2144@v3.3.7", (3, 0, 0)),),
+        (Origin("tgi", "launcher/src/main.rs:2050@v3.0.0, :2144@v3.3.7", (3, 0, 0)),),
         engine="tgi",
     ),
     SignalRule("model_overloaded", ("model is overloaded",), (r"Model is overloaded",),
-               (_o("tgi", "router/src/infer.rs:592@v0.9.0, router/src/infer/mod.rs:412@v3.3.7 (the 429's error text)",
+               (Origin("tgi", "router/src/infer.rs:592@v0.9.0, router/src/infer/mod.rs:412@v3.3.7 (the 429's error text)",
                    (0, 9, 0)),),
                engine="tgi"),
     # ---------------------------------------------------------------------- SGLang
@@ -236,8 +230,8 @@ RULES: tuple[SignalRule, ...] = (
         "sglang_retraction",
         ("retract", "decode out of memory"),
         (r"KV cache pool is full\. Retract requests", r"[Dd]ecode out of memory happened"),
-        (_o("sglang", "sglang/srt/managers/scheduler.py:1527@0.4.7, :4526@0.5.23", (0, 4, 7)),
-         _o("sglang", "sglang/srt/managers/tp_worker.py:662@0.3.0, sglang/srt/managers/scheduler.py:1350@0.4.5",
+        (Origin("sglang", "sglang/srt/managers/scheduler.py:1527@0.4.7, :4526@0.5.23", (0, 4, 7)),
+         Origin("sglang", "sglang/srt/managers/tp_worker.py:662@0.3.0, sglang/srt/managers/scheduler.py:1350@0.4.5",
             (0, 3, 0), (0, 4, 5))),
         engine="sglang",
         count=COUNT_SUM,
@@ -251,12 +245,12 @@ RULES: tuple[SignalRule, ...] = (
             r"Loaded weights leave no GPU memory for the KV cache",
             r"is larger than the profiled value -\d",
         ),
-        (_o("sglang", "sglang/srt/model_executor/model_runner.py:370@0.3.0, "
-                      "sglang/srt/model_executor/pool_configurator.py:96@0.5.23", (0, 3, 0)),
-         _o("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py:130@0.5.15, "
-                      "sglang/srt/mem_cache/kv_cache_configurator.py:3051@0.5.23", (0, 5, 15)),
-         _o("sglang", "sglang/srt/model_executor/model_runner.py:362@0.3.0, "
-                      "sglang/srt/mem_cache/kv_cache_configurator.py:3102@0.5.23 (a negative value)", (0, 3, 0))),
+        (Origin("sglang", "sglang/srt/model_executor/model_runner.py:370@0.3.0, "
+                          "sglang/srt/model_executor/pool_configurator.py:96@0.5.23", (0, 3, 0)),
+         Origin("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py:130@0.5.15, "
+                          "sglang/srt/mem_cache/kv_cache_configurator.py:3051@0.5.23", (0, 5, 15)),
+         Origin("sglang", "sglang/srt/model_executor/model_runner.py:362@0.3.0, "
+                          "sglang/srt/mem_cache/kv_cache_configurator.py:3102@0.5.23 (a negative value)", (0, 3, 0))),
         engine="sglang",
         startup_error=True,
     ),
@@ -266,7 +260,7 @@ RULES: tuple[SignalRule, ...] = (
         "sglang_pool_below_context",
         ("fewer than --context-length",),
         (r"KV pool holds \d+ tokens, fewer than --context-length \d+",),
-        (_o("sglang", "sglang/srt/managers/tp_worker.py:560@0.5.23", (0, 5, 23)),),
+        (Origin("sglang", "sglang/srt/managers/tp_worker.py:560@0.5.23", (0, 5, 23)),),
         engine="sglang",
     ),
     # ------------------------------------------------- the engine cannot start at all
@@ -274,9 +268,9 @@ RULES: tuple[SignalRule, ...] = (
         "nccl_error",
         ("nccl",),
         (r"NCCL error", r"\bnccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage)Error\b", r"ncclCommInitRank failed"),
-        (_o("torch", "torch.distributed's NCCL process group: \"NCCL error in: ...\""),
-         _o("nccl", "nccl.h: the ncclResult_t names"),
-         _o("nccl", "NCCL's own WARN line for a failed communicator")),
+        (Origin("torch", "torch.distributed's NCCL process group: \"NCCL error in: ...\""),
+         Origin("nccl", "nccl.h: the ncclResult_t names"),
+         Origin("nccl", "NCCL's own WARN line for a failed communicator")),
     ),
     SignalRule(
         "shm_exhausted",
@@ -286,9 +280,9 @@ RULES: tuple[SignalRule, ...] = (
             r"Error while (?:creating|attaching to) shared memory segment",
             r"ncclShmOpen",
         ),
-        (_o("linux", "the shared-memory mount (a container's 64 MiB default), named by whoever fails on it"),
-         _o("nccl", "NCCL's shared-memory transport (its WARN line)"),
-         _o("nccl", "the NCCL function named in its WARN line")),
+        (Origin("linux", "the shared-memory mount (a container's 64 MiB default), named by whoever fails on it"),
+         Origin("nccl", "NCCL's shared-memory transport (its WARN line)"),
+         Origin("nccl", "the NCCL function named in its WARN line")),
     ),
     SignalRule(
         "cuda_driver_error",
@@ -302,13 +296,13 @@ RULES: tuple[SignalRule, ...] = (
             r"No CUDA GPUs are available",
             r"Driver/library version mismatch",
         ),
-        (_o("cuda", "cudaErrorInsufficientDriver's text"),
-         _o("torch", "c10/cuda/CUDACachingAllocator.cpp: TORCH_INTERNAL_ASSERT on an NVML call"),
-         _o("nvml", "nvidia-smi and NVML's initialisation failure"),
-         _o("cuda", "cudaErrorNoDevice's text"),
-         _o("torch", "torch/cuda/__init__.py: _lazy_init without a driver"),
-         _o("torch", "torch's CUDA initialisation with no visible device"),
-         _o("nvml", "NVML_ERROR_LIB_RM_VERSION_MISMATCH's text (driver and kernel module differ)")),
+        (Origin("cuda", "cudaErrorInsufficientDriver's text"),
+         Origin("torch", "c10/cuda/CUDACachingAllocator.cpp: TORCH_INTERNAL_ASSERT on an NVML call"),
+         Origin("nvml", "nvidia-smi and NVML's initialisation failure"),
+         Origin("cuda", "cudaErrorNoDevice's text"),
+         Origin("torch", "torch/cuda/__init__.py: _lazy_init without a driver"),
+         Origin("torch", "torch's CUDA initialisation with no visible device"),
+         Origin("nvml", "NVML_ERROR_LIB_RM_VERSION_MISMATCH's text (driver and kernel module differ)")),
     ),
     SignalRule(
         "tp_indivisible",
@@ -318,10 +312,10 @@ RULES: tuple[SignalRule, ...] = (
             r"divisible by (?:the )?pipeline parallel size",
             r"GPUs per node is not divisible by the number of tensor parallelism",
         ),
-        (_o("vllm", "vllm/config.py:194@0.2.7, vllm/config/model.py:1562@0.33.0 (attention heads over TP)",
+        (Origin("vllm", "vllm/config.py:194@0.2.7, vllm/config/model.py:1562@0.33.0 (attention heads over TP)",
             (0, 2, 7)),
-         _o("vllm", "vllm/config.py:202@0.2.7, :244@0.5.0 (layers over PP)", (0, 2, 7), (0, 5, 0)),
-         _o("vllm", "vllm/engine/ray_utils.py before 0.2.7 (vllm-project/vllm issue 596, July 2023)", read=False)),
+         Origin("vllm", "vllm/config.py:202@0.2.7, :244@0.5.0 (layers over PP)", (0, 2, 7), (0, 5, 0)),
+         Origin("vllm", "vllm/engine/ray_utils.py before 0.2.7 (vllm-project/vllm issue 596, July 2023)", read=False)),
     ),
     SignalRule(
         "gpus_insufficient",
@@ -331,10 +325,10 @@ RULES: tuple[SignalRule, ...] = (
             r"exceeds available GPUs",
             r"(?:larger|greater) than the number of available GPUs",
         ),
-        (_o("vllm", "vllm/engine/ray_utils.py:107@0.2.7, vllm/executor/ray_utils.py:101@0.5.0", (0, 2, 7), (0, 5, 0)),
-         _o("vllm", "vllm/v1/executor/ray_utils.py:332@0.12.0, :294@0.33.0", (0, 12, 0)),
-         _o("vllm", "vllm/config/parallel.py:566@0.12.0 (\"Tensor parallel size (N) cannot be larger\"), "
-                    ":1072@0.33.0 (\"World size (N) is larger\", from 0.13.0)", (0, 12, 0))),
+        (Origin("vllm", "vllm/engine/ray_utils.py:107@0.2.7, vllm/executor/ray_utils.py:101@0.5.0", (0, 2, 7), (0, 5, 0)),
+         Origin("vllm", "vllm/v1/executor/ray_utils.py:332@0.12.0, :294@0.33.0", (0, 12, 0)),
+         Origin("vllm", "vllm/config/parallel.py:566@0.12.0 (\"Tensor parallel size (N) cannot be larger\"), "
+                        ":1072@0.33.0 (\"World size (N) is larger\", from 0.13.0)", (0, 12, 0))),
         ignore_case=True,
     ),
     SignalRule(
@@ -350,15 +344,15 @@ RULES: tuple[SignalRule, ...] = (
             r"Engine process failed to start",
             r"Crashed container in pod",
         ),
-        (_o("vllm", "vllm/v1/executor/multiproc_executor.py:348@0.7.3, :1057@0.33.0", (0, 7, 3)),
-         _o("vllm", "vllm/v1/engine/core.py:396@0.8.5, :1584@0.33.0", (0, 8, 5)),
-         _o("runpod-worker-vllm", "RunPod's vLLM worker (tests/data/real/runpod-40-cudagraph-capture-44g)", read=False),
-         _o("tgi", "launcher/src/main.rs:1064@v0.9.0, :2342@v3.3.7", (0, 9, 0)),
-         _o("tgi", "launcher/src/main.rs:832@v0.9.0, :1677@v3.3.7", (0, 9, 0)),
-         _o("kserve", "KServe's model server (tests/data/real/kserve-3946-llama3-hf-predictor-nvml-assert)", read=False),
-         _o("vllm", "vllm/entrypoints/openai/api_server.py:195@0.6.3, :295@0.10.2 (the V0 engine process)",
+        (Origin("vllm", "vllm/v1/executor/multiproc_executor.py:348@0.7.3, :1057@0.33.0", (0, 7, 3)),
+         Origin("vllm", "vllm/v1/engine/core.py:396@0.8.5, :1584@0.33.0", (0, 8, 5)),
+         Origin("runpod-worker-vllm", "RunPod's vLLM worker (tests/data/real/runpod-40-cudagraph-capture-44g)", read=False),
+         Origin("tgi", "launcher/src/main.rs:1064@v0.9.0, :2342@v3.3.7", (0, 9, 0)),
+         Origin("tgi", "launcher/src/main.rs:832@v0.9.0, :1677@v3.3.7", (0, 9, 0)),
+         Origin("kserve", "KServe's model server (tests/data/real/kserve-3946-llama3-hf-predictor-nvml-assert)", read=False),
+         Origin("vllm", "vllm/entrypoints/openai/api_server.py:195@0.6.3, :295@0.10.2 (the V0 engine process)",
             (0, 6, 3), (0, 10, 2)),
-         _o("llm-d", "llm-d's benchmark harness (tests/data/real/llm-d-benchmark-668-pod-crash-no-log)", read=False)),
+         Origin("llm-d", "llm-d's benchmark harness (tests/data/real/llm-d-benchmark-668-pod-crash-no-log)", read=False)),
     ),
     # ----------------------------------------------------------------- any engine
     SignalRule(
@@ -370,22 +364,22 @@ RULES: tuple[SignalRule, ...] = (
             r"`?inputs`? tokens \+ `?max_new_tokens`? must be <=",
             r"is longer than the model's context length",
         ),
-        (_o("vllm", "vllm/entrypoints/openai/api_server.py:158@0.2.7, vllm/renderers/params.py:405@0.33.0",
+        (Origin("vllm", "vllm/entrypoints/openai/api_server.py:158@0.2.7, vllm/renderers/params.py:405@0.33.0",
             (0, 2, 7)),
-         _o("tgi", "router/src/validation.rs:375@v0.9.0, :999@v3.3.7", (0, 9, 0)),
-         _o("sglang", "sglang/srt/managers/tokenizer_manager.py:421@0.3.0, :1341@0.5.23", (0, 3, 0))),
+         Origin("tgi", "router/src/validation.rs:375@v0.9.0, :999@v3.3.7", (0, 9, 0)),
+         Origin("sglang", "sglang/srt/managers/tokenizer_manager.py:421@0.3.0, :1341@0.5.23", (0, 3, 0))),
     ),
     SignalRule("probe_killed", ("keyboardinterrupt",), (r"KeyboardInterrupt: terminated",),
-               (_o("vllm", "vllm/entrypoints/openai/api_server.py:548@0.6.3, "
-                           "vllm/entrypoints/launchers/api_server/entry.py:171@0.33.0 (its SIGTERM handler)",
+               (Origin("vllm", "vllm/entrypoints/openai/api_server.py:548@0.6.3, "
+                               "vllm/entrypoints/launchers/api_server/entry.py:171@0.33.0 (its SIGTERM handler)",
                    (0, 6, 3)),)),
     SignalRule(
         "oom_killed",
         ("oomkilled", "out of memory: kill", "oom-kill"),
         (r"\bOOMKilled\b", r"Out of memory: Kill(?:ed)? process", r"\boom-kill\b"),
-        (_o("kubernetes", "a container's last state, reason OOMKilled (kubectl describe, events)"),
-         _o("linux", "mm/oom_kill.c: the kernel's OOM killer"),
-         _o("linux", "mm/oom_kill.c: the oom-kill summary line (constraint, cgroup, task)")),
+        (Origin("kubernetes", "a container's last state, reason OOMKilled (kubectl describe, events)"),
+         Origin("linux", "mm/oom_kill.c: the kernel's OOM killer"),
+         Origin("linux", "mm/oom_kill.c: the oom-kill summary line (constraint, cgroup, task)")),
     ),
 )
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Version = tuple[int, int, int]
+from runbooks.catalogs.versions import Version, within
 
 #: the torch releases whose libraries were read
 READ: tuple[Version, ...] = ((1, 13, 0), (2, 0, 0), (2, 1, 0), (2, 1, 2), *((2, m, 0) for m in range(2, 16)))
@@ -57,7 +57,7 @@ class OomPiece:
     render: str
 
     def printed_by(self, version: Version) -> bool:
-        return self.since <= version and (self.until is None or version <= self.until)
+        return within(version, self.since, self.until)
 
 
 _OLDEST = READ[0]
