@@ -9,10 +9,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.grammar.slack import CommandError
 from bot.render.i18n import Catalog
+
+if TYPE_CHECKING:
+    from bot.service.connections import KubeConfigError
 
 
 @dataclass
@@ -54,7 +57,7 @@ def live_guard(lang: str) -> Iterator[Guard]:
         print(guard.message, file=sys.stderr)
 
 
-def kube_config_words(cat: Catalog, error: Any) -> str:
+def kube_config_words(cat: Catalog, error: KubeConfigError) -> str:
     """A KubeConfigError worded: which source (the file, the default kubeconfig, the pod's
     service account) in the reader's language, then the Kubernetes client's own words."""
     if error.in_cluster:
