@@ -159,7 +159,7 @@ def test_solver_never_raises_the_memory_fraction(incident_inputs):
 
 @pytest.mark.parametrize(("engine", "flags"), [
     ("sglang", ("--context-length=9216", "--max-running-requests=", "--mem-fraction-static=0.85")),
-    ("tgi", ("--max-input-tokens=8192", "--max-total-tokens=9216", "--max-batch-size=", "--cuda-memory-fraction=0.95")),
+    ("tgi", ("--max-input-tokens=8192", "--max-total-tokens=9216", "--max-batch-size=", "--cuda-memory-fraction=1")),
 ])
 def test_solver_speaks_each_engines_flags(engine, flags):
     # SGLang 0.5.2 (card tiers: a default above the safe 0.85); from 0.5.3 the default is lower
@@ -170,9 +170,21 @@ def test_solver_speaks_each_engines_flags(engine, flags):
     assert len(plan.args()) == len(flags)
     for arg, expected in zip(plan.args(), flags, strict=True):
         assert arg.startswith(expected)
-    assert plan.memory_fraction == SAFE_FRACTION[engine]
     if engine == "tgi":
+        # TGI's fraction caps torch and the KV cache is sized inside it: kept where it is
+        assert plan.memory_fraction == 1.0
+        assert [r.id for r in plan.reasons if r.flag == "cuda-memory-fraction"] == ["kept_torch_cap"]
         assert plan.max_input_tokens < plan.max_model_len
+    else:
+        assert plan.memory_fraction == SAFE_FRACTION[engine]
+
+
+def test_a_tgi_plan_keeps_a_fraction_below_one_too():
+    inputs = BudgetInputs(engine="tgi", gpu_total_gib=79.15, cuda_memory_fraction=0.97, engine_version="3.3.7")
+    plan = solve_safe_flags(QWEN7B, inputs, _profile({"L": 1.0}), _detail({}))
+    assert plan.memory_fraction == 0.97
+    reason = next(r for r in plan.reasons if r.flag == "cuda-memory-fraction")
+    assert (reason.id, reason.params) == ("kept_torch_cap", {"current": 0.97, "value": 0.97})
 
 
 def test_solver_never_raises_sglangs_default_fraction():

@@ -262,12 +262,13 @@ def _triage_tgi(tag: str):
 
 def test_triage_spells_the_safe_flags_for_tgi_1_4_0_and_leaves_out_what_it_lacks():
     action = next(a for a in _triage_tgi("1.4.0").actions if a.id == "set_safe_flags")
-    assert [c.flag for c in action.changes] == ["max-input-length", "cuda-memory-fraction"]
+    # the fraction (0.99) is kept: TGI's caps torch, and a lower one only shrinks the KV cache
+    assert [c.flag for c in action.changes] == ["max-input-length"]
     assert {k: words.en(v) for k, v in action.params["withheld"].items()} == {
         "max-batch-size": "TGI 1.4.0 has no --max-batch-size (accepted from 1.4.1 on)"}
     assert "--max-batch-size" not in action.params["args"] and "--max-input-length=4095" in action.params["args"]
     new = next(a for a in _triage_tgi("2.4.1").actions if a.id == "set_safe_flags")
-    assert [c.flag for c in new.changes] == ["max-input-tokens", "max-batch-size", "cuda-memory-fraction"]
+    assert [c.flag for c in new.changes] == ["max-input-tokens", "max-batch-size"]
     assert "withheld" not in new.params
 
 

@@ -318,6 +318,9 @@ TGI_WIGGLE_ROOM_BY_VERSION = (((0, 0, 0), 1.0), ((1, 4, 1), 0.95), ((2, 4, 0), 0
 #: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)); before, wiggle x (free - (1 -
 #: cuda_memory_fraction) x total) (flash_causal_lm.py:1553@v2.4.1)
 TGI_WIGGLE_ON_FRACTION_FROM = (3, 0, 0)
+#: the share is read from the environment (TGI_WIGGLE_ROOM) from 2.3.0 (globals.py:21@v2.3.0);
+#: before it is a constant in flash_causal_lm.py (`free_memory * 0.95`, :985@v2.1.0)
+TGI_WIGGLE_ROOM_ENV_FROM = (2, 3, 0)
 
 
 #: from 1.2.0 the router's warm-up requests ask for max-total-tokens minus their prompt as new

@@ -18,10 +18,11 @@ LONG_SHARE_SHIFT = 0.15
 #: a pool is mixed when both short (S) and long (L+XL) traffic are substantial
 MIXED_SHORT_SHARE = 0.30
 MIXED_LONG_SHARE = 0.15
-#: engine memory fractions at or above these leave no margin for activations and fragmentation
+#: engine memory fractions at or above these leave no margin for activations and fragmentation.
+#: TGI has none: its --cuda-memory-fraction caps torch and the KV cache is sized inside the cap,
+#: so a high one (1.0 is its default) takes no margin from activations
 VLLM_UTIL_EDGE = 0.93
 SGLANG_MFS_EDGE = 0.90
-TGI_FRACTION_EDGE = 0.98
 #: the runbook's stop-the-bleeding template
 SAFE_MAX_MODEL_LEN = 4096
 SAFE_MAX_NUM_SEQS = 32

@@ -93,6 +93,8 @@ class BudgetInputs:
     #: TGI --max-input-tokens / --max-total-tokens (sizes of the warm-up batch)
     max_input_tokens: int | None = None
     max_total_tokens: int | None = None
+    #: TGI_WIGGLE_ROOM as the container sets it (TGI >= 2.3.0 reads it; None: the version's default)
+    tgi_wiggle_room: float | None = None
     #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off unless enable_lora, then 16)
     #: and --max-loras; --max-cpu-loras adapters wait in host memory
     max_lora_rank: int | None = None

@@ -11,7 +11,8 @@ The rules, in order:
   maximum and never above what is running now: a stop-gap does not raise the context, it
   only takes back what the traffic does not use. Without a request profile, the runbook's
   template (4096).
-- memory fraction: the engine's safe value (`SAFE_FRACTION`), never raised.
+- memory fraction: the engine's safe value (`SAFE_FRACTION`), never raised; TGI's is kept as
+  it is, since it caps torch and the KV cache is sized inside the cap.
 - concurrency (max-num-seqs, max-running-requests, max-batch-size): requests of the p95
   length (whole KV blocks each) that fit in the KV pool those two leave, keeping
   `target_headroom` of it free; never above the current (or default) value.
@@ -37,8 +38,11 @@ from runbooks.sizing.budget import compute_budget
 from runbooks.sizing.capacity import blocks_tokens
 from runbooks.sizing.whatif import PlanError
 
-#: the memory fraction the safe template steps back to, per engine (never raised)
-SAFE_FRACTION = {"vllm": T.SAFE_VLLM_UTIL, "sglang": 0.85, "tgi": 0.95}
+#: the memory fraction the safe template steps back to, per engine (never raised). TGI has none:
+#: its --cuda-memory-fraction is a cap on torch (`torch.cuda.set_per_process_memory_fraction`,
+#: utils/dist.py:54@v0.9.4 to :56@v3.3.7) that the KV cache is sized inside, so a lower one
+#: shrinks the cache and leaves activations no more room (docs/budget.md, "TGI's fraction")
+SAFE_FRACTION = {"vllm": T.SAFE_VLLM_UTIL, "sglang": 0.85}
 #: the roles of the three flags every safe plan sets (context length, concurrency, memory fraction)
 SAFE_ROLES = ("context_length", "concurrency", "memory_fraction")
 #: each engine's flags for those roles, from the flag table (`runbooks.catalogs.engine_flags`)
@@ -169,6 +173,21 @@ def current_fraction(inputs: BudgetInputs) -> float:
     return inputs.gpu_memory_utilization if inputs.gpu_memory_utilization is not None else 0.9
 
 
+def _step_back(engine: str, flag: str, now: float) -> tuple[float, Reason]:
+    """The fraction the safe plan runs with, and why: the engine's safe value where the current
+    one is above it; TGI's is kept, being a cap on torch rather than a share for the cache.
+
+    >>> _step_back("vllm", "gpu-memory-utilization", 0.95)[0], _step_back("tgi", "cuda-memory-fraction", 1.0)[0]
+    (0.88, 1.0)
+    """
+    if engine not in SAFE_FRACTION:
+        return now, Reason(flag, "kept_torch_cap", {"current": now, "value": now})
+    safe = SAFE_FRACTION[engine]
+    fraction = min(now, safe)
+    return fraction, Reason(flag, "stepped_back" if fraction < now else "kept_current",
+                            {"current": now, "safe": safe, "value": fraction})
+
+
 def request_lengths(profile: RequestProfile | None, detail: ProfileDetail | None = None) -> tuple[float, float, str]:
     """(p99, p95, basis) of a request's input + output tokens.
 
@@ -250,10 +269,8 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
         max_input = max(1, min(round_context(p99_in), length - 1))
 
     now = current_fraction(inputs)
-    safe = SAFE_FRACTION[engine]
-    fraction = min(now, safe)
-    reasons.append(Reason(fraction_flag, "stepped_back" if fraction < now else "kept_current",
-                          {"current": now, "safe": safe, "value": fraction}))
+    fraction, reason = _step_back(engine, fraction_flag, now)
+    reasons.append(reason)
 
     budget = compute_budget(model, _with(inputs, length, inputs.max_num_seqs, fraction, max_input))
     limit = inputs.max_num_seqs or budget.max_num_seqs
@@ -315,10 +332,8 @@ def solve_from_capacity(launched: Launched, kv_cache_tokens: int | None, profile
     length = _length(p99, basis, launched.max_model_len, model_max, length_flag, reasons)
     fraction = None
     if launched.memory_fraction is not None:
-        safe = SAFE_FRACTION[engine]
-        fraction = min(launched.memory_fraction, safe)
-        reasons.append(Reason(fraction_flag, "stepped_back" if fraction < launched.memory_fraction else "kept_current",
-                              {"current": launched.memory_fraction, "safe": safe, "value": fraction}))
+        fraction, reason = _step_back(engine, fraction_flag, launched.memory_fraction)
+        reasons.append(reason)
     cap = kv_cache_tokens
     if cap and fraction is not None and kv_cache_gib and gpu_total_gib:
         # stepping the fraction back shrinks the cache by exactly that share of the card

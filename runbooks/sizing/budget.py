@@ -15,6 +15,7 @@ memory, CUDA graphs) and `engine_defaults` (versions and defaults).
 
 from __future__ import annotations
 
+from runbooks.catalogs.engine_defaults import TGI_WIGGLE_ROOM_ENV_FROM, parse_version
 from runbooks.model.budget import FAILURE_IDS, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, ServerConfig
 from runbooks.model.units import GIB
@@ -91,11 +92,33 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
         max_input_tokens=config.max_input_tokens,
         max_total_tokens=config.max_model_len if engine == "tgi" else None,
         max_batch_total_tokens=config.max_batch_total_tokens if engine == "tgi" else None,
+        tgi_wiggle_room=tgi_wiggle_env(env, config.engine_version) if engine == "tgi" else None,
         enable_lora=enable_lora,
         max_lora_rank=_flag_int(flags.get("max-lora-rank")) if enable_lora else None,
         max_loras=(_flag_int(flags.get("max-loras")) or 1) if enable_lora else 1,
         max_cpu_loras=_flag_int(flags.get("max-cpu-loras")) if enable_lora else None,
     )
+
+
+def tgi_wiggle_env(env: dict[str, str], version: str | None) -> float | None:
+    """TGI_WIGGLE_ROOM where the container sets it to a share TGI takes (it asserts 0 < w < 1,
+    globals.py:32@v3.3.7) and the version reads it (2.3.0 on; an unknown version is taken to
+    read it, as every TGI since 2.3.0 does).
+
+    >>> tgi_wiggle_env({"TGI_WIGGLE_ROOM": "0.85"}, "3.3.7"), tgi_wiggle_env({"TGI_WIGGLE_ROOM": "0.85"}, "2.0.4")
+    (0.85, None)
+    >>> tgi_wiggle_env({"TGI_WIGGLE_ROOM": "lots"}, None) is None
+    True
+    """
+    raw = env.get("TGI_WIGGLE_ROOM")
+    parsed = parse_version(version)
+    if raw is None or (parsed is not None and parsed < TGI_WIGGLE_ROOM_ENV_FROM):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 < value < 1 else None
 
 
 def _truthy(value: str | None) -> bool:

@@ -12,7 +12,8 @@ log-probabilities over the whole batch. What happens around it depends on the ve
   memory is read from CUDA (what torch keeps cached from the warm-up counts as used):
   `blocks = int(max(0, free - (1 - cuda_memory_fraction) x total) x wiggle // block bytes) + warm-up blocks`
   before 3.0, `blocks = int(max(0, free - (1 - cuda_memory_fraction x wiggle) x total) // block bytes)
-  + warm-up blocks` from 3.0 (wiggle by version: `engine_defaults.TGI_WIGGLE_ROOM_BY_VERSION`).
+  + warm-up blocks` from 3.0 (wiggle by version: `engine_defaults.TGI_WIGGLE_ROOM_BY_VERSION`, or the container's
+  TGI_WIGGLE_ROOM from 2.3.0).
   The router takes `blocks x block_size` as max-batch-total-tokens (a given
   `--max-batch-total-tokens` is ignored, "Inferred max batch total tokens") and refuses to start
   when one request of `--max-total-tokens` does not fit: "Not enough memory to handle
@@ -147,7 +148,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
             notes.warn("tgi_batch_total_tokens_ignored")
         warm_kv = warm_blocks * block_bytes / GIB
         free_now = total - non_torch - other - weights - warm_kv - activation
-        wiggle = tgi_wiggle_room(version)
+        wiggle = inp.tgi_wiggle_room if inp.tgi_wiggle_room is not None else tgi_wiggle_room(version)
         if version >= TGI_WIGGLE_ON_FRACTION_FROM:
             # TGI 3: free - (1 - fraction x wiggle) x total
             kv_free = max(0.0, free_now - (1 - fraction * wiggle) * total)

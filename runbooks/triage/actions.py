@@ -43,6 +43,7 @@ from runbooks.triage.failure_actions import (
     platform_actions,
     refusal_actions,
     restart_action,
+    wiggle_action,
 )
 from runbooks.triage.health import in_kubernetes
 from runbooks.triage.spelling import choose, engine_version, respell
@@ -50,18 +51,19 @@ from runbooks.triage.spelling import choose, engine_version, respell
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
     "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
-    "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to", "set_expandable_segments",
+    "raise_process_fraction", "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to",
+    "lower_wiggle_room", "check_tgi_version_for_wiggle", "set_expandable_segments", "find_memory_cap",
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",
     "fix_parallel_layout", "free_gpu_memory", "add_shm", "fix_gpu_runtime", "fix_probe_path", "add_startup_probe",
     "raise_memory_limit", "isolate_gpu", "hpa_on_queue_depth", "bigger_mig_profile", "lower_max_surge",
     "fix_launch", "read_previous_log", "set_max_running", "lower_concurrency_unsized", "one_engine_per_gpu",
     "check_sharing_layer", "raise_host_memory", "quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp",
-    "bigger_card_or_tp", "review_tp",
+    "bigger_card_or_tp", "review_tp", "upgrade_tgi_for_wiggle_room",
 )
 #: actions that need owners and a load test: gpumem never plans or applies them, whatever a
 #: triage recorded (quantization, a bigger GPU or MIG slice, a TP review)
 ESCALATE_ONLY = frozenset({"quantize_weights", "quantize_weights_unnamed", "bigger_gpu_or_tp", "bigger_card_or_tp",
-                           "bigger_mig_profile", "review_tp"})
+                           "bigger_mig_profile", "review_tp", "upgrade_tgi_for_wiggle_room"})
 #: findings that say the engine met a CUDA OOM
 _OOM_FINDINGS = frozenset({"cuda_oom", "startup_cuda_oom", "runtime_cuda_oom"})
 #: the memory-fraction key of `safe_flags` per engine (the engine's flag, underscored)
@@ -205,7 +207,8 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
                 oom_actions(ctx, add, container)
             # an OOM while starting has its own fix (graphs off, fewer warm-up sequences); the
             # stop-the-bleeding template is for a server that was serving
-            startup_fix = "startup_cuda_oom" in ids and bool(acts.keys() & {"limit_cuda_graphs", "lower_max_num_seqs"})
+            startup_fix = "startup_cuda_oom" in ids and bool(
+                acts.keys() & {"limit_cuda_graphs", "lower_max_num_seqs", "raise_process_fraction"})
             if plan is not None and not startup_fix:
                 changes = _plan_changes(ctx, plan, container)
                 if changes:
@@ -216,7 +219,11 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
                 flag = plan.flags[2]
                 add("lower_memory_fraction", flag=flag, current=current, target=target,
                     changes=(SetArg(container, flag, current, target),))
-            if not startup_fix and not acts.keys() & {"set_safe_flags", "lower_memory_fraction"}:
+            if not startup_fix and _engine(ctx) == "tgi" and ids & _OOM_FINDINGS:
+                # the batch flags bound what a batch asks for; the margin beside TGI's cache is
+                # its wiggle room, whatever else is offered (`failure_actions.wiggle_action`)
+                wiggle_action(ctx, add)
+            elif not startup_fix and not acts.keys() & {"set_safe_flags", "lower_memory_fraction"}:
                 margin_action(ctx, add, container)
     elif cause_id == "weights_too_large":
         _weights_actions(ctx, add)

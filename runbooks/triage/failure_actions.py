@@ -12,13 +12,21 @@ from __future__ import annotations
 import math
 
 from runbooks.catalogs import thresholds as T
-from runbooks.catalogs.engine_defaults import parse_version, vllm_regime, vllm_v1_limits
+from runbooks.catalogs.engine_defaults import (
+    TGI_WIGGLE_ROOM_ENV_FROM,
+    parse_version,
+    tgi_wiggle_room,
+    vllm_regime,
+    vllm_v1_limits,
+)
 from runbooks.catalogs.engine_flags import FLAGS, role_flag
 from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
-from runbooks.triage.checks.concurrency import oom_phase
+from runbooks.sizing.budget import tgi_wiggle_env
+from runbooks.triage.checks.concurrency import oom_phase, under_cap
 from runbooks.triage.checks.static import refusal_capacity
 from runbooks.triage.context import TriageContext
+from runbooks.triage.spelling import engine_version
 
 #: the engines' own defaults for the memory fraction (SGLang's depends on the card; 0.88 is its
 #: value on the cards people paste from)
@@ -28,6 +36,11 @@ MAX_RAISED_FRACTION = {"vllm": 0.92, "sglang": 0.95}
 #: the value that turns CUDA graphs off, by the kind of the engine's no_cuda_graphs flag
 #: (a switch: set; TGI's list of batch sizes: 0)
 _GRAPHS_OFF = {"bool": True, "int_list": 0}
+#: what a raised TGI cap leaves above what torch held plus the allocation it was refused: the
+#: refused allocation is one of the warm-up's, not its last
+CAP_SLACK = 0.05
+#: the step a lowered TGI_WIGGLE_ROOM takes, and the least it is lowered to
+WIGGLE_STEP, WIGGLE_FLOOR = 0.05, 0.8
 
 
 def _engine_known(ctx: TriageContext) -> bool:
@@ -173,11 +186,79 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
     if (oom is not None and oom.reserved_unallocated_bytes and oom.reserved_unallocated_bytes >= 2**29
             and oom.torch_form != "old"):
         add("set_expandable_segments", reserved_gib=round(oom.reserved_unallocated_bytes / 2**30, 2))
+    if oom is not None and under_cap(oom):
+        cap_actions(ctx, add, container, phase)
+
+
+def cap_actions(ctx: TriageContext, add, container: str | None, phase: str | None) -> None:
+    """An OOM torch refused under its per-process cap while the card had room.
+
+    TGI sets the cap from --cuda-memory-fraction (utils/dist.py:54@v0.9.4, :56@v3.3.7): where
+    it refused the weights or the warm-up batch, the cap goes up to what torch held plus the
+    refused allocation and CAP_SLACK of the card, if the card's free memory covers the rise.
+    A TGI that was serving sized its KV cache inside the cap at warm-up: raising the cap does
+    not give that cache back (the margin is its wiggle room, `wiggle_action`). vLLM and SGLang
+    set no cap of their own: the code that did is named, not a flag.
+    """
+    oom = ctx.evidence.logs.oom
+    engine = engine_of(ctx) if _engine_known(ctx) else None
+    if engine is None:
+        return
+    if engine != "tgi":
+        add("find_memory_cap", allowed_gib=round(oom.allowed_bytes / 2**30, 2),
+            total_gib=round(oom.total_bytes / 2**30, 2))
+        return
+    if phase is None or phase == "serving":
+        return
+    cfg = ctx.config
+    flag = role_flag("tgi", "memory_fraction")
+    set_now = cfg.memory_fraction if cfg is not None and cfg.memory_fraction_kind == "process" else None
+    total, allowed = oom.total_bytes, oom.allowed_bytes
+    current = set_now if set_now is not None else round(allowed / total, 2)
+    held = (oom.allocated_bytes + (oom.reserved_unallocated_bytes or 0)) if oom.allocated_bytes is not None \
+        else (oom.in_use_bytes or allowed)
+    need = held + (oom.tried_bytes or 0)
+    target = min(1.0, math.ceil((need / total + CAP_SLACK) * 100) / 100)
+    if target <= current or target * total - allowed > (oom.free_bytes or 0):
+        return
+    add("raise_process_fraction", flag=flag, current=current, target=target,
+        need_gib=round(need / 2**30, 2), allowed_gib=round(allowed / 2**30, 2),
+        changes=(SetArg(container, flag, set_now, target),))
+
+
+def wiggle_action(ctx: TriageContext, add) -> None:
+    """TGI's margin for a CUDA OOM while serving: a lower TGI_WIGGLE_ROOM (read from 2.3.0,
+    globals.py:21@v2.3.0), so warm-up leaves more of the capped memory out of the KV cache.
+    Before 2.3.0 the share is a constant (1.0 to 1.4.0, 0.95 after): only a newer TGI moves it.
+    With the version unknown, which of the two holds is what to check first."""
+    version = parse_version(engine_version(ctx))
+    if version is None:
+        add("check_tgi_version_for_wiggle")
+        return
+    if version < TGI_WIGGLE_ROOM_ENV_FROM:
+        add("upgrade_tgi_for_wiggle_room", version=engine_version(ctx), share=tgi_wiggle_room(version))
+        return
+    cfg = ctx.config
+    current = tgi_wiggle_env(cfg.env, engine_version(ctx)) if cfg is not None else None
+    current = current if current is not None else tgi_wiggle_room(version)
+    target = round(max(WIGGLE_FLOOR, current - WIGGLE_STEP), 2)
+    if target >= current:
+        return
+    fraction = cfg.memory_fraction if cfg is not None and cfg.memory_fraction_kind == "process" else None
+    total = ctx.gpu_total_gib.value if ctx.gpu_total_gib else None
+    if not total:
+        return  # what it frees is not known: the batch flags are the sized fix
+    gain = round((current - target) * (fraction if fraction is not None else 1.0) * total, 1)
+    add("lower_wiggle_room", current=current, target=target, gain_gib=gain)
 
 
 def margin_action(ctx: TriageContext, add, container: str | None) -> None:
-    """The last resort when nothing else is known: leave the runbook's margin free on the card."""
+    """The last resort when nothing else is known: leave the runbook's margin free on the card.
+    TGI's fraction is a cap on torch, so its margin is the wiggle room instead (`wiggle_action`)."""
     engine = engine_of(ctx)
+    if engine == "tgi" and _engine_known(ctx):
+        wiggle_action(ctx, add)
+        return
     flag = ENGINE_FLAGS[engine][2]
     target = SAFE_FRACTION[engine]
     current = _fraction(ctx, engine)

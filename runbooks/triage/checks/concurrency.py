@@ -131,7 +131,7 @@ def _oom_finding(ctx: TriageContext) -> Finding | None:
                           reserved_gib=gib(oom.reserved_unallocated_bytes / GIB)))
     if oom is not None and _in_graph_pools(oom):
         facts.append(fact("oom_graph_pools", logs.source, pool_gib=gib(oom.private_pools_bytes / GIB)))
-    if oom is not None and _under_cap(oom):
+    if oom is not None and under_cap(oom):
         facts.append(fact("oom_under_cap", logs.source, allowed_gib=gib(oom.allowed_bytes / GIB),
                           free_gib=gib(oom.free_bytes / GIB)))
     if phase is not None:
@@ -190,7 +190,7 @@ def _in_graph_pools(oom) -> bool:
     return pools >= max(oom.tried_bytes or 0, GIB // 2)
 
 
-def _under_cap(oom) -> bool:
+def under_cap(oom) -> bool:
     """torch was held to a memory fraction (its "allowed" figure) and the card still had room
     for the request: the cap refused it, not the card."""
     if not oom.allowed_bytes or oom.free_bytes is None or not oom.total_bytes:
@@ -209,7 +209,7 @@ def _fraction_at_edge(cfg) -> Finding | None:
     frac, kind = cfg.memory_fraction, cfg.memory_fraction_kind
     if frac is None:
         return None
-    edge = {"total": T.VLLM_UTIL_EDGE, "free_static": T.SGLANG_MFS_EDGE, "process": T.TGI_FRACTION_EDGE}.get(kind or "")
+    edge = {"total": T.VLLM_UTIL_EDGE, "free_static": T.SGLANG_MFS_EDGE}.get(kind or "")
     if edge is None or frac < edge:
         return None
     # the engine whose fraction is of this kind, and its flag from the engine table
