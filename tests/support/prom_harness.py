@@ -287,7 +287,7 @@ def free_port() -> int:
 
 
 def _require(tool: str) -> str:
-    if fast.enabled and tool == "prometheus":
+    if fast.enabled and tool in ("prometheus", "promtool"):
         pytest.skip("`pytest --fast` starts no real Prometheus (make test runs this test)")
     path = shutil.which(tool) or (f"/usr/bin/{tool}" if Path(f"/usr/bin/{tool}").exists() else None)
     if path is None:
