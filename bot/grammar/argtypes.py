@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runbooks.alerts.engines import ENGINES
 from runbooks.alerts.promql import is_label_name
 
 
@@ -125,6 +124,10 @@ def engine_list(text: str) -> tuple[str, ...]:
     >>> engine_list("tgi, vllm,vllm")
     ('vllm', 'tgi')
     """
+    # lazy: the alert engines' table brings the metric catalog (about 10 ms with -X importtime),
+    # which only `rules --engine` needs, not every command line's parse
+    from runbooks.alerts.engines import ENGINES
+
     names = [n.strip() for n in text.split(",")]
     unknown = [n for n in names if n not in ENGINES]
     if unknown:

@@ -174,6 +174,15 @@ class Catalog:
         return self.t(key, params) if key in self.messages else fallback
 
 
+def shift_label(cat: Catalog, label: object) -> object:
+    """Profile shift labels ("first part", "baseline", ...) are keys too."""
+    if isinstance(label, str):
+        key = "shift." + label.replace(" ", "_")
+        if cat.has(key):
+            return cat.t(key)
+    return label
+
+
 def placeholders(text: str) -> set[str]:
     """The value names a message asks for; `{count|line|lines}` asks for `count`."""
     return {f.partition("|")[0] for _, f, _, _ in _FMT.parse(text) if f}

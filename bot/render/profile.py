@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.render.i18n import Catalog
+from bot.render.i18n import Catalog, shift_label
 from bot.render.templating import environment
 from bot.render.terminal import cells
-from bot.render.wording import pct, shift_label
 from bot.service.outcomes import ProfileView
 from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
 from runbooks.model.evidence import BUCKETS, ProfileShift, RequestProfile
+from runbooks.model.units import pct
 from runbooks.profile.detail import ProfileDetail
 from runbooks.profile.requests import BUCKET_LIMITS
 

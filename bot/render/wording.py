@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from bot.render.i18n import Catalog
+from bot.render.i18n import Catalog, shift_label
 from runbooks.alerts.engines import SERIES
 from runbooks.catalogs.engine_flags import ROLES, role_flag
 from runbooks.catalogs.engine_metrics import eviction_term
@@ -207,15 +207,6 @@ def reason_json(message: Any) -> dict[str, Any]:
 def issues_json(issues: Any) -> list[dict[str, Any]]:
     """ReadIssues as JSON: source, line, kind, and the reason (`reason_json`)."""
     return [{"source": i.source, "line": i.line, "kind": i.kind, **reason_json(i.message)} for i in issues]
-
-
-def shift_label(cat: Catalog, label: object) -> object:
-    """Profile shift labels ("first part", "baseline", ...) are keys too."""
-    if isinstance(label, str):
-        key = "shift." + label.replace(" ", "_")
-        if cat.has(key):
-            return cat.t(key)
-    return label
 
 
 def cause_title(cat: Catalog, cause_id: str, kubernetes: bool = True, prefix: str = "verdict") -> str:

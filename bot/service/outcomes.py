@@ -9,15 +9,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runbooks.alerts.dashboards import Dashboard
-from runbooks.alerts.fleet import COLUMNS, Ranked
-from runbooks.alerts.fleet_queries import Recording
-from runbooks.alerts.rules import RuleSet
 from runbooks.model.evidence import ProfileShift, RequestProfile
 from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 
 if TYPE_CHECKING:
+    # annotations only: a verb that shows no fleet, rules or dashboards (`gpumem profile`,
+    # whose whole run is a few hundred ms) does not import them
+    from runbooks.alerts.dashboards import Dashboard
+    from runbooks.alerts.fleet import Ranked
+    from runbooks.alerts.fleet_queries import Recording
+    from runbooks.alerts.rules import RuleSet
     from runbooks.model.budget import Budget, BudgetInputs
     from runbooks.model.evidence import ModelSpec
     from runbooks.remediation.solver import SafePlan
@@ -84,6 +86,8 @@ class FleetOutcome:
     @property
     def not_read(self) -> tuple[str, ...]:
         """Columns no answer came back for, in the view's order."""
+        from runbooks.alerts.fleet import COLUMNS
+
         cols = {c for m in self.missing for c in m.columns}
         return tuple(c for c in COLUMNS if c in cols)
 
