@@ -264,10 +264,16 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "kv": "the 9.37 GiB activation peak cannot come from default flags (the same vLLM build measured "
               "1.26 GiB for this model at defaults, vllm#10511); the launch command is not in the source"},
     "tgi-710-llama2-70b-8xa10g-total-tokens": {
-        "failure": "the memory arithmetic does not reach it: 16.06 GiB of weights per shard and 16000 tokens of "
-                   "GQA cache (one KV head per shard, 0.62 GiB) leave ~4 GiB of 22 free at warm-up; TGI 0.9 words "
-                   "any warm-up exception this way and the thread holds no memory figure, so the cause is not "
-                   "shown to be memory (a cache sized per attention head, 8x larger, would fail: unverified)"},
+        "failure": "the memory arithmetic does not reach it, and the message itself shows the memory-heavy steps "
+                   "passed: 0.9.0-0.9.3's warm-up error prints len(batch.input_ids), which generate_token replaces "
+                   "by one next token per request once the forward pass and the sampling are done "
+                   "(flash_causal_lm.py:872@v0.9.3), so '2 prefill tokens' for a warm-up of 4096 tokens in 2 "
+                   "requests means the 16000-token cache was allocated and the prefill ran; what raised came after "
+                   "(the prefill log-softmax, 0.24 GiB a shard, or the CPU-side token loop), and TGI 0.9 words any "
+                   "warm-up exception this way. 16.06 GiB of weights per shard and 0.62 GiB of GQA cache (one KV "
+                   "head per shard, flash_llama.py:72@v0.9.3) leave ~4 GiB of 22 free. Before 0.9.3 the cache was "
+                   "sized per attention head (8x) and the fused QKV view refuses GQA weights "
+                   "(flash_llama_modeling.py:151@v0.9.2); either fails before the count changes"},
     # the second batch for issue 21: what the engines' source read so far does not explain
     "vllm-27508-gpt-oss-120b-h100-fail": {
         "kv": "2.62 GiB predicted against 1.71 (+53%; 0.91 GiB of the 75.15 the engine may use, 1.2%). vLLM "
