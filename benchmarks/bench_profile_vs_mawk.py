@@ -282,6 +282,10 @@ def write_shape(path: Path, shape: Shape, size_mb: float, seed: int = 7) -> int:
             fh.write(text)
             written += len(text)
             lines += text.count("\n")
+        # on disk before any run: the kernel's write-back of a GiB of dirty pages would
+        # otherwise take CPU from the first runs
+        fh.flush()
+        os.fsync(fh.fileno())
     return lines
 
 
