@@ -19,13 +19,15 @@ import io
 from datetime import UTC
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, renderer, thin_date_ticks
 from bot.render.i18n import Catalog
 from runbooks.catalogs.thresholds import GPU_MEM_PINNED_RATIO
-from runbooks.model.evidence import MemoryHistory, MemorySeries
 from runbooks.model.units import GIB
+
+if TYPE_CHECKING:
+    from runbooks.model.evidence import MemoryHistory, MemorySeries
 
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 500, 100
 #: devices drawn at most; the rest are counted in the legend

@@ -17,7 +17,7 @@ from typing import Any
 from bot.render.chart_layout import fit_axis_label, fit_title, outside_legend, renderer, thin_date_ticks
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog
-from runbooks.model.evidence import BUCKETS
+from runbooks.model.lengths import BUCKETS
 from runbooks.profile.detail import ProfileDetail
 
 WIDTH_PX, HEIGHT_PX, DPI = 1200, 600, 100

@@ -10,7 +10,7 @@ from bot.render.templating import environment
 from bot.render.terminal import cells
 from bot.service.outcomes import ProfileView
 from runbooks.catalogs.thresholds import LONG_SHARE_SHIFT
-from runbooks.model.evidence import BUCKETS, ProfileShift, RequestProfile
+from runbooks.model.lengths import BUCKETS, ProfileShift, RequestProfile
 from runbooks.model.units import pct
 from runbooks.profile.detail import ProfileDetail
 from runbooks.profile.requests import BUCKET_LIMITS

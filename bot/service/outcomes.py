@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runbooks.model.evidence import ProfileShift, RequestProfile
+from runbooks.model.lengths import ProfileShift, RequestProfile
 from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 

@@ -34,7 +34,7 @@ from collectors.access_logs.reference import NO_LENGTHS
 from collectors.access_logs.scan import FRONT_BYTES, PAD_BYTES, BlockTally, release, scan_block
 from collectors.errors import ParseError
 from collectors.parsers.textio import MAX_LINE_BYTES
-from runbooks.model.evidence import RequestProfile
+from runbooks.model.lengths import RequestProfile
 from runbooks.model.units import MIB
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder

@@ -40,7 +40,7 @@ import numpy as np
 from collectors.errors import ParseError, said
 from collectors.parsers.log_time import clf_time, epoch_time, parse_time, search_time
 from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
-from runbooks.model.evidence import RequestProfile
+from runbooks.model.lengths import RequestProfile
 from runbooks.model.units import MIB
 from runbooks.profile.requests import ProfileBuilder
 

@@ -52,7 +52,7 @@ import numpy as np
 
 from collectors.access_logs.reference import parse_access_line
 from collectors.parsers.textio import MAX_LINE_BYTES
-from runbooks.model.evidence import BUCKETS
+from runbooks.model.lengths import BUCKETS
 from runbooks.profile.requests import bucket_of
 
 try:  # the compiled line scanner, where the install could build it

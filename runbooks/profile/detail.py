@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from runbooks.model.evidence import BUCKETS
+from runbooks.model.lengths import BUCKETS
 from runbooks.profile.requests import bucket_of, nearest_rank
 
 _BIN_S = 60

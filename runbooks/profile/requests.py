@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from itertools import compress
 from operator import or_
 
-from runbooks.model.evidence import BUCKETS, BucketShare, Histogram, ProfileShift, RequestProfile
+from runbooks.model.lengths import BUCKETS, BucketShare, Histogram, ProfileShift, RequestProfile
 
 #: (bucket, input limit, output limit), smallest first
 BUCKET_LIMITS = (("S", 512, 128), ("M", 2048, 256), ("L", 8192, 512))
