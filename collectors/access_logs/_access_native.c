@@ -818,12 +818,8 @@ static inline __attribute__((always_inline)) int json_number(json_state *j, span
 
 static int json_value(json_state *j, int depth, int where, slot *into);
 
-/* an object's or array's item: a string or a plain number, the commonest items, read here,
- * the rest by json_value (recursive, so never inlined; its call per item was a twentieth of
- * the JSON scan). The same checks as json_value's for these two, the depth first. */
-static inline __attribute__((always_inline)) int json_item(json_state *j, int depth, int where, slot *into) {
-    unsigned char c = j->i < j->n ? j->p[j->i] : 0;
-    if (depth > MAX_DEPTH || !(c == '"' || is_digit(c))) return json_value(j, depth, where, into);
+/* a string (at its quote) or a number at j->i, into `into` when given: 1, or 0 when invalid */
+static inline __attribute__((always_inline)) int json_scalar(json_state *j, unsigned char c, slot *into) {
     span text;
     int flag;
     if (c == '"') {
@@ -841,6 +837,15 @@ static inline __attribute__((always_inline)) int json_item(json_state *j, int de
         into->text = text;
     }
     return 1;
+}
+
+/* an object's or array's item: a string or a plain number, the commonest items, read here,
+ * the rest by json_value (recursive, so never inlined; its call per item was a twentieth of
+ * the JSON scan). The same checks as json_value's for these two, the depth first. */
+static inline __attribute__((always_inline)) int json_item(json_state *j, int depth, int where, slot *into) {
+    unsigned char c = j->i < j->n ? j->p[j->i] : 0;
+    if (depth > MAX_DEPTH || !(c == '"' || is_digit(c))) return json_value(j, depth, where, into);
+    return json_scalar(j, c, into);
 }
 
 /* past an object's or array's opening bracket: whether `closer` follows at once (then past it) */
@@ -923,27 +928,8 @@ static int json_value(json_state *j, int depth, int where, slot *into) {
     if (j->i >= j->n) return 0;
     unsigned char c = j->p[j->i];
     /* an if-chain, commonest first: a switch here is an indirect jump mispredicted per value */
-    if (c == '"') {
-        span text;
-        int escaped;
-        if (!json_string(j, &text, &escaped)) return 0;
-        if (into) {
-            into->type = V_STR;
-            into->text = text;
-            into->escaped = escaped;
-        }
-        return 1;
-    }
-    if (is_digit(c) || (c == '-' && !(j->i + 1 < j->n && j->p[j->i + 1] == 'I'))) {
-        span text;
-        int is_float;
-        if (!json_number(j, &text, &is_float)) return 0;
-        if (into) {
-            into->type = is_float ? V_FLOAT : V_INT;
-            into->text = text;
-        }
-        return 1;
-    }
+    if (c == '"' || is_digit(c) || (c == '-' && !(j->i + 1 < j->n && j->p[j->i + 1] == 'I')))
+        return json_scalar(j, c, into);
     if (c == '{') {
         if (into) into->type = V_OBJ;
         return json_object(j, depth, where);
