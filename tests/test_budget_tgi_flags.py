@@ -86,8 +86,8 @@ def test_a_smaller_prefill_batch_does_not_rescue_a_budget_the_card_cannot_hold()
 def test_1x_infers_the_batch_budget_and_ignores_a_given_one():
     given_ = tgi("1.1.0", max_batch_total_tokens=20000)
     inferred = tgi("1.1.0")
-    assert given_.kv_cache_tokens == inferred.kv_cache_tokens == 17296
-    assert given_.max_batch_total_tokens == 17296
+    assert given_.kv_cache_tokens == inferred.kv_cache_tokens == 17120
+    assert given_.max_batch_total_tokens == 17120
     assert "tgi_batch_total_tokens_ignored" in given_.warnings
     # warm-up before 1.2: 4 requests of 1024 prompt tokens + 2 new tokens, 65 blocks each, and
     # no wiggle room (all the free memory)
@@ -102,8 +102,8 @@ def test_from_1_2_warmup_requests_hold_blocks_for_max_total_tokens():
     first, later = tgi("1.4.0"), tgi("1.4.1")
     warm_blocks = 4 * 128
     free = first.free_gib - first.weights_gib - warm_blocks * 16 * 0.5 / 1024 - first.activation_gib
-    assert first.gpu_blocks == int(free * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1081
-    assert later.gpu_blocks == int(free * 0.95 * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1052
+    assert first.gpu_blocks == int(free * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1070
+    assert later.gpu_blocks == int(free * 0.95 * GIB // (16 * 0.5 * MIB)) + warm_blocks == 1042
     # the warm-up blocks come back into the cache: with no wiggle room, 1.4.0's larger warm-up
     # leaves the same total as 1.1.0's 65 blocks per request
     assert first.gpu_blocks == tgi("1.1.0").gpu_blocks
@@ -128,8 +128,8 @@ def test_from_1_2_a_max_total_tokens_too_large_fails_the_warm_up_itself():
 def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     default = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07)
     assert default.failure is None
-    assert default.max_model_len == default.kv_cache_tokens == 23125
-    assert default.assumption("max_input_tokens") == Assumed(23124, "tgi3_total_minus_one")
+    assert default.max_model_len == default.kv_cache_tokens == 22229
+    assert default.assumption("max_input_tokens") == Assumed(22228, "tgi3_total_minus_one")
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)
     assert given_.failure == "Not enough memory to handle max_total_tokens=131072"
 

@@ -305,15 +305,19 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
         assert rc == 0
         path = tmp_path / "tgi.yaml"
         path.write_text(yaml.safe_dump(live), encoding="utf-8")
+        # exit 1: on the "after" side TGI would refuse to start (below)
         assert main(["budget", "--from-deployment", str(path), "--gpu", "NVIDIA-A10G", "--what-if",
-                     "cuda-memory-fraction=0.8", "--json"]) == 0
+                     "cuda-memory-fraction=0.8", "--json"]) == 1
         expected = json.loads(capsys.readouterr().out)
     budget = plan["preview"]["budget"]
     for side in ("before", "after"):
         assert {k: budget[side][k] for k in FIGURES} == {k: expected[side][k] for k in FIGURES}, side
     # TGI 3.3.4 keeps (1 - fraction x 0.90) of the card from the cache: 0.8 takes (0.90 - 0.72) x
-    # 22.07 GiB = 3.97 GiB, 32,544 tokens of 128 KiB, off it
-    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (41570, 9026)
+    # 22.07 GiB = 3.97 GiB, 32,544 tokens of 128 KiB, off it, which leaves fewer tokens than the
+    # Deployment's max_total_tokens: the router would refuse to start, and the preview says so
+    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (40674, 8130)
+    assert (budget["before"]["fits"], budget["after"]["fits"], budget["after"]["max_model_len"]) == (True, False, 8192)
+    assert budget["after"]["failure_id"] == "tgi_max_total_tokens_oom"
     assert {"id": "gpu_from_nodes", "params": {"gpu": "NVIDIA-A10G"}} in budget["notes"]
     blast = plan["preview"]["blast_radius"]
     assert (blast["max_surge"], blast["max_unavailable"], blast["extra_pods"]) == (2, 0, 2)

@@ -48,11 +48,16 @@ def comm_buffers_gib(tp: int, nvlink: bool) -> float:
     return 0.5 + 0.2 * tp if nvlink else 0.02 * tp
 
 
-def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1, dtype: str | None = None) -> float:
+def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1, dtype: str | None = None,
+                       unfused_act: bool = False) -> float:
     """Peak bytes of one forward pass over `tokens` tokens on one GPU (the MLP stage dominates).
 
     Counts the residual, the normed input and the layer's largest intermediates; logits are
-    left to the sampler.
+    left to the sampler. A gated MLP holds its fused gate/up output and one intermediate-sized
+    tensor where the activation and the product are one kernel (vLLM's and SGLang's
+    `SiluAndMul`). `unfused_act` is for an engine that writes `act(gate) * up` in torch, as TGI's
+    CUDA models do (`flash_llama_modeling.py:319@v0.9.3`, `:402-404@v3.3.7`): the activation's
+    output and the product are two tensors alive at once beside the gate/up output.
     """
     if tokens <= 0:
         return 0.0
@@ -66,14 +71,15 @@ def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1, dtype: str | 
     k_and_v = 2 * max(1, kv_heads // tp)
     attn = tokens * b * (3 * hidden + (q_and_out + k_and_v) * head_dim)
     mats = 3 if has_gated_mlp(model) else 2
-    if model.num_experts:
+    if model.num_experts:  # the fused MoE kernels apply the activation in one pass, TGI's too
         inter = (model.moe_intermediate_size or model.intermediate_size or 0) / tp
         top_k = model.experts_per_token or 1
         chunk = min(tokens, MOE_CHUNK_TOKENS)
         mlp = tokens * b * 3 * hidden + chunk * top_k * b * (mats * inter + hidden)
         mlp += tokens * (model.num_experts * 4)  # router logits in fp32
     else:
-        mlp = tokens * b * (3 * hidden + mats * (model.intermediate_size or 0) / tp)
+        dense = mats + 1 if unfused_act and mats == 3 else mats
+        mlp = tokens * b * (3 * hidden + dense * (model.intermediate_size or 0) / tp)
     return max(attn, mlp)
 
 

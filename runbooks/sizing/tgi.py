@@ -124,7 +124,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     # prefill log-probabilities over the whole warm-up batch (the router's warm-up asks for them,
     # router/client/src/client.rs:134@v0.9.3 to backends/client/src/v3/client.rs:181@v2.3.1 and
     # on): logits and their log-softmax, on top of the forward pass's cached blocks
-    forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype)
+    forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype, unfused_act=True)
     if _awq_split_k(version, setup.quantization or model.quantization):
         forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
     activation = (forward + tgi_logit_copies(setup.tp) * logits_bytes(model, prefill_tokens, elem)) / GIB

@@ -234,11 +234,11 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "that snapshot (utils/__init__.py:2477-2480@0.9.2), so the buffer is priced by the engine as any "
               "allocation is; the rest of the gap is not in the source read"},
     "tgi-1856-llama3-8b-rtx3090-1.4": {
-        "kv": "+18.5% (46,112 tokens predicted, 38,928 printed): TGI 1.4 reads free memory after one warm-up "
+        "kv": "+16.3% (45,264 tokens predicted, 38,928 printed): TGI 1.4 reads free memory after one warm-up "
               "forward (flash_causal_lm.py:744-786@v1.4.5, the same in 1.4.1-1.4.5) of 4 x 1024 prompt tokens "
               "holding blocks for 2047 tokens each, with log-probabilities over all 4096 (0.98 GiB logits and "
-              "their log-softmax); 0.92 GiB more was in use than those, the weights and the CUDA context add up "
-              "to. CUDA graphs are not it: 1.4.0 has none, 1.4.1-1.4.5 capture them only with "
+              "their log-softmax) and the MLP's act(gate) and product beside its gate/up output; 0.81 GiB more "
+              "was in use than those, the weights and the CUDA context add up to. CUDA graphs are not it: 1.4.0 has none, 1.4.1-1.4.5 capture them only with "
               "--enable-cuda-graphs (ENABLE_CUDA_GRAPHS, default false: models/globals.py:6@v1.4.5, "
               "launcher/src/main.rs:552-553@v1.4.5) and after the free memory is read and the cache sized "
               "(flash_causal_lm.py:801-807@v1.4.5); 1.4.0 sizes on all of that free memory, no 5% wiggle "
@@ -292,9 +292,11 @@ EXCLUDED: dict[str, dict[str, str]] = {
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
-                   "tokens of KV (6.2 GiB per shard) and prefills 10,000: 20.2 GiB predicted against the 21.7 GiB "
-                   "torch may use (20.8 with the contiguous copy of the gathered logits at TP 2), yet it failed; "
-                   "the remaining ~0.9 GiB is not found",
+                   "tokens of KV (6.2 GiB per shard) and prefills 10,000: 20.9 GiB predicted (weights 12.13, KV "
+                   "6.16, the warm-up's forward with its unfused MLP and three copies of the gathered logits at TP 2, "
+                   "2.59) against the 21.7 GiB torch may use, yet it failed, and the message's 10000 prefill tokens "
+                   "say it raised before the sampled tokens replaced the batch's inputs (flash_causal_lm.py:872"
+                   "@v0.9.3): in the allocation, the forward or the sampling; the remaining ~0.8 GiB is not found",
     },
 }
 
