@@ -151,3 +151,18 @@ def test_awq_warmup_peak_counts_the_split_k_buffer_only_where_the_release_runs_i
         assert extra * 2**30 == pytest.approx(4096 * 2 * 9 * 2 * 14336 - 4096 * 2 * 4 * 14336, rel=1e-6)
     else:
         assert extra == pytest.approx(0.0, abs=1e-9)
+
+
+def test_tgi_mlp_holds_the_activation_and_the_product_beside_gate_up():
+    """flash_llama_modeling.py:319@v0.9.3, :402-404@v3.3.7: act(gate) * up written in torch;
+    vLLM and SGLang fuse the two into one SiluAndMul output. MoE layers run fused kernels."""
+    from runbooks.sizing.activation import forward_peak_bytes
+
+    tokens = 4096
+    for tp in (1, 2):
+        extra = forward_peak_bytes(LLAMA8, tokens, tp, "bfloat16", unfused_act=True) - \
+            forward_peak_bytes(LLAMA8, tokens, tp, "bfloat16")
+        assert extra == tokens * 2 * 14336 / tp
+    mixtral = find_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert forward_peak_bytes(mixtral, tokens, 1, "bfloat16", unfused_act=True) == \
+        forward_peak_bytes(mixtral, tokens, 1, "bfloat16")
