@@ -11,7 +11,7 @@ import pytest
 from runbooks.catalogs.gpus import find_gpu
 from runbooks.catalogs.models import find_model
 from runbooks.model.budget import Budget, BudgetInputs
-from runbooks.model.evidence import BucketShare, RequestProfile
+from runbooks.model.lengths import BucketShare, RequestProfile
 from runbooks.profile.detail import ProfileDetail
 from runbooks.remediation.solver import SAFE_FRACTION, current_fraction, round_context, solve_safe_flags
 from runbooks.sizing.budget import compute_budget

@@ -19,14 +19,8 @@ from bot.render.chart_profile import profile_figure
 from bot.render.chart_shift import shift_figure
 from bot.service.handover import ShiftSeries
 from runbooks.alerts.fleet import Service, rank
-from runbooks.model.evidence import (
-    BucketShare,
-    MemoryHistory,
-    MemoryPoint,
-    MemorySeries,
-    ProfileShift,
-    RequestProfile,
-)
+from runbooks.model.evidence import MemoryHistory, MemoryPoint, MemorySeries
+from runbooks.model.lengths import BucketShare, ProfileShift, RequestProfile
 from runbooks.model.units import GIB
 from runbooks.profile.detail import BucketSlice, ProfileDetail
 

@@ -6,7 +6,8 @@ import math
 
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.metrics_total import merge_histograms, sum_server_metrics
-from runbooks.model.evidence import GpuDevice, Histogram, ServerMetrics
+from runbooks.model.evidence import GpuDevice, ServerMetrics
+from runbooks.model.lengths import Histogram
 
 
 def test_queues_and_counters_add_up_usage_is_the_fullest_pod_capacity_the_smallest():

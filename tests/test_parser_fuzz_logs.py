@@ -26,9 +26,9 @@ from runbooks.model.evidence import (
     LogSignals,
     ParallelError,
     PodState,
-    RequestProfile,
     ServerConfig,
 )
+from runbooks.model.lengths import RequestProfile
 
 # pieces of real lines, glued together at random so the fuzz reaches the deeper branches
 _FRAGMENTS = [

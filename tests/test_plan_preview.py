@@ -303,6 +303,12 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
         rc, plan = _run(capsys, sc, tmp_path, "plan", "support-bot/mistral-7b-tgi", "--set",
                         "cuda-memory-fraction=0.8", "--json")
         assert rc == 0
+        # what the approver reads: the plan says, in words, that TGI would refuse to start
+        rc, text = _run(capsys, sc, tmp_path, "plan", "support-bot/mistral-7b-tgi", "--set",
+                        "cuda-memory-fraction=0.8")
+        assert rc == 0
+        assert "AFTER THE CHANGE THE ENGINE WOULD NOT START" in text, text
+        assert "Not enough memory to handle max_total_tokens=8192" in text, text
         path = tmp_path / "tgi.yaml"
         path.write_text(yaml.safe_dump(live), encoding="utf-8")
         # exit 1: on the "after" side TGI would refuse to start (below)
@@ -314,7 +320,7 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
         assert {k: budget[side][k] for k in FIGURES} == {k: expected[side][k] for k in FIGURES}, side
     # TGI 3.3.4 keeps (1 - fraction x 0.90) of the card from the cache: 0.8 takes (0.90 - 0.72) x
     # 22.07 GiB = 3.97 GiB, 32,544 tokens of 128 KiB, off it, which leaves fewer tokens than the
-    # Deployment's max_total_tokens: the router would refuse to start, and the preview says so
+    # Deployment's max_total_tokens: the router would refuse to start, as the plan's text says (above)
     assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (40674, 8130)
     assert (budget["before"]["fits"], budget["after"]["fits"], budget["after"]["max_model_len"]) == (True, False, 8192)
     assert budget["after"]["failure_id"] == "tgi_max_total_tokens_oom"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runbooks.model.evidence import Histogram, RequestProfile
+from runbooks.model.lengths import Histogram, RequestProfile
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.profile.requests import (
     ProfileBuilder,

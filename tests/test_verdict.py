@@ -6,20 +6,17 @@ import math
 from dataclasses import replace
 
 from runbooks.model.evidence import (
-    BucketShare,
     ContainerState,
     Evidence,
     GpuDevice,
     GpuSnapshot,
-    Histogram,
     LogSignals,
     PodState,
-    ProfileShift,
-    RequestProfile,
     ServerConfig,
     ServerMetrics,
     SignalCount,
 )
+from runbooks.model.lengths import BucketShare, Histogram, ProfileShift, RequestProfile
 from runbooks.model.serde import from_jsonable, to_jsonable
 from runbooks.model.units import GIB
 from runbooks.triage.runbook import STEPS, triage

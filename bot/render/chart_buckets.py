@@ -14,7 +14,7 @@ from typing import Any
 from bot.render.chart_layout import fit_axis_label, fit_title, renderer, wrap_labels
 from bot.render.chart_memory import _drawable, _rc, chart_lang
 from bot.render.i18n import Catalog, shift_label
-from runbooks.model.evidence import BUCKETS, RequestProfile
+from runbooks.model.lengths import BUCKETS, RequestProfile
 
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 500, 100
 COLORS = {"S": "#59a14f", "M": "#4e79a7", "L": "#f28e2b", "XL": "#e15759"}

@@ -94,12 +94,6 @@ def _loader() -> Any:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _load_yaml(text: str) -> Any:
-    import yaml
-
-    return yaml.load(text, Loader=_loader())
-
-
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in tree.items():
@@ -129,7 +123,9 @@ class Catalog:
         if lang not in LANGS:
             raise ValueError(f"unknown language {lang!r}; use one of {', '.join(LANGS)}")
         text = resources.files("bot.render").joinpath("locales", f"{lang}.yaml").read_text(encoding="utf-8")
-        return cls(lang, _flatten(_load_yaml(text)))
+        import yaml  # when a catalog is first read (_loader says why)
+
+        return cls(lang, _flatten(yaml.load(text, Loader=_loader())))
 
     def join(self, items: Any) -> str:
         """A list of people or items in this language's way: "a, b" in English, "a、b" in Chinese."""

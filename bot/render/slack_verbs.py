@@ -12,7 +12,8 @@ from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
 from bot.render.view import view
 from bot.render.wording import pct
-from runbooks.model.evidence import BUCKETS, Evidence, GpuDevice
+from runbooks.model.evidence import Evidence, GpuDevice
+from runbooks.model.lengths import BUCKETS
 from runbooks.model.report import Report
 from runbooks.model.units import GIB
 

@@ -39,7 +39,7 @@ from collectors.errors import ParseError
 from collectors.parsers.kube_objects import workload_from_object
 from runbooks.model.changes import Change, SplitPools
 from runbooks.model.errors import StaleObject, TargetNotFound, UsageError
-from runbooks.model.evidence import BucketShare, RequestProfile
+from runbooks.model.lengths import BucketShare, RequestProfile
 from runbooks.model.phrases import Phrase
 from runbooks.remediation import split
 from runbooks.remediation.edits.split_clones import build_clones

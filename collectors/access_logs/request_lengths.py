@@ -28,7 +28,8 @@ from os import PathLike
 from collectors.access_logs.reference import parse_access_line
 from collectors.parsers.metrics import parse_metrics
 from collectors.parsers.textio import MAX_LINE_BYTES, iter_lines
-from runbooks.model.evidence import Histogram, RequestProfile, ServerMetrics
+from runbooks.model.evidence import ServerMetrics
+from runbooks.model.lengths import Histogram, RequestProfile
 from runbooks.profile.detail import DEFAULT_SLICES, DetailBuilder, ProfileDetail
 from runbooks.profile.requests import ProfileBuilder, profile_from_histograms
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.parser import text_fd_to_metric_families
 
 from collectors.errors import ParseError, quoted, said
-from runbooks.model.evidence import Histogram
+from runbooks.model.lengths import Histogram
 
 Labels = dict[str, str]
 Series = tuple[Labels, float]

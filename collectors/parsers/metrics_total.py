@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from runbooks.model.evidence import Histogram, ServerMetrics
+from runbooks.model.evidence import ServerMetrics
+from runbooks.model.lengths import Histogram
 
 T = TypeVar("T", int, float)
 

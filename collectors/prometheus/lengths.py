@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from collectors.prometheus.client import SOURCE, QueryResult
-from runbooks.model.evidence import Histogram, RequestProfile
+from runbooks.model.lengths import Histogram, RequestProfile
 from runbooks.profile.requests import compare, profile_from_histograms
 
 

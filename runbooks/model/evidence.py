@@ -12,11 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runbooks.model.lengths import BUCKETS as BUCKETS
-from runbooks.model.lengths import BucketShare as BucketShare
-from runbooks.model.lengths import Histogram as Histogram
-from runbooks.model.lengths import ProfileShift as ProfileShift
-from runbooks.model.lengths import RequestProfile as RequestProfile
+from runbooks.model.lengths import Histogram, RequestProfile
 from runbooks.model.managers import Manager
 from runbooks.model.phrases import Phrase
 

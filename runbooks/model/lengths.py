@@ -1,8 +1,8 @@
 """Request lengths: cumulative histograms and the request-length profile.
 
-Part of the evidence model (`runbooks.model.evidence` re-exports every name here), kept in a
-module of its own so that `gpumem profile`, which reads only these, does not create the
-evidence model's other dataclasses at start-up (about 30 ms).
+Part of the evidence model (`Evidence` and `ServerMetrics` hold these), kept in a module of its
+own so that `gpumem profile`, which reads only these, does not create the evidence model's
+other dataclasses at start-up (about 30 ms). Import these names from here.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from typing import Any
 
 from runbooks.model.budget import Budget
 from runbooks.model.changes import Change
-from runbooks.model.evidence import ReadIssue, RequestProfile
+from runbooks.model.evidence import ReadIssue
+from runbooks.model.lengths import RequestProfile
 from runbooks.model.managers import Manager
 
 #: causes in the runbook's root-cause matrix, in its order

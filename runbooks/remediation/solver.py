@@ -31,7 +31,8 @@ from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import LATEST, parse_version, sglang_mem_fraction_static, version_text
 from runbooks.catalogs.engine_flags import ROLES, Choice, choose_spelling, role_flag
 from runbooks.model.budget import Budget, BudgetInputs
-from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.model.evidence import ModelSpec
+from runbooks.model.lengths import RequestProfile
 from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 from runbooks.sizing.budget import compute_budget

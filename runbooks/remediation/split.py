@@ -41,7 +41,8 @@ from typing import Any
 
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.errors import UsageError
-from runbooks.model.evidence import ModelSpec, RequestProfile
+from runbooks.model.evidence import ModelSpec
+from runbooks.model.lengths import RequestProfile
 from runbooks.model.secrets import REDACTED, redact_argv, redact_text, secret_name
 from runbooks.profile.requests import BUCKET_LIMITS
 from runbooks.remediation.plan import Plan

@@ -70,7 +70,8 @@ def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1, dtype: str | 
     q_and_out = 2 * heads / tp  # query and attention output, heads split by TP
     k_and_v = 2 * max(1, kv_heads // tp)
     attn = tokens * b * (3 * hidden + (q_and_out + k_and_v) * head_dim)
-    mats = 3 if has_gated_mlp(model) else 2
+    gated = has_gated_mlp(model)
+    mats = 3 if gated else 2
     if model.num_experts:  # the fused MoE kernels apply the activation in one pass, TGI's too
         inter = (model.moe_intermediate_size or model.intermediate_size or 0) / tp
         top_k = model.experts_per_token or 1
@@ -78,7 +79,7 @@ def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1, dtype: str | 
         mlp = tokens * b * 3 * hidden + chunk * top_k * b * (mats * inter + hidden)
         mlp += tokens * (model.num_experts * 4)  # router logits in fp32
     else:
-        dense = mats + 1 if unfused_act and mats == 3 else mats
+        dense = mats + (1 if unfused_act and gated else 0)  # act(gate) and the product, both alive
         mlp = tokens * b * (3 * hidden + dense * (model.intermediate_size or 0) / tp)
     return max(attn, mlp)
 

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from runbooks.model.budget import Budget
-from runbooks.model.evidence import BUCKETS, RequestProfile
+from runbooks.model.lengths import BUCKETS, RequestProfile
 from runbooks.profile.detail import ProfileDetail
 from runbooks.profile.requests import BUCKET_LIMITS
 
