@@ -105,18 +105,28 @@ def test_tgi3_70b_on_two_h100s_gets_far_less_kv_than_the_2x_formula():
     assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).failure_id == "tgi_max_total_tokens_oom"
 
 
-def test_at_tp_above_1_the_warm_up_holds_a_third_copy_of_its_logits():
+def test_the_warm_up_logits_copies_follow_the_version_and_tp():
+    """Before 2.4.0 log_softmax writes a second tensor (three at TP > 1, where the gathered
+    logits are a transposed view); from 2.4.0 it writes into the logits, which saves the copy at
+    TP 1 only."""
     from runbooks.sizing.activation import forward_peak_bytes, logits_bytes
     from runbooks.sizing.tgi import tgi_logit_copies
 
-    assert (tgi_logit_copies(1), tgi_logit_copies(2), tgi_logit_copies(8)) == (2, 3, 3)
-    for tp in (1, 2):
-        b = compute_budget(LLAMA31_70B, BudgetInputs(engine="tgi", engine_version="3.3.7", gpu_total_gib=79.19,
-                                                      gpu_name="H100", tp=tp))
+    assert [tgi_logit_copies(tp, (2, 3, 1)) for tp in (1, 2, 8)] == [2, 3, 3]
+    assert [tgi_logit_copies(tp, (2, 4, 0)) for tp in (1, 2, 8)] == [1, 3, 3]
+    for version, tp, copies in (("2.3.1", 1, 2), ("2.4.0", 1, 1), ("3.3.7", 1, 1), ("3.3.7", 2, 3)):
+        b = compute_budget(LLAMA31_70B, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
+                                                      gpu_name="H100", tp=tp, max_batch_prefill_tokens=4096,
+                                                      max_input_tokens=1024, max_total_tokens=2048))
         tokens = b.max_num_batched_tokens
-        expected = forward_peak_bytes(LLAMA31_70B, tokens, tp, "bfloat16", unfused_act=True) + (2 if tp == 1 else 3) * logits_bytes(
+        expected = forward_peak_bytes(LLAMA31_70B, tokens, tp, "bfloat16", unfused_act=True) + copies * logits_bytes(
             LLAMA31_70B, tokens, 2)
-        assert b.activation_gib == pytest.approx(expected / GIB, rel=1e-9), tp
+        assert b.activation_gib == pytest.approx(expected / GIB, rel=1e-9), (version, tp)
+    same = dict(engine="tgi", gpu_total_gib=79.19, gpu_name="H100", tp=1, max_batch_prefill_tokens=4096,
+                max_input_tokens=1024, max_total_tokens=2048)
+    older = compute_budget(LLAMA31_70B, BudgetInputs(engine_version="2.3.1", **same))
+    newer = compute_budget(LLAMA31_70B, BudgetInputs(engine_version="2.4.0", **same))
+    assert older.activation_gib - newer.activation_gib == pytest.approx(4096 * 128256 * 2 / GIB, rel=1e-9)
 
 
 def test_tgi3_cuda_memory_fraction_multiplies_the_wiggle_room():

@@ -335,6 +335,15 @@ TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
 #: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
 #: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
 #: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
+#: from 2.4.0 the warm-up's prefill log-softmax is written into the logits tensor itself,
+#: `torch.log_softmax(out, -1, out=out)` (flash_causal_lm.py:2046@v2.4.0, :2116@v3.3.7;
+#: `prefill_logprobs_tensor = torch.log_softmax(out, -1)`, a second tensor, at :1730@v2.3.1).
+#: Only a contiguous `out` is written in place: at TP > 1 `out` is the gathered logits'
+#: transposed view, and torch's log_softmax_out then computes into a temporary and copies back
+#: (aten/src/ATen/native/SoftMax.cpp, `if (!output_.is_contiguous())`) after the CUDA kernel has
+#: made its own contiguous copy of the input (native/cuda/SoftMax.cu host_softmax,
+#: `input_.contiguous()`)
+TGI_INPLACE_LOG_SOFTMAX_FROM = (2, 4, 0)
 TGI_AWQ_SPLIT_K = 8
 TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 

@@ -34,6 +34,7 @@ from runbooks.catalogs.engine_defaults import (
     LATEST,
     TGI_AWQ_SPLIT_K,
     TGI_AWQ_SPLIT_K_RANGE,
+    TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
     TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
     TGI_WIGGLE_ON_FRACTION_FROM,
@@ -127,7 +128,7 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype, unfused_act=True)
     if _awq_split_k(version, setup.quantization or model.quantization):
         forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
-    activation = (forward + tgi_logit_copies(setup.tp) * logits_bytes(model, prefill_tokens, elem)) / GIB
+    activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, prefill_tokens, elem)) / GIB
     graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
         cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm
@@ -205,17 +206,25 @@ def _awq_split_k(version: tuple[int, int, int], quantization: str | None) -> boo
     return bool(quantization) and quantization.lower() == "awq" and low <= version < high
 
 
-def tgi_logit_copies(tp: int) -> int:
-    """Full logits tensors of the warm-up batch alive at once: the logits and their log-softmax;
-    at TP > 1 one more, because the LM head gathers the shards' logits into a transposed view
-    (`TensorParallelHead.forward`, `utils/layers.py@v0.9.0`-`v1.4.5`,
-    `layers/tensor_parallel.py:88-104@v3.3.7`: `return world_out.T`) and `torch.log_softmax`
-    over its last dimension first makes it contiguous.
+def tgi_logit_copies(tp: int, version: tuple[int, int, int] = LATEST["tgi"]) -> int:
+    """Full logits tensors of the warm-up batch alive at once.
 
-    >>> tgi_logit_copies(1), tgi_logit_copies(4)
+    Before 2.4.0: the logits and their log-softmax; at TP > 1 one more, because the LM head
+    gathers the shards' logits into a transposed view (`TensorParallelHead.forward`,
+    `utils/layers.py@v0.9.0`-`v1.4.5`, `layers/tensor_parallel.py:88-104@v3.3.7`:
+    `return world_out.T`) and `torch.log_softmax` over its last dimension first makes it
+    contiguous. From 2.4.0 the log-softmax is written into the logits (`out=out`), which saves
+    the second tensor at TP 1 only: the transposed view is not contiguous, so torch computes
+    into a temporary beside its contiguous copy of the input (`TGI_INPLACE_LOG_SOFTMAX_FROM`).
+
+    >>> tgi_logit_copies(1, (2, 3, 1)), tgi_logit_copies(4, (2, 3, 1))
     (2, 3)
+    >>> tgi_logit_copies(1, (3, 3, 7)), tgi_logit_copies(4, (3, 3, 7))
+    (1, 3)
     """
-    return 2 if tp <= 1 else 3
+    if tp > 1:
+        return 3
+    return 1 if version >= TGI_INPLACE_LOG_SOFTMAX_FROM else 2
 
 
 def _warmup_request_tokens(regime: str, version: tuple[int, int, int], prompt: int, max_total: int | None) -> int:

@@ -293,11 +293,14 @@ EXCLUDED: dict[str, dict[str, str]] = {
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
-                   "tokens of KV (6.2 GiB per shard) and prefills 10,000: 20.9 GiB predicted (weights 12.13, KV "
-                   "6.16, the warm-up's forward with its unfused MLP and three copies of the gathered logits at TP 2, "
-                   "2.59) against the 21.7 GiB torch may use, yet it failed, and the message's 10000 prefill tokens "
-                   "say it raised before the sampled tokens replaced the batch's inputs (flash_causal_lm.py:872"
-                   "@v0.9.3): in the allocation, the forward or the sampling; the remaining ~0.8 GiB is not found",
+                   "tokens of KV (6.2 GiB per shard) and prefills 10,000; the message's 10000 prefill tokens say it "
+                   "raised before the sampled tokens replaced the batch's inputs (flash_causal_lm.py:872@v0.9.3), "
+                   "so before the prefill log-softmax (:879), and the sampling before it reads one row a request "
+                   "(prefill_next_token_indices). At that point torch held at most 20.0 GiB (weights 12.13, KV "
+                   "6.16, the forward's peak with its unfused MLP 0.80, the gathered logits and the shard's "
+                   "share 0.89) of the 21.7 it may use: the source does not reach a shortfall, and TGI 0.9 words "
+                   "any warm-up exception this way (`except Exception`, :728); ~1.7 GiB, or another cause, is "
+                   "not found",
     },
 }
 
