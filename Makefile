@@ -51,7 +51,7 @@ sanitize: $(STAMP)
 	  collectors/access_logs/_access_native.c -o "$$so" && \
 	PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  $(BIN)/pytest -q -p no:cacheprovider tests/test_access_log_native.py tests/test_access_log_shapes.py; \
+	  $(BIN)/pytest -q -p no:cacheprovider tests/test_access_log_native.py tests/test_access_log_shapes.py tests/test_access_log_fast.py; \
 	rc=$$?; mv "$$so.release" "$$so"; exit $$rc
 
 clean:

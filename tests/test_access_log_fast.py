@@ -241,3 +241,47 @@ def test_processes_that_cannot_start_leave_the_scan_to_this_process(tmp_path, mo
     scan = scan_access_log(path, workers=2)
     assert scan.workers == 1
     assert scan.profile == read_access_log(path)
+
+
+def test_the_compiled_tally_hands_back_when_its_outputs_fill_and_the_profile_stays_the_reference(tmp_path, monkeypatch):
+    """One request, one run of a minute and one large count a call: every hand-back (and the
+    lines the reference reads between them) keeps arrival order, minutes and counts."""
+    import collectors.access_logs.tally as tally
+
+    lines = []
+    for k in range(300):
+        minute = 10 + k // 7
+        big = 150_000 + k if k % 11 == 0 else 40 + k
+        lines.append(f"time=2026-03-09T20:{minute:02d}:{k % 60:02d}Z input_tokens={big} output_tokens={k % 700}")
+        if k % 13 == 0:
+            lines.append(f"time=2026-03-09T20:{minute:02d}:00+0000 input_tokens=5 output_tokens=6 caf\u00e9")  # non-ASCII
+        if k % 17 == 0:
+            lines.append("no counts here")
+    path = tmp_path / "access.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = _reference(path)
+    detail = scan_access_log(path, workers=1, detail=True).detail  # with the outputs at their sizes
+    monkeypatch.setattr(tally, "_CLASSES_CAP", 1)
+    monkeypatch.setattr(tally, "_RUNS_CAP", 1)
+    monkeypatch.setattr(tally, "_BIG_CAP", 3)
+    tally.release()
+    calls = []
+    if tally.NATIVE is not None:
+        native = tally.NATIVE
+
+        class Counting:
+            def __getattr__(self, name):
+                return getattr(native, name)
+
+            def tally_lines(self, *args):
+                calls.append(args[1])
+                return native.tally_lines(*args)
+
+        monkeypatch.setattr(tally, "NATIVE", Counting())
+    try:
+        assert _fast(path, workers=1) == expected
+        assert scan_access_log(path, workers=1, detail=True).detail == detail
+    finally:
+        tally.release()
+    if tally.NATIVE is not None:
+        assert len(calls) > 300  # a call a request at least

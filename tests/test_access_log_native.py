@@ -1,4 +1,4 @@
-"""The compiled line scanner (`collectors.access_logs.scan.native_reading`) never reads a line differently
+"""The compiled line scanner (`collectors.access_logs.tally.native_reading`) never reads a line differently
 from the reference (`scan._reference`, i.e. `parse_access_line`).
 
 `native_reading(raw)` may decline any line (NOT_TAKEN); every line it takes must give exactly
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_profile_vs_mawk import SHAPES
-from collectors.access_logs.scan import _IGNORED_LINE, NOT_TAKEN, _reference, native_reading
+from collectors.access_logs.tally import _IGNORED_LINE, NOT_TAKEN, _reference, native_reading
 from collectors.parsers.textio import MAX_LINE_BYTES
 
 _SETTINGS = {

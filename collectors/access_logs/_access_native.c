@@ -1100,9 +1100,224 @@ done:
     return result;
 }
 
+
+/* ------------------------------------------------------------------------------ tallies */
+
+/* the runbook's bucket of a request (runbooks.profile.requests.bucket_of, by index) */
+static inline int bucket_index(int64_t in, int64_t out) {
+    int ci = (in > 512) + (in > 2048) + (in > 8192);
+    int co = (out > 128) + (out > 256) + (out > 512);
+    return ci > co ? ci : co;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* tally_lines(buf, start, end, max_line, hist_in, hist_out, lengths, classes, runs, big, stats)
+ *   -> (next, n_classes, n_runs, n_big, fallback_end)
+ * Reads the lines of buf[start:end] as scan_lines does and tallies them where they are read:
+ * hist_in / hist_out (int64 per token count below their length) and lengths (int64 per
+ * total * 4 + bucket, or None) are added to; classes (uint8), runs (int64: minute and the 4
+ * bucket counts of each run of timed requests in one minute) and big (int64 triples: 0 input,
+ * 1 output or 2 total, the value, the bucket; counts too large for the histograms) are written
+ * from their start; stats (int64: have times, first µs, last µs, skipped lines) is updated.
+ * Stops at the first line left to the reference (fallback_end: its newline; `next`: its start),
+ * when an output could overflow, or when no newline is left (fallback_end -1). */
+static PyObject *tally_lines(PyObject *self, PyObject *args) {
+    Py_buffer buf, hin, hout, cls, runs, big, stats, lens;
+    PyObject *lengths;
+    Py_ssize_t start, end, max_line;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnw*w*Ow*w*w*w*", &buf, &start, &end, &max_line, &hin, &hout, &lengths, &cls,
+                          &runs, &big, &stats))
+        return NULL;
+    PyObject *result = NULL;
+    int have_lens = 0;
+    if (lengths != Py_None) {
+        if (PyObject_GetBuffer(lengths, &lens, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
+        have_lens = 1;
+    }
+    Py_ssize_t small = hin.len / 8;
+    if (start < 0 || end < start || end > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "start and end must lie inside the buffer");
+        goto done;
+    }
+    if (hin.len % 8 || hout.len != hin.len || small < 1 || (have_lens && lens.len != 4 * hin.len) ||
+        cls.len < 1 || runs.len < 40 || big.len < 72 || stats.len < 32) {
+        PyErr_SetString(PyExc_ValueError, "tally_lines: wrong output sizes");
+        goto done;
+    }
+    {
+        const unsigned char *p = buf.buf;
+        int64_t *h_in = hin.buf, *h_out = hout.buf, *h_len = have_lens ? lens.buf : NULL;
+        uint8_t *c_out = cls.buf;
+        int64_t *r_out = runs.buf, *b_out = big.buf, *st = stats.buf;
+        Py_ssize_t cls_cap = cls.len, runs_cap = runs.len / 40, big_cap = big.len / 24;
+        Py_ssize_t nc = 0, nr = 0, nb = 0, pos = start, fallback_end = -1;
+        Py_BEGIN_ALLOW_THREADS
+        while (pos < end && nc < cls_cap && nr < runs_cap && nb + 3 <= big_cap) {
+            const unsigned char *nl = memchr(p + pos, '\n', (size_t)(end - pos));
+            if (nl == NULL) break;
+            Py_ssize_t at = nl - p, len = at - pos;
+            int64_t a = 0, b = 0, us = 0;
+            int state = len > max_line ? ST_SKIPPED : read_line(p + pos, len, p + buf.len, &a, &b, &us);
+            /* counts are never negative when read; were one so, the reference reads the line */
+            if (state == ST_FALLBACK || ((state == ST_UNTIMED || state == ST_TIMED) && (a < 0 || b < 0))) {
+                fallback_end = at;
+                break;
+            }
+            pos = at + 1;
+            if (state == ST_SKIPPED) {
+                st[3]++;
+                continue;
+            }
+            if (state == ST_IGNORED) continue;
+            int c = bucket_index(a, b);
+            c_out[nc++] = (uint8_t)c;
+            if (a < small) h_in[a]++;
+            else {
+                b_out[3 * nb] = 0, b_out[3 * nb + 1] = a, b_out[3 * nb + 2] = c;
+                nb++;
+            }
+            if (b < small) h_out[b]++;
+            else {
+                b_out[3 * nb] = 1, b_out[3 * nb + 1] = b, b_out[3 * nb + 2] = c;
+                nb++;
+            }
+            if (h_len != NULL) {
+                int64_t t = a + b;
+                if (t < small) h_len[t * 4 + c]++;
+                else {
+                    b_out[3 * nb] = 2, b_out[3 * nb + 1] = t, b_out[3 * nb + 2] = c;
+                    nb++;
+                }
+            }
+            if (state == ST_TIMED) {
+                int64_t minute = floor_div(floor_div(us, US), 60);
+                if (nr > 0 && r_out[5 * (nr - 1)] == minute) r_out[5 * (nr - 1) + 1 + c]++;
+                else {
+                    int64_t *r = r_out + 5 * nr++;
+                    r[0] = minute, r[1] = r[2] = r[3] = r[4] = 0;
+                    r[1 + c] = 1;
+                }
+                if (!st[0]) st[0] = 1, st[1] = st[2] = us;
+                else {
+                    if (us < st[1]) st[1] = us;
+                    if (us > st[2]) st[2] = us;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("nnnnn", pos, nc, nr, nb, fallback_end);
+    }
+done:
+    if (have_lens) PyBuffer_Release(&lens);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&hin);
+    PyBuffer_Release(&hout);
+    PyBuffer_Release(&cls);
+    PyBuffer_Release(&runs);
+    PyBuffer_Release(&big);
+    PyBuffer_Release(&stats);
+    return result;
+}
+
+/* hist_items(histograms, offset, stride) -> {value: count}: the histograms (int64 buffers of
+ * one length) summed at offset, offset + stride, ..., each nonzero sum under its value (the
+ * index less offset, divided by stride) */
+static PyObject *hist_items(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    Py_ssize_t offset, stride;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Onn", &seq, &offset, &stride)) return NULL;
+    if (offset < 0 || stride < 1) {
+        PyErr_SetString(PyExc_ValueError, "hist_items: offset >= 0 and stride >= 1");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(seq, "hist_items: a sequence of buffers");
+    if (fast == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast), got = 0, items = -1;
+    Py_buffer *views = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_buffer));
+    PyObject *out = NULL;
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < k; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, got), &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        if (views[got].len % 8 || (items >= 0 && views[got].len / 8 != items)) {
+            PyBuffer_Release(&views[got]);
+            PyErr_SetString(PyExc_ValueError, "hist_items: int64 buffers of one length");
+            goto done;
+        }
+        items = views[got].len / 8;
+    }
+    out = PyDict_New();
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = offset; i < items; i += stride) {
+        int64_t sum = 0;
+        for (Py_ssize_t j = 0; j < k; j++) sum += ((const int64_t *)views[j].buf)[i];
+        if (!sum) continue;
+        PyObject *key = PyLong_FromSsize_t((i - offset) / stride), *val = PyLong_FromLongLong(sum);
+        int bad = key == NULL || val == NULL || PyDict_SetItem(out, key, val) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        if (bad) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&views[j]);
+    PyMem_Free(views);
+    Py_DECREF(fast);
+    return out;
+}
+
+/* bucket_runs(classes, block) -> [[n0, n1, n2, n3], ...]: how many of each bucket index (0-3)
+ * every run of `block` bytes of classes holds, the last run perhaps shorter; other bytes are
+ * not counted */
+static PyObject *bucket_runs(PyObject *self, PyObject *args) {
+    Py_buffer cls;
+    Py_ssize_t block;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*n", &cls, &block)) return NULL;
+    PyObject *out = NULL;
+    if (block < 1) {
+        PyErr_SetString(PyExc_ValueError, "bucket_runs: block >= 1");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    const uint8_t *c = cls.buf;
+    for (Py_ssize_t at = 0; at < cls.len; at += block) {
+        Py_ssize_t stop = at + block < cls.len ? at + block : cls.len;
+        long long n[4] = {0, 0, 0, 0};
+        for (Py_ssize_t i = at; i < stop; i++)
+            if (c[i] < 4) n[c[i]]++;
+        PyObject *row = Py_BuildValue("[LLLL]", n[0], n[1], n[2], n[3]);
+        if (row == NULL || PyList_Append(out, row) < 0) {
+            Py_XDECREF(row);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(row);
+    }
+done:
+    PyBuffer_Release(&cls);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan_lines", scan_lines, METH_VARARGS,
      "scan_lines(buf, start, end, max_line, state, v_in, v_out, micros, ends) -> (lines, next)"},
+    {"tally_lines", tally_lines, METH_VARARGS,
+     "tally_lines(buf, start, end, max_line, hist_in, hist_out, lengths, classes, runs, big, stats) -> "
+     "(next, n_classes, n_runs, n_big, fallback_end)"},
+    {"hist_items", hist_items, METH_VARARGS, "hist_items(histograms, offset, stride) -> {value: count}"},
+    {"bucket_runs", bucket_runs, METH_VARARGS, "bucket_runs(classes, block) -> [[n0, n1, n2, n3], ...]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,11 +1,11 @@
 """Access logs of any size as a RequestProfile, fast: the same profile as `read_access_log`
 (identical counts, exact percentiles, shift, skipped lines), read by the compiled line
-scanner (or, where the install could not build it, with numpy) and, for large files, by several
+scanner (or, where the install could not build it, with numpy; only then is numpy loaded) and, for large files, by several
 processes at once.
 
 A file over PARALLEL_MIN_BYTES is split at line boundaries into one byte range per worker
 (the CPUs this process may use, at most MAX_WORKERS); each range is scanned in 2 MiB blocks
-by `scan.scan_block`, and the tallies are merged in file order, so arrival order
+by `tally.scan_block`, and the tallies are merged in file order, so arrival order
 (which the shift of an untimed log depends on) is kept. A line longer than MAX_LINE_BYTES is
 never held whole: it is counted as skipped, as the reference reader counts it.
 
@@ -26,12 +26,18 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from os import PathLike
-from typing import TYPE_CHECKING, BinaryIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from collectors.access_logs.reference import NO_LENGTHS
-from collectors.access_logs.scan import FRONT_BYTES, PAD_BYTES, BlockTally, release, scan_block
+from collectors.access_logs.tally import (
+    FRONT_BYTES,
+    PAD_BYTES,
+    BlockTally,
+    bucket_runs,
+    hist_items,
+    release,
+    scan_block,
+)
 from collectors.errors import ParseError
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.lengths import RequestProfile
@@ -47,6 +53,8 @@ PARALLEL_MIN_BYTES = 32 * MIB
 #: bytes read and scanned at a time (the scan's arrays stay in the CPU's caches better than at 4 MiB)
 CHUNK_BYTES = 2 * MIB
 MAX_WORKERS = 8
+#: arrivals per row of the detail's bucket mix in arrival order
+ARRIVAL_RUN = 1000
 
 
 @dataclass(frozen=True)
@@ -212,13 +220,13 @@ def _scan_direct(fh: BinaryIO, start: int, end: int, tally: BlockTally) -> None:
 
 def _merge(tallies: list[BlockTally], source: str, detail: bool,
            max_slices: int) -> tuple[RequestProfile, ProfileDetail | None]:
-    inputs = _counts(sum(t.inputs for t in tallies), [t.inputs_big for t in tallies])
-    outputs = _counts(sum(t.outputs for t in tallies), [t.outputs_big for t in tallies])
-    classes = b"".join(bytes(t.classes) for t in tallies)
+    inputs = _counts([t.inputs for t in tallies], [t.inputs_big for t in tallies])
+    outputs = _counts([t.outputs for t in tallies], [t.outputs_big for t in tallies])
+    classes = b"".join(t.classes for t in tallies)
     times = _times(tallies)
     builder = ProfileBuilder()
-    arr = np.frombuffer(classes, np.uint8)
-    bucket_counts = [int(np.count_nonzero(arr == c)) for c in range(4)]  # bincount would copy to int64
+    runs = bucket_runs(classes, ARRIVAL_RUN if detail else max(1, len(classes)))
+    bucket_counts = [sum(column) for column in zip(*runs, strict=True)] if runs else [0, 0, 0, 0]
     builder.add_tallied(inputs, outputs, classes, ((at, sum(c), c[2] + c[3]) for at, c in times),
                         bucket_counts)
     builder.skip(sum(t.skipped for t in tallies))
@@ -227,10 +235,10 @@ def _merge(tallies: list[BlockTally], source: str, detail: bool,
         raise ParseError(source, NO_LENGTHS, line=1)
     if not detail:
         return profile, None
-    lengths = sum(t.lengths for t in tallies if t.lengths is not None)
-    per_bucket = [_counts(lengths[cls::4], [t.lengths_big[cls] for t in tallies]) for cls in range(4)]
+    lengths = [t.lengths for t in tallies if t.lengths is not None]
+    per_bucket = [_counts(lengths, [t.lengths_big[cls] for t in tallies], cls, 4) for cls in range(4)]
     extra = DetailBuilder()
-    extra.add_tallied(per_bucket, classes, times, _arrival_counts(classes))
+    extra.add_tallied(per_bucket, classes, times, runs)
     return profile, extra.build(max_slices)
 
 
@@ -266,21 +274,8 @@ def _times(tallies: list[BlockTally]) -> list[tuple[datetime, list[int]]]:
     return out
 
 
-def _arrival_counts(classes: bytes, block: int = 1000) -> list[list[int]]:
-    """Bucket counts of each run of `block` arrivals (the last run may be shorter)."""
-    if not classes:
-        return []
-    arr = np.frombuffer(classes, np.uint8)
-    full = len(arr) // block * block
-    rows = [np.stack([(arr[:full].reshape(-1, block) == c).sum(axis=1) for c in range(4)], axis=1).tolist()]
-    if full < len(arr):
-        rows.append([[int((arr[full:] == c).sum()) for c in range(4)]])
-    return [r for part in rows for r in part]
-
-
-def _counts(small: np.ndarray, big: list[Counter[int]]) -> dict[int, int]:
-    values = np.flatnonzero(small)
-    out = dict(zip(values.tolist(), small[values].tolist(), strict=True))
+def _counts(histograms: list[Any], big: list[Counter[int]], offset: int = 0, stride: int = 1) -> dict[int, int]:
+    out = hist_items(histograms, offset, stride)
     for counter in big:
         for value, n in counter.items():
             out[value] = out.get(value, 0) + n

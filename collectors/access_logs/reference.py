@@ -35,8 +35,6 @@ from operator import itemgetter
 from os import PathLike
 from typing import Any
 
-import numpy as np
-
 from collectors.errors import ParseError, said
 from collectors.parsers.log_time import clf_time, epoch_time, parse_time, search_time
 from collectors.parsers.textio import CHUNK_BYTES, MAX_LINE_BYTES, BlockReader
@@ -255,6 +253,8 @@ class _AccessReader:
         longer than MAX_LINE_BYTES (skipped, as every such line is) or one whose stamp is no
         time (`parse_access_line` looks further)."""
         if len(block) > MAX_LINE_BYTES:
+            import numpy as np  # only for a block longer than a line may be
+
             ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
             if len(ends) and (ends[0] > MAX_LINE_BYTES or (len(ends) > 1 and int(np.diff(ends).max()) > MAX_LINE_BYTES + 1)):
                 return True

@@ -1,6 +1,6 @@
-"""Scans of access-log blocks for `fast`: the compiled line scanner
-(`_access_native.c`, one pass in C, used when the install built it) or, without it, the
-vectorised numpy scan below. Both keep the same contract and tally the same way.
+"""The vectorised numpy scan of access-log blocks, for installs where the compiled line scanner
+(`_access_native.c`, which `tally.scan_block` uses when it was built) could not be built. Both
+keep the same contract and tally into the same `tally.BlockTally`.
 
 The scan reads a line the way `collectors.access_logs.reference.parse_access_line` does, and it
 takes a line only when it can show that the two readings agree; every other non-empty line
@@ -42,35 +42,26 @@ the SWAR multiply-shift method, two at a time in times; dates become days by tab
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from collectors.access_logs.reference import parse_access_line
+from collectors.access_logs.tally import (
+    _EPOCH,
+    _IGNORED_LINE,
+    _MICRO,
+    FRONT_BYTES,
+    LOCAL,
+    PAD_BYTES,
+    SMALL_TOKENS,
+    BlockTally,
+    _reference,
+)
 from collectors.parsers.textio import MAX_LINE_BYTES
 from runbooks.model.lengths import BUCKETS
 from runbooks.profile.requests import bucket_of
-
-try:  # the compiled line scanner, where the install could build it
-    from collectors.access_logs import _access_native as _compiled
-except ImportError:  # pragma: no cover - an install without a C compiler
-    _compiled = None
-
-#: the compiled scanner `scan_block` uses (None: the numpy scan; tests switch between them)
-NATIVE: Any = _compiled
-#: what `native_reading` returns for a line the compiled scanner leaves to the reference
-NOT_TAKEN = ("not taken",)
-
-#: bytes a block must have after its end: the widest word load reaches this far
-PAD_BYTES = 256
-#: bytes a block must have before its start (word loads that end at a line's first bytes)
-FRONT_BYTES = 32
-#: token counts below this are tallied with bincount; larger ones in a Counter
-SMALL_TOKENS = 1 << 17
 
 _U64 = np.uint64
 _ZEROS = _U64(0x3030303030303030)
@@ -105,70 +96,41 @@ _M = [_mask(n) for n in range(9)]
 # ----------------------------------------------------------------------------- tallies
 
 
-class BlockTally:
-    """What a scan of some blocks found: token counts, the bucket of each request in arrival
-    order, per-bucket lengths, requests per bucket for each minute (in order of first
-    arrival), and the earliest and latest time to the microsecond."""
-
-    def __init__(self, detail: bool = False) -> None:
-        self.inputs = np.zeros(SMALL_TOKENS, np.int64)
-        self.outputs = np.zeros(SMALL_TOKENS, np.int64)
-        self.inputs_big: Counter[int] = Counter()
-        self.outputs_big: Counter[int] = Counter()
-        self.detail = detail
-        #: requests by (input + output tokens) x 4 + bucket index, for lengths below SMALL_TOKENS
-        self.lengths = np.zeros(4 * SMALL_TOKENS, np.int64) if detail else None
-        self.lengths_big: list[Counter[int]] = [Counter() for _ in range(4)]
-        self.classes = bytearray()
-        #: int(time.timestamp()) // 60 -> requests per bucket, in order of first arrival
-        self.times: dict[int, list[int]] = {}
-        self.first_us: int | None = None
-        self.last_us: int | None = None
-        self.skipped = 0
-
-    def add_requests(self, v_in: np.ndarray, v_out: np.ndarray, cls: np.ndarray) -> None:
-        self.classes += cls.tobytes()
-        _count_into(self.inputs, self.inputs_big, v_in)
-        _count_into(self.outputs, self.outputs_big, v_out)
-        if self.lengths is not None:
-            total = v_in + v_out
-            small = total < SMALL_TOKENS
-            if small.all():
-                counts = np.bincount(total * 4 + cls)
-            else:
-                counts = np.bincount(total[small] * 4 + cls[small])
-                for c, n in zip(cls[~small].tolist(), total[~small].tolist(), strict=True):
-                    self.lengths_big[c][n] += 1
-            self.lengths[: len(counts)] += counts
-
-    def add_times(self, seconds: np.ndarray, micros: np.ndarray, cls: np.ndarray) -> None:
-        """Timed requests in arrival order: their second (int(time.timestamp())), their time
-        in µs, their bucket. Kept per minute (second // 60): the profile builders bin by
-        60 s, or a power of two times that, so a minute falls in one bin whatever the width."""
-        if not len(seconds):
-            return
-        lo, hi = int(micros.min()), int(micros.max())
-        self.first_us = lo if self.first_us is None else min(self.first_us, lo)
-        self.last_us = hi if self.last_us is None else max(self.last_us, hi)
-        minutes = seconds // 60
-        heads = np.flatnonzero(minutes[1:] != minutes[:-1]) + 1
-        if not len(heads):
-            self._add_time(int(minutes[0]), np.bincount(cls, minlength=4).tolist())
-            return
-        run_of = np.zeros(len(minutes), np.int64)
-        run_of[heads] = 1
-        np.cumsum(run_of, out=run_of)
-        per_run = np.bincount(run_of * 4 + cls, minlength=4 * (len(heads) + 1)).reshape(-1, 4).tolist()
-        for minute, counts in zip(minutes[np.concatenate(([0], heads))].tolist(), per_run, strict=True):
-            self._add_time(minute, counts)
-
-    def _add_time(self, minute: int, counts: list[int]) -> None:
-        cell = self.times.get(minute)
-        if cell is None:
-            self.times[minute] = counts
+def _add_requests(tally: BlockTally, v_in: np.ndarray, v_out: np.ndarray, cls: np.ndarray) -> None:
+    tally.classes += cls.tobytes()
+    _count_into(np.frombuffer(tally.inputs, np.int64), tally.inputs_big, v_in)
+    _count_into(np.frombuffer(tally.outputs, np.int64), tally.outputs_big, v_out)
+    if tally.lengths is not None:
+        lengths = np.frombuffer(tally.lengths, np.int64)
+        total = v_in + v_out
+        small = total < SMALL_TOKENS
+        if small.all():
+            counts = np.bincount(total * 4 + cls)
         else:
-            for i, n in enumerate(counts):
-                cell[i] += n
+            counts = np.bincount(total[small] * 4 + cls[small])
+            for c, n in zip(cls[~small].tolist(), total[~small].tolist(), strict=True):
+                tally.lengths_big[c][n] += 1
+        lengths[: len(counts)] += counts
+
+
+def _add_times(tally: BlockTally, seconds: np.ndarray, micros: np.ndarray, cls: np.ndarray) -> None:
+    """Timed requests in arrival order: their second (int(time.timestamp())), their time
+    in µs, their bucket. Kept per minute (second // 60): the profile builders bin by
+    60 s, or a power of two times that, so a minute falls in one bin whatever the width."""
+    if not len(seconds):
+        return
+    tally.see_times(int(micros.min()), int(micros.max()))
+    minutes = seconds // 60
+    heads = np.flatnonzero(minutes[1:] != minutes[:-1]) + 1
+    if not len(heads):
+        tally.add_time(int(minutes[0]), np.bincount(cls, minlength=4).tolist())
+        return
+    run_of = np.zeros(len(minutes), np.int64)
+    run_of[heads] = 1
+    np.cumsum(run_of, out=run_of)
+    per_run = np.bincount(run_of * 4 + cls, minlength=4 * (len(heads) + 1)).reshape(-1, 4).tolist()
+    for minute, counts in zip(minutes[np.concatenate(([0], heads))].tolist(), per_run, strict=True):
+        tally.add_time(minute, counts)
 
 
 def _count_into(small: np.ndarray, big: Counter[int], values: np.ndarray) -> None:
@@ -572,23 +534,15 @@ _CHUNK = 1 << 18
 
 #: per thread: scratch arrays the block scans reuse (allocating them afresh costs a page
 #: fault per 4 KiB every block), and line plans kept from earlier blocks
-_LOCAL = threading.local()
-
-
 def _work(size: int, name: str, dtype: Any) -> np.ndarray:
     """A scratch array of `size` items, reused from block to block (its content is not kept)."""
-    work = getattr(_LOCAL, "work", None)
+    work = getattr(LOCAL, "work", None)
     if work is None:
-        work = _LOCAL.work = {}
+        work = LOCAL.work = {}
     arr = work.get(name)
     if arr is None or len(arr) < size:
         arr = work[name] = np.empty(max(size, 1 << 20), dtype)
     return arr[:size]
-
-
-def release() -> None:
-    """Free this thread's scratch arrays and plans (a scan ends)."""
-    _LOCAL.__dict__.clear()
 
 
 class _Block:
@@ -702,14 +656,11 @@ class _Block:
         return self.pos[t], self.line_of[t].astype(np.int64)
 
 
-def scan_block(buf: bytearray, start: int, end: int, tally: BlockTally, json: bool = False) -> bool:
+def scan_block_numpy(buf: bytearray, start: int, end: int, tally: BlockTally, json: bool = False) -> bool:
     """Tally the lines of `buf[start:end]` (whole lines, the last one ending with b"\\n");
     `buf` must hold FRONT_BYTES before `start` and PAD_BYTES after `end`. `json`: look for
     the tokens JSON lines need (the scan does so anyway when it meets such a line). Returns
     whether the block held JSON lines (a hint for the next block)."""
-    if NATIVE is not None:
-        _scan_native(NATIVE, buf, start, end, tally)
-        return json
     b = _Block(buf, start, end, json)
     if b.n == 0:
         return json
@@ -731,59 +682,6 @@ def scan_block(buf: bytearray, start: int, end: int, tally: BlockTally, json: bo
             _general(b, todo, v_in, v_out, micros, timed)
     _tally(b, tally, v_in, v_out, micros, timed)
     return b.json_mode and bool(b.json.any())
-
-
-# states of the compiled scanner's lines (ST_* in _access_native.c): the numpy scan's own four,
-# and a fifth for a line read with a time
-_N_FALLBACK, _N_UNTIMED, _N_IGNORED, _N_SKIPPED, _N_TIMED = _FALLBACK, _FAST, _IGNORED, _SKIPPED, 4
-
-
-def _scan_native(native: Any, buf: bytearray, start: int, end: int, tally: BlockTally) -> None:
-    """The block read by the compiled scanner (one pass in C), tallied here a batch of lines at
-    a time (a batch ends where the arrays are full)."""
-    cap = max(1024, (end - start) // 64)
-    state = _work(cap, "n_state", np.int8)
-    v_in, v_out = _work(cap, "n_in", np.int64), _work(cap, "n_out", np.int64)
-    micros, ends = _work(cap, "n_us", np.int64), _work(cap, "n_ends", np.int64)
-    pos = start
-    while pos < end:
-        n, nxt = native.scan_lines(buf, pos, end, MAX_LINE_BYTES, state, v_in, v_out, micros, ends)
-        if not n:  # no newline left (blocks end with one)
-            break
-        s, e = state[:n], ends[:n]
-        timed = s == _N_TIMED
-        s[timed] = _FAST
-        starts = np.empty(n, np.int64)
-        starts[0] = pos
-        starts[1:] = e[:-1] + 1
-        _tally_lines(buf, starts, e, s, tally, v_in[:n], v_out[:n], micros[:n], timed)
-        pos = nxt
-
-
-def native_reading(raw: bytes) -> Any:
-    """What the compiled scanner makes of one line (without its newline): NOT_TAKEN when it
-    leaves the line to the reference reader, else what `_reference(raw)` returns. For tests.
-
-    >>> native_reading(b"time=2026-03-09T2011Z input_tokens=7420 output_tokens=312")[:2] if NATIVE else (7420, 312)
-    (7420, 312)
-    """
-    if b"\n" in raw:
-        raise ValueError("one line, without its newline")
-    if NATIVE is None:
-        return NOT_TAKEN
-    buf = bytearray(raw + b"\n")
-    state, v_in, v_out = np.zeros(1, np.int8), np.zeros(1, np.int64), np.zeros(1, np.int64)
-    micros, ends = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    NATIVE.scan_lines(buf, 0, len(buf), MAX_LINE_BYTES, state, v_in, v_out, micros, ends)
-    s = int(state[0])
-    if s == _N_FALLBACK:
-        return NOT_TAKEN
-    if s == _N_IGNORED:
-        return _IGNORED_LINE
-    if s == _N_SKIPPED:
-        return None
-    at = _EPOCH + timedelta(microseconds=int(micros[0])) if s == _N_TIMED else None
-    return int(v_in[0]), int(v_out[0]), at
 
 
 def _general_apart(b: _Block, rest: np.ndarray, v_in: np.ndarray, v_out: np.ndarray, micros: np.ndarray,
@@ -1472,9 +1370,9 @@ _PLANS_KEPT = 8
 
 
 def _plans() -> list[_Plan]:
-    plans = getattr(_LOCAL, "plans", None)
+    plans = getattr(LOCAL, "plans", None)
     if plans is None:
-        plans = _LOCAL.plans = []
+        plans = LOCAL.plans = []
     return plans
 
 
@@ -1577,24 +1475,8 @@ def _tally_lines(buf: bytearray, starts: np.ndarray, ends: np.ndarray, state: np
     req = cls != 255
     timed &= req
     t = np.flatnonzero(timed)
-    tally.add_times(seconds[t], micros[t], cls[t].astype(np.int64))
+    _add_times(tally, seconds[t], micros[t], cls[t].astype(np.int64))
     if req.all():
-        tally.add_requests(v_in, v_out, cls)
+        _add_requests(tally, v_in, v_out, cls)
     else:
-        tally.add_requests(v_in[req], v_out[req], cls[req])
-
-
-_IGNORED_LINE = ("ignored",)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
-
-
-def _reference(raw: bytes) -> Any:
-    """The reference reader's reading of one line: (input, output, time), None when it counts
-    the line as skipped, or _IGNORED_LINE for a blank line."""
-    if len(raw) > MAX_LINE_BYTES:
-        return None
-    text = raw.decode("utf-8", "replace")
-    if not text.strip():
-        return _IGNORED_LINE
-    return parse_access_line(text)
+        _add_requests(tally, v_in[req], v_out[req], cls[req])

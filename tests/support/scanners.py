@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import collectors.access_logs.scan as scan
+import collectors.access_logs.tally as tally
 
 
 @pytest.fixture(scope="module", params=["compiled", "numpy"], autouse=True)
@@ -18,9 +18,9 @@ def line_scanner(request: pytest.FixtureRequest) -> Iterator[str]:
     they use it too)."""
     patch = pytest.MonkeyPatch()
     if request.param == "numpy":
-        patch.setattr(scan, "NATIVE", None)
+        patch.setattr(tally, "NATIVE", None)
     else:
-        assert scan._compiled is not None, "the compiled scanner is not built: reinstall with a C compiler at hand"
-        patch.setattr(scan, "NATIVE", scan._compiled)
+        assert tally._compiled is not None, "the compiled scanner is not built: reinstall with a C compiler at hand"
+        patch.setattr(tally, "NATIVE", tally._compiled)
     yield request.param
     patch.undo()
