@@ -50,18 +50,15 @@ import numpy as np
 
 from collectors.access_logs.tally import (
     _EPOCH,
-    _IGNORED_LINE,
     _MICRO,
     FRONT_BYTES,
     LOCAL,
     PAD_BYTES,
     SMALL_TOKENS,
     BlockTally,
-    _reference,
+    reference_request,
 )
 from collectors.parsers.textio import MAX_LINE_BYTES
-from runbooks.model.lengths import BUCKETS
-from runbooks.profile.requests import bucket_of
 
 _U64 = np.uint64
 _ZEROS = _U64(0x3030303030303030)
@@ -1459,15 +1456,10 @@ def _tally_lines(buf: bytearray, starts: np.ndarray, ends: np.ndarray, state: np
         timed[fallback] = False
         view = memoryview(buf)
         for i, s, e in zip(fallback.tolist(), starts[fallback].tolist(), ends[fallback].tolist(), strict=True):
-            found = _reference(bytes(view[s:e]))
-            if found is _IGNORED_LINE:
-                continue
+            found = reference_request(tally, bytes(view[s:e]))
             if found is None:
-                tally.skipped += 1
                 continue
-            n_in, n_out, at = found
-            v_in[i], v_out[i] = n_in, n_out
-            cls[i] = BUCKETS.index(bucket_of(n_in, n_out))
+            v_in[i], v_out[i], cls[i], at = found
             if at is not None:
                 timed[i] = True
                 seconds[i] = int(at.timestamp())

@@ -175,16 +175,25 @@ def _scan_native(native: Any, buf: bytearray, start: int, end: int, tally: Block
             break  # no newline left (blocks end with one)
 
 
-def tally_reference_line(tally: BlockTally, raw: bytes) -> None:
-    """One line (without its newline) read by the reference reader and tallied."""
+def reference_request(tally: BlockTally, raw: bytes) -> tuple[int, int, int, datetime | None] | None:
+    """One line (without its newline) as the reference reader reads it: (input, output, bucket
+    index, time), or None for a blank line or one it skips (counted in `tally`)."""
     found = _reference(raw)
     if found is _IGNORED_LINE:
-        return
+        return None
     if found is None:
         tally.skipped += 1
-        return
+        return None
     n_in, n_out, at = found
-    cls = BUCKETS.index(bucket_of(n_in, n_out))
+    return n_in, n_out, BUCKETS.index(bucket_of(n_in, n_out)), at
+
+
+def tally_reference_line(tally: BlockTally, raw: bytes) -> None:
+    """One line (without its newline) read by the reference reader and tallied."""
+    found = reference_request(tally, raw)
+    if found is None:
+        return
+    n_in, n_out, cls, at = found
     tally.add_request(n_in, n_out, cls)
     if at is not None:
         us = (at - _EPOCH) // _MICRO
