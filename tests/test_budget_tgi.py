@@ -79,8 +79,8 @@ def _tgi_70b_on_two_h100s(version: str, **kw):
                                                      gpu_name="H100", tp=2, **kw))
 
 
-@pytest.mark.parametrize(("version", "reserve_fits"), [("3.0.0", True), ("3.1.0", True), ("3.3.7", False)])
-def test_tgi3_reserves_one_minus_fraction_times_wiggle_of_the_card(version, reserve_fits):
+@pytest.mark.parametrize("version", ["3.0.0", "3.1.0", "3.3.7"])
+def test_tgi3_reserves_one_minus_fraction_times_wiggle_of_the_card(version):
     """flash_causal_lm.py:1556@v3.3.7: get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM),
     i.e. free - (1 - fraction x wiggle) x total, not wiggle x (free - (1 - fraction) x total)."""
     b = _tgi_70b_on_two_h100s(version)
@@ -91,37 +91,51 @@ def test_tgi3_reserves_one_minus_fraction_times_wiggle_of_the_card(version, rese
     # new) are counted back in, so it is never less than they are
     left = b.free_gib - b.weights_gib - b.activation_gib - (1 - w) * 79.19
     warm = 4097 * b.kv_bytes_per_token / 2**30
-    assert (left > warm) is reserve_fits
+    assert left > warm  # the reserve leaves more than the warm-up request's blocks at each
     assert abs(b.kv_cache_gib - max(left, warm)) <= one_block + 1e-9
 
 
 def test_tgi3_70b_on_two_h100s_gets_far_less_kv_than_the_2x_formula():
     by_version = {v: round(_tgi_70b_on_two_h100s(v).kv_cache_gib, 2) for v in ("2.4.1", "3.0.0", "3.1.0", "3.3.7")}
-    # 2.4.1: 0.90 x what is free; 3.x: what is free less 5%, 7% and 10% of the card (at TP 2 the
-    # warm-up holds a third full copy of its logits, tgi_logit_copies: 0.98 GiB less than at TP 1;
-    # its MLP holds act(gate) and act(gate) x up at once, forward_peak_bytes' unfused_act); at
-    # 3.3.7 the reserve leaves only the warm-up request's blocks
-    assert by_version == {"2.4.1": 7.72, "3.0.0": 4.53, "3.1.0": 2.94, "3.3.7": 0.63}
-    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).failure_id == "tgi_max_total_tokens_oom"
+    # 2.4.1: 0.90 x what is free, after a warm-up that holds three full copies of its 4096-token
+    # prefill's logits at TP 2 (tgi_logit_copies); 3.x: what is free less 5%, 7% and 10% of the
+    # card, after a warm-up whose LM head reads one row a request (no --enable-prefill-logprobs);
+    # its MLP holds act(gate) and act(gate) x up at once (forward_peak_bytes' unfused_act)
+    assert by_version == {"2.4.1": 7.72, "3.0.0": 7.46, "3.1.0": 5.88, "3.3.7": 3.5}
+    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).fits
+    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=32768).failure_id == "tgi_max_total_tokens_oom"
+    # allowed prefill log-probabilities bring the three copies of the whole prefill's logits back
+    # (4 requests of 1024 tokens: 4 rows without them, 4096 with)
+    sized = dict(max_batch_prefill_tokens=4096, max_input_tokens=1024, max_total_tokens=2048)
+    allowed = _tgi_70b_on_two_h100s("3.3.7", tgi_prefill_logprobs=True, **sized)
+    plain = _tgi_70b_on_two_h100s("3.3.7", **sized)
+    assert allowed.activation_gib - plain.activation_gib == pytest.approx(3 * (4096 - 4) * 128256 * 2 / GIB, rel=1e-9)
+    assert allowed.kv_cache_tokens < plain.kv_cache_tokens
 
 
 def test_the_warm_up_logits_copies_follow_the_version_and_tp():
     """Before 2.4.0 log_softmax writes a second tensor (three at TP > 1, where the gathered
     logits are a transposed view); from 2.4.0 it writes into the logits, which saves the copy at
-    TP 1 only."""
+    TP 1 only; from 3.0.0 the LM head reads the whole prefill only with prefill log-probabilities
+    allowed, else one row for each of the warm-up's requests."""
     from runbooks.sizing.activation import forward_peak_bytes, logits_bytes
     from runbooks.sizing.tgi import tgi_logit_copies
 
     assert [tgi_logit_copies(tp, (2, 3, 1)) for tp in (1, 2, 8)] == [2, 3, 3]
     assert [tgi_logit_copies(tp, (2, 4, 0)) for tp in (1, 2, 8)] == [1, 3, 3]
-    for version, tp, copies in (("2.3.1", 1, 2), ("2.4.0", 1, 1), ("3.3.7", 1, 1), ("3.3.7", 2, 3)):
+    # (version, TP, logprobs allowed, copies, logits rows): 4 warm-up requests of 1024 tokens
+    for version, tp, allowed, copies, rows in (("2.3.1", 1, None, 2, 4096), ("2.4.0", 1, None, 1, 4096),
+                                               ("3.3.7", 1, None, 1, 4), ("3.3.7", 2, None, 3, 4),
+                                               ("3.3.7", 1, True, 1, 4096), ("3.3.7", 2, True, 3, 4096),
+                                               ("3.0.0", 2, False, 3, 4)):
         b = compute_budget(LLAMA31_70B, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
                                                       gpu_name="H100", tp=tp, max_batch_prefill_tokens=4096,
-                                                      max_input_tokens=1024, max_total_tokens=2048))
+                                                      max_input_tokens=1024, max_total_tokens=2048,
+                                                      tgi_prefill_logprobs=allowed))
         tokens = b.max_num_batched_tokens
         expected = forward_peak_bytes(LLAMA31_70B, tokens, tp, "bfloat16", unfused_act=True) + copies * logits_bytes(
-            LLAMA31_70B, tokens, 2)
-        assert b.activation_gib == pytest.approx(expected / GIB, rel=1e-9), (version, tp)
+            LLAMA31_70B, rows, 2)
+        assert b.activation_gib == pytest.approx(expected / GIB, rel=1e-9), (version, tp, allowed)
     same = dict(engine="tgi", gpu_total_gib=79.19, gpu_name="H100", tp=1, max_batch_prefill_tokens=4096,
                 max_input_tokens=1024, max_total_tokens=2048)
     older = compute_budget(LLAMA31_70B, BudgetInputs(engine_version="2.3.1", **same))

@@ -128,10 +128,12 @@ def test_from_1_2_a_max_total_tokens_too_large_fails_the_warm_up_itself():
 def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     default = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07)
     assert default.failure is None
-    # 22,229 tokens before the warm-up's in-place log-softmax was priced; the 4096-token
-    # prefill's second logits tensor (4096 x 128,256 x 2 bytes) is 8,016 tokens of 128 KiB
-    assert default.max_model_len == default.kv_cache_tokens == 22229 + 8016
-    assert default.assumption("max_input_tokens") == Assumed(30244, "tgi3_total_minus_one")
+    # 22,229 tokens while two copies of the 4096-token prefill's logits were priced; TGI 3 reads
+    # one row a warm-up request without --enable-prefill-logprobs, and each copy (4096 x 128,256
+    # x 2 bytes) is 8,016 tokens of 128 KiB
+    assert default.max_model_len == default.kv_cache_tokens == 38259
+    assert abs(38259 - (22229 + 2 * 8016)) <= 2  # the blocks' rounding
+    assert default.assumption("max_input_tokens") == Assumed(38258, "tgi3_total_minus_one")
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)
     assert given_.failure == "Not enough memory to handle max_total_tokens=131072"
 
@@ -211,3 +213,34 @@ def test_less_memory_never_gives_more_cache_or_fewer_failures(version, fraction,
     else:
         assert less.kv_cache_tokens <= more.kv_cache_tokens
     assert more.failure is None or less.failure is not None
+
+
+@pytest.mark.parametrize(("args", "env", "allowed"), [
+    ("[]", "[]", False),
+    ('["--enable-prefill-logprobs"]', "[]", True),
+    ("[]", '[{name: ENABLE_PREFILL_LOGPROBS, value: "true"}]', True),
+    ("[]", '[{name: REQUEST_LOGPROBS, value: "1"}]', True),
+    ("[]", '[{name: REQUEST_LOGPROBS, value: "0"}]', False),
+])
+def test_tgi3_prefill_logprobs_come_from_the_flag_its_env_or_the_shards_env(args, env, allowed):
+    """--enable-prefill-logprobs (or its env var) makes the launcher set REQUEST_LOGPROBS for the
+    shards (launcher/src/main.rs:1101@v3.3.4); set directly, the shards read it too. Allowed, the
+    warm-up's LM head reads the whole prefill and the cache is smaller."""
+    text = f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: tgi}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: tgi
+        image: ghcr.io/huggingface/text-generation-inference:3.3.4
+        args: {args}
+        env: {env}
+"""
+    _, config = parse_deployment(text, "deployment.yaml")
+    inputs = inputs_from_config(config, A10G, "A10G")
+    assert inputs.tgi_prefill_logprobs is allowed
+    plain = compute_budget(LLAMA31, replace(inputs, tgi_prefill_logprobs=False))
+    assert (compute_budget(LLAMA31, inputs).kv_cache_tokens < plain.kv_cache_tokens) is allowed

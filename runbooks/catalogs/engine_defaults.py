@@ -344,6 +344,13 @@ TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
 #: made its own contiguous copy of the input (native/cuda/SoftMax.cu host_softmax,
 #: `input_.contiguous()`)
 TGI_INPLACE_LOG_SOFTMAX_FROM = (2, 4, 0)
+#: from 3.0.0 a shard drops every request's prefill log-probabilities unless REQUEST_LOGPROBS is
+#: set (`if not REQUEST_LOGPROBS: r.prefill_logprobs = False`, flash_causal_lm.py:298@v3.0.0,
+#: :286@v3.3.4; globals.py REQUEST_LOGPROBS defaults to "0"; the launcher sets it for
+#: --enable-prefill-logprobs, launcher/src/main.rs:1101@v3.3.4). The warm-up's LM head then
+#: runs on the last token of each request only (`prefill_head_indices = cu_seqlen_prefill[1:] -
+#: 1`, flash_causal_lm.py:1144-1146@v3.3.4), not on the whole prefill
+TGI_PREFILL_LOGPROBS_OPT_IN_FROM = (3, 0, 0)
 TGI_AWQ_SPLIT_K = 8
 TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 

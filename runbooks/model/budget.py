@@ -95,6 +95,9 @@ class BudgetInputs:
     max_total_tokens: int | None = None
     #: TGI_WIGGLE_ROOM as the container sets it (TGI >= 2.3.0 reads it; None: the version's default)
     tgi_wiggle_room: float | None = None
+    #: TGI 3: whether prefill log-probabilities are allowed (--enable-prefill-logprobs, or
+    #: REQUEST_LOGPROBS in the container); None: not set, TGI's default (off)
+    tgi_prefill_logprobs: bool | None = None
     #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off unless enable_lora, then 16)
     #: and --max-loras; --max-cpu-loras adapters wait in host memory
     max_lora_rank: int | None = None

@@ -93,6 +93,9 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
         max_total_tokens=config.max_model_len if engine == "tgi" else None,
         max_batch_total_tokens=config.max_batch_total_tokens if engine == "tgi" else None,
         tgi_wiggle_room=tgi_wiggle_env(env, config.engine_version) if engine == "tgi" else None,
+        tgi_prefill_logprobs=(_truthy(flags.get("enable-prefill-logprobs"))
+                              or (env.get("REQUEST_LOGPROBS") or "").strip().lower() in ("1", "true"))
+        if engine == "tgi" else None,
         enable_lora=enable_lora,
         max_lora_rank=_flag_int(flags.get("max-lora-rank")) if enable_lora else None,
         max_loras=(_flag_int(flags.get("max-loras")) or 1) if enable_lora else 1,

@@ -1,8 +1,9 @@
 """TGI's start-up memory arithmetic (flash_causal_lm.py `warmup`, the router's warm-up batch).
 
 The router warms up with its largest prefill batch: requests of `--max-input-tokens` (the
-last one truncated) until `--max-batch-prefill-tokens` are used, with prefill
-log-probabilities over the whole batch. What happens around it depends on the version
+last one truncated) until `--max-batch-prefill-tokens` are used, asking for prefill
+log-probabilities over the whole batch (which from 3.0 a shard computes only with
+`--enable-prefill-logprobs`; otherwise its LM head reads one row a request). What happens around it depends on the version
 (`engine_defaults.tgi_regime`):
 
 - TGI < 0.9.4 ("tgi-0"): `--max-batch-total-tokens` (default 16000) is allocated up front as
@@ -36,6 +37,7 @@ from runbooks.catalogs.engine_defaults import (
     TGI_AWQ_SPLIT_K_RANGE,
     TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
+    TGI_PREFILL_LOGPROBS_OPT_IN_FROM,
     TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
     TGI_WIGGLE_ON_FRACTION_FROM,
     parse_version,
@@ -124,11 +126,15 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     elem = dtype_bytes(setup.dtype)
     # prefill log-probabilities over the whole warm-up batch (the router's warm-up asks for them,
     # router/client/src/client.rs:134@v0.9.3 to backends/client/src/v3/client.rs:181@v2.3.1 and
-    # on): logits and their log-softmax, on top of the forward pass's cached blocks
+    # on; from 3.0 the shard grants them only when allowed, TGI_PREFILL_LOGPROBS_OPT_IN_FROM):
+    # logits and their log-softmax, on top of the forward pass's cached blocks
     forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype, unfused_act=True)
     if _awq_split_k(version, setup.quantization or model.quantization):
         forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
-    activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, prefill_tokens, elem)) / GIB
+    # from 3.0 only with --enable-prefill-logprobs; otherwise the LM head reads one row a request
+    all_rows = version < TGI_PREFILL_LOGPROBS_OPT_IN_FROM or bool(inp.tgi_prefill_logprobs)
+    logit_rows = prefill_tokens if all_rows else len(prompts)
+    activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, logit_rows, elem)) / GIB
     graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
         cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm

@@ -122,6 +122,9 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
         {"gpu_name": "A100 80GB", "max_input_tokens": 8000, "max_batch_prefill_tokens": 32768,
          "model": "mistralai/Mistral-7B-v0.1"},
         "the launcher Args the reporter pasted; 'mistral7b-free' is a Mistral-7B checkpoint"),
+    "tgi-gemma3-27b-2xa6000-3.3": (
+        {"gpu_name": "RTX A6000", "max_batch_prefill_tokens": 8000},
+        "the launcher's own 'Default `max_batch_prefill_tokens` to 8000'; the card from its warning"),
     "tgi-1856-llama3-8b-rtx3090-1.4": (
         {"engine_version": "1.4.5", "gpu_name": "RTX 3090"},
         "'TGI 1.4' in May 2024, after Llama 3's release: the last 1.4 release, 1.4.5"),
@@ -290,6 +293,16 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "logits copy, sizing/tgi.py tgi_logit_copies): the copy log_softmax makes of the gathered, transposed "
               "logits is 2.14 GiB here, and the warm-up's MoE caches (vLLM's fused_moe as TGI 2.0.4 vendors it) are "
               "priced from vLLM's chunked kernel; which of the two is 0.27 GiB high is not known",
+    },
+    "tgi-gemma3-27b-2xa6000-3.3": {
+        "kv": "67,111 tokens predicted against 52,719 printed (+27.3%; -66.7% on the first run, which priced "
+              "three copies of the 8,000-token prefill's logits, 3.9 GiB each at Gemma 3's 262,208-token vocabulary: "
+              "TGI 3 computes them only with --enable-prefill-logprobs, flash_causal_lm.py:286@v3.3.4, "
+              "sizing/tgi.py). The warm-up is a VLM's: its one request carries an image, and Gemma 3 builds "
+              "dense 8,000 x 8,000 attention masks, global and local, beside the vision tower's forward "
+              "(flash_gemma3_modeling.py:705-764, :866-884@v3.3.4), none of it priced. Those masks are about "
+              "0.7 GiB. The other ~2.7 GiB of the 3.4 GiB a shard that the engine held beyond the prediction is "
+              "not placed",
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
