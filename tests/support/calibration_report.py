@@ -298,11 +298,12 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "kv": "67,111 tokens predicted against 52,719 printed (+27.3%; -66.7% on the first run, which priced "
               "three copies of the 8,000-token prefill's logits, 3.9 GiB each at Gemma 3's 262,208-token vocabulary: "
               "TGI 3 computes them only with --enable-prefill-logprobs, flash_causal_lm.py:286@v3.3.4, "
-              "sizing/tgi.py). The warm-up is a VLM's: its one request carries an image, and Gemma 3 builds "
-              "dense 8,000 x 8,000 attention masks, global and local, beside the vision tower's forward "
-              "(flash_gemma3_modeling.py:705-764, :866-884@v3.3.4), none of it priced. Those masks are about "
-              "0.7 GiB. The other ~2.7 GiB of the 3.4 GiB a shard that the engine held beyond the prediction is "
-              "not placed",
+              "sizing/tgi.py). The warm-up is a VLM's, and its one request carries an image. Gemma 3 builds dense "
+              "8,000 x 8,000 attention masks, global and local (flash_gemma3_modeling.py:705-764, :866-884"
+              "@v3.3.4), which hold up to ~0.6 GiB. SigLIP's eager attention over the image's 4,096 patches "
+              "(siglip.py:120-146@v3.3.4: scores, their fp32 softmax and its bf16 copy, 8 heads a shard) peaks "
+              "near 1.0 GiB. Neither is priced. Together they are about half of the 3.4 GiB a shard that "
+              "the engine held beyond the prediction; the other ~1.8 GiB is not placed",
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
