@@ -285,3 +285,19 @@ def test_the_compiled_tally_hands_back_when_its_outputs_fill_and_the_profile_sta
         tally.release()
     if tally.NATIVE is not None:
         assert len(calls) > 300  # a call a request at least
+
+
+def test_every_bucket_boundary_tallies_as_the_runbook_rule_buckets_it(tmp_path):
+    """The scanners' own bucket rule (C and numpy) against `bucket_of`, at each limit and one past it."""
+    from runbooks.model.lengths import BUCKETS
+    from runbooks.profile.requests import bucket_of
+
+    inputs = (0, 512, 513, 2048, 2049, 8192, 8193)
+    outputs = (0, 128, 129, 256, 257, 512, 513)
+    pairs = [(i, o) for i in inputs for o in outputs]
+    path = tmp_path / "access.log"
+    path.write_text("".join(f"input_tokens={i} output_tokens={o}\n" for i, o in pairs))
+    expected = [sum(1 for i, o in pairs if bucket_of(i, o) == name) for name in BUCKETS]
+    profile = scan_access_log(path, workers=1).profile
+    assert [b.count for b in profile.buckets] == expected
+    assert sum(expected) == 49 and all(expected)

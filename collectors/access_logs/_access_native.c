@@ -1100,7 +1100,6 @@ done:
     return result;
 }
 
-
 /* ------------------------------------------------------------------------------ tallies */
 
 /* the runbook's bucket of a request (runbooks.profile.requests.bucket_of, by index) */
@@ -1195,7 +1194,7 @@ static PyObject *tally_lines(PyObject *self, PyObject *args) {
                 }
             }
             if (state == ST_TIMED) {
-                int64_t minute = floor_div(floor_div(us, US), 60);
+                int64_t minute = floor_div(us, 60 * US);
                 if (nr > 0 && r_out[5 * (nr - 1)] == minute) r_out[5 * (nr - 1) + 1 + c]++;
                 else {
                     int64_t *r = r_out + 5 * nr++;

@@ -49,13 +49,12 @@ from typing import Any
 import numpy as np
 
 from collectors.access_logs.tally import (
-    _EPOCH,
-    _MICRO,
     FRONT_BYTES,
     LOCAL,
     PAD_BYTES,
     SMALL_TOKENS,
     BlockTally,
+    epoch_micros,
     reference_request,
 )
 from collectors.parsers.textio import MAX_LINE_BYTES
@@ -529,10 +528,9 @@ _JSON_NAMES = ((b"created", 0), (b"time", 1), (b"timestamp", 2), (b"ts", 3), (b"
 _CHUNK = 1 << 18
 
 
-#: per thread: scratch arrays the block scans reuse (allocating them afresh costs a page
-#: fault per 4 KiB every block), and line plans kept from earlier blocks
 def _work(size: int, name: str, dtype: Any) -> np.ndarray:
-    """A scratch array of `size` items, reused from block to block (its content is not kept)."""
+    """A scratch array of `size` items, reused from block to block (its content is not kept):
+    allocating them afresh costs a page fault per 4 KiB every block."""
     work = getattr(LOCAL, "work", None)
     if work is None:
         work = LOCAL.work = {}
@@ -1463,7 +1461,7 @@ def _tally_lines(buf: bytearray, starts: np.ndarray, ends: np.ndarray, state: np
             if at is not None:
                 timed[i] = True
                 seconds[i] = int(at.timestamp())
-                micros[i] = (at - _EPOCH) // _MICRO
+                micros[i] = epoch_micros(at)
     req = cls != 255
     timed &= req
     t = np.flatnonzero(timed)

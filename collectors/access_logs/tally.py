@@ -41,7 +41,8 @@ FRONT_BYTES = 32
 #: token counts below this are tallied in arrays, larger ones in counters
 SMALL_TOKENS = 1 << 17
 
-#: scratch arrays and plans of this thread's scan (`release` frees them)
+#: per thread: scratch arrays the block scans reuse, and the numpy scan's line plans kept from
+#: earlier blocks (`release` frees them)
 LOCAL = threading.local()
 
 _IGNORED_LINE = ("ignored",)
@@ -67,7 +68,6 @@ class BlockTally:
         self.outputs = _zeros(SMALL_TOKENS)
         self.inputs_big: Counter[int] = Counter()
         self.outputs_big: Counter[int] = Counter()
-        self.detail = detail
         #: requests by (input + output tokens) x 4 + bucket index, for lengths below SMALL_TOKENS
         self.lengths = _zeros(4 * SMALL_TOKENS) if detail else None
         self.lengths_big: list[Counter[int]] = [Counter() for _ in range(4)]
@@ -196,11 +196,16 @@ def tally_reference_line(tally: BlockTally, raw: bytes) -> None:
     n_in, n_out, cls, at = found
     tally.add_request(n_in, n_out, cls)
     if at is not None:
-        us = (at - _EPOCH) // _MICRO
+        us = epoch_micros(at)
         tally.see_times(us, us)
         counts = [0, 0, 0, 0]
         counts[cls] = 1
         tally.add_time(int(at.timestamp()) // 60, counts)
+
+
+def epoch_micros(at: datetime) -> int:
+    """A reference reading's time as the scans keep it: µs since the epoch."""
+    return (at - _EPOCH) // _MICRO
 
 
 def _reference(raw: bytes) -> Any:

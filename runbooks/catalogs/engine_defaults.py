@@ -328,13 +328,6 @@ TGI_WIGGLE_ROOM_ENV_FROM = (2, 3, 0)
 #: so each holds KV blocks for input + max_new_tokens - 1 = max-total-tokens - 1 tokens
 #: (flash_causal_lm.py:196-197@v1.4.5)
 TGI_WARMUP_ASKS_MAX_TOTAL_FROM = (1, 2, 0)
-#: TGI releases whose AWQ layers run llm-awq's GEMM with split_k_iters 8
-#: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
-#: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
-#: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
-#: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
-#: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
-#: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
 #: from 2.4.0 the warm-up's prefill log-softmax is written into the logits tensor itself,
 #: `torch.log_softmax(out, -1, out=out)` (flash_causal_lm.py:2046@v2.4.0, :2116@v3.3.7;
 #: `prefill_logprobs_tensor = torch.log_softmax(out, -1)`, a second tensor, at :1730@v2.3.1).
@@ -351,6 +344,13 @@ TGI_INPLACE_LOG_SOFTMAX_FROM = (2, 4, 0)
 #: runs on the last token of each request only (`prefill_head_indices = cu_seqlen_prefill[1:] -
 #: 1`, flash_causal_lm.py:1144-1146@v3.3.4), not on the whole prefill
 TGI_PREFILL_LOGPROBS_OPT_IN_FROM = (3, 0, 0)
+#: TGI releases whose AWQ layers run llm-awq's GEMM with split_k_iters 8
+#: (utils/awq/quantize/qmodule.py:46-47@v1.1.0..v2.1.x): the kernel writes split_k partial
+#: outputs, `torch::empty({split_k_iters, num_in_feats, OC})`, then returns their `.sum(0)`
+#: (awq/kernels/csrc/quantization/gemm_cuda_gen.cu, llm-awq at bd1dc2d, the commit
+#: server/Makefile-awq builds from 1.4.1 to 2.1.x: a fork of the f084f40 that 1.1-1.4.0 build
+#: "that adds only the correct stream to this kernel", Makefile-awq:1-3@v1.4.1); from 2.2.0
+#: AWQ loads through Marlin where the GPU allows (layers/marlin.py:171-183@v2.2.0)
 TGI_AWQ_SPLIT_K = 8
 TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 

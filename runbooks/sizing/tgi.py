@@ -2,9 +2,9 @@
 
 The router warms up with its largest prefill batch: requests of `--max-input-tokens` (the
 last one truncated) until `--max-batch-prefill-tokens` are used, asking for prefill
-log-probabilities over the whole batch (which from 3.0 a shard computes only with
-`--enable-prefill-logprobs`; otherwise its LM head reads one row a request). What happens around it depends on the version
-(`engine_defaults.tgi_regime`):
+log-probabilities over the whole batch (from 3.0 a shard computes them only with
+`--enable-prefill-logprobs`; otherwise its LM head reads one row a request). What happens
+around it depends on the version (`engine_defaults.tgi_regime`):
 
 - TGI < 0.9.4 ("tgi-0"): `--max-batch-total-tokens` (default 16000) is allocated up front as
   KV blocks (plus 10) and the warm-up batch runs in it; any failure is reported as
@@ -124,14 +124,14 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, version, prompt, max_total) / block_size)
                       for prompt in prompts)
     elem = dtype_bytes(setup.dtype)
-    # prefill log-probabilities over the whole warm-up batch (the router's warm-up asks for them,
-    # router/client/src/client.rs:134@v0.9.3 to backends/client/src/v3/client.rs:181@v2.3.1 and
-    # on; from 3.0 the shard grants them only when allowed, TGI_PREFILL_LOGPROBS_OPT_IN_FROM):
-    # logits and their log-softmax, on top of the forward pass's cached blocks
     forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype, unfused_act=True)
     if _awq_split_k(version, setup.quantization or model.quantization):
         forward = max(forward, awq_split_k_peak_bytes(model, prefill_tokens, setup.tp, elem))
-    # from 3.0 only with --enable-prefill-logprobs; otherwise the LM head reads one row a request
+    # the warm-up's logits and their log-softmax, on top of the forward pass's cached blocks: over
+    # the whole prefill, whose log-probabilities the router asks for (router/client/src/client.rs
+    # :134@v0.9.3 to backends/client/src/v3/client.rs:181@v2.3.1 and on), except from 3.0 without
+    # --enable-prefill-logprobs, where the LM head reads one row a request
+    # (TGI_PREFILL_LOGPROBS_OPT_IN_FROM)
     all_rows = version < TGI_PREFILL_LOGPROBS_OPT_IN_FROM or bool(inp.tgi_prefill_logprobs)
     logit_rows = prefill_tokens if all_rows else len(prompts)
     activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, logit_rows, elem)) / GIB
@@ -212,7 +212,7 @@ def _awq_split_k(version: tuple[int, int, int], quantization: str | None) -> boo
     return bool(quantization) and quantization.lower() == "awq" and low <= version < high
 
 
-def tgi_logit_copies(tp: int, version: tuple[int, int, int] = LATEST["tgi"]) -> int:
+def tgi_logit_copies(tp: int, version: tuple[int, int, int]) -> int:
     """Full logits tensors of the warm-up batch alive at once.
 
     Before 2.4.0: the logits and their log-softmax; at TP > 1 one more, because the LM head
