@@ -48,7 +48,11 @@ def test_a_larger_memory_fraction_never_shrinks_the_kv_cache(launch, fraction):
     model = find_model(launch["model"])
     low = compute_budget(model, _inputs(launch, fraction))
     high = compute_budget(model, _inputs(launch, fraction + 0.1))
-    assert high.kv_cache_tokens >= low.kv_cache_tokens
+    # a start-up that fails has no capacity to compare: TGI 3's launcher, whose default prefill
+    # is capped by the memory its weight estimate leaves, stops capping when the estimate exceeds
+    # the memory, so with too little memory the warm-up (and the blocks it holds) grows again
+    if low.failure is None:
+        assert high.kv_cache_tokens >= low.kv_cache_tokens
 
 
 @settings(max_examples=200, deadline=None)

@@ -99,11 +99,14 @@ def test_tgi3_70b_on_two_h100s_gets_far_less_kv_than_the_2x_formula():
     by_version = {v: round(_tgi_70b_on_two_h100s(v).kv_cache_gib, 2) for v in ("2.4.1", "3.0.0", "3.1.0", "3.3.7")}
     # 2.4.1: 0.90 x what is free, after a warm-up that holds three full copies of its 4096-token
     # prefill's logits at TP 2 (tgi_logit_copies); 3.x: what is free less 5%, 7% and 10% of the
-    # card, after a warm-up whose LM head reads one row a request (no --enable-prefill-logprobs);
-    # its MLP holds act(gate) and act(gate) x up at once (forward_peak_bytes' unfused_act)
-    assert by_version == {"2.4.1": 7.72, "3.0.0": 7.46, "3.1.0": 5.88, "3.3.7": 3.5}
-    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).fits
-    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=32768).failure_id == "tgi_max_total_tokens_oom"
+    # card, after a warm-up whose LM head reads one row a request (no --enable-prefill-logprobs)
+    # and whose one request is the launcher's prefill default, 12,191 tokens (2 x 900 TFLOP/s
+    # over 147.6 GFLOP a token); its MLP holds act(gate) and act(gate) x up at once
+    # (forward_peak_bytes' unfused_act)
+    assert by_version == {"2.4.1": 7.72, "3.0.0": 6.23, "3.1.0": 4.64, "3.3.7": 2.27}
+    assert _tgi_70b_on_two_h100s("3.3.7").max_num_batched_tokens == 12191
+    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=12288).fits
+    assert _tgi_70b_on_two_h100s("3.3.7", max_total_tokens=16384).failure_id == "tgi_max_total_tokens_oom"
     # allowed prefill log-probabilities bring the three copies of the whole prefill's logits back
     # (4 requests of 1024 tokens: 4 rows without them, 4096 with)
     sized = dict(max_batch_prefill_tokens=4096, max_input_tokens=1024, max_total_tokens=2048)

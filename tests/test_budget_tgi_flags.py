@@ -128,13 +128,19 @@ def test_from_1_2_a_max_total_tokens_too_large_fails_the_warm_up_itself():
 def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     default = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07)
     assert default.failure is None
-    # 22,229 tokens while two copies of the 4096-token prefill's logits were priced; TGI 3 reads
-    # one row a warm-up request without --enable-prefill-logprobs, and each copy (4096 x 128,256
-    # x 2 bytes) is 8,016 tokens of 128 KiB: 22,229 + 2 x 8,016, less the blocks' rounding
-    assert default.max_model_len == default.kv_cache_tokens == 38259
-    assert default.assumption("max_input_tokens") == Assumed(38258, "tgi3_total_minus_one")
+    # the launcher's prefill default on an A10G: 125 TFLOP/s over 15.03 GFLOP a token, one warm-up
+    # request of 8,315 tokens whose LM head reads its last row (no --enable-prefill-logprobs)
+    assert default.assumption("max_batch_prefill_tokens").value == 8315
+    assert default.max_model_len == default.kv_cache_tokens == 33776
+    assert default.assumption("max_input_tokens") == Assumed(33775, "tgi3_total_minus_one")
+    # given, each warm-up request holds blocks for max_total_tokens - 1 (the router asks for
+    # max_total - prompt new tokens): 131,071 tokens of 128 KiB, 16 GiB, fail the warm-up itself
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)
-    assert given_.failure == "Not enough memory to handle max_total_tokens=131072"
+    assert given_.failure == ("Not enough memory to handle 8315 prefill tokens. "
+                              "You need to decrease `--max-batch-prefill-tokens`")
+    # a max_total_tokens the warm-up fits but the cache after it does not is the router's refusal
+    refused = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=40000)
+    assert refused.failure == "Not enough memory to handle max_total_tokens=40000"
 
 
 def test_cuda_memory_fraction_caps_the_fixed_budget_too():
@@ -209,7 +215,10 @@ def test_less_memory_never_gives_more_cache_or_fewer_failures(version, fraction,
     less = compute_budget(LLAMA2, replace(base, cuda_memory_fraction=max(0.01, fraction - lower)))
     if version == "0.9.1":  # a fixed budget: the same tokens, or a failure
         assert less.kv_cache_tokens == more.kv_cache_tokens
-    else:
+    elif less.failure is None:
+        # TGI 3's launcher caps its default prefill by the memory its weight estimate leaves, and
+        # stops capping when the estimate exceeds the memory: with too little memory the warm-up
+        # grows again. That start-up fails, and its cache figure is no capacity.
         assert less.kv_cache_tokens <= more.kv_cache_tokens
     assert more.failure is None or less.failure is not None
 

@@ -43,7 +43,7 @@ SURFACES = ("fleet", "rules", "snapshot", "handover")
 #: alert names gpumem's rules define (and the Watchdog alert a page may carry), a Deployment's
 #: `replicas` field (as a change says it), the Prometheus Operator and FlashInfer (products), the
 #: interconnects (PCIe, NVLink)
-ZH_NAMES = ZH_ALLOWED | {"Watchdog", "replicas", "Operator", "PCIe", "NVLink", "FlashInfer"}
+ZH_NAMES = ZH_ALLOWED | {"Watchdog", "replicas", "Operator", "PCIe", "NVLink", "FlashInfer", "GFLOP", "TFLOP"}
 #: alert names as the rules spell them
 _ALERT = re.compile(r"\bGpumem[A-Z]\w+")
 #: commands shown to run, as typed (`promtool` beside the shared ones)

@@ -8,6 +8,8 @@ releases takes the older behaviour.
 from __future__ import annotations
 
 import re
+import struct
+from dataclasses import dataclass
 from typing import Any
 
 #: the newest version of each engine whose arithmetic this package models
@@ -355,6 +357,168 @@ TGI_AWQ_SPLIT_K = 8
 TGI_AWQ_SPLIT_K_RANGE = ((1, 1, 0), (2, 2, 0))
 
 
+# ------------------------------------------------- TGI 3's default max-batch-prefill-tokens
+
+#: from 3.0.0 the launcher sizes the default --max-batch-prefill-tokens from the cards' f16
+#: throughput over the model's FLOPs a token, capped by the model's length and by the tokens
+#: its memory estimate allows (launcher/src/main.rs `compute_optimal`, `vram_maximum` and the
+#: `max_batch_prefill_tokens` block, :2110-2148@v3.3.4); 2.x defaulted it to max-input + 50
+TGI_COMPUTED_PREFILL_FROM = (3, 0, 0)
+#: the default where the launcher cannot compute one (an unknown card, a VLM): 4096, and from
+#: 3.2.0 10,000 for qwen2_vl / qwen2_5_vl and 8000 for gemma3 (main.rs:2116-2124@v3.3.4)
+TGI_PREFILL_FALLBACK = 4096
+TGI_VLM_PREFILL_FROM = (3, 2, 0)
+TGI_VLM_PREFILL = {"qwen2_vl": 10_000, "qwen2_5_vl": 10_000, "gemma3": 8000}
+#: the cards the launcher knows, by the name it makes of nvidia-smi's `gpu_name` (lowercased,
+#: spaces to dashes: `compute_type`, main.rs:1815-1826@v3.3.4), with their f16 FLOP/s
+#: (`ComputeType::f16_flop`) and the first release that knows the name (`impl From<&str> for
+#: Gpu`: nine names in 3.0.0-3.0.1; A40, H100 NVL, "nvidia-h100", A100 40GB and A100 80GB PCIe
+#: from 3.0.2; H200 from 3.1.0). A name it does not know logs "Unkown compute for card ..."
+#: and gets the fallback. nvidia-smi calls the T4 "Tesla T4" and the 4090 "NVIDIA GeForce RTX
+#: 4090", so their entries never match a real card.
+TGI_CARD_FLOPS: dict[str, tuple[float, tuple[int, int, int]]] = {
+    "nvidia-4090": (82e12, (3, 0, 0)), "nvidia-t4": (65e12, (3, 0, 0)), "nvidia-l4": (121e12, (3, 0, 0)),
+    "nvidia-l40": (181e12, (3, 0, 0)), "nvidia-l40s": (363e12, (3, 0, 0)), "nvidia-a10g": (125e12, (3, 0, 0)),
+    "nvidia-h100-80gb-hbm3": (900e12, (3, 0, 0)), "nvidia-a100-sxm4-80gb": (312e12, (3, 0, 0)),
+    "nvidia-a100": (312e12, (3, 0, 0)),
+    "nvidia-a40": (149e12, (3, 0, 2)), "nvidia-h100-nvl": (900e12, (3, 0, 2)), "nvidia-h100": (900e12, (3, 0, 2)),
+    "nvidia-a100-sxm4-40gb": (312e12, (3, 0, 2)), "nvidia-a100-80gb-pcie": (312e12, (3, 0, 2)),
+    "nvidia-h200": (989e12, (3, 1, 0)),
+}
+#: `vram_maximum`'s share of the cards' memory where TGI_WIGGLE_ROOM is not set: 0.95 in every
+#: 3.x launcher (ComputeType::vram), whatever the shard's own default
+TGI_LAUNCHER_WIGGLE = 0.95
+#: from 3.3.0 a VLM is served with prefill chunking except these (models/__init__.py,
+#: `support_chunking=False` for GEMMA3, MLLAMA, QWEN2_VL and QWEN2_5_VL@v3.3.0..v3.3.7);
+#: 3.0-3.2 served every VLM without it (vlm_causal_lm.py:295@v3.0.0, "VLM do not work with
+#: context chunking yet"). Without chunking TGI 3 sets an unset --max-total-tokens to the
+#: warm-up's prefill tokens (`sum(batch.cache_lengths)`, flash_causal_lm.py:1576@v3.3.4), not
+#: to what the KV cache holds; chunking is also off under speculation, on paged attention
+#: (compute capability < 8.0, or ATTENTION=paged) and with PREFILL_CHUNKING=0 (models/model.py
+#: :73-90@v3.3.4)
+TGI_CHUNKED_VLMS_FROM = (3, 3, 0)
+TGI_UNCHUNKED_VLMS = ("Gemma3ForConditionalGeneration", "MllamaForConditionalGeneration",
+                      "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
+
+
+@dataclass(frozen=True)
+class TgiLauncherConfig:
+    """What TGI's launcher reads of config.json to size the prefill batch (its `Config`)."""
+
+    num_heads: int | None
+    num_kv_heads: int | None
+    head_dim: int | None
+    hidden_size: int | None
+    intermediate_size: int | None
+    num_layers: int | None
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    #: `num_experts_per_tok` (1 when absent), `n_shared_experts` (0), `num_local_experts` (1)
+    experts_per_token: int = 1
+    shared_experts: int = 0
+    local_experts: int = 1
+    #: a vision_config: the launcher computes no FLOPs for a VLM
+    vision: bool = False
+    model_type: str | None = None
+    #: a quantization_config: the launcher estimates no memory for a quantized checkpoint
+    quantized: bool = False
+
+    def flop(self) -> int | None:
+        """FLOPs a token (main.rs `Config::flop`)."""
+        need = (self.num_heads, self.num_kv_heads, self.head_dim, self.hidden_size, self.intermediate_size,
+                self.num_layers)
+        if self.vision or any(v is None for v in need):
+            return None
+        heads, kv, hd, hidden, inter, layers = need  # type: ignore[misc]
+        inter = inter * (self.experts_per_token + self.shared_experts)
+        attn = 2 * heads * hd * hidden * 3 + 2 * kv * hd * hidden * 2  # q, attention, o; k, v
+        return (attn + 2 * 3 * hidden * inter) * layers
+
+    def model_vram(self) -> int | None:
+        """Bytes of weights as the launcher estimates them (`Config::model_vram`, which counts the
+        q/k/v projection without its hidden dimension)."""
+        need = (self.num_heads, self.num_kv_heads, self.head_dim, self.hidden_size, self.intermediate_size,
+                self.num_layers, self.vocab_size)
+        if self.quantized or any(v is None for v in need):
+            return None
+        heads, kv, hd, hidden, inter, layers, vocab = need  # type: ignore[misc]
+        layer = 3 * inter * self.local_experts * hidden + (heads + 2 * kv) * hd + heads * hd * hidden
+        return (layer * layers + 2 * hidden * vocab) * 2
+
+    def token_vram(self) -> int | None:
+        """Bytes a token (`Config::token_vram`: fp16 KV plus an MLP intermediate)."""
+        if self.quantized or None in (self.num_kv_heads, self.head_dim, self.num_layers, self.intermediate_size):
+            return None
+        kv = self.num_kv_heads * 2 * self.head_dim * 2 * self.num_layers  # type: ignore[operator]
+        inter = self.intermediate_size  # type: ignore[assignment]
+        return kv + (inter + inter // 2) * self.local_experts * 2 * 3
+
+
+def _f32(x: float) -> float:
+    """`x` rounded to the nearest f32, as Rust's `as f32` and f32 products round."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def tgi_card(gpu_name: str | None) -> str | None:
+    """The card name TGI's launcher makes of nvidia-smi's `gpu_name`, where `gpu_name` is one.
+
+    >>> tgi_card("NVIDIA H100 80GB HBM3"), tgi_card("Tesla T4"), tgi_card("H100")
+    ('nvidia-h100-80gb-hbm3', 'tesla-t4', None)
+    """
+    name = (gpu_name or "").strip()
+    if not re.match(r"(NVIDIA|Tesla|Quadro)\b", name):
+        return None
+    return name.replace(" ", "-").lower()
+
+
+def tgi_default_prefill(version: tuple[int, int, int], config: TgiLauncherConfig, card: str | None,
+                        shards: int, vram_mib: float | None, fraction: float,
+                        wiggle: float | None = None) -> tuple[int, str, dict[str, Any]]:
+    """TGI 3's default --max-batch-prefill-tokens, with the reason id and its figures.
+
+    `card` is the launcher's card name (`tgi_card`), `vram_mib` nvidia-smi's memory.total of
+    one card, `fraction` --cuda-memory-fraction, `wiggle` TGI_WIGGLE_ROOM where the container
+    sets it. The launcher takes the cards' f16 FLOP/s over the model's FLOPs a token when that
+    exceeds 100, else the fallback; then at most max_position_embeddings, and at most the
+    tokens the memory left after its weight estimate holds at its bytes a token.
+
+    >>> cfg = TgiLauncherConfig(32, 8, 128, 4096, 14336, 32, 128256, 131072)
+    >>> tgi_default_prefill((3, 3, 4), cfg, "nvidia-h100-80gb-hbm3", 1, 81559, 1.0)[0]
+    59870
+    >>> tgi_default_prefill((3, 3, 4), cfg, "nvidia-rtx-a6000", 1, 49140, 1.0)[:2]
+    (4096, 'tgi_prefill_unknown_card')
+    """
+    fallback = TGI_PREFILL_FALLBACK
+    if version >= TGI_VLM_PREFILL_FROM:
+        fallback = TGI_VLM_PREFILL.get(config.model_type or "", fallback)
+    known = TGI_CARD_FLOPS.get(card or "")
+    flop = config.flop()
+    value, why, params = fallback, "tgi_prefill_fallback", {"card": card or "?"}
+    if known is None or version < known[1]:
+        why = "tgi_prefill_unknown_card"
+    elif flop is None:
+        why = "tgi_prefill_vlm" if config.vision else "tgi_prefill_no_flops"
+    else:
+        optimal = int(known[0] * shards // flop)
+        if optimal > 100:
+            value, why = optimal, "tgi_prefill_compute"
+            params.update(card_tflops=round(known[0] * shards / 1e12), model_gflop=round(flop / 1e9, 2))
+    if config.max_position_embeddings:
+        value = min(value, config.max_position_embeddings)
+    # the memory cap reads nvidia-smi's memory.total whatever the card's name
+    model, per_token = config.model_vram(), config.token_vram()
+    if vram_mib and model is not None and per_token:
+        share = TGI_LAUNCHER_WIGGLE if wiggle is None else wiggle
+        # Rust's f32 arithmetic: `((total as f32) * memory_fraction * wiggle_room) as usize`
+        available = int(_f32(_f32(_f32(int(vram_mib) * 2**20 * shards) * _f32(fraction)) * _f32(share)))
+        if available > model:
+            allowed = (available - model) // per_token
+            if allowed < value:
+                value, why = allowed, "tgi_prefill_vram"
+                params.update(available_gib=round(available / 2**30, 2), weights_gib=round(model / 2**30, 2))
+    return int(value), why, params
+
+
 def tgi_regime(version: tuple[int, int, int]) -> str:
     """TGI's warm-up semantics: "tgi-0" (a fixed --max-batch-total-tokens allocated up front),
     "tgi-1" (budget inferred, warm-up requests of input + 2 tokens), "tgi-2" (warm-up
@@ -382,8 +546,10 @@ def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_inpu
 
     TGI 0.9-1.x defaults to 1024 input / 2048 total tokens and a 4096-token prefill batch;
     TGI 2.x takes the model's length capped at 4096 total tokens (prefill = input + 50);
-    TGI 3 takes the model's length and a 4096-token prefill batch. max_total_tokens is None
-    where TGI 3 sets it after warm-up (the KV cache it leaves, at most the model's length).
+    TGI 3 takes the model's length and the launcher's prefill batch (`tgi_default_prefill`,
+    which the caller passes; 4096 here without one). max_total_tokens is None where TGI 3 sets
+    it after warm-up (the KV cache it leaves at most the model's length, or without prefill
+    chunking the warm-up's tokens).
     """
     notes: list[tuple[str, int, str]] = []
     model_max = max_position or 4096
@@ -402,7 +568,7 @@ def tgi_limits(version: tuple[int, int, int], max_position: int | None, max_inpu
     else:
         total = max_total
         inp = max_input or (total - 1 if total else model_max - 1)
-        prefill = max_prefill or min(4096, inp + 1)
+        prefill = max_prefill or min(TGI_PREFILL_FALLBACK, model_max)
         why = "tgi_3_default"
     if max_total is None and total is not None:
         notes.append(("max_total_tokens", total, why))

@@ -100,6 +100,22 @@ GPUS: tuple[GpuSpec, ...] = (
             aliases=("amd instinct mi325x",), nvlink=True, vendor="amd"),
 )
 
+#: the product name nvidia-smi prints for each NVIDIA entry (`--query-gpu=gpu_name`), which
+#: engines that key on it read (TGI 3's launcher: `engine_defaults.tgi_card`). Entries that
+#: fold several parts into one (the A100 80GB covers its PCIe card, "NVIDIA A100 80GB PCIe")
+#: give the first; a raw name in the evidence is used as it is.
+SMI_NAMES: dict[str, str] = {
+    "A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+    "A100-PCIE-40GB": "NVIDIA A100-PCIE-40GB", "H100-SXM5-80GB": "NVIDIA H100 80GB HBM3",
+    "H100-PCIE-80GB": "NVIDIA H100 PCIe", "H100-NVL-94GB": "NVIDIA H100 NVL", "H200": "NVIDIA H200",
+    "H20": "NVIDIA H20", "B200": "NVIDIA B200", "L40S": "NVIDIA L40S", "L40": "NVIDIA L40", "L4": "NVIDIA L4",
+    "A10G": "NVIDIA A10G", "A10": "NVIDIA A10", "A30": "NVIDIA A30", "A40": "NVIDIA A40", "T4": "Tesla T4",
+    "V100-SXM2-16GB": "Tesla V100-SXM2-16GB", "V100-SXM2-32GB": "Tesla V100-SXM2-32GB",
+    "RTX 3090": "NVIDIA GeForce RTX 3090", "RTX 4090": "NVIDIA GeForce RTX 4090",
+    "RTX 5090": "NVIDIA GeForce RTX 5090", "RTX A5000": "NVIDIA RTX A5000", "RTX A6000": "NVIDIA RTX A6000",
+    "RTX 6000 Ada": "NVIDIA RTX 6000 Ada Generation",
+}
+
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "hgx")
 _FORM_WORDS = ("sxm5", "sxm4", "sxm2", "sxm", "pcie", "hbm3e", "hbm3", "hbm2e", "hbm2")
 _MIG_RE = re.compile(r"(?:^|[\s_\-])(?:mig[\s_\-]*)?(\d+g\.\d+gb)\b", re.IGNORECASE)

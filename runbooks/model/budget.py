@@ -98,6 +98,9 @@ class BudgetInputs:
     #: TGI 3: whether prefill log-probabilities are allowed (--enable-prefill-logprobs, or
     #: REQUEST_LOGPROBS in the container); None: not set, TGI's default (off)
     tgi_prefill_logprobs: bool | None = None
+    #: TGI 3: False where the container turns prefill chunking off (PREFILL_CHUNKING=0, or
+    #: ATTENTION=paged); None: as the model and the card decide
+    tgi_prefill_chunking: bool | None = None
     #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off unless enable_lora, then 16)
     #: and --max-loras; --max-cpu-loras adapters wait in host memory
     max_lora_rank: int | None = None

@@ -19,9 +19,11 @@ around it depends on the version (`engine_defaults.tgi_regime`):
   `--max-batch-total-tokens` is ignored, "Inferred max batch total tokens") and refuses to start
   when one request of `--max-total-tokens` does not fit: "Not enough memory to handle
   max_total_tokens=N". Warm-up requests ask for 2 new tokens (0.9.4-1.1), for
-  max-total-tokens minus their prompt (1.2-2.x) or for 1 (3.x), and hold KV blocks for
-  them; TGI 3 sets max-total-tokens, when not given, to what the KV cache holds (at most the
-  model's length).
+  max-total-tokens minus their prompt (1.2-2.x, and 3.x when it is given) or for 1 (3.x
+  without it), and hold KV blocks for them; TGI 3 sets max-total-tokens, when not given, to
+  what the KV cache holds (at most the model's length), or without prefill chunking to the
+  warm-up's tokens. TGI 3's launcher computes the default prefill batch from the card and the
+  model (`engine_defaults.tgi_default_prefill`).
 
 AWQ layers of TGI 1.1-2.1 run a split-k GEMM whose 8 partial outputs make the warm-up's
 forward peak (`awq_split_k_peak_bytes`).
@@ -35,17 +37,24 @@ from runbooks.catalogs.engine_defaults import (
     LATEST,
     TGI_AWQ_SPLIT_K,
     TGI_AWQ_SPLIT_K_RANGE,
+    TGI_CHUNKED_VLMS_FROM,
+    TGI_COMPUTED_PREFILL_FROM,
     TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
     TGI_PREFILL_LOGPROBS_OPT_IN_FROM,
+    TGI_UNCHUNKED_VLMS,
     TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
     TGI_WIGGLE_ON_FRACTION_FROM,
+    TgiLauncherConfig,
     parse_version,
+    tgi_card,
+    tgi_default_prefill,
     tgi_limits,
     tgi_regime,
     tgi_wiggle_room,
     version_text,
 )
+from runbooks.catalogs.gpus import SMI_NAMES, GpuSpec
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec
 from runbooks.model.units import GIB
@@ -58,7 +67,7 @@ from runbooks.sizing.activation import (
 )
 from runbooks.sizing.common import Notes, heads_failure, resolve
 from runbooks.sizing.kv import dtype_bytes, kv_bytes_per_token, layers_per_stage
-from runbooks.sizing.weights import has_gated_mlp, weights_bytes
+from runbooks.sizing.weights import has_gated_mlp, is_multimodal, weights_bytes
 
 #: TGI_WIGGLE_ROOM of the newest TGI (the share of free memory given to the KV cache)
 TGI_WIGGLE_ROOM = 0.90
@@ -106,9 +115,17 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     block_size = inp.block_size or (16 if version < (3, 0, 0) else 1)
     if inp.block_size is None:
         notes.assume("block_size", block_size, "tgi_paged_attention" if block_size == 16 else "tgi_flashinfer_attention")
+    prefill_given = inp.max_batch_prefill_tokens
+    if prefill_given is None and version >= TGI_COMPUTED_PREFILL_FROM:
+        prefill_given, why, params = tgi_default_prefill(
+            version, launcher_config(model), _card(inp.gpu_name, setup.gpu), setup.tp,
+            # nvidia-smi's memory.total, taken as what CUDA reports (a few hundred MiB less)
+            inp.gpu_total_gib * 1024 if setup.gpu is None or setup.gpu.vendor == "nvidia" else None,
+            fraction, inp.tgi_wiggle_room)
+        notes.assume("max_batch_prefill_tokens", prefill_given, why, **params)
     max_input, max_total, prefill, limit_notes = tgi_limits(
         version, model.max_position_embeddings, inp.max_input_tokens, inp.max_total_tokens or inp.max_model_len,
-        inp.max_batch_prefill_tokens)
+        prefill_given)
     for name, value, why in limit_notes:
         notes.assume(name, value, why)
 
@@ -119,7 +136,12 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     per_token = kv_bytes_per_token(model, setup.tp, inp.kv_cache_dtype, setup.dtype) * stage_share
     block_bytes = per_token * block_size
 
-    prompts = warmup_requests(max_input, prefill)
+    # TGI 3's router caps a warm-up request at max-input-tokens only when it is given
+    # (backends/v3/src/client/grpc_client.rs:118-123@v3.3.4): one request of the whole prefill
+    prompts = [prefill] if regime == "tgi-3" and inp.max_input_tokens is None else warmup_requests(max_input, prefill)
+    if regime == "tgi-3" and max_total is not None and max(prompts) > max_total:
+        # max_total - prompt in the router's u32 wraps; what the shard then does is not priced
+        notes.warn("tgi_warmup_prompt_over_total")
     prefill_tokens = sum(prompts)
     warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, version, prompt, max_total) / block_size)
                       for prompt in prompts)
@@ -166,10 +188,15 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         tokens = blocks * block_size
         kv = tokens * per_token / GIB
         short = free_now - (1 - fraction) * total < 0
-        if max_total is None:  # TGI 3 sets it from the KV cache the warm-up leaves
-            model_max = model.max_position_embeddings or 4096
-            max_total = max(1, min(tokens, model_max))
-            notes.assume("max_total_tokens", max_total, "tgi3_warmup_total", model_max=model_max)
+        if max_total is None:  # TGI 3 sets it after the warm-up (flash_causal_lm.py:1566-1579@v3.3.4)
+            chunking, why_not = tgi_prefill_chunking(version, model, setup.gpu, inp.tgi_prefill_chunking)
+            if chunking:  # what the KV cache holds, at most the model's length
+                model_max = model.max_position_embeddings or 4096
+                max_total = max(1, min(tokens, model_max))
+                notes.assume("max_total_tokens", max_total, "tgi3_warmup_total", model_max=model_max)
+            else:  # the warm-up's own tokens
+                max_total = max(1, prefill_tokens)
+                notes.assume("max_total_tokens", max_total, "tgi3_unchunked_total", reason=why_not)
             if inp.max_input_tokens is None:
                 notes.assume("max_input_tokens", max_total - 1, "tgi3_total_minus_one")
 
@@ -187,6 +214,47 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         assumptions=tuple(notes.assumptions), warnings=tuple(notes.warnings), regime=regime,
         gpu_blocks=blocks, block_size=block_size, max_num_seqs=inp.max_num_seqs,
         max_num_batched_tokens=prefill, free_gib=total - ctx - other - comm, max_batch_total_tokens=tokens)
+
+
+#: architectures whose config.json counts its experts as `num_local_experts`, the key TGI's
+#: launcher reads for its memory estimate (1 for every other model)
+_LOCAL_EXPERTS = ("MixtralForCausalLM", "PhimoeForCausalLM", "GptOssForCausalLM")
+#: config.json `model_type` of the VLMs whose fallback prefill the launcher sets apart
+_MODEL_TYPES = {"Qwen2VLForConditionalGeneration": "qwen2_vl", "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
+                "Gemma3ForConditionalGeneration": "gemma3"}
+
+
+def launcher_config(model: ModelSpec) -> TgiLauncherConfig:
+    """What TGI's launcher reads of the model's config.json. `n_shared_experts` is not among
+    the model facts: taken as 0 (DeepSeek's 1 or 2 would lower the computed prefill by 1/9 to 2/8)."""
+    heads, hidden = model.num_attention_heads, model.hidden_size
+    head_dim = model.head_dim or (hidden // heads if heads and hidden and hidden % heads == 0 else None)
+    arch = model.architecture or ""
+    return TgiLauncherConfig(
+        num_heads=heads, num_kv_heads=model.num_kv_heads or heads, head_dim=head_dim, hidden_size=hidden,
+        intermediate_size=model.intermediate_size, num_layers=model.num_layers, vocab_size=model.vocab_size,
+        max_position_embeddings=model.max_position_embeddings, experts_per_token=model.experts_per_token or 1,
+        local_experts=(model.num_experts or 1) if arch in _LOCAL_EXPERTS else 1, vision=is_multimodal(model),
+        model_type=_MODEL_TYPES.get(arch), quantized=bool(model.quantization))
+
+
+def _card(gpu_name: str | None, gpu: GpuSpec | None) -> str | None:
+    """The launcher's card name: from the evidence's own GPU name where it is nvidia-smi's,
+    else from the catalog entry's nvidia-smi name."""
+    return tgi_card(gpu_name) or (tgi_card(SMI_NAMES.get(gpu.name)) if gpu is not None else None)
+
+
+def tgi_prefill_chunking(version: tuple[int, int, int], model: ModelSpec, gpu: GpuSpec | None,
+                         container: bool | None) -> tuple[bool, str]:
+    """Whether a TGI 3 shard prefills in chunks, and the reason when it does not
+    (`engine_defaults.TGI_UNCHUNKED_VLMS`). Speculation, which also turns it off, is not read."""
+    if container is False:
+        return False, "PREFILL_CHUNKING=0 / ATTENTION=paged"
+    if gpu is not None and gpu.compute_capability is not None and gpu.compute_capability < (8, 0):
+        return False, "paged attention below compute capability 8.0"
+    if is_multimodal(model) and (version < TGI_CHUNKED_VLMS_FROM or (model.architecture or "") in TGI_UNCHUNKED_VLMS):
+        return False, model.architecture or "VLM"
+    return True, ""
 
 
 def awq_split_k_peak_bytes(model: ModelSpec, tokens: int, tp: int, elem: float) -> float:
@@ -234,7 +302,13 @@ def tgi_logit_copies(tp: int, version: tuple[int, int, int]) -> int:
 
 
 def _warmup_request_tokens(regime: str, version: tuple[int, int, int], prompt: int, max_total: int | None) -> int:
-    """KV tokens one warm-up request holds: its prompt and the new tokens it asks for."""
+    """KV tokens one warm-up request holds: its prompt and the new tokens it asks for.
+
+    TGI 3's router asks for max-total-tokens minus the prompt when max-total-tokens is given, 1
+    otherwise (backends/v3/src/client/grpc_client.rs:151-155@v3.3.4), and the shard holds blocks
+    for prompt + new - 1 (flash_causal_lm.py:346@v3.3.4)."""
+    if regime == "tgi-3" and max_total is not None and prompt < max_total:
+        return max_total - 1
     if regime == "tgi-2":
         return max(prompt + 1, max_total or prompt + 1)
     if regime == "tgi-1" and version >= TGI_WARMUP_ASKS_MAX_TOTAL_FROM and max_total:

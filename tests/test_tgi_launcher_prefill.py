@@ -1,0 +1,186 @@
+"""TGI 3's launcher defaults: the prefill batch it computes from the card and the model, and the
+max-total-tokens a shard sets after warm-up with or without prefill chunking
+(launcher/src/main.rs, flash_causal_lm.py `warmup`, models/model.py at v3.0.0-v3.3.7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runbooks.catalogs.engine_defaults import TgiLauncherConfig, tgi_card, tgi_default_prefill
+from runbooks.catalogs.models import find_model
+from runbooks.sizing.budget import BudgetInputs, compute_budget, inputs_from_config
+from runbooks.sizing.tgi import launcher_config, tgi_prefill_chunking
+from tests.support.calibration_report import load_cases, run_case
+
+#: Llama 3.1 8B as config.json gives it to the launcher
+LLAMA8_CFG = TgiLauncherConfig(num_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096, intermediate_size=14336,
+                               num_layers=32, vocab_size=128256, max_position_embeddings=131072)
+H100_MIB = 81559  # nvidia-smi's memory.total of an H100 80GB HBM3
+
+
+def test_the_model_flops_a_token_are_the_launchers_sum():
+    # per layer: q, attention and o 2 x 32 x 128 x 4096 each, k and v 2 x 8 x 128 x 4096 each,
+    # gate/up/down 2 x 3 x 4096 x 14336; 32 layers
+    per_layer = 3 * 2 * 32 * 128 * 4096 + 2 * 2 * 8 * 128 * 4096 + 2 * 3 * 4096 * 14336
+    assert per_layer == 469_762_048
+    assert LLAMA8_CFG.flop() == 32 * per_layer == 15_032_385_536
+    assert launcher_config(find_model("meta-llama/Llama-3.1-8B-Instruct")).flop() == 15_032_385_536
+
+
+@pytest.mark.parametrize(("card", "shards", "config", "expected"), [
+    # 900e12 // 15,032,385,536: one H100
+    ("nvidia-h100-80gb-hbm3", 1, LLAMA8_CFG, 59870),
+    # 125e12 // 15,032,385,536: one A10G
+    ("nvidia-a10g", 1, LLAMA8_CFG, 8315),
+    # 2 x 900e12 over Llama 3.1 70B's 147.64 GFLOP a token
+    ("nvidia-h100-80gb-hbm3", 2, launcher_config(find_model("meta-llama/Llama-3.1-70B-Instruct")), 12191),
+])
+def test_the_prefill_default_is_the_cards_flops_over_the_models(card, shards, config, expected):
+    value, why, params = tgi_default_prefill((3, 3, 7), config, card, shards, H100_MIB, 1.0)
+    assert (value, why) == (expected, "tgi_prefill_compute")
+    assert params["card"] == card
+
+
+def test_a_card_is_known_from_the_release_that_names_it():
+    # H200 from 3.1.0, A40 and the A100 80GB PCIe from 3.0.2: before, "Unkown compute for card"
+    for card, first, before in (("nvidia-h200", (3, 1, 0), (3, 0, 2)), ("nvidia-a40", (3, 0, 2), (3, 0, 1)),
+                                ("nvidia-a100-80gb-pcie", (3, 0, 2), (3, 0, 1))):
+        assert tgi_default_prefill(first, LLAMA8_CFG, card, 1, None, 1.0)[1] == "tgi_prefill_compute"
+        assert tgi_default_prefill(before, LLAMA8_CFG, card, 1, None, 1.0)[:2] == (4096, "tgi_prefill_unknown_card")
+
+
+def test_nvidia_smi_names_become_the_launchers_card_names():
+    assert tgi_card("NVIDIA A100 80GB PCIe") == "nvidia-a100-80gb-pcie"
+    # the launcher's table says "nvidia-t4" and "nvidia-4090"; nvidia-smi never prints those
+    assert tgi_card("Tesla T4") == "tesla-t4"
+    assert tgi_card("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
+    assert tgi_default_prefill((3, 3, 7), LLAMA8_CFG, tgi_card("Tesla T4"), 1, None, 1.0)[0] == 4096
+    assert tgi_card("H100") is None and tgi_card(None) is None
+
+
+def test_the_memory_estimate_caps_the_default():
+    # 30% of an H100 at the launcher's 0.95, in Rust's f32: 81559 MiB x 0.3 x 0.95 = 24,373,432,320
+    # bytes (f64 would give 24,372,591,820); its weight estimate of the 8B is 14,449,770,496 bytes
+    # (192,944,128 a layer, dropping q/k/v's hidden dimension, 32 layers and two 4096 x 128,256
+    # embeddings, 2 bytes each) and a token 260,096 bytes (131,072 of fp16 KV, 129,024 of MLP)
+    assert LLAMA8_CFG.model_vram() == 14_449_770_496
+    assert LLAMA8_CFG.token_vram() == 260_096
+    value, why, _ = tgi_default_prefill((3, 3, 7), LLAMA8_CFG, "nvidia-h100-80gb-hbm3", 1, H100_MIB, 0.3)
+    assert (value, why) == ((24_373_432_320 - 14_449_770_496) // 260_096, "tgi_prefill_vram") == (38153, "tgi_prefill_vram")
+    # TGI_WIGGLE_ROOM set in the container replaces the 0.95
+    assert 30000 < tgi_default_prefill((3, 3, 7), LLAMA8_CFG, "nvidia-h100-80gb-hbm3", 1, H100_MIB, 0.3, 0.9)[0] < 38153
+    # memory below the weight estimate: the launcher warns "Not enough VRAM" and caps nothing
+    assert tgi_default_prefill((3, 3, 7), LLAMA8_CFG, "nvidia-h100-80gb-hbm3", 1, H100_MIB, 0.3, 0.5)[:2] == (
+        59870, "tgi_prefill_compute")
+    # the cap reads memory.total whatever the card: an unknown card's fallback is capped too
+    # (15000 MiB x 0.95 = 14,942,208,000 bytes in f32)
+    assert tgi_default_prefill((3, 3, 7), LLAMA8_CFG, "nvidia-rtx-a6000", 1, 15000, 1.0)[:2] == (
+        (14_942_208_000 - 14_449_770_496) // 260_096, "tgi_prefill_vram") == (1893, "tgi_prefill_vram")
+    # a quantized checkpoint gets no memory estimate, so no cap
+    quantized = TgiLauncherConfig(**{**LLAMA8_CFG.__dict__, "quantized": True})
+    assert tgi_default_prefill((3, 3, 7), quantized, "nvidia-h100-80gb-hbm3", 1, H100_MIB, 0.3)[0] == 59870
+
+
+def test_the_models_length_caps_the_default():
+    short = TgiLauncherConfig(**{**LLAMA8_CFG.__dict__, "max_position_embeddings": 8192})
+    assert tgi_default_prefill((3, 3, 7), short, "nvidia-h100-80gb-hbm3", 1, H100_MIB, 1.0)[0] == 8192
+
+
+def test_vision_models_get_the_fallback_of_their_release():
+    gemma3 = launcher_config(find_model("google/gemma-3-27b-it"))
+    qwen_vl = launcher_config(find_model("Qwen/Qwen2.5-VL-7B-Instruct"))
+    assert gemma3.flop() is None and gemma3.model_type == "gemma3"
+    # 8000 for gemma3 and 10,000 for qwen2(.5)_vl from 3.2.0; 4096 before
+    assert tgi_default_prefill((3, 2, 0), gemma3, "nvidia-h100-80gb-hbm3", 1, None, 1.0)[:2] == (8000, "tgi_prefill_vlm")
+    assert tgi_default_prefill((3, 1, 1), gemma3, "nvidia-h100-80gb-hbm3", 1, None, 1.0)[0] == 4096
+    assert tgi_default_prefill((3, 3, 7), qwen_vl, "nvidia-rtx-a6000", 1, None, 1.0)[:2] == (10000, "tgi_prefill_unknown_card")
+
+
+def test_mixtral_counts_its_local_experts_in_the_memory_estimate():
+    cfg = launcher_config(find_model("mistralai/Mixtral-8x7B-Instruct-v0.1"))
+    assert (cfg.local_experts, cfg.experts_per_token) == (8, 2)
+    # two experts a token in the FLOPs, all eight in the weights
+    assert cfg.flop() == 32 * (3 * 2 * 32 * 128 * 4096 + 2 * 2 * 8 * 128 * 4096 + 2 * 3 * 4096 * 14336 * 2)
+    qwen_moe = launcher_config(find_model("Qwen/Qwen3-30B-A3B"))
+    assert qwen_moe.local_experts == 1  # its config says num_experts, a key the launcher does not read
+
+
+def test_the_budget_uses_the_launchers_default_and_one_warm_up_request():
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version="3.3.7", gpu_total_gib=79.19, gpu_name="H100"))
+    assumed = b.assumption("max_batch_prefill_tokens")
+    assert (assumed.value, assumed.why) == (59870, "tgi_prefill_compute")
+    assert b.max_num_batched_tokens == 59870
+    # the evidence's own nvidia-smi name wins over the catalog entry's: the 80GB PCIe A100 is
+    # unknown to 3.0.1 and known from 3.0.2
+    pcie = dict(engine="tgi", gpu_total_gib=79.15, gpu_name="NVIDIA A100 80GB PCIe")
+    assert compute_budget(llama, BudgetInputs(engine_version="3.0.1", **pcie)).max_num_batched_tokens == 4096
+    assert compute_budget(llama, BudgetInputs(engine_version="3.0.2", **pcie)).max_num_batched_tokens == 20755  # 312e12 // 15,032,385,536
+    # 2.x keeps max-input + 50
+    assert compute_budget(llama, BudgetInputs(engine="tgi", engine_version="2.4.1", gpu_total_gib=79.19,
+                                              gpu_name="H100")).max_num_batched_tokens == 4145
+
+
+def test_gemma3_on_tgi_3_3_sets_max_total_tokens_to_its_warm_up_as_the_log_printed():
+    # the calibration case's log: "Using prefill chunking = False", "Default `max_batch_prefill_tokens`
+    # to 8000", "Maximum input tokens defaulted to 7999", "Maximum total tokens defaulted to 8000"
+    case = next(c for c in load_cases() if c["id"] == "tgi-gemma3-27b-2xa6000-3.3")
+    _, budget = run_case(case)
+    assert budget.max_num_batched_tokens == 8000
+    assert budget.max_model_len == 8000
+    assert budget.assumption("max_input_tokens").value == 7999
+    assert budget.assumption("max_total_tokens").why == "tgi3_unchunked_total"
+
+
+@pytest.mark.parametrize(("model", "version", "gpu", "container", "chunked"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "H100-SXM5-80GB", None, True),
+    # paged attention below compute capability 8.0
+    ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "T4", None, False),
+    # PREFILL_CHUNKING=0 or ATTENTION=paged in the container
+    ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "H100-SXM5-80GB", False, False),
+    # 3.3 chunks VLMs except Gemma 3, Mllama, Qwen2-VL and Qwen2.5-VL; 3.0-3.2 chunk none
+    ("Qwen/Qwen2.5-VL-7B-Instruct", (3, 3, 7), "H100-SXM5-80GB", None, False),
+    ("google/gemma-3-27b-it", (3, 3, 4), "RTX A6000", None, False),
+])
+def test_prefill_chunking_follows_model_card_and_container(model, version, gpu, container, chunked):
+    from runbooks.catalogs.gpus import find_gpu
+
+    assert tgi_prefill_chunking(version, find_model(model), find_gpu(gpu), container)[0] is chunked
+
+
+def test_a_vlm_that_tgi_3_3_chunks_was_unchunked_before():
+    vlm = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    vlm = type(vlm)(**{**vlm.__dict__, "architecture": "LlavaNextForConditionalGeneration"})
+    assert tgi_prefill_chunking((3, 3, 0), vlm, None, None) == (True, "")
+    assert tgi_prefill_chunking((3, 2, 3), vlm, None, None) == (False, "LlavaNextForConditionalGeneration")
+
+
+def test_the_containers_env_turns_chunking_off_in_the_budget():
+    from runbooks.model.evidence import ServerConfig
+
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    cfg = ServerConfig(source="test", engine="tgi", engine_version="3.3.7", env={"PREFILL_CHUNKING": "0"})
+    b = compute_budget(llama, inputs_from_config(cfg, 79.19, "H100"))
+    assert b.max_model_len == 59870  # the warm-up's tokens, not the cache's
+    assert b.assumption("max_total_tokens").why == "tgi3_unchunked_total"
+    chunked = compute_budget(llama, inputs_from_config(ServerConfig(source="test", engine="tgi", engine_version="3.3.7"), 79.19,
+                                                       "H100"))
+    assert chunked.max_model_len == min(chunked.kv_cache_tokens, 131072) != 59870
+
+
+def test_tgi3_warm_up_requests_hold_max_total_tokens_when_it_is_given():
+    # the router asks each warm-up request for max_total - prompt new tokens; the shard holds
+    # blocks for prompt + new - 1 (flash_causal_lm.py:346@v3.3.4): 8,191 tokens for each of the
+    # two requests of a 7,168-token cap over the A10G's 8,315-token prefill
+    mistral = find_model("mistralai/Mistral-7B-Instruct-v0.3")
+    low = BudgetInputs(engine="tgi", engine_version="3.3.4", gpu_total_gib=22.07, gpu_name="NVIDIA A10G",
+                       cuda_memory_fraction=0.8, max_total_tokens=8192, max_input_tokens=7168)
+    b = compute_budget(mistral, low)
+    assert b.max_num_batched_tokens == 8315
+    assert b.kv_cache_tokens == 2 * 8191  # the reserve leaves nothing: the warm-up's own blocks
+    assert "tgi_warmup_prompt_over_total" not in b.warnings
+    # without --max-input-tokens the one warm-up request (8,315 tokens) is longer than
+    # max_total_tokens: the router's u32 subtraction wraps, which the budget says it cannot price
+    uncapped = compute_budget(mistral, BudgetInputs(engine="tgi", engine_version="3.3.4", gpu_total_gib=22.07,
+                                                    gpu_name="NVIDIA A10G", max_total_tokens=8192))
+    assert "tgi_warmup_prompt_over_total" in uncapped.warnings
