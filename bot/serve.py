@@ -39,6 +39,7 @@ from bot.slack.drain import Watchdog
 from bot.slack.events import events_app, socket_mode
 from bot.slack.limits import ServeLimits
 from bot.slack.serve import build_from_settings
+from bot.slack.slash import SlashLane
 
 log = logging.getLogger("gpumem.serve")
 
@@ -126,7 +127,9 @@ def http_app(bot: Bot, events: bool = True) -> WsgiApp:
     token = bot.settings.alerts.token
     alerts = alert_endpoint(bot.alerts, token.reveal() if token is not None else None, bot.metrics,
                             lambda: bot.stopping.is_set)
-    slack = events_app(bot.app, bot.metrics, EVENTS_PATH, answering=bot.handlers.answering) if events else None
+    lane = SlashLane(bot.app, bot.settings.slack.command, bot.handlers.on_command) if events else None
+    slack = events_app(bot.app, bot.metrics, EVENTS_PATH, answering=bot.handlers.answering, lane=lane) \
+        if events else None
     return wsgi_app(bot.metrics, bot.health, max_body_bytes=bot.limits.max_body_bytes, events=slack,
                     alertmanager=alerts)
 

@@ -27,17 +27,25 @@ log = logging.getLogger("gpumem.http")
 _JSON = [("Content-Type", "application/json")]
 
 
-def events_app(bolt_app: App, metrics: BotMetrics, path: str,
-               answering: Any = None) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """The WSGI app that hands a POST to `path` to `bolt_app`."""
+def events_app(bolt_app: App, metrics: BotMetrics, path: str, answering: Any = None,
+               lane: Any = None) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """The WSGI app that hands a POST to `path` to `bolt_app`; slash commands that `lane`
+    (`bot.slack.slash.SlashLane`) takes are answered without Bolt's dispatch."""
     slack = SlackRequestHandler(bolt_app, path=path)
+
+    def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        fast = lane.answer(environ) if lane is not None else None
+        if fast is None:
+            return list(slack(environ, start_response))
+        start_response(fast.status, fast.get_headers())
+        return list(fast.get_body())
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:
             if answering is None:
-                return list(slack(environ, start_response))
+                return answer(environ, start_response)
             with answering:  # work after acks waits while Slack requests are answered
-                return list(slack(environ, start_response))
+                return answer(environ, start_response)
         except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
             log.warning("unparseable Slack request body (%s, %s bytes)", type(e).__name__,
                         environ.get("CONTENT_LENGTH") or 0)
