@@ -226,7 +226,8 @@ _MODEL_TYPES = {"Qwen2VLForConditionalGeneration": "qwen2_vl", "Qwen2_5_VLForCon
 
 def launcher_config(model: ModelSpec) -> TgiLauncherConfig:
     """What TGI's launcher reads of the model's config.json. `n_shared_experts` is not among
-    the model facts: taken as 0 (DeepSeek's 1 or 2 would lower the computed prefill by 1/9 to 2/8)."""
+    the model facts: taken as 0, where DeepSeek's 1 or 2 would add that many experts' MLP to the
+    FLOPs a token and so lower the computed prefill."""
     heads, hidden = model.num_attention_heads, model.hidden_size
     head_dim = model.head_dim or (hidden // heads if heads and hidden and hidden % heads == 0 else None)
     arch = model.architecture or ""
@@ -248,10 +249,12 @@ def tgi_prefill_chunking(version: tuple[int, int, int], model: ModelSpec, gpu: G
                          container: bool | None) -> tuple[bool, str]:
     """Whether a TGI 3 shard prefills in chunks, and the reason when it does not
     (`engine_defaults.TGI_UNCHUNKED_VLMS`). Speculation, which also turns it off, is not read."""
+    # the reasons are names, read alike in every language
     if container is False:
         return False, "PREFILL_CHUNKING=0 / ATTENTION=paged"
     if gpu is not None and gpu.compute_capability is not None and gpu.compute_capability < (8, 0):
-        return False, "paged attention below compute capability 8.0"
+        major, minor = gpu.compute_capability
+        return False, f"ATTENTION=paged, {gpu.name} sm_{major}{minor}"
     if is_multimodal(model) and (version < TGI_CHUNKED_VLMS_FROM or (model.architecture or "") in TGI_UNCHUNKED_VLMS):
         return False, model.architecture or "VLM"
     return True, ""
