@@ -137,7 +137,7 @@ def test_gemma3_on_tgi_3_3_sets_max_total_tokens_to_its_warm_up_as_the_log_print
     # paged attention below compute capability 8.0
     ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "T4", None, False),
     # PREFILL_CHUNKING=0 or ATTENTION=paged in the container
-    ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "H100-SXM5-80GB", False, False),
+    ("meta-llama/Llama-3.1-8B-Instruct", (3, 3, 7), "H100-SXM5-80GB", "PREFILL_CHUNKING=0", False),
     # 3.3 chunks VLMs except Gemma 3, Mllama, Qwen2-VL and Qwen2.5-VL; 3.0-3.2 chunk none
     ("Qwen/Qwen2.5-VL-7B-Instruct", (3, 3, 7), "H100-SXM5-80GB", None, False),
     ("google/gemma-3-27b-it", (3, 3, 4), "RTX A6000", None, False),
@@ -184,3 +184,25 @@ def test_tgi3_warm_up_requests_hold_max_total_tokens_when_it_is_given():
     uncapped = compute_budget(mistral, BudgetInputs(engine="tgi", engine_version="3.3.4", gpu_total_gib=22.07,
                                                     gpu_name="NVIDIA A10G", max_total_tokens=8192))
     assert "tgi_warmup_prompt_over_total" in uncapped.warnings
+
+
+def test_speculation_turns_chunking_off_and_adds_its_tokens_to_each_warm_up_request():
+    from runbooks.model.evidence import ServerConfig
+
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert tgi_prefill_chunking((3, 3, 7), llama, None, None, 2) == (False, "--speculate 2")
+    cfg = ServerConfig(source="test", engine="tgi", engine_version="3.3.7", flags={"--speculate": "2"})
+    inputs = inputs_from_config(cfg, 22.07, "NVIDIA A10G")
+    assert inputs.tgi_speculate == 2
+    sped = compute_budget(llama, inputs)
+    assert sped.assumption("max_total_tokens").why == "tgi3_unchunked_total"
+    assert sped.max_model_len == 8315  # the warm-up's own tokens
+    given = dict(engine="tgi", engine_version="3.3.7", gpu_total_gib=22.07, gpu_name="NVIDIA A10G",
+                 cuda_memory_fraction=0.7, max_total_tokens=4096, max_input_tokens=2048)
+    plain, two = (compute_budget(llama, BudgetInputs(**given, tgi_speculate=n)) for n in (0, 2))
+    # at 0.7 the launcher's memory estimate caps the prefill at 5,031 tokens (22,599 MiB x 0.7 x
+    # 0.95 in f32, less its 14,449,770,496-byte weight estimate, over 260,096 bytes): three warm-up
+    # requests (2048, 2048, 935), and the reserve leaves nothing after them, so the cache is
+    # their blocks, 4095 tokens each, and 2 more each under --speculate 2
+    assert plain.max_num_batched_tokens == 5031
+    assert (plain.kv_cache_tokens, two.kv_cache_tokens) == (3 * 4095, 3 * 4097)

@@ -14,6 +14,7 @@ import io
 import itertools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import queue
@@ -184,12 +185,32 @@ def _worker_init(runner: TriageRunner, progress: Any, ready: Any, secrets: tuple
     logging.basicConfig(level=log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s[worker %(process)d]: %(message)s")
     install(secrets)
+    _exit_with_parent()
     _WORKER["runner"] = runner
     _WORKER["progress"] = progress
     _WORKER["ready"] = ready
     warm = getattr(runner, "warm", None)
     if warm is not None:
         warm()
+
+
+def _exit_with_parent() -> None:
+    """End this worker when the bot that started it is gone, however it ended.
+
+    A pool worker waits on a queue whose both ends it holds, so it never sees its parent die;
+    after a SIGKILL (an OOM kill outside a container's cgroup, a test's kill) the workers, and
+    the forkserver they keep open, stayed behind. The parent's sentinel (the pipe the bot
+    started this process through) becomes readable when the bot is gone.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch(sentinel: Any) -> None:
+        multiprocessing.connection.wait([sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, args=(parent.sentinel,), name="gpumem-parent-watch", daemon=True).start()
 
 
 def _worker_ready() -> int:

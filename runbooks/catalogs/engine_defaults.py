@@ -397,6 +397,9 @@ TGI_LAUNCHER_WIGGLE = 0.95
 #: (compute capability < 8.0, or ATTENTION=paged) and with PREFILL_CHUNKING=0 (models/model.py
 #: :73-90@v3.3.4)
 TGI_CHUNKED_VLMS_FROM = (3, 3, 0)
+#: --speculate N, from 1.3.0 (launcher/src/main.rs:163@v1.3.0): each request's KV blocks hold
+#: input + max_new_tokens - 1 + N tokens (flash_causal_lm.py:192@v1.3.0, :346@v3.3.4)
+TGI_SPECULATE_FROM = (1, 3, 0)
 TGI_UNCHUNKED_VLMS = ("Gemma3ForConditionalGeneration", "MllamaForConditionalGeneration",
                       "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
 

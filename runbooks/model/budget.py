@@ -98,9 +98,12 @@ class BudgetInputs:
     #: TGI 3: whether prefill log-probabilities are allowed (--enable-prefill-logprobs, or
     #: REQUEST_LOGPROBS in the container); None: not set, TGI's default (off)
     tgi_prefill_logprobs: bool | None = None
-    #: TGI 3: False where the container turns prefill chunking off (PREFILL_CHUNKING=0, or
-    #: ATTENTION=paged); None: as the model and the card decide
-    tgi_prefill_chunking: bool | None = None
+    #: TGI 3: what in the container turns prefill chunking off ("PREFILL_CHUNKING=0",
+    #: "ATTENTION=paged"); None: the model, the card and --speculate decide
+    tgi_chunking_off: str | None = None
+    #: TGI --speculate N (1.3.0+): each request's blocks hold N more tokens, and TGI 3 does not
+    #: chunk prefills under it
+    tgi_speculate: int = 0
     #: vLLM --enable-lora slots: --max-lora-rank (None: LoRA off unless enable_lora, then 16)
     #: and --max-loras; --max-cpu-loras adapters wait in host memory
     max_lora_rank: int | None = None

@@ -96,7 +96,8 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
         tgi_prefill_logprobs=(_truthy(flags.get("enable-prefill-logprobs"))
                               or (env.get("REQUEST_LOGPROBS") or "").strip().lower() in ("1", "true"))
         if engine == "tgi" else None,
-        tgi_prefill_chunking=tgi_chunking_env(env) if engine == "tgi" else None,
+        tgi_chunking_off=tgi_chunking_env(env) if engine == "tgi" else None,
+        tgi_speculate=max(0, _flag_int(flags.get("speculate")) or 0) if engine == "tgi" else 0,
         enable_lora=enable_lora,
         max_lora_rank=_flag_int(flags.get("max-lora-rank")) if enable_lora else None,
         max_loras=(_flag_int(flags.get("max-loras")) or 1) if enable_lora else 1,
@@ -104,19 +105,19 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
     )
 
 
-def tgi_chunking_env(env: dict[str, str]) -> bool | None:
-    """False where the container turns TGI 3's prefill chunking off: PREFILL_CHUNKING set to
+def tgi_chunking_env(env: dict[str, str]) -> str | None:
+    """What in the container turns TGI 3's prefill chunking off: PREFILL_CHUNKING set to
     anything but 1 or true (globals.py:15@v3.3.4), or ATTENTION=paged (models/model.py:82-90);
-    None otherwise (the model and the card decide).
+    None otherwise.
 
     >>> tgi_chunking_env({"PREFILL_CHUNKING": "0"}), tgi_chunking_env({"ATTENTION": "paged"}), tgi_chunking_env({})
-    (False, False, None)
+    ('PREFILL_CHUNKING=0', 'ATTENTION=paged', None)
     """
     raw = env.get("PREFILL_CHUNKING")
     if raw is not None and raw.strip().lower() not in ("1", "true"):
-        return False
+        return f"PREFILL_CHUNKING={raw.strip()[:16]}"
     if (env.get("ATTENTION") or "").strip().lower() == "paged":
-        return False
+        return "ATTENTION=paged"
     return None
 
 

@@ -42,6 +42,7 @@ from runbooks.catalogs.engine_defaults import (
     TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
     TGI_PREFILL_LOGPROBS_OPT_IN_FROM,
+    TGI_SPECULATE_FROM,
     TGI_UNCHUNKED_VLMS,
     TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
     TGI_WIGGLE_ON_FRACTION_FROM,
@@ -143,7 +144,9 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         # max_total - prompt in the router's u32 wraps; what the shard then does is not priced
         notes.warn("tgi_warmup_prompt_over_total")
     prefill_tokens = sum(prompts)
-    warm_blocks = sum(math.ceil(_warmup_request_tokens(regime, version, prompt, max_total) / block_size)
+    # --speculate N: each request's blocks hold N more (flash_causal_lm.py:192@v1.3.0, :346@v3.3.4)
+    speculate = inp.tgi_speculate if version >= TGI_SPECULATE_FROM else 0
+    warm_blocks = sum(math.ceil((_warmup_request_tokens(regime, version, prompt, max_total) + speculate) / block_size)
                       for prompt in prompts)
     elem = dtype_bytes(setup.dtype)
     forward = forward_peak_bytes(model, prefill_tokens, setup.tp, setup.dtype, unfused_act=True)
@@ -189,7 +192,8 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         kv = tokens * per_token / GIB
         short = free_now - (1 - fraction) * total < 0
         if max_total is None:  # TGI 3 sets it after the warm-up (flash_causal_lm.py:1566-1579@v3.3.4)
-            chunking, why_not = tgi_prefill_chunking(version, model, setup.gpu, inp.tgi_prefill_chunking)
+            chunking, why_not = tgi_prefill_chunking(version, model, setup.gpu, inp.tgi_chunking_off,
+                                                     inp.tgi_speculate)
             if chunking:  # what the KV cache holds, at most the model's length
                 model_max = model.max_position_embeddings or 4096
                 max_total = max(1, min(tokens, model_max))
@@ -246,12 +250,15 @@ def _card(gpu_name: str | None, gpu: GpuSpec | None) -> str | None:
 
 
 def tgi_prefill_chunking(version: tuple[int, int, int], model: ModelSpec, gpu: GpuSpec | None,
-                         container: bool | None) -> tuple[bool, str]:
+                         container_off: str | None = None, speculate: int = 0) -> tuple[bool, str]:
     """Whether a TGI 3 shard prefills in chunks, and the reason when it does not
-    (`engine_defaults.TGI_UNCHUNKED_VLMS`). Speculation, which also turns it off, is not read."""
+    (`engine_defaults.TGI_UNCHUNKED_VLMS`). A speculator the checkpoint brings (Medusa, MLP
+    speculator heads) also turns it off and is not read; --speculate is."""
     # the reasons are names, read alike in every language
-    if container is False:
-        return False, "PREFILL_CHUNKING=0 / ATTENTION=paged"
+    if container_off:
+        return False, container_off
+    if speculate > 0:
+        return False, f"--speculate {speculate}"
     if gpu is not None and gpu.compute_capability is not None and gpu.compute_capability < (8, 0):
         major, minor = gpu.compute_capability
         return False, f"ATTENTION=paged, {gpu.name} sm_{major}{minor}"
