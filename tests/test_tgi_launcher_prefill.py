@@ -206,3 +206,10 @@ def test_speculation_turns_chunking_off_and_adds_its_tokens_to_each_warm_up_requ
     # their blocks, 4095 tokens each, and 2 more each under --speculate 2
     assert plain.max_num_batched_tokens == 5031
     assert (plain.kv_cache_tokens, two.kv_cache_tokens) == (3 * 4095, 3 * 4097)
+
+
+def test_an_unnamed_gpu_says_the_fallback_is_assumed_not_that_tgi_lacks_the_card():
+    assert tgi_default_prefill((3, 3, 7), LLAMA8_CFG, None, 1, None, 1.0) == (4096, "tgi_prefill_card_unnamed", {})
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version="3.3.7", gpu_total_gib=79.19))
+    assert b.assumption("max_batch_prefill_tokens").why == "tgi_prefill_card_unnamed"

@@ -496,8 +496,10 @@ def tgi_default_prefill(version: tuple[int, int, int], config: TgiLauncherConfig
         fallback = TGI_VLM_PREFILL.get(config.model_type or "", fallback)
     known = TGI_CARD_FLOPS.get(card or "")
     flop = config.flop()
-    value, why, params = fallback, "tgi_prefill_fallback", {"card": card or "?"}
-    if known is None or version < known[1]:
+    value, why, params = fallback, "tgi_prefill_fallback", {"card": card or ""}
+    if card is None:  # gpumem does not know the card's name, so not whether TGI knows it
+        why, params = "tgi_prefill_card_unnamed", {}
+    elif known is None or version < known[1]:
         why = "tgi_prefill_unknown_card"
     elif flop is None:
         why = "tgi_prefill_vlm" if config.vision else "tgi_prefill_no_flops"
