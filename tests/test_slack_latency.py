@@ -191,3 +191,51 @@ def test_a_lull_is_a_quiet_moment_not_the_gap_between_two_answers_of_a_burst():
     # quiet already: no wait at all
     now[0] += 1.0
     assert answering.lull() is True
+
+
+def test_a_burst_of_answers_wakes_one_watcher_not_every_waiting_thread():
+    """Eight after-ack threads wait through a burst of 50 answers: one of them ticks each
+    quiet_s, the others sleep until it sees the lull (an answer's end used to wake all eight)."""
+    import threading
+    import time
+
+    from bot.slack.jobs import Answering
+
+    class Counting(threading.Condition):
+        wakeups = 0
+
+        def wait(self, timeout=None):
+            try:
+                return super().wait(timeout)
+            finally:
+                Counting.wakeups += 1
+
+    answering = Answering(max_wait_s=5.0, quiet_s=0.01)
+    answering._cond = Counting()
+    first = threading.Event()
+
+    def burst() -> None:
+        for i in range(50):
+            with answering:
+                if i == 0:
+                    first.set()
+                time.sleep(0.0005)
+
+    results: list[bool] = []
+    ended: list[float] = []
+    started = time.monotonic()
+    answers = threading.Thread(target=burst)
+    answers.start()
+    first.wait(5)
+    waiters = [threading.Thread(target=lambda: (results.append(answering.lull()), ended.append(time.monotonic())))
+               for _ in range(8)]
+    for t in waiters:
+        t.start()
+    answers.join(10)
+    for t in waiters:
+        t.join(10)
+    elapsed = time.monotonic() - started
+    assert results == [True] * 8
+    assert min(ended) >= answering._last_end + answering.quiet_s  # nobody left before the burst's lull
+    # the watcher's ticks over the whole run, then each of the other seven once (and a little slack)
+    assert Counting.wakeups <= elapsed / answering.quiet_s + 2 + 8, (Counting.wakeups, elapsed)
