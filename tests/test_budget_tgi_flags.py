@@ -131,8 +131,8 @@ def test_tgi3_sets_max_total_tokens_from_the_cache_and_fails_only_when_given():
     # the launcher's prefill default on an A10G: 125 TFLOP/s over 15.03 GFLOP a token, one warm-up
     # request of 8,315 tokens whose LM head reads its last row (no --enable-prefill-logprobs)
     assert default.assumption("max_batch_prefill_tokens").value == 8315
-    assert default.max_model_len == default.kv_cache_tokens == 33776
-    assert default.assumption("max_input_tokens") == Assumed(33775, "tgi3_total_minus_one")
+    assert default.max_model_len == default.kv_cache_tokens == 32560
+    assert default.assumption("max_input_tokens") == Assumed(32559, "tgi3_total_minus_one")
     # given, each warm-up request holds blocks for max_total_tokens - 1 (the router asks for
     # max_total - prompt new tokens): 131,071 tokens of 128 KiB, 16 GiB, fail the warm-up itself
     given_ = tgi("3.1.0", model=LLAMA31, gpu_total_gib=22.07, max_total_tokens=131072)

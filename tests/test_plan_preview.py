@@ -321,9 +321,9 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
     # TGI 3.3.4's launcher makes the prefill batch 8,315 tokens on an A10G (125 TFLOP/s over 15.03
     # GFLOP a token); its warm-up requests of 7,168 and 1,147 tokens each hold blocks for 8,191
     # (the router asks for max_total - prompt new tokens), 2.0 GiB. With 0.75 torch may use 16.55
-    # GiB, less than the weights (13.50), those blocks and the forward pass (1.08): the warm-up
-    # itself fails, as the plan's text says (above)
-    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (40286, 16382)
+    # GiB, less than the weights (13.50), those blocks and the forward pass (1.08, FlashInfer's
+    # 0.15 of workspaces beside it): the warm-up itself fails, as the plan's text says (above)
+    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (39070, 16382)
     assert (budget["before"]["fits"], budget["after"]["fits"], budget["after"]["max_model_len"]) == (True, False, 8192)
     assert budget["after"]["failure_id"] == "tgi_prefill_oom"
     assert {"id": "gpu_from_nodes", "params": {"gpu": "NVIDIA-A10G"}} in budget["notes"]

@@ -4,6 +4,8 @@ max-total-tokens a shard sets after warm-up with or without prefill chunking
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runbooks.catalogs.engine_defaults import TgiLauncherConfig, tgi_card, tgi_default_prefill
@@ -213,3 +215,39 @@ def test_an_unnamed_gpu_says_the_fallback_is_assumed_not_that_tgi_lacks_the_card
     llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
     b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version="3.3.7", gpu_total_gib=79.19))
     assert b.assumption("max_batch_prefill_tokens").why == "tgi_prefill_card_unnamed"
+
+
+def test_flashinfer_workspaces_are_held_through_tgi_3s_warm_up_and_cost_their_tokens():
+    # one shared 128 MiB float workspace and three wrappers' 8 MiB int workspaces
+    # (layers/attention/flashinfer.py:27@v3.0.0; flashinfer prefill.py:600, :1268, decode.py:328@v0.1.6)
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    inputs = dict(engine="tgi", engine_version="3.0.0", gpu_total_gib=22.06, gpu_name="L4")
+    flashinfer = compute_budget(llama, BudgetInputs(**inputs))
+    paged = compute_budget(llama, BudgetInputs(**inputs, block_size=16))  # ATTENTION=paged: no FlashInfer
+    assert flashinfer.block_size == 1
+    assert flashinfer.activation_gib - paged.activation_gib == pytest.approx(152 / 1024)
+    # 152 MiB at 128 KiB a token (32 layers x 8 KV heads x 128 x 2 x 2 bytes) is 1,216 tokens:
+    # 37,597 before they were priced, the calibration case's first run
+    assert flashinfer.kv_cache_tokens == 37597 - 1216
+
+
+def test_every_tgi_3_budget_warns_that_its_kv_figure_is_above_the_figures_it_was_held_to():
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    for version, warned in (("2.4.1", False), ("3.0.0", True), ("3.3.7", True)):
+        b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
+                                               gpu_name="H100"))
+        assert ("tgi3_kv_optimistic" in b.warnings) is warned, version
+
+
+def test_the_tgi_3_warning_quotes_the_calibration_tables_own_errors():
+    from bot.render.i18n import Catalog
+
+    cases = {c["id"]: c for c in load_cases()}
+    errors = []
+    for case_id in ("tgi-docs-v3-llama31-8b-l4", "tgi-gemma3-27b-2xa6000-3.3"):
+        row, _ = run_case(cases[case_id])
+        errors.append(round(row.kv_err * 100))
+    assert errors == [21, 26]
+    for lang in ("en", "zh"):
+        text = Catalog.load(lang).t("budget_cli.warning.tgi3_kv_optimistic")
+        assert [int(n) for n in re.findall(r"(\d+)%", text)] == errors, lang

@@ -400,6 +400,16 @@ TGI_CHUNKED_VLMS_FROM = (3, 3, 0)
 #: --speculate N, from 1.3.0 (launcher/src/main.rs:163@v1.3.0): each request's KV blocks hold
 #: input + max_new_tokens - 1 + N tokens (flash_causal_lm.py:192@v1.3.0, :346@v3.3.4)
 TGI_SPECULATE_FROM = (1, 3, 0)
+#: FlashInfer's buffers a TGI shard holds from the model's start when its attention is
+#: FlashInfer (the default from 3.0, the only backend with 1-token pages,
+#: server/text_generation_server/models/globals.py): one shared 128 MiB float workspace
+#: (layers/attention/flashinfer.py:27@v3.0.0, :42@v3.3.7) and the 8 MiB int workspace that each
+#: of the three wrappers TGI makes at start-up, prefill, paged prefill and decode
+#: (flash_causal_lm.py:1343-1351@v3.0.0, :1319-1327@v3.3.7), allocates in its constructor
+#: (flashinfer python/flashinfer/prefill.py:600, :1268 and decode.py:328@v0.1.6, the release
+#: TGI 3.0.0 installs, server/Makefile-flashinfer; the same 8 MiB in 0.2.2-0.2.8). All of it is
+#: in use when the warm-up reads free memory, so the cache is that much smaller.
+TGI_FLASHINFER_BUFFERS_BYTES = (128 + 3 * 8) * 1024 * 1024
 TGI_UNCHUNKED_VLMS = ("Gemma3ForConditionalGeneration", "MllamaForConditionalGeneration",
                       "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
 

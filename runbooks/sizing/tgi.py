@@ -39,6 +39,7 @@ from runbooks.catalogs.engine_defaults import (
     TGI_AWQ_SPLIT_K_RANGE,
     TGI_CHUNKED_VLMS_FROM,
     TGI_COMPUTED_PREFILL_FROM,
+    TGI_FLASHINFER_BUFFERS_BYTES,
     TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
     TGI_PREFILL_LOGPROBS_OPT_IN_FROM,
@@ -160,6 +161,8 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     all_rows = version < TGI_PREFILL_LOGPROBS_OPT_IN_FROM or bool(inp.tgi_prefill_logprobs)
     logit_rows = prefill_tokens if all_rows else len(prompts)
     activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, logit_rows, elem)) / GIB
+    if block_size == 1:  # FlashInfer attention: its workspaces are held through the warm-up
+        activation += TGI_FLASHINFER_BUFFERS_BYTES / GIB
     graphs = 0.0 if inp.enforce_eager or version < TGI_GRAPHS_FROM else \
         cudagraph_gib(model, len(TGI_GRAPH_SIZES), setup.tp)
     non_torch = ctx + comm
@@ -204,6 +207,8 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
             if inp.max_input_tokens is None:
                 notes.assume("max_input_tokens", max_total - 1, "tgi3_total_minus_one")
 
+    if regime == "tgi-3":  # no printed TGI 3 text-model start-up holds it; both figures it was held to are lower
+        notes.warn("tgi3_kv_optimistic")
     failure, failure_id = _first_failure(model, setup.tp, regime, weights, torch_limit, short, batch_total,
                                          prefill_tokens, max_total, tokens, total)
     headroom = total - other - (non_torch + weights + kv + activation + graphs)

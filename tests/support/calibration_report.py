@@ -125,6 +125,9 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
     "tgi-gemma3-27b-2xa6000-3.3": (
         {"gpu_name": "RTX A6000", "max_batch_prefill_tokens": 8000},
         "the launcher's own 'Default `max_batch_prefill_tokens` to 8000'; the card from its warning"),
+    "tgi-docs-v3-llama31-8b-l4": (
+        {"gpu_name": "L4"},
+        "the card the overview names ('a single L4 (24GB)'); TGI's launcher reads its name from nvidia-smi"),
     "tgi-1856-llama3-8b-rtx3090-1.4": (
         {"engine_version": "1.4.5", "gpu_name": "RTX 3090"},
         "'TGI 1.4' in May 2024, after Llama 3's release: the last 1.4 release, 1.4.5"),
@@ -295,15 +298,27 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "priced from vLLM's chunked kernel; which of the two is 0.27 GiB high is not known",
     },
     "tgi-gemma3-27b-2xa6000-3.3": {
-        "kv": "67,111 tokens predicted against 52,719 printed (+27.3%; -66.7% on the first run, which priced "
+        "kv": "66,484 tokens predicted against 52,719 printed (+26.1%; +27.3% before FlashInfer's workspaces were "
+              "priced, -66.7% on the first run, which priced "
               "three copies of the 8,000-token prefill's logits, 3.9 GiB each at Gemma 3's 262,208-token vocabulary: "
               "TGI 3 computes them only with --enable-prefill-logprobs, flash_causal_lm.py:286@v3.3.4, "
               "sizing/tgi.py). The warm-up is a VLM's, and its one request carries an image. Gemma 3 builds dense "
               "8,000 x 8,000 attention masks, global and local (flash_gemma3_modeling.py:705-764, :866-884"
               "@v3.3.4), which hold up to ~0.6 GiB. SigLIP's eager attention over the image's 4,096 patches "
               "(siglip.py:120-146@v3.3.4: scores, their fp32 softmax and its bf16 copy, 8 heads a shard) peaks "
-              "near 1.0 GiB. Neither is priced. Together they are about half of the 3.4 GiB a shard that "
-              "the engine held beyond the prediction; the other ~1.8 GiB is not placed",
+              "near 1.0 GiB. Neither is priced. Together they are about half of the 3.26 GiB a shard that "
+              "the engine held beyond the prediction; the other ~1.65 GiB is not placed",
+    },
+    "tgi-docs-v3-llama31-8b-l4": {
+        "kv": "30,000 is the overview's rounded figure ('30k tokens'), not a printed count: 36,381 tokens predicted "
+              "(+21.3%; +25.3% on the first run, before FlashInfer's 0.15 GiB of workspaces were priced, "
+              "TGI_FLASHINFER_BUFFERS_BYTES). On an L4 the launcher's warm-up is one request of 8,049 tokens "
+              "(121 TFLOP/s over the model's FLOPs a token, compute_optimal in launcher/src/main.rs@v3.0.0); "
+              "its forward pass with TGI's unfused MLP peaks at 1.04 GiB and the LM head reads one row. 0.78 GiB "
+              "of the L4's 22.06 that TGI held is not placed in the source read (the warm-up, "
+              "flash_causal_lm.py:1535-1615@v3.0.0; the router's request, backends/v3/src/client/grpc_client.rs; "
+              "layers/attention/flashinfer.py), in the direction of the Gemma 3 start-up's unplaced ~1.65 GiB "
+              "a shard: the budget warns on every TGI 3 figure (tgi3_kv_optimistic)",
     },
     "tgi-792-vicuna-13b-16k-2xa10g-fail": {
         "failure": "TGI 0.9.3 (the error text is 0.9.0-0.9.3's, flash_causal_lm.py:730@v0.9.3) allocates 16,000 "
