@@ -231,23 +231,44 @@ def test_flashinfer_workspaces_are_held_through_tgi_3s_warm_up_and_cost_their_to
     assert flashinfer.kv_cache_tokens == 37597 - 1216
 
 
-def test_every_tgi_3_budget_warns_that_its_kv_figure_is_above_the_figures_it_was_held_to():
+def test_every_budget_from_tgi_2_1_warns_that_its_kv_figure_is_above_the_figures_it_was_held_to():
     llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
-    for version, warned in (("2.4.1", False), ("3.0.0", True), ("3.3.7", True)):
+    for version, warned in (("2.0.4", False), ("2.1.0", True), ("2.4.1", True), ("3.0.0", True), ("3.3.7", True)):
         b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
                                                gpu_name="H100"))
-        assert ("tgi3_kv_optimistic" in b.warnings) is warned, version
+        assert ("tgi_kv_optimistic" in b.warnings) is warned, version
 
 
-def test_the_tgi_3_warning_quotes_the_calibration_tables_own_errors():
+def test_the_tgi_warning_quotes_the_calibration_tables_own_errors():
     from bot.render.i18n import Catalog
 
     cases = {c["id"]: c for c in load_cases()}
     errors = []
-    for case_id in ("tgi-docs-v3-llama31-8b-l4", "tgi-gemma3-27b-2xa6000-3.3"):
+    for case_id in ("tgi-llama3-8b-class-a10g", "tgi-docs-v3-llama31-8b-l4", "tgi-gemma3-27b-2xa6000-3.3"):
         row, _ = run_case(cases[case_id])
         errors.append(round(row.kv_err * 100))
-    assert errors == [21, 26]
+    assert errors == [75, 21, 26]
     for lang in ("en", "zh"):
-        text = Catalog.load(lang).t("budget_cli.warning.tgi3_kv_optimistic")
+        text = Catalog.load(lang).t("budget_cli.warning.tgi_kv_optimistic")
         assert [int(n) for n in re.findall(r"(\d+)%", text)] == errors, lang
+
+
+def test_tgi_2_1_to_2_4_0_counts_no_warm_up_blocks_back_when_every_request_stops_at_once():
+    # (flash_causal_lm.py:1117, :349-353@v2.2.0): requests of max_total - 1 ask for one new token,
+    # stop after the prefill, and generate_token returns no batch whose blocks could be counted
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+
+    def tokens(version, prefill):
+        b = compute_budget(llama, BudgetInputs(engine="tgi", engine_version=version, gpu_total_gib=79.19,
+                                               gpu_name="H100", max_input_tokens=4095, max_total_tokens=4096,
+                                               max_batch_prefill_tokens=prefill))
+        return b.kv_cache_tokens, "tgi_warmup_blocks_not_counted" in b.warnings
+
+    # one request of 4,095 tokens holds 256 blocks of 16, 4,096 tokens, no longer counted back
+    assert tokens("2.0.4", 4095)[0] - tokens("2.2.0", 4095)[0] == 4096
+    assert tokens("2.2.0", 4095) == (472448, True)
+    # two such requests: 8,192 tokens; a 50-token remainder request asks for 4,046 and survives
+    assert tokens("2.2.0", 8190)[1] and tokens("2.0.4", 8190)[0] - tokens("2.2.0", 8190)[0] == 8192
+    assert tokens("2.2.0", 4145) == (476512, False)
+    # from 2.4.1 the blocks are read before the warm-up step
+    assert tokens("2.4.0", 4095)[1] and not tokens("2.4.1", 4095)[1]

@@ -41,11 +41,13 @@ from runbooks.catalogs.engine_defaults import (
     TGI_COMPUTED_PREFILL_FROM,
     TGI_FLASHINFER_BUFFERS_BYTES,
     TGI_INPLACE_LOG_SOFTMAX_FROM,
+    TGI_KV_UNMATCHED_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
     TGI_PREFILL_LOGPROBS_OPT_IN_FROM,
     TGI_SPECULATE_FROM,
     TGI_UNCHUNKED_VLMS,
     TGI_WARMUP_ASKS_MAX_TOTAL_FROM,
+    TGI_WARMUP_SURVIVORS_COUNTED,
     TGI_WIGGLE_ON_FRACTION_FROM,
     TgiLauncherConfig,
     parse_version,
@@ -190,7 +192,12 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
         else:
             # TGI 0.9.4 - 2.x: wiggle x (free - (1 - fraction) x total)
             kv_free = max(0.0, free_now - (1 - fraction) * total) * wiggle
-        blocks = int(kv_free * GIB // block_bytes) + warm_blocks if block_bytes > 0 else 0
+        counted_back = warm_blocks
+        first, after = TGI_WARMUP_SURVIVORS_COUNTED
+        if first <= version < after and max_total is not None and all(p >= max_total - 1 for p in prompts):
+            counted_back = 0  # every warm-up request stops after one token: no batch, no blocks counted back
+            notes.warn("tgi_warmup_blocks_not_counted")
+        blocks = int(kv_free * GIB // block_bytes) + counted_back if block_bytes > 0 else 0
         tokens = blocks * block_size
         kv = tokens * per_token / GIB
         short = free_now - (1 - fraction) * total < 0
@@ -207,8 +214,8 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
             if inp.max_input_tokens is None:
                 notes.assume("max_input_tokens", max_total - 1, "tgi3_total_minus_one")
 
-    if regime == "tgi-3":  # no printed TGI 3 text-model start-up holds it; both figures it was held to are lower
-        notes.warn("tgi3_kv_optimistic")
+    if version >= TGI_KV_UNMATCHED_FROM:  # no start-up of these releases holds the cache figure; each is lower
+        notes.warn("tgi_kv_optimistic")
     failure, failure_id = _first_failure(model, setup.tp, regime, weights, torch_limit, short, batch_total,
                                          prefill_tokens, max_total, tokens, total)
     headroom = total - other - (non_torch + weights + kv + activation + graphs)
