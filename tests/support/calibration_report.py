@@ -62,8 +62,9 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
         "23.58 GiB one (RTX 3090/4090 class)"),
     "tgi-llama3-8b-class-a10g": (
         {"gpu_name": "A10G", "gpu_total_gib": 22.07, "model": "meta-llama/Llama-3.1-8B-Instruct"},
-        "Meta-Llama-3.1-8B-Instruct is the repository's earlier name of Llama-3.1-8B-Instruct; CUDA reports "
-        "22.07 GiB on an A10G (the record's 22.49 is nvidia-smi's 23028 MiB)"),
+        "Meta-Llama-3.1-8B-Instruct is the repository's earlier name of Llama-3.1-8B-Instruct; 22.07 GiB is "
+        "the GPU catalog's A10G (the record's 22.49 is nvidia-smi's 23028 MiB; tgi-653's OOM line prints "
+        "22.20 for an A10G, at which the prediction is 34,320 tokens, higher still)"),
     "vllm-13061-r1-distill-qwen14b-2x4090-fail": (
         {"engine_version": "0.7.2", "gpu_name": "RTX 4090", "gpu_total_gib": 23.55},
         "issue log of 2025-02-11 (vLLM 0.7.2); the user's 23.08 GiB is 0.98 x total"),
