@@ -26,7 +26,7 @@ def test_vllm_flags_map_onto_budget_inputs():
 
 def test_sglang_fraction_is_mem_fraction_static():
     config = ServerConfig(source="args", engine="sglang", memory_fraction=0.8, memory_fraction_kind="free_static",
-                          flags={"chunked-prefill-size": "4096", "disable-cuda-graph": ""})
+                          flags={"chunked-prefill-size": "4096", "disable-cuda-graph": "true"})
     inputs = inputs_from_config(config, 79.15)
     assert inputs.mem_fraction_static == 0.8 and inputs.gpu_memory_utilization is None
     assert inputs.max_num_batched_tokens == 4096

@@ -360,7 +360,7 @@ def test_every_flag_entry_says_where_the_engine_declares_it():
     for engine in FLAGS:
         for entry in all_entries(engine):
             assert entry.engine == engine and entry.kind in {"int", "float", "bool", "int_list", "str", "multi",
-                                                             "value"}, entry
+                                                             "value", "bool_value"}, entry
             for s in entry.spellings:
                 assert s.sources and all(pattern.match(src) for src in s.sources), (engine, s)
                 assert s.until is None or s.since <= s.until

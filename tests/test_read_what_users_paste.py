@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.render.i18n import Catalog
+from bot.render.wording import fact_text
 from collectors.parsers.launch_devices import DeviceScanner, launch_devices
 from collectors.parsers.log_launch import LaunchScanner
 from collectors.parsers.logs import parse_server_log
@@ -206,6 +208,29 @@ def test_sglang_on_loopback_is_a_launch_problem_only_in_kubernetes():
     assert "launch_problem" not in _ids(_report(text))
     pods = (PodState("p-1", containers=(ContainerState("sglang", restart_count=0, ready=False, state="running"),)),)
     assert "launch_problem" in _ids(_report(text, pods=pods))
+
+
+def test_a_tgi_boolean_env_var_set_to_1_is_the_launch_problem_named():
+    from collectors.parsers.flags import server_config_from_container
+    config = server_config_from_container({
+        "image": "ghcr.io/huggingface/text-generation-inference:3.3.4",
+        "env": [{"name": "MODEL_ID", "value": "Qwen/Qwen2.5-7B-Instruct"}, {"name": "TRUST_REMOTE_CODE", "value": "1"}]})
+    pods = (PodState("tgi-1", containers=(ContainerState("tgi", restart_count=5, ready=False, state="waiting",
+                                                         state_reason="CrashLoopBackOff",
+                                                         last_termination_reason="Error", last_exit_code=2),)),)
+    report = triage(Evidence(server_config=config, pods=pods))
+    problems = [f for c in report.checks for f in c.findings if f.id == "launch_problem"]
+    assert [f.facts[0].params["warning"] for f in problems] == ["tgi_env_not_boolean:TRUST_REMOTE_CODE"]
+    assert any(a.id == "fix_launch" for a in report.actions)
+    en_text, zh_text = (fact_text(Catalog.load(lang), problems[0].facts[0]) for lang in ("en", "zh"))
+    assert en_text == ("TGI's launcher takes TRUST_REMOTE_CODE only as true or false; any other value (1, yes, an "
+                       "empty string) stops it before the model loads (error: invalid value ... [possible values: "
+                       "true, false])")
+    assert "TRUST_REMOTE_CODE" in zh_text and "true 或 false" in zh_text
+    fine = server_config_from_container({
+        "image": "ghcr.io/huggingface/text-generation-inference:3.3.4",
+        "env": [{"name": "MODEL_ID", "value": "Qwen/Qwen2.5-7B-Instruct"}, {"name": "TRUST_REMOTE_CODE", "value": "true"}]})
+    assert "launch_problem" not in _ids(triage(Evidence(server_config=fine, pods=pods)))
 
 
 # ----------------------------------------------------------------------------- nvidia-smi as pasted

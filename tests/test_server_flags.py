@@ -114,6 +114,54 @@ def test_tgi_args_only_expand_model_id_from_env_and_flags_beat_env_vars():
     assert config.warnings == ()
 
 
+def _tgi_env(**env: str) -> ServerConfig:
+    container = {"image": "ghcr.io/huggingface/text-generation-inference:3.3.4",
+                 "env": [{"name": "MODEL_ID", "value": "meta-llama/Llama-3.1-8B-Instruct"},
+                         *({"name": k, "value": v} for k, v in env.items())]}
+    config = server_config_from_container(container)
+    assert config is not None
+    return config
+
+
+@pytest.mark.parametrize("value", ["1", "", "True", "yes", "on", "0", " true"])
+def test_a_tgi_boolean_env_var_other_than_true_or_false_is_a_launch_that_never_starts(value):
+    """clap reads a switch's env var with the switch's parser, which takes exactly `true` or
+    `false`: TRUST_REMOTE_CODE=1 stops the launcher, and sets nothing."""
+    config = _tgi_env(TRUST_REMOTE_CODE=value, ENABLE_PREFILL_LOGPROBS=value, SHARDED=value, MAX_INPUT_TOKENS="4095")
+    assert config.warnings == ("tgi_env_not_boolean:ENABLE_PREFILL_LOGPROBS", "tgi_env_not_boolean:SHARDED",
+                               "tgi_env_not_boolean:TRUST_REMOTE_CODE")
+    assert {"trust-remote-code", "enable-prefill-logprobs", "sharded"}.isdisjoint(config.flags)
+    assert config.max_input_tokens == 4095  # the other env vars are still read
+
+
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_a_tgi_boolean_env_var_of_true_or_false_is_read_as_written(value):
+    config = _tgi_env(TRUST_REMOTE_CODE=value, ENABLE_PREFILL_LOGPROBS=value, SHARDED=value)
+    assert config.warnings == ()
+    assert (config.flags["trust-remote-code"], config.flags["enable-prefill-logprobs"], config.flags["sharded"]) == (
+        value, value, value)
+
+
+def test_a_tgi_switch_on_the_command_line_leaves_its_env_var_unread():
+    """clap reads an env var only for an argument the command line does not give (add_env)."""
+    config = server_config_from_container({
+        "image": "ghcr.io/huggingface/text-generation-inference:3.3.4",
+        "args": ["--model-id", "m/x", "--enable-prefill-logprobs"],
+        "env": [{"name": "ENABLE_PREFILL_LOGPROBS", "value": "1"}]})
+    assert config is not None and config.warnings == ()
+    assert config.flags["enable-prefill-logprobs"] == "true"
+
+
+def test_the_tgi_booleans_read_from_env_are_the_tables_own():
+    from runbooks.catalogs.engine_flags_read import all_entries
+    from runbooks.launch.flag_tables import TGI_ENV_BOOLEANS
+    assert {"TRUST_REMOTE_CODE", "ENABLE_PREFILL_LOGPROBS", "SHARDED", "DISABLE_CUSTOM_KERNELS",
+                                "JSON_OUTPUT", "DISABLE_GRAMMAR_SUPPORT"} <= TGI_ENV_BOOLEANS
+    assert "MAX_INPUT_TOKENS" not in TGI_ENV_BOOLEANS and "NUM_SHARD" not in TGI_ENV_BOOLEANS
+    assert all(e.kind in ("bool", "bool_value") for e in all_entries("tgi") for s in e.spellings
+               if s.env in TGI_ENV_BOOLEANS)
+
+
 def test_tgi_env_only_launch_reads_every_setting_from_env_vars():
     config = server_config_from_container(server_container("deployment-tgi-env.yaml"))
     assert config.launch_form == "tgi-env"

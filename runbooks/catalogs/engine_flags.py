@@ -123,8 +123,8 @@ class Spelling:
 @dataclass(frozen=True)
 class FlagEntry:
     """A setting gpumem may write: `setting` is the name actions use, `kind` the value type
-    (int, float, bool, int_list; for a flag only read also str, multi: one or more words, and
-    value: a value whose type was not read), `role` what actions and plans write it for
+    (int, float, bool, int_list; for a flag only read also str, multi: one or more words,
+    value: a value whose type was not read, and bool_value: `true` or `false` as the value), `role` what actions and plans write it for
     (`ROLES`), `field` the ServerConfig field it fills when read from a launch ("model": the
     model's flag), `range` what a plan may set it to, `aliases` its other names; `sets`: a switch
     that, on, sets a ServerConfig field of the other engines' meaning (SGLang's

@@ -22,7 +22,9 @@ has it, as file:line@version:
 
 "since" is the oldest release read that has the flag (at least since then); "until" the
 newest that has it where the newest read has it no more. A kind of "value" is a flag that
-takes a value whose type gpumem does not read.
+takes a value whose type gpumem does not read; "bool_value" one that takes `true` or `false` as its
+value (TGI's `--sharded`, an `Option<bool>`: clap reads it with the same parser as a switch's env
+var, `runbooks.launch.flag_tables.TGI_ENV_BOOLEANS`).
 """
 
 from __future__ import annotations
@@ -314,7 +316,7 @@ READ_FLAGS: dict[str, dict[str, FlagEntry]] = {
         _r("revision", "value", "0.9.0", None, (f"{_TL}:73@v0.9.0", f"{_TL}:594@v3.3.7"), env=True),
         _r("rope-factor", "value", "1.0.1", None, (f"{_TL}:300@v1.0.1", f"{_TL}:833@v3.3.7"), env=True),
         _r("rope-scaling", "value", "1.0.1", None, (f"{_TL}:295@v1.0.1", f"{_TL}:828@v3.3.7"), env=True),
-        _r("sharded", "value", "0.9.0", None, (f"{_TL}:79@v0.9.0", f"{_TL}:605@v3.3.7"), env=True),
+        _r("sharded", "bool_value", "0.9.0", None, (f"{_TL}:79@v0.9.0", f"{_TL}:605@v3.3.7"), env=True),
         _r("speculate", "value", "1.3.0", None, (f"{_TL}:163@v1.3.0", f"{_TL}:627@v3.3.7"), env=True),
         _r("trust-remote-code", "bool", "0.9.0", None, (f"{_TL}:101@v0.9.0", f"{_TL}:643@v3.3.7"), env=True),
         _r("usage-stats", "value", "2.3.0", None, (f"{_TL}:641@v2.3.0", f"{_TL}:895@v3.3.7"), env=True),

@@ -29,6 +29,7 @@ from runbooks.launch.flag_tables import (
     MODEL_FLAG,
     MULTI_VALUE_FLAGS,
     SWITCH_SETS,
+    TGI_ENV_BOOLEANS,
     TGI_ENV_FLAGS,
     VALUE_FLAGS,
     known_flags,
@@ -191,11 +192,15 @@ def config_from_flags(
 
 
 def _merge_tgi_env(flags: dict[str, str], env: dict[str, str], unresolved: frozenset[str], warnings: list[str]) -> None:
-    """TGI reads each flag from its env var too; a flag on the command line wins."""
+    """TGI reads each flag from its env var too; a flag on the command line wins. A boolean's
+    env var that is not exactly `true` or `false` stops the launcher before it reads the rest
+    ("tgi_env_not_boolean:<VAR>"), so it sets nothing."""
     for var, flag in TGI_ENV_FLAGS.items():
         if flag in flags:
             continue
-        if var in env:
+        if var in env and var in TGI_ENV_BOOLEANS and env[var] not in ("true", "false"):
+            warnings.append(f"tgi_env_not_boolean:{var}")
+        elif var in env:
             flags[flag] = env[var]
         elif var in unresolved and var != "HOSTNAME":
             warnings.append("unresolved_env")

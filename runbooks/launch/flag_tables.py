@@ -44,6 +44,15 @@ VALUE_FLAGS: dict[str, frozenset[str]] = {engine: _spellings(engine, False) for 
 #: HOSTNAME is one, though Kubernetes sets it to the pod name.
 TGI_ENV_FLAGS: dict[str, str] = {s.env: s.flag for e in all_entries("tgi") for s in e.spellings if s.env}
 
+#: TGI env vars the launcher parses as booleans, which take exactly `true` or `false`: clap 4
+#: (every TGI release) parses a switch's env var with the switch's value parser
+#: (clap_builder parser.rs `add_env` -> `react`), which for a `bool` is `ValueParser::bool()`
+#: (action.rs `default_value_parser`), a `BoolValueParser` that accepts only those two words,
+#: case included (value_parser.rs). Any other value, `1`, `yes` or the empty string among them,
+#: stops the launcher with "error: invalid value ... [possible values: true, false]".
+TGI_ENV_BOOLEANS: frozenset[str] = frozenset(
+    s.env for e in all_entries("tgi") if e.kind in ("bool", "bool_value") for s in e.spellings if s.env)
+
 #: environment variables worth keeping beside the flags (never secrets)
 ENV_HINTS: frozenset[str] = frozenset({
     "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_PORT",

@@ -143,7 +143,9 @@ def tgi_wiggle_env(env: dict[str, str], version: str | None) -> float | None:
 
 
 def _truthy(value: str | None) -> bool:
-    return value is not None and value.strip().lower() in ("", "1", "true", "yes", "on")
+    # a switch given bare reads "true"; an empty value is no engine's "on" (TGI's launcher
+    # refuses it, `runbooks.launch.flag_tables.TGI_ENV_BOOLEANS`)
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def _flag_bool(value: str | None) -> bool | None:

@@ -13,7 +13,7 @@ from runbooks.triage.health import in_kubernetes, unexplained_failure
 ROUND = 5
 #: launch problems that stop the server or make it unreachable
 _LAUNCH_BREAKERS = ("vllm_port_service_collision", "sglang_host_loopback", "serve_repeated",
-                    "command_as_single_string")
+                    "command_as_single_string", "tgi_env_not_boolean")
 #: launch problems that break a server only behind a Kubernetes Service (a workstation
 #: reaches 127.0.0.1 fine): named only with Kubernetes evidence
 _KUBE_ONLY_BREAKERS = frozenset({"sglang_host_loopback", "vllm_port_service_collision"})
@@ -98,7 +98,8 @@ def check(ctx: TriageContext) -> CheckResult:
     if ev.server_config is not None:
         kube = in_kubernetes(ctx)
         for w in ev.server_config.warnings:
-            if w in _LAUNCH_BREAKERS and (kube or w not in _KUBE_ONLY_BREAKERS):
+            key = w.partition(":")[0]  # "tgi_env_not_boolean:TRUST_REMOTE_CODE"
+            if key in _LAUNCH_BREAKERS and (kube or key not in _KUBE_ONLY_BREAKERS):
                 findings.append(Finding("launch_problem", ROUND, "warning",
                                         (fact("launch_warning", ev.server_config.source, warning=w),),
                                         ("platform_amplifier",), 0.5))
