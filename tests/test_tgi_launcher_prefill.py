@@ -277,3 +277,50 @@ def test_tgi_2_1_to_2_4_0_counts_no_warm_up_blocks_back_when_every_request_stops
     assert tokens("2.2.0", 4145) == (tokens("2.0.4", 4145)[0], False)
     # from 2.4.1 the blocks are read before the warm-up step
     assert tokens("2.4.0", 4095)[1] and not tokens("2.4.1", 4095)[1]
+
+
+def _gemma3(version: str, **kw) -> object:
+    gemma = find_model("google/gemma-3-27b-it")
+    return compute_budget(gemma, BudgetInputs(
+        engine="tgi", engine_version=version, gpu_total_gib=79.10, gpu_name="H100", tp=4, max_input_tokens=32000,
+        max_total_tokens=64000, max_batch_prefill_tokens=32000, **kw))
+
+
+def test_gemma3_on_tgi_3_2_holds_sdpas_float32_scores_and_fails_its_32k_warm_up_as_3105_did():
+    """3.2.x runs Gemma 3's image-masked prefill through SDPA's float32 math path: scores and their
+    softmax over 8 heads a shard, 32,000 x 32,001 each, the 30.52 GiB #3105's warm-up fails to get."""
+    on_32, on_33 = _gemma3("3.2.0"), _gemma3("3.3.0")
+    scores = 8 * 32000 * 32001 * 4 / 2**30
+    assert round(scores, 2) == 30.52
+    masks = 2 * 32000 * 32001 * 2 / 2**30  # the global and sliding-window masks, bf16
+    # the scores and their softmax replace the MLP's smaller peak; the masks are on top of both
+    from runbooks.sizing.activation import forward_peak_bytes
+    mlp = forward_peak_bytes(find_model("google/gemma-3-27b-it"), 32000, 4, None, unfused_act=True) / 2**30
+    assert mlp < 2 * scores
+    assert on_32.activation_gib - on_33.activation_gib == pytest.approx(2 * scores - mlp)
+    assert on_32.failure_id == "tgi_prefill_oom"
+    # from 3.3.0 FlashInfer takes the masked prefill: the masks alone, and the warm-up fits
+    assert on_33.failure_id is None and on_33.block_size == 1
+    plain = compute_budget(find_model("google/gemma-3-27b-it"), BudgetInputs(
+        engine="tgi", engine_version="3.3.0", gpu_total_gib=79.10, gpu_name="H100", tp=4, max_input_tokens=32000,
+        max_total_tokens=64000, max_batch_prefill_tokens=32000))
+    assert on_33.activation_gib == pytest.approx(plain.activation_gib)
+    import runbooks.sizing.tgi as tgi_sizing
+    masks_of_33, scores_of_33 = tgi_sizing.gemma3_warmup_attention_bytes(
+        find_model("google/gemma-3-27b-it"), (3, 3, 0), [32000], 4, 2, 1, tgi_sizing.Notes())
+    assert (round(masks_of_33 / 2**30, 3), scores_of_33) == (round(masks, 3), 0.0)
+
+
+def test_gemma3_under_paged_attention_on_tgi_3_3_says_its_sdpa_is_not_priced():
+    paged = _gemma3("3.3.4", block_size=16)
+    assert "tgi_gemma3_sdpa_unpriced" in paged.warnings
+    assert "tgi_gemma3_sdpa_unpriced" not in _gemma3("3.3.4").warnings  # FlashInfer
+    assert "tgi_gemma3_sdpa_unpriced" not in _gemma3("3.2.1").warnings  # priced
+
+
+def test_other_models_are_untouched_by_the_gemma3_masks():
+    import runbooks.sizing.tgi as tgi_sizing
+    llama = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert tgi_sizing.gemma3_warmup_attention_bytes(llama, (3, 2, 0), [32000], 1, 2, 1, tgi_sizing.Notes()) == (0, 0)
+    gemma = find_model("google/gemma-3-27b-it")
+    assert tgi_sizing.gemma3_warmup_attention_bytes(gemma, (3, 1, 1), [8000], 2, 2, 1, tgi_sizing.Notes()) == (0, 0)

@@ -424,6 +424,22 @@ TGI_WARMUP_SURVIVORS_COUNTED = ((2, 1, 0), (2, 4, 1))
 #: figure for 3.0, Gemma 3 on 3.3.4), so every budget of these releases says so
 #: (`tgi_kv_optimistic`); 2.0.x has start-ups within 5% (Mistral 7B on 2.0.0)
 TGI_KV_UNMATCHED_FROM = (2, 1, 0)
+#: Gemma 3 with an image in the batch (the router's first warm-up request carries one,
+#: backends/v3/src/client/grpc_client.rs:114-131@v3.2.0) builds a dense additive mask of
+#: [batch, 1, T, T + 1] in the model's dtype for its global layers and one more for its
+#: sliding-window layers (get_attention_mask, flash_gemma3_modeling.py:744-794@v3.2.0; the
+#: local one :866-884@v3.3.4). From 3.2.0 to 3.2.x a masked prefill runs its attention through
+#: torch's scaled_dot_product_attention with `enable_gqa` (:296-303@v3.2.0), and the torch these
+#: images ship (2.6, Dockerfile PYTORCH_VERSION@v3.2.0) takes the math path for it, which works
+#: in float32 and holds the [batch, heads, T, T + 1] scores and their softmax at once: #3105's
+#: warm-up (32,000 tokens, 8 heads a shard) fails on "Tried to allocate 30.52 GiB", 8 x 32,000 x
+#: 32,001 x 4 bytes. From 3.3.0 FlashInfer attention takes the masked prefill too
+#: (flash_gemma3_modeling.py:252@v3.3.0, #3167); under paged attention (ATTENTION=paged, or a
+#: card below compute capability 8.0) 3.3 still calls SDPA, on a torch whose choice of
+#: kernel there has not been read (`tgi_gemma3_sdpa_unpriced`).
+TGI_GEMMA3_VLM = "Gemma3ForConditionalGeneration"
+TGI_GEMMA3_MASKS_FROM = (3, 2, 0)
+TGI_GEMMA3_SDPA_MATH = ((3, 2, 0), (3, 3, 0))
 TGI_UNCHUNKED_VLMS = ("Gemma3ForConditionalGeneration", "MllamaForConditionalGeneration",
                       "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
 

@@ -40,6 +40,9 @@ from runbooks.catalogs.engine_defaults import (
     TGI_CHUNKED_VLMS_FROM,
     TGI_COMPUTED_PREFILL_FROM,
     TGI_FLASHINFER_BUFFERS_BYTES,
+    TGI_GEMMA3_MASKS_FROM,
+    TGI_GEMMA3_SDPA_MATH,
+    TGI_GEMMA3_VLM,
     TGI_INPLACE_LOG_SOFTMAX_FROM,
     TGI_KV_UNMATCHED_FROM,
     TGI_LEGACY_BATCH_TOTAL_TOKENS,
@@ -162,6 +165,8 @@ def compute_tgi(model: ModelSpec, inp: BudgetInputs) -> Budget:
     # (TGI_PREFILL_LOGPROBS_OPT_IN_FROM)
     all_rows = version < TGI_PREFILL_LOGPROBS_OPT_IN_FROM or bool(inp.tgi_prefill_logprobs)
     logit_rows = prefill_tokens if all_rows else len(prompts)
+    masks, scores = gemma3_warmup_attention_bytes(model, version, prompts, setup.tp, elem, block_size, notes)
+    forward = max(forward, scores) + masks
     activation = (forward + tgi_logit_copies(setup.tp, version) * logits_bytes(model, logit_rows, elem)) / GIB
     if block_size == 1:  # FlashInfer attention: its workspaces are held through the warm-up
         activation += TGI_FLASHINFER_BUFFERS_BYTES / GIB
@@ -277,6 +282,34 @@ def tgi_prefill_chunking(version: tuple[int, int, int], model: ModelSpec, gpu: G
     if is_multimodal(model) and (version < TGI_CHUNKED_VLMS_FROM or (model.architecture or "") in TGI_UNCHUNKED_VLMS):
         return False, model.architecture or "VLM"
     return True, ""
+
+
+def gemma3_warmup_attention_bytes(model: ModelSpec, version: tuple[int, int, int], prompts: list[int], tp: int,
+                                  elem: float, block_size: int, notes: Notes) -> tuple[float, float]:
+    """(masks, scores): bytes a Gemma 3 shard holds for the warm-up's image-masked attention
+    (`engine_defaults.TGI_GEMMA3_VLM`): the global and sliding-window masks, [requests, 1, T,
+    T + 1] in the model's dtype, beside the whole forward pass; and, where SDPA's math path runs
+    the prefill (3.2.x), its float32 scores and their softmax over the shard's heads, the
+    forward pass's peak when larger. (0, 0) for any other model or release.
+
+    >>> from runbooks.catalogs.models import find_model
+    >>> gemma = find_model("google/gemma-3-27b-it")
+    >>> masks, scores = gemma3_warmup_attention_bytes(gemma, (3, 2, 0), [32000], 4, 2, 1, Notes())
+    >>> round(scores / 2 / 2**30, 2), round(masks / 2**30, 2)
+    (30.52, 3.81)
+    """
+    if (model.architecture or "") != TGI_GEMMA3_VLM or version < TGI_GEMMA3_MASKS_FROM or not prompts:
+        return 0.0, 0.0
+    rows, longest = len(prompts), max(prompts)
+    cells = rows * longest * (longest + 1)
+    masks = 2 * cells * elem
+    first, after = TGI_GEMMA3_SDPA_MATH
+    if first <= version < after:
+        heads = math.ceil((model.num_attention_heads or 0) / max(1, tp))
+        return masks, 2 * cells * heads * 4.0
+    if block_size != 1:
+        notes.warn("tgi_gemma3_sdpa_unpriced")
+    return masks, 0.0
 
 
 def awq_split_k_peak_bytes(model: ModelSpec, tokens: int, tp: int, elem: float) -> float:

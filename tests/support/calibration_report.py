@@ -125,6 +125,22 @@ INPUT_NOTES: dict[str, tuple[dict[str, Any], str]] = {
     "tgi-gemma3-27b-2xa6000-3.3": (
         {"gpu_name": "RTX A6000", "max_batch_prefill_tokens": 8000},
         "the launcher's own 'Default `max_batch_prefill_tokens` to 8000'; the card from its warning"),
+    "tgi-swallow-7b-a10-2.0.3": (
+        {"gpu_name": "A10", "model": "meta-llama/Llama-2-7b-hf",
+         "model_config": {"name": "tokyotech-llm/Swallow-7b-hf", "vocab_size": 43176, "num_params": 6.830e9}},
+        "Swallow 7B is Llama 2 7B continued with its vocabulary grown to 43,176 tokens (the embeddings and LM head "
+        "11,176 rows larger, 6.83B parameters); the card is the article's A10, at the GPU catalog's figure"),
+    "tgi-3105-gemma3-27b-4xh100-3.2.0-fail": (
+        {"gpu_name": "H100", "max_input_tokens": 32000, "max_batch_prefill_tokens": 32000},
+        "the Args line's limits; 79.10 GiB is the OOM line's total capacity"),
+    "tgi-3130-gemma3-27b-4xa100-3.2.1-fail": (
+        {"gpu_name": "A100 80GB", "max_input_tokens": 30000, "max_batch_prefill_tokens": 31000,
+         "max_batch_total_tokens": 1024000},
+        "the posted command (--max-input-length is 3.x's older spelling of --max-input-tokens); the card as written"),
+    "tgi-2301-llama31-70b-4xh100-2.2.0-fail": (
+        {"gpu_name": "H100", "max_input_tokens": 131072, "model": "meta-llama/Llama-3.1-70B-Instruct"},
+        "the posted command; Meta-Llama-3.1-70B-Instruct is the repository's earlier name; the prefill is left to "
+        "the launcher's default (max-input + 50); '4*H100' read as the 80 GB card"),
     "tgi-docs-v3-llama31-8b-l4": (
         {"gpu_name": "L4"},
         "the card the overview names ('a single L4 (24GB)'); TGI's launcher reads its name from nvidia-smi"),
@@ -309,16 +325,18 @@ EXCLUDED: dict[str, dict[str, str]] = {
               "priced from vLLM's chunked kernel; which of the two is 0.27 GiB high is not known",
     },
     "tgi-gemma3-27b-2xa6000-3.3": {
-        "kv": "66,484 tokens predicted against 52,719 printed (+26.1%; +27.3% before FlashInfer's workspaces were "
-              "priced, -66.7% on the first run, which priced "
+        "kv": "65,475 tokens predicted against 52,719 printed (+24.2%; +26.1% before the two bf16 attention masks "
+              "were priced, +27.3% before FlashInfer's workspaces were, -66.7% on the first run, which priced "
               "three copies of the 8,000-token prefill's logits, 3.9 GiB each at Gemma 3's 262,208-token vocabulary: "
               "TGI 3 computes them only with --enable-prefill-logprobs, flash_causal_lm.py:286@v3.3.4, "
               "sizing/tgi.py). The warm-up is a VLM's, and its one request carries an image. Gemma 3 builds dense "
-              "8,000 x 8,000 attention masks, global and local (flash_gemma3_modeling.py:705-764, :866-884"
-              "@v3.3.4), which hold up to ~0.6 GiB. SigLIP's eager attention over the image's 4,096 patches "
+              "8,000 x 8,001 attention masks, global and local (flash_gemma3_modeling.py:705-764, :866-884"
+              "@v3.3.4): the two bf16 masks (0.24 GiB) are priced, the boolean masks they are made from (~0.3 GiB "
+              "more at their peak) are not. SigLIP's eager attention over the image's 4,096 patches "
               "(siglip.py:120-146@v3.3.4: scores, their fp32 softmax and its bf16 copy, 8 heads a shard) peaks "
-              "near 1.0 GiB. Neither is priced. Together they are about half of the 3.26 GiB a shard that "
-              "the engine held beyond the prediction; the other ~1.65 GiB is not placed",
+              "near 1.0 GiB and is not priced. With FlashInfer (this card's default) the prefill's attention is "
+              "FlashInfer's, not 3.2's SDPA (TGI_GEMMA3_SDPA_MATH). Of the 3.0 GiB a shard that the engine held "
+              "beyond the prediction, ~1.65 GiB is not placed",
     },
     "tgi-docs-v3-llama31-8b-l4": {
         "kv": "30,000 is the overview's rounded figure ('30k tokens'), not a printed count: 36,381 tokens predicted "
@@ -392,9 +410,17 @@ def load_cases() -> list[dict[str, Any]]:
     return json.loads(CASES_PATH.read_text())["cases"]
 
 
-def failure_id_of(text: str | None) -> str | None:
+#: a torch OOM TGI's warm-up raises in its prefill is re-raised as "Not enough memory to handle N
+#: prefill tokens" (`raise ... from e`, flash_causal_lm.py:1586-1590@v3.2.0; the same clause since
+#: 0.9.4), so the torch line a thread quotes names that failure
+_TGI_WARMUP_TORCH_OOM = "CUDA out of memory. Tried to allocate"
+
+
+def failure_id_of(text: str | None, engine: str | None = None) -> str | None:
     if not text:
         return None
+    if engine == "tgi" and _TGI_WARMUP_TORCH_OOM in text:
+        return "tgi_prefill_oom"
     return next((fid for mark, fid in _FAILURE_MARKS if mark in text), "unrecognised")
 
 
@@ -423,7 +449,7 @@ def run_case(case: dict[str, Any]) -> tuple[Row, Budget]:
     excluded = EXCLUDED.get(case["id"], {})
     row = Row(case_id=case["id"], engine=case["engine"], regime=budget.regime, weights_pred=budget.weights_gib,
               weights_rep=rep.get("weights_gib"), kv_metric=metric, kv_pred=kv_pred, kv_rep=kv_rep,
-              failure_rep=failure_id_of(rep.get("error")), failure_pred=budget.failure_id,
+              failure_rep=failure_id_of(rep.get("error"), case["engine"]), failure_pred=budget.failure_id,
               kv_gated=kv_rep is not None and "kv" not in excluded,
               weights_gated=rep.get("weights_gib") is not None and "weights" not in excluded,
               failure_gated="failure" not in excluded)
