@@ -234,3 +234,59 @@ def test_a_probe_answered_not_found_is_a_wrong_path_not_a_slow_start():
     ids = [a.id for a in report.actions]
     assert "fix_probe_path" in ids and "add_startup_probe" not in ids
     assert _action(report, "fix_probe_path").params["answer"] == "statuscode: 404"
+
+
+# ----------------------------------------------------------------------------- TGI's prefill refusal
+
+_TGI_REFUSAL = "RuntimeError: Not enough memory to handle {n} prefill tokens. You need to decrease `--max-batch-prefill-tokens`"
+
+
+def _tgi(image: str, args: str, refused: int):
+    return triage(_log(f"docker run --gpus all ghcr.io/huggingface/text-generation-inference:{image} {args}\n"
+                       + _TGI_REFUSAL.format(n=refused)))
+
+
+def _changes(action) -> dict[str, tuple]:
+    return {c.flag: (c.old, c.new) for c in action.changes}
+
+
+def test_tgi_2_with_the_launchers_default_prefill_lowers_the_input_limit_the_default_follows():
+    """#2301: the prefill batch is the launcher's default (input + 50), so there is no flag to
+    halve; 2.x refuses a batch below the input limit, so the limit comes down and the default
+    batch follows it."""
+    report = _real("tgi-2301-llama31-70b-131k-prefill-4xh100")
+    act = _action(report, "lower_input_with_prefill")
+    assert (act.params["current"], act.params["target"], act.params["prefill"], act.params["prefill_target"]) == (
+        131072, 65536, 131122, 65586)
+    assert _changes(act) == {"max-input-length": (131072, 65536)}  # the spelling the command uses
+    assert "lower_batch_prefill_tokens" not in {a.id for a in report.actions}
+
+
+def test_an_unchunked_tgi_3_lowers_the_input_limit_with_the_halved_batch():
+    """#3130: halving 31,000 under a 30,000-token input limit is refused by TGI 3.2's router for a
+    model it does not chunk (Gemma 3 on 3.2), so both come down."""
+    act = _action(_real("tgi-3130-gemma3-27b-31k-prefill-4xa100"), "lower_input_with_prefill")
+    assert _changes(act) == {"max-input-length": (30000, 15360), "max-batch-prefill-tokens": (31000, 15500)}
+    assert act.changes[1].new >= act.changes[0].new
+
+
+def test_a_chunking_tgi_3_halves_only_the_batch():
+    report = _tgi("3.3.4", "--model-id meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 30000 "
+                           "--max-total-tokens 32000 --max-batch-prefill-tokens 16000", 16000)
+    assert {a.id for a in report.actions} >= {"lower_batch_prefill_tokens"}
+    assert "lower_input_with_prefill" not in {a.id for a in report.actions}
+    assert _changes(_action(report, "lower_batch_prefill_tokens")) == {"max-batch-prefill-tokens": (16000, 8000)}
+
+
+def test_a_halved_batch_still_above_the_input_limit_is_the_batch_alone():
+    report = _tgi("2.2.0", "--model-id meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 4095 "
+                           "--max-total-tokens 4096 --max-batch-prefill-tokens 32768", 32768)
+    assert _changes(_action(report, "lower_batch_prefill_tokens")) == {"max-batch-prefill-tokens": (32768, 16384)}
+    assert "lower_input_with_prefill" not in {a.id for a in report.actions}
+
+
+def test_an_unknown_version_does_not_assume_chunking():
+    report = triage(_log("text-generation-launcher --model-id meta-llama/Llama-3.1-8B-Instruct --max-input-tokens "
+                         "8000 --max-total-tokens 8192 --max-batch-prefill-tokens 8192\n" + _TGI_REFUSAL.format(n=8192)))
+    act = _action(report, "lower_input_with_prefill")
+    assert _changes(act) == {"max-input-tokens": (8000, 4096), "max-batch-prefill-tokens": (8192, 4096)}

@@ -50,7 +50,7 @@ from runbooks.triage.spelling import choose, engine_version, respell
 
 _ORDER = (
     "fit_max_model_len", "raise_memory_fraction", "raise_memory_fraction_to", "unset_batch_total_tokens",
-    "lower_batch_prefill_tokens", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
+    "lower_batch_prefill_tokens", "lower_input_with_prefill", "limit_cuda_graphs", "set_safe_flags", "lower_max_num_seqs", "cap_max_model_len",
     "raise_process_fraction", "lower_memory_fraction", "add_memory_margin", "add_memory_margin_any", "lower_memory_fraction_to",
     "lower_wiggle_room", "check_tgi_version_for_wiggle", "set_expandable_segments", "find_memory_cap",
     "scale_out", "split_pools", "fit_tp_to_heads", "fit_pp_to_layers", "fit_layout_to_gpus", "check_visible_gpus",

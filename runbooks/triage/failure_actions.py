@@ -10,6 +10,7 @@ flag a plan would set.
 from __future__ import annotations
 
 import math
+import re
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import (
@@ -20,9 +21,11 @@ from runbooks.catalogs.engine_defaults import (
     vllm_v1_limits,
 )
 from runbooks.catalogs.engine_flags import FLAGS, role_flag
+from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
-from runbooks.sizing.budget import tgi_wiggle_env
+from runbooks.sizing.budget import tgi_chunking_env, tgi_wiggle_env
+from runbooks.sizing.tgi import tgi_prefill_chunking
 from runbooks.triage.checks.concurrency import oom_phase, under_cap
 from runbooks.triage.checks.static import refusal_capacity
 from runbooks.triage.context import TriageContext
@@ -119,11 +122,68 @@ def _tgi_budget(ctx: TriageContext, add, container: str | None) -> None:
     if (logs.count("tgi_total_tokens_oom") or logs.count("tgi_max_total_tokens_oom")) and total_tokens:
         add("unset_batch_total_tokens", current=total_tokens,
             changes=(SetArg(container, role_flag("tgi", "batch_total_tokens"), total_tokens, None),))
-    prefill = cfg.max_batch_prefill_tokens if cfg else None
-    if logs.count("tgi_prefill_oom") and prefill:
-        target = max(256, prefill // 2)
-        add("lower_batch_prefill_tokens", current=prefill, target=target,
-            changes=(SetArg(container, role_flag("tgi", "batch_prefill_tokens"), prefill, target),))
+    if logs.count("tgi_prefill_oom"):
+        _tgi_prefill(ctx, add, container)
+
+
+#: the number TGI's warm-up refusal names: "Not enough memory to handle N prefill tokens"
+_REFUSED_PREFILL = re.compile(r"Not enough memory to handle (\d+) prefill tokens")
+
+
+def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
+    """The warm-up's prefill batch halved. TGI takes no prefill batch below the input limit
+    unless the shard prefills in chunks (the launcher refuses it to 2.x,
+    launcher/src/main.rs:1510-1515@v2.2.0; the router from 3.0 without chunking,
+    backends/v3/src/main.rs:182-184@v3.2.1), so where the halved batch is below
+    --max-input-tokens and chunking is not known to be on, the input limit comes down with it.
+    The batch the refusal names is the one that ran when the flag is unset (the launcher's
+    default)."""
+    cfg = ctx.config
+    example = next((s.example for s in ctx.evidence.logs.signals if s.key == "tgi_prefill_oom" and s.example), "")
+    refused = _REFUSED_PREFILL.search(example)
+    given = cfg.max_batch_prefill_tokens if cfg else None
+    prefill = given or (int(refused.group(1)) if refused else None)
+    if not prefill:
+        return
+    target = max(256, prefill // 2)
+    max_input = cfg.max_input_tokens if cfg else None
+    prefill_flag, input_flag = role_flag("tgi", "batch_prefill_tokens"), role_flag("tgi", "input_length")
+    if max_input is None or target >= max_input or tgi_chunks(ctx) is True:
+        if given:
+            add("lower_batch_prefill_tokens", current=given, target=target,
+                changes=(SetArg(container, prefill_flag, given, target),))
+        return
+    new_input = fit_length(target)
+    version = parse_version(engine_version(ctx))
+    # 2.x's launcher defaults an unset prefill batch to the input limit + 50, which follows it
+    # down; from 3.0 the default is the card's (tgi_default_prefill), so it is written
+    follows = given is None and version is not None and version < (3, 0, 0)
+    changes = (SetArg(container, input_flag, max_input, new_input),) if follows else (
+        SetArg(container, input_flag, max_input, new_input), SetArg(container, prefill_flag, given, target))
+    add("lower_input_with_prefill", flag=input_flag, current=max_input, target=new_input,
+        prefill=prefill, prefill_target=(new_input + 50) if follows else target,
+        changes=changes)
+
+
+def tgi_chunks(ctx: TriageContext) -> bool | None:
+    """Whether the deployed TGI prefills in chunks: never before 3.0; from 3.0 as the model,
+    the card and the container decide (`runbooks.sizing.tgi.tgi_prefill_chunking`); None when
+    the version or the model is not known."""
+    version = parse_version(engine_version(ctx))
+    if version is None:
+        return None
+    if version < (3, 0, 0):
+        return False
+    if ctx.model is None:
+        return None
+    cfg = ctx.config
+    try:
+        gpu = find_gpu(ctx.gpu_name) if ctx.gpu_name else None
+    except UnknownGpu:
+        gpu = None  # a card the catalog lacks: chunking then follows the model and the container
+    speculate = (ctx.budget_inputs.tgi_speculate if ctx.budget_inputs else 0) or 0
+    chunked, _ = tgi_prefill_chunking(version, ctx.model, gpu, tgi_chunking_env(cfg.env if cfg else {}), speculate)
+    return chunked
 
 
 def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str, flag: str,
