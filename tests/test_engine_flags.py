@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -477,3 +478,60 @@ def test_a_plan_on_a_known_version_says_how_that_version_spells_the_flag(tmp_pat
         assert rc == 0
         notes = [n["params"]["note"] for n in plan["preview"]["notes"] if n["id"] == "flag_spelling"]
         assert [words.en(n) for n in notes] == ["TGI 1.4.0 spells it --max-input-length"]
+
+
+# ------------------------------------------------------------------ TGI's limits held together
+
+TGI_32 = "ghcr.io/huggingface/text-generation-inference:3.2.1"
+GEMMA_ARGS = ["--model-id", "google/gemma-3-27b-it", "--num-shard", "4", "--max-input-length", "30000",
+              "--max-total-tokens", "32000", "--max-batch-prefill-tokens", "31000"]
+
+
+@pytest.mark.parametrize(("sets", "said"), [
+    # the router's check from 3.0 for a shard that does not chunk (Gemma 3 on 3.2)
+    (("max-batch-prefill-tokens=15500",),
+     "TGI 3.2.1 refuses to start with --max-batch-prefill-tokens 15,500 below --max-input-length 30,000 unless it "
+     "prefills in chunks"),
+    # the launcher's check in every release
+    (("max-total-tokens=19456",),
+     "TGI 3.2.1 refuses to start with --max-input-length 30,000 not below --max-total-tokens 19,456"),
+])
+def test_a_plan_whose_limits_tgi_refuses_together_is_refused_before_it_exists_and_writes_nothing(
+        tmp_path, capsys, sets, said):
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment(TGI_32, GEMMA_ARGS))
+        store = tmp_path / "gpumem.db"
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", *(a for s in sets for a in ("--set", s)))
+        assert rc == 2 and said in text and "Nothing was planned or written" in text
+        assert "Traceback" not in text
+        assert sc.kube.writes() == []
+        rc, plans = run_cli(capsys, sc, store, "plans", "--all", "--json")
+        assert rc == 0 and plans == []
+        # the two limits lowered together are what TGI takes: planned and written
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--set", "max-input-length=15360",
+                           "--set", "max-batch-prefill-tokens=15500", "--json")
+        assert rc == 0 and len(plan["changes"]) == 2
+        rc, applied = run_cli(capsys, sc, store, "apply", plan["id"], "--yes", "--no-watch", "--json")
+        assert (rc, applied["state"]) == (0, "applied")
+        assert len(sc.kube.writes(verb="patch")) == 1
+
+
+def test_a_chunking_tgi_3_takes_a_prefill_batch_below_its_input_limit():
+    from runbooks.model.evidence import ServerConfig
+    from runbooks.remediation.value_ranges import check_tgi_plan
+    llama = ServerConfig(source="x", engine="tgi", engine_version="3.3.4", model="meta-llama/Llama-3.1-8B-Instruct",
+                         flags={"max-input-tokens": "30000", "max-total-tokens": "32000"},
+                         max_input_tokens=30000, max_model_len=32000)
+    check_tgi_plan(llama, (("max-batch-prefill-tokens", 8192),), "3.3.4")  # chunked: taken
+    with pytest.raises(UsageError) as e:
+        check_tgi_plan(replace(llama, env={"PREFILL_CHUNKING": "0"}), (("max-batch-prefill-tokens", 8192),), "3.3.4")
+    assert e.value.code == "limits_refused_by_engine"
+    # a version not known is held to every rule
+    with pytest.raises(UsageError) as e:
+        check_tgi_plan(replace(llama, engine_version=None), (("max-batch-prefill-tokens", 8192),), None)
+    assert words.en(e.value.params["reason"]).startswith("TGI refuses to start with --max-batch-prefill-tokens 8192 "
+                                                         "below --max-input-tokens 30,000 unless it prefills in chunks "
+                                                         "(TGI 3 only; the version here is not known)")
+    # a rule the plan does not touch is the object's own state
+    broken = replace(llama, max_batch_total_tokens=16000, flags={**llama.flags, "max-batch-total-tokens": "16000"})
+    check_tgi_plan(broken, (("max-batch-prefill-tokens", 8192),), "3.3.4")

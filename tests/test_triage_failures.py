@@ -290,3 +290,41 @@ def test_an_unknown_version_does_not_assume_chunking():
                          "8000 --max-total-tokens 8192 --max-batch-prefill-tokens 8192\n" + _TGI_REFUSAL.format(n=8192)))
     act = _action(report, "lower_input_with_prefill")
     assert _changes(act) == {"max-input-tokens": (8000, 4096), "max-batch-prefill-tokens": (8192, 4096)}
+
+
+def test_a_lowered_tgi_total_brings_the_input_limit_under_it():
+    """TGI starts only with --max-input-tokens below --max-total-tokens (launcher/src/main.rs
+    :2160@v3.3.7): fitting the total to the printed cache lowers the input limit with it."""
+    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
+                         "meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 30000 --max-total-tokens 32000\n"
+                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
+                         "Error: Backend(NotEnoughMemory(32000))"))
+    fit = _action(report, "fit_max_model_len")
+    assert _changes(fit) == {"max-total-tokens": (32000, 19456), "max-input-tokens": (30000, 19455)}
+    assert fit.params["input_follows"] == {"flag": "max-input-tokens", "current": 30000, "target": 19455}
+    from bot.render.i18n import Catalog
+    from bot.render.wording import action_text
+    text = action_text(Catalog.load("en"), fit)
+    assert text["title"].endswith(", and --max-input-tokens from 30,000 to 19,455: TGI starts only with its input "
+                                  "limit below the total")
+    assert text["rollback"].endswith(", and --max-input-tokens back to 30,000")
+    # an input limit already below the new total stays as it is
+    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
+                         "meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 4000 --max-total-tokens 32000\n"
+                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
+                         "Error: Backend(NotEnoughMemory(32000))"))
+    fit = _action(report, "fit_max_model_len")
+    assert _changes(fit) == {"max-total-tokens": (32000, 19456)} and "input_follows" not in fit.params
+
+
+def test_a_tgi_action_whose_limits_tgi_would_still_refuse_is_not_offered():
+    from runbooks.model.changes import SetArg
+    from runbooks.triage.context import build_context
+    from runbooks.triage.failure_actions import tgi_limits_held
+    ev = _log("docker run ghcr.io/huggingface/text-generation-inference:2.2.0 --model-id m --max-input-tokens 4000 "
+              "--max-total-tokens 8000 --max-batch-total-tokens 8000\n" + _TGI_REFUSAL.format(n=4050))
+    ctx = build_context(ev)
+    # the total over the given --max-batch-total-tokens: refused by 2.2.0's launcher (main.rs:1567-1572)
+    assert tgi_limits_held(ctx, (SetArg(None, "max-total-tokens", 8000, 12000),), {}) is None
+    held = tgi_limits_held(ctx, (SetArg(None, "max-total-tokens", 8000, 6000),), {})
+    assert held == (SetArg(None, "max-total-tokens", 8000, 6000),)

@@ -35,7 +35,14 @@ from bot.render.plan_preview import preview_words
 from bot.render.remediation import differences_lines, masked_op, reverts_words, symptoms_values, written_name
 from bot.render.slack_blocks import Block, Message, esc
 from bot.render.slack_triage import t
-from bot.render.wording import action_text, change_text, change_words, engine_catalog
+from bot.render.wording import (
+    action_text,
+    change_text,
+    change_words,
+    engine_catalog,
+    engine_words,
+    flag_engine,
+)
 from bot.store.db import StoredPlan
 from runbooks.model.changes import Change, change_of
 from runbooks.model.report import Report
@@ -239,6 +246,8 @@ def action_risks(cat: Catalog, plan: Any) -> list[str]:
         if len(plan.changes) == 1:
             c = plan.changes[0]
             params = {"flag": getattr(c, "flag", None), "current": c.old, "target": c.new}
+        # the engine's own words where the change's flag names one engine (TGI's 422 for length)
+        params.update(engine_words(flag_engine(params.get("flag"))))
         text = cat.t(key, params)
         if "n/a" not in text:
             return [esc(text)]

@@ -8,7 +8,8 @@ from typing import Any
 
 from bot.render.i18n import Catalog, shift_label
 from runbooks.alerts.engines import SERIES
-from runbooks.catalogs.engine_flags import ROLES, role_flag
+from runbooks.catalogs.engine_defaults import LENGTH_REFUSAL_STATUS
+from runbooks.catalogs.engine_flags import FLAGS, ROLES, role_flag
 from runbooks.catalogs.engine_metrics import eviction_term
 from runbooks.model.changes import from_stored
 from runbooks.model.evidence import ReadIssue
@@ -37,7 +38,20 @@ def engine_words(engine: str | None) -> dict[str, str]:
     words = {k: role_flag(name, role) or role_flag("vllm", role) or "" for k, role in ENGINE_WORDS.items()}
     # the queue series, from the metric table the alert rules use
     words["queue_metric"] = SERIES[name].queue
+    # the HTTP status a request over the length limit gets (TGI's 422, the others' 400)
+    words["length_status"] = str(LENGTH_REFUSAL_STATUS[name])
     return words
+
+
+def flag_engine(flag: str | None) -> str | None:
+    """The one engine whose flag tables spell `flag` (None: several, or none).
+
+    >>> flag_engine("max-total-tokens"), flag_engine("max-model-len"), flag_engine("max-num-seqs"), flag_engine(None)
+    ('tgi', 'vllm', 'vllm', None)
+    """
+    name = (flag or "").lstrip("-")
+    owners = [e for e in ROLES if any(s.flag == name for entry in FLAGS[e].values() for s in entry.spellings)]
+    return owners[0] if len(owners) == 1 else None
 
 
 #: the forms of the engine's own word for putting a running request back for lack of KV cache
@@ -174,14 +188,21 @@ def fact_text(cat: Catalog, f: Fact) -> str:
 def action_text(cat: Catalog, a: Action) -> dict[str, str]:
     base = f"action.{a.id}"
     title = cat.t(f"{base}.title", a.params)
+    follows = a.params.get("input_follows")
+    if isinstance(follows, dict):
+        # TGI's input limit brought under a lowered total (runbooks.triage.failure_actions.tgi_limits_held)
+        title += cat.t("action_input_follows", follows)
     withheld = a.params.get("withheld")
     if isinstance(withheld, dict) and withheld:
         # flags the deployed engine version rejects, left out of the action (runbooks.triage.spelling)
         title += cat.t("action_withheld", reasons=cat.phrases(list(withheld.values())))
+    rollback = cat.t(f"{base}.rollback", a.params)
+    if isinstance(follows, dict):
+        rollback += cat.t("action_input_follows_rollback", follows)
     return {
         "title": title,
         "risk": cat.t(f"{base}.risk", a.params),
-        "rollback": cat.t(f"{base}.rollback", a.params),
+        "rollback": rollback,
         "tier": cat.t("section.escalate" if a.tier == "escalate" else "section.now"),
     }
 

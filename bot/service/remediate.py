@@ -84,6 +84,7 @@ from runbooks.remediation.value_ranges import (
     check_plannable,
     check_replicas,
     check_switch,
+    check_tgi_plan,
     check_value,
     model_bound,
 )
@@ -144,7 +145,8 @@ def build_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolicy
     ops: list[dict[str, Any]] = []
     spelling: tuple[Phrase, ...] = ()
     if request.flags:
-        request = replace(request, flags=checked_flags(obj, request.container, request.flags))
+        request = replace(request, flags=checked_flags(obj, request.container, request.flags,
+                                                       request.engine_version))
         edit = edit_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
                           reader=CONTAINER_READER)
         ops += list(edit.json_patch)
@@ -189,7 +191,8 @@ def _owner_plan(obj: dict[str, Any], request: PlanRequest, policy: ApprovalPolic
         if request.container not in names:
             request = replace(request, container=None)
     site = serving_sites(obj, request.container, reader=CONTAINER_READER)[0]
-    request = replace(request, flags=checked_flags(deployment_view(obj, site), request.container, request.flags))
+    request = replace(request, flags=checked_flags(deployment_view(obj, site), request.container, request.flags,
+                                                   request.engine_version))
     edit = edit_owner_flags(obj, request.container, dict(request.flags), engine_version=request.engine_version,
                             reader=CONTAINER_READER)
     # one change per flag: every edited template read the same old value (`templates_differ`
@@ -245,11 +248,13 @@ def owned_deployment(writer: KubeWriter, request: PlanRequest) -> PlanTarget | N
 
 
 def checked_flags(obj: dict[str, Any], container: str | None,
-                  flags: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+                  flags: tuple[tuple[str, Any], ...], engine_version: str | None = None) -> tuple[tuple[str, Any], ...]:
     """`flags` held to `runbooks.remediation.value_ranges` for the engine `obj`'s server
     container runs (a credential flag refused by name, each value in its flag's range, token
-    lengths within the model's max_position_embeddings when the catalog knows the model), as
-    the values to plan. Raises UsageError before any plan exists."""
+    lengths within the model's max_position_embeddings when the catalog knows the model, and
+    TGI's limits to the checks TGI runs between them at start, for the version of the image
+    tag, else `engine_version`), as the values to plan. Raises UsageError before any plan
+    exists."""
     for flag, value in flags:
         refuse_credential(flag, value)
     _index, _spec, config = server_container(obj, container, reader=CONTAINER_READER)
@@ -269,6 +274,9 @@ def checked_flags(obj: dict[str, Any], container: str | None,
             out.append((flag, check_switch(name, value)))
         else:
             out.append((flag, check_value(engine, name, value, max_length=bound)))
+    if config.engine == "tgi":
+        check_tgi_plan(config, tuple((canonical_flag("tgi", str(f).lstrip("-")), v) for f, v in out),
+                       config.engine_version or engine_version)
     return tuple(out)
 
 

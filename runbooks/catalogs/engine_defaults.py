@@ -437,6 +437,65 @@ TGI_KV_UNMATCHED_FROM = (2, 1, 0)
 #: (flash_gemma3_modeling.py:252@v3.3.0, #3167); under paged attention (ATTENTION=paged, or a
 #: card below compute capability 8.0) 3.3 still calls SDPA, on a torch whose choice of
 #: kernel there has not been read (`tgi_gemma3_sdpa_unpriced`).
+_V = tuple[int, int, int]
+
+#: the HTTP status each engine answers a request longer than its limit with: TGI's validation
+#: errors are 422 Unprocessable Entity (router/src/server.rs:1953@v2.2.0, :2409@v3.3.7,
+#: `InferError::ValidationError(_) => StatusCode::UNPROCESSABLE_ENTITY`); vLLM and SGLang answer
+#: their OpenAI-compatible 400 Bad Request
+LENGTH_REFUSAL_STATUS = {"vllm": 400, "sglang": 400, "tgi": 422}
+
+#: TGI's start-up checks between its batch limits, which stop the launcher or the router
+#: before the model serves: (rule, first version, first version without it, sources). The
+#: prefill rule does not hold from 3.0 where the shard prefills in chunks (the router's
+#: `!support_chunking`); the prefill/batch-total rule checks the flag only before 2.4.0 (the
+#: router checks the warm-up's own figure after).
+TGI_LIMIT_RULES: tuple[tuple[str, _V, _V | None, str], ...] = (
+    ("input_below_total", (0, 9, 2), None,
+     "launcher/src/main.rs:1019@v0.9.4, :1364@v2.0.0, :2160@v3.3.7; backends/v3/src/main.rs:176-180@v3.2.1"),
+    ("prefill_covers_input", (0, 9, 0), None,
+     "router/src/main.rs:102@v0.9.0; launcher/src/main.rs:1510-1515@v2.2.0; backends/v3/src/main.rs:164@v2.4.0, "
+     ":182-184@v3.2.1"),
+    ("prefill_within_batch_total", (0, 9, 0), (2, 4, 0),
+     "router/src/main.rs:105@v0.9.0; launcher/src/main.rs:1560-1566@v2.2.0"),
+    ("total_within_batch_total", (0, 9, 0), None,
+     "router/src/main.rs:108@v0.9.0; launcher/src/main.rs:1567-1572@v2.2.0, :2203@v3.3.7"),
+)
+
+
+#: the ServerConfig fields each rule ties
+TGI_LIMIT_FIELDS: dict[str, frozenset[str]] = {
+    "input_below_total": frozenset({"max_input_tokens", "max_model_len"}),
+    "prefill_covers_input": frozenset({"max_batch_prefill_tokens", "max_input_tokens"}),
+    "prefill_within_batch_total": frozenset({"max_batch_prefill_tokens", "max_batch_total_tokens"}),
+    "total_within_batch_total": frozenset({"max_model_len", "max_batch_total_tokens"}),
+}
+
+
+def tgi_limit_conflicts(version: _V | None, max_input: int | None, max_total: int | None,
+                        prefill: int | None, batch_total: int | None, chunking: bool | None) -> tuple[str, ...]:
+    """The TGI_LIMIT_RULES these limits break (a limit left unset is TGI's default, which
+    passes). A version not known is held to every rule, and chunking not known counts as off:
+    a refusal is said where TGI might start, never the other way round.
+
+    >>> tgi_limit_conflicts((3, 2, 1), 30000, 19456, None, None, None)
+    ('input_below_total',)
+    >>> tgi_limit_conflicts((2, 2, 0), 30000, 32000, 15500, None, None)
+    ('prefill_covers_input',)
+    >>> tgi_limit_conflicts((3, 3, 4), 30000, 32000, 15500, None, True), tgi_limit_conflicts(None, 30000, 32000, 15500, None, True)
+    ((), ())
+    """
+    broken = {
+        "input_below_total": max_input is not None and max_total is not None and max_input >= max_total,
+        "prefill_covers_input": prefill is not None and max_input is not None and prefill < max_input
+        and not (chunking is True and (version is None or version >= (3, 0, 0))),
+        "prefill_within_batch_total": prefill is not None and batch_total is not None and prefill > batch_total,
+        "total_within_batch_total": max_total is not None and batch_total is not None and max_total > batch_total,
+    }
+    return tuple(rule for rule, since, until, _ in TGI_LIMIT_RULES
+                 if broken[rule] and (version is None or (version >= since and (until is None or version < until))))
+
+
 TGI_GEMMA3_VLM = "Gemma3ForConditionalGeneration"
 TGI_GEMMA3_MASKS_FROM = (3, 2, 0)
 TGI_GEMMA3_SDPA_MATH = ((3, 2, 0), (3, 3, 0))

@@ -29,10 +29,20 @@ import math
 import re
 from typing import Any
 
-from runbooks.catalogs.engine_flags import ENGINE_NAMES, SWITCH, Range
+from runbooks.catalogs.engine_defaults import (
+    TGI_LIMIT_FIELDS,
+    parse_version,
+    tgi_limit_conflicts,
+    version_text,
+)
+from runbooks.catalogs.engine_flags import ENGINE_NAMES, FLAGS, SWITCH, Range
 from runbooks.catalogs.engine_flags_read import all_entries
-from runbooks.model.errors import UsageError
+from runbooks.catalogs.models import find_model
+from runbooks.model.errors import GpumemError, UsageError
+from runbooks.model.evidence import ServerConfig
+from runbooks.model.phrases import Phrase
 from runbooks.model.secrets import redact_text, secret_name, secret_value
+from runbooks.sizing.budget import tgi_config_chunks
 
 #: replica counts planned (`--replicas`, an HPA's minReplicas)
 REPLICAS = (1, 1000)
@@ -205,3 +215,49 @@ def _number(value: Any, integer: bool) -> float | int | None:
 def _out(flag: str, value: Any, words: str) -> UsageError:
     name = flag if flag.startswith("-") else f"--{flag}"
     return UsageError("flag_value_out_of_range", flag=name, value=shown(value), range=words)
+
+
+#: the ServerConfig fields TGI's limit rules read
+_TGI_LIMIT_FIELDS = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
+
+
+def check_tgi_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None) -> None:
+    """`check_tgi_limits` for planned flags by TGI's own spellings (`--max-input-length` and
+    `--max-input-tokens` alike)."""
+    field_of = {s.flag: e.field for e in FLAGS["tgi"].values() for s in e.spellings}
+    planned = {field_of[flag]: value for flag, value in flags
+               if field_of.get(flag) in _TGI_LIMIT_FIELDS and isinstance(value, int) and not isinstance(value, bool)}
+    check_tgi_limits(config, planned, version)
+
+
+def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str | None) -> None:
+    """A plan's TGI limits (`planned`: ServerConfig field -> new value) held to the checks TGI
+    runs between them at start (`engine_defaults.TGI_LIMIT_RULES`), with the object's other
+    limits as they are. A rule the plan does not touch is the object's own state and is left
+    to it. Whether the shard prefills in chunks is read from the model the catalog knows and
+    the container (`runbooks.sizing.tgi.tgi_prefill_chunking`), on a card taken as compute
+    capability 8.0 or more; not known, it counts as off. Raises UsageError
+    limits_refused_by_engine before any plan exists."""
+    values = {f: planned.get(f, getattr(config, f)) for f in _TGI_LIMIT_FIELDS}
+    parsed = parse_version(version)
+    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed))
+              if TGI_LIMIT_FIELDS[rule] & planned.keys()]
+    if not broken:
+        return
+    spelled = {e.field: next((s.flag for s in e.spellings if s.flag in config.flags), e.spellings[-1].flag)
+               for e in FLAGS["tgi"].values() if e.field in _TGI_LIMIT_FIELDS}
+    rule = broken[0]
+    raise UsageError("limits_refused_by_engine", reason=Phrase(f"tgi_limit.{rule}" + ("" if parsed else "_any"), {
+        "version": version_text(parsed) if parsed else "", "input": values["max_input_tokens"],
+        "total": values["max_model_len"], "prefill": values["max_batch_prefill_tokens"],
+        "batch_total": values["max_batch_total_tokens"], "input_flag": spelled["max_input_tokens"],
+        "total_flag": spelled["max_model_len"], "prefill_flag": spelled["max_batch_prefill_tokens"],
+        "batch_total_flag": spelled["max_batch_total_tokens"]}))
+
+
+def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None) -> bool | None:
+    try:
+        model = find_model(config.model) if config.model else None
+    except (GpumemError, ValueError):  # a model the catalog does not know
+        model = None
+    return tgi_config_chunks(config, version, model)

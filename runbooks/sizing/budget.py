@@ -16,12 +16,13 @@ memory, CUDA graphs) and `engine_defaults` (versions and defaults).
 from __future__ import annotations
 
 from runbooks.catalogs.engine_defaults import TGI_WIGGLE_ROOM_ENV_FROM, parse_version
+from runbooks.catalogs.gpus import GpuSpec
 from runbooks.model.budget import FAILURE_IDS, Budget, BudgetInputs
 from runbooks.model.evidence import ModelSpec, ServerConfig
 from runbooks.model.units import GIB
 from runbooks.sizing.kv import kv_bytes_per_token
 from runbooks.sizing.sglang import compute_sglang
-from runbooks.sizing.tgi import compute_tgi
+from runbooks.sizing.tgi import compute_tgi, tgi_prefill_chunking
 from runbooks.sizing.vllm import compute_vllm
 from runbooks.sizing.weights import weights_bytes
 
@@ -103,6 +104,23 @@ def inputs_from_config(config: ServerConfig, gpu_total_gib: float, gpu_name: str
         max_loras=(_flag_int(flags.get("max-loras")) or 1) if enable_lora else 1,
         max_cpu_loras=_flag_int(flags.get("max-cpu-loras")) if enable_lora else None,
     )
+
+
+def tgi_config_chunks(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None,
+                      gpu: GpuSpec | None = None) -> bool | None:
+    """Whether the TGI this launch runs prefills in chunks: never before 3.0; from 3.0 as the
+    model, the card (None: taken as compute capability 8.0 or more), the container's env and
+    --speculate decide (`runbooks.sizing.tgi.tgi_prefill_chunking`). None when the version or
+    the model is not known."""
+    if version is None:
+        return None
+    if version < (3, 0, 0):
+        return False
+    if model is None:
+        return None
+    speculate = max(0, _flag_int(config.flags.get("speculate")) or 0)
+    chunked, _ = tgi_prefill_chunking(version, model, gpu, tgi_chunking_env(dict(config.env)), speculate)
+    return chunked
 
 
 def tgi_chunking_env(env: dict[str, str]) -> str | None:

@@ -43,6 +43,7 @@ from runbooks.triage.failure_actions import (
     platform_actions,
     refusal_actions,
     restart_action,
+    tgi_limits_held,
     wiggle_action,
 )
 from runbooks.triage.health import in_kubernetes
@@ -174,6 +175,11 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             params["withheld"] = refused
         if isinstance(params.get("flag"), str):
             params["flag"] = choose(ctx, engine_of(ctx), params["flag"]).flag or params["flag"]
+        if engine_of(ctx) == "tgi":
+            held = tgi_limits_held(ctx, spelled, params)
+            if held is None:
+                return  # TGI would refuse to start with these limits: not offered
+            spelled = held
         acts.setdefault(action_id, Action(action_id, params, tier, spelled))
 
     if cause_id == "kv_cache_pressure":

@@ -14,8 +14,10 @@ import re
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import (
+    TGI_LIMIT_FIELDS,
     TGI_WIGGLE_ROOM_ENV_FROM,
     parse_version,
+    tgi_limit_conflicts,
     tgi_wiggle_room,
     vllm_regime,
     vllm_v1_limits,
@@ -24,8 +26,7 @@ from runbooks.catalogs.engine_flags import FLAGS, role_flag
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
-from runbooks.sizing.budget import tgi_chunking_env, tgi_wiggle_env
-from runbooks.sizing.tgi import tgi_prefill_chunking
+from runbooks.sizing.budget import tgi_config_chunks, tgi_wiggle_env
 from runbooks.triage.checks.concurrency import oom_phase, under_cap
 from runbooks.triage.checks.static import refusal_capacity
 from runbooks.triage.context import TriageContext
@@ -165,25 +166,54 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
         changes=changes)
 
 
-def tgi_chunks(ctx: TriageContext) -> bool | None:
-    """Whether the deployed TGI prefills in chunks: never before 3.0; from 3.0 as the model,
-    the card and the container decide (`runbooks.sizing.tgi.tgi_prefill_chunking`); None when
-    the version or the model is not known."""
-    version = parse_version(engine_version(ctx))
-    if version is None:
-        return None
-    if version < (3, 0, 0):
-        return False
-    if ctx.model is None:
-        return None
+#: the ServerConfig field of each TGI flag spelling
+_TGI_FIELD = {sp.flag: e.field for e in FLAGS["tgi"].values() for sp in e.spellings}
+
+
+def tgi_limits_held(ctx: TriageContext, changes: tuple, params: dict) -> tuple | None:
+    """An action's TGI changes held to the checks TGI runs between its limits at start
+    (`engine_defaults.TGI_LIMIT_RULES`), with the launch's other limits as they are: a lowered
+    --max-total-tokens at or under --max-input-tokens brings the input limit down to the total
+    - 1 with it (TGI's own default beside a given total), said in the action
+    (`params["input_follows"]`); changes TGI would still refuse give None, and the action is not
+    offered. A rule the changes do not touch is the launch's own state and is left to it."""
     cfg = ctx.config
+    if cfg is None:
+        return changes
+    fields = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
+    now = {f: getattr(cfg, f) for f in fields}
+    planned = {_TGI_FIELD[c.flag]: c.new for c in changes
+               if isinstance(c, SetArg) and _TGI_FIELD.get(c.flag) in fields}
+    if not planned:
+        return changes
+    version = parse_version(engine_version(ctx))
+    total = planned.get("max_model_len")
+    current_input = now["max_input_tokens"]
+    if (total is not None and "max_input_tokens" not in planned and current_input is not None
+            and current_input >= total):
+        input_flag = next((f for f in cfg.flags if _TGI_FIELD.get(f) == "max_input_tokens"),
+                          role_flag("tgi", "input_length"))
+        changes = (*changes, SetArg(next((c.container for c in changes if isinstance(c, SetArg)), None),
+                                    input_flag, current_input, total - 1))
+        planned["max_input_tokens"] = total - 1
+        params["input_follows"] = {"flag": input_flag, "current": current_input, "target": total - 1}
+    after = {f: planned.get(f, now[f]) for f in fields}
+    broken = [r for r in tgi_limit_conflicts(version, *after.values(), tgi_chunks(ctx))
+              if TGI_LIMIT_FIELDS[r] & planned.keys()]
+    return None if broken else changes
+
+
+def tgi_chunks(ctx: TriageContext) -> bool | None:
+    """Whether the deployed TGI prefills in chunks (`runbooks.sizing.budget.tgi_config_chunks`,
+    on the card the evidence names); None when the version or the model is not known."""
     try:
         gpu = find_gpu(ctx.gpu_name) if ctx.gpu_name else None
     except UnknownGpu:
         gpu = None  # a card the catalog lacks: chunking then follows the model and the container
-    speculate = (ctx.budget_inputs.tgi_speculate if ctx.budget_inputs else 0) or 0
-    chunked, _ = tgi_prefill_chunking(version, ctx.model, gpu, tgi_chunking_env(cfg.env if cfg else {}), speculate)
-    return chunked
+    cfg = ctx.config
+    if cfg is None:
+        return None
+    return tgi_config_chunks(cfg, parse_version(engine_version(ctx)), ctx.model, gpu)
 
 
 def _raise_fraction(ctx: TriageContext, add, container: str | None, engine: str, flag: str,
