@@ -535,3 +535,16 @@ def test_a_chunking_tgi_3_takes_a_prefill_batch_below_its_input_limit():
     # a rule the plan does not touch is the object's own state
     broken = replace(llama, max_batch_total_tokens=16000, flags={**llama.flags, "max-batch-total-tokens": "16000"})
     check_tgi_plan(broken, (("max-batch-prefill-tokens", 8192),), "3.3.4")
+
+
+def test_an_unset_tgi_input_limit_is_held_at_the_launchers_default():
+    from runbooks.model.evidence import ServerConfig
+    from runbooks.remediation.value_ranges import check_tgi_plan
+    # TGI 2.2 takes --max-total-tokens - 1 for a model this long: a 4096-token batch is below it
+    cfg = ServerConfig(source="x", engine="tgi", engine_version="2.2.0", model="meta-llama/Llama-3.1-8B-Instruct",
+                       flags={"max-total-tokens": "8192"}, max_model_len=8192)
+    with pytest.raises(UsageError) as e:
+        check_tgi_plan(cfg, (("max-batch-prefill-tokens", 4096),), "2.2.0")
+    assert words.en(e.value.params["reason"]).startswith(
+        "TGI 2.2.0 refuses to start with --max-batch-prefill-tokens 4096 below --max-input-tokens 8191")
+    check_tgi_plan(cfg, (("max-batch-prefill-tokens", 8191),), "2.2.0")

@@ -328,3 +328,14 @@ def test_a_tgi_action_whose_limits_tgi_would_still_refuse_is_not_offered():
     assert tgi_limits_held(ctx, (SetArg(None, "max-total-tokens", 8000, 12000),), {}) is None
     held = tgi_limits_held(ctx, (SetArg(None, "max-total-tokens", 8000, 6000),), {})
     assert held == (SetArg(None, "max-total-tokens", 8000, 6000),)
+
+
+def test_an_unset_input_limit_is_the_launchers_default_when_the_batch_is_halved():
+    """TGI 2.2 with --max-total-tokens 8192 and no input limit takes 8191 (the total - 1 for a
+    model this long, `engine_defaults.tgi_limits`): half the 8192-token batch is below it, so
+    the input limit is set with the batch."""
+    report = _tgi("2.2.0", "--model-id meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 8192 "
+                           "--max-batch-prefill-tokens 8192", 8192)
+    act = _action(report, "lower_input_with_prefill")
+    assert act.params["current"] == 8191
+    assert _changes(act) == {"max-input-tokens": (None, 4096), "max-batch-prefill-tokens": (8192, 4096)}

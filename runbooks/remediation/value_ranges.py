@@ -30,16 +30,18 @@ import re
 from typing import Any
 
 from runbooks.catalogs.engine_defaults import (
+    LATEST,
     TGI_LIMIT_FIELDS,
     parse_version,
     tgi_limit_conflicts,
+    tgi_limits,
     version_text,
 )
 from runbooks.catalogs.engine_flags import ENGINE_NAMES, FLAGS, SWITCH, Range
 from runbooks.catalogs.engine_flags_read import all_entries
 from runbooks.catalogs.models import find_model
 from runbooks.model.errors import GpumemError, UsageError
-from runbooks.model.evidence import ServerConfig
+from runbooks.model.evidence import ModelSpec, ServerConfig
 from runbooks.model.phrases import Phrase
 from runbooks.model.secrets import redact_text, secret_name, secret_value
 from runbooks.sizing.budget import tgi_config_chunks
@@ -240,7 +242,11 @@ def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str
     limits_refused_by_engine before any plan exists."""
     values = {f: planned.get(f, getattr(config, f)) for f in _TGI_LIMIT_FIELDS}
     parsed = parse_version(version)
-    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed))
+    model = _catalog_model(config)
+    if values["max_input_tokens"] is None:  # the launcher's default (the newest's where the version is not known)
+        values["max_input_tokens"] = tgi_limits(parsed or LATEST["tgi"], model.max_position_embeddings if model else None,
+                                                None, values["max_model_len"], values["max_batch_prefill_tokens"])[0]
+    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed, model))
               if TGI_LIMIT_FIELDS[rule] & planned.keys()]
     if not broken:
         return
@@ -255,9 +261,12 @@ def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str
         "batch_total_flag": spelled["max_batch_total_tokens"]}))
 
 
-def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None) -> bool | None:
+def _catalog_model(config: ServerConfig) -> ModelSpec | None:
     try:
-        model = find_model(config.model) if config.model else None
+        return find_model(config.model) if config.model else None
     except (GpumemError, ValueError):  # a model the catalog does not know
-        model = None
+        return None
+
+
+def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None) -> bool | None:
     return tgi_config_chunks(config, version, model)

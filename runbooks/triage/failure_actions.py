@@ -14,10 +14,12 @@ import re
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import (
+    LATEST,
     TGI_LIMIT_FIELDS,
     TGI_WIGGLE_ROOM_ENV_FROM,
     parse_version,
     tgi_limit_conflicts,
+    tgi_limits,
     tgi_wiggle_room,
     vllm_regime,
     vllm_v1_limits,
@@ -147,7 +149,8 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
     if not prefill:
         return
     target = max(256, prefill // 2)
-    max_input = cfg.max_input_tokens if cfg else None
+    given_input = cfg.max_input_tokens if cfg else None
+    max_input = given_input or tgi_default_input(ctx)
     prefill_flag, input_flag = role_flag("tgi", "batch_prefill_tokens"), role_flag("tgi", "input_length")
     if max_input is None or target >= max_input or tgi_chunks(ctx) is True:
         if given:
@@ -159,8 +162,8 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
     # 2.x's launcher defaults an unset prefill batch to the input limit + 50, which follows it
     # down; from 3.0 the default is the card's (tgi_default_prefill), so it is written
     follows = given is None and version is not None and version < (3, 0, 0)
-    changes = (SetArg(container, input_flag, max_input, new_input),) if follows else (
-        SetArg(container, input_flag, max_input, new_input), SetArg(container, prefill_flag, given, target))
+    changes = (SetArg(container, input_flag, given_input, new_input),) if follows else (
+        SetArg(container, input_flag, given_input, new_input), SetArg(container, prefill_flag, given, target))
     add("lower_input_with_prefill", flag=input_flag, current=max_input, target=new_input,
         prefill=prefill, prefill_target=(new_input + 50) if follows else target,
         changes=changes)
@@ -182,6 +185,8 @@ def tgi_limits_held(ctx: TriageContext, changes: tuple, params: dict) -> tuple |
         return changes
     fields = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
     now = {f: getattr(cfg, f) for f in fields}
+    if now["max_input_tokens"] is None:  # the launcher's default for this version and launch
+        now["max_input_tokens"] = tgi_default_input(ctx)
     planned = {_TGI_FIELD[c.flag]: c.new for c in changes
                if isinstance(c, SetArg) and _TGI_FIELD.get(c.flag) in fields}
     if not planned:
@@ -194,13 +199,25 @@ def tgi_limits_held(ctx: TriageContext, changes: tuple, params: dict) -> tuple |
         input_flag = next((f for f in cfg.flags if _TGI_FIELD.get(f) == "max_input_tokens"),
                           role_flag("tgi", "input_length"))
         changes = (*changes, SetArg(next((c.container for c in changes if isinstance(c, SetArg)), None),
-                                    input_flag, current_input, total - 1))
+                                    input_flag, cfg.max_input_tokens, total - 1))
         planned["max_input_tokens"] = total - 1
         params["input_follows"] = {"flag": input_flag, "current": current_input, "target": total - 1}
     after = {f: planned.get(f, now[f]) for f in fields}
     broken = [r for r in tgi_limit_conflicts(version, *after.values(), tgi_chunks(ctx))
               if TGI_LIMIT_FIELDS[r] & planned.keys()]
     return None if broken else changes
+
+
+def tgi_default_input(ctx: TriageContext) -> int | None:
+    """The input limit TGI's launcher takes when the launch sets none (`engine_defaults.tgi_limits`,
+    for the deployed version; not known, the newest, whose default is the larger), from the
+    launch's total and the model's length."""
+    cfg = ctx.config
+    if cfg is None:
+        return None
+    version = parse_version(engine_version(ctx)) or LATEST["tgi"]
+    max_position = ctx.model.max_position_embeddings if ctx.model is not None else None
+    return tgi_limits(version, max_position, None, cfg.max_model_len, cfg.max_batch_prefill_tokens)[0]
 
 
 def tgi_chunks(ctx: TriageContext) -> bool | None:
