@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -52,8 +53,6 @@ def test_a_killed_bot_leaves_no_worker_or_forkserver_behind():
         time.sleep(0.1)
     left = [p for p in [*workers, forkserver] if _alive(p)]
     for p in left:  # never leave them to the next test
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     assert left == []
