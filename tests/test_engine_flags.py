@@ -548,3 +548,32 @@ def test_an_unset_tgi_input_limit_is_held_at_the_launchers_default():
     assert words.en(e.value.params["reason"]).startswith(
         "TGI 2.2.0 refuses to start with --max-batch-prefill-tokens 4096 below --max-input-tokens 8191")
     check_tgi_plan(cfg, (("max-batch-prefill-tokens", 8191),), "2.2.0")
+
+
+def test_triages_tgi_prefill_action_plans_and_applies_where_a_halved_batch_alone_would_be_refused(tmp_path, capsys):
+    """#3130's triage: the action lowers the input limit with the batch, so its plan passes
+    TGI's limit checks, is written once, and rolls back to the object as it was."""
+    from bot.service.notes import record_triage
+    from bot.store.db import Store
+    from collectors.bundle import load_bundle
+    from runbooks.triage.runbook import triage
+
+    report = triage(load_bundle(Path(__file__).parent / "data" / "real" / "tgi-3130-gemma3-27b-31k-prefill-4xa100"))
+    action = next(a for a in report.actions if a.id == "lower_input_with_prefill")
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(tgi_deployment(TGI_32, GEMMA_ARGS))
+        store = tmp_path / "gpumem.db"
+        db = Store.open(store)
+        record_triage(db, replace(report, target="llm/tgi"), actor="cli:test")
+        db.close()
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/tgi", "--action", action.id, "--json")
+        assert rc == 0, plan
+        assert sorted(c["diff"] for c in plan["changes"]) == ["--max-batch-prefill-tokens 31000 -> 15500",
+                                                              "--max-input-length 30000 -> 15360"]
+        rc, applied = run_cli(capsys, sc, store, "apply", plan["id"], "--yes", "--no-watch", "--json")
+        assert (rc, applied["state"]) == (0, "applied")
+        assert len(sc.kube.writes(verb="patch")) == 1
+        rc, back = run_cli(capsys, sc, store, "rollback", plan["id"], "--yes", "--json")
+        assert (rc, back["state"]) == (0, "rolled_back")
+        args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args == GEMMA_ARGS
