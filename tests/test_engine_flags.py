@@ -577,3 +577,29 @@ def test_triages_tgi_prefill_action_plans_and_applies_where_a_halved_batch_alone
         assert (rc, back["state"]) == (0, "rolled_back")
         args = sc.kube.get("Deployment", "llm", "tgi")["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args == GEMMA_ARGS
+
+
+def _vllm_serving(args: list[str]) -> dict:
+    obj = tgi_deployment("vllm/vllm-openai:v0.10.2", args)
+    obj["metadata"]["name"] = "vllm"
+    return obj
+
+
+def test_a_plan_whose_vllm_limits_the_scheduler_refuses_is_refused_before_it_exists_and_writes_nothing(
+        tmp_path, capsys):
+    # a launch vLLM takes: 512 batched tokens cover 256 sequences and the 512-token length
+    args = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "512", "--max-num-seqs", "256",
+            "--max-num-batched-tokens", "512", "--no-enable-chunked-prefill"]
+    with running_scenario(None, tmp_path) as sc:
+        sc.kube.add(_vllm_serving(args))
+        store = tmp_path / "gpumem.db"
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/vllm", "--set", "max-num-seqs=1024")
+        assert rc == 2 and "vLLM refuses to start with --max-num-batched-tokens 512 below --max-num-seqs 1024" in text
+        rc, text = run_cli(capsys, sc, store, "plan", "llm/vllm", "--set", "max-model-len=16384")
+        assert rc == 2 and "below --max-model-len 16,384 while chunked prefill is off" in text
+        assert "Traceback" not in text and sc.kube.writes() == []
+        rc, plans = run_cli(capsys, sc, store, "plans", "--all", "--json")
+        assert rc == 0 and plans == []
+        # lowering the sequences keeps the scheduler's order: planned
+        rc, plan = run_cli(capsys, sc, store, "plan", "llm/vllm", "--set", "max-num-seqs=128", "--json")
+        assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-num-seqs 256 -> 128"]

@@ -86,6 +86,7 @@ from runbooks.remediation.value_ranges import (
     check_switch,
     check_tgi_plan,
     check_value,
+    check_vllm_plan,
     model_bound,
 )
 from runbooks.triage.actions import ESCALATE_ONLY
@@ -277,6 +278,9 @@ def checked_flags(obj: dict[str, Any], container: str | None,
     if config.engine == "tgi":
         check_tgi_plan(config, tuple((canonical_flag("tgi", str(f).lstrip("-")), v) for f, v in out),
                        config.engine_version or engine_version)
+    elif config.engine == "vllm":
+        check_vllm_plan(config, tuple((canonical_flag("vllm", str(f).lstrip("-")), v) for f, v in out),
+                        config.engine_version or engine_version)
     return tuple(out)
 
 

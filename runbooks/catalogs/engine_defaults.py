@@ -496,6 +496,37 @@ def tgi_limit_conflicts(version: _V | None, max_input: int | None, max_total: in
                  if broken[rule] and (version is None or (version >= since and (until is None or version < until))))
 
 
+#: vLLM's scheduler checks between its batch limits, which stop the engine before it serves
+#: ("must be greater than or equal to max_num_seqs", "is smaller than max_model_len"):
+#: SchedulerConfig `_verify_args` in vllm/config.py of a 0.2 release (the second check then
+#: unconditional) and `verify_max_model_len` in vllm/config/scheduler.py of the 0.11 series
+#: (the second only without chunked prefill), read in the code index; the releases between and
+#: after are held to them as well. Rule -> the ServerConfig fields it ties.
+VLLM_LIMIT_FIELDS: dict[str, frozenset[str]] = {
+    "batched_covers_seqs": frozenset({"max_num_batched_tokens", "max_num_seqs"}),
+    "batched_covers_length": frozenset({"max_num_batched_tokens", "max_model_len"}),
+}
+
+
+def vllm_limit_conflicts(max_model_len: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+                         chunked_prefill: bool | None) -> tuple[str, ...]:
+    """The VLLM_LIMIT_FIELDS rules these limits break; a limit not set is vLLM's own default,
+    which passes, and the length rule holds only where chunked prefill is off by the launch.
+
+    >>> vllm_limit_conflicts(8192, 512, 256, None), vllm_limit_conflicts(32768, 64, 8192, False)
+    (('batched_covers_seqs',), ('batched_covers_length',))
+    >>> vllm_limit_conflicts(32768, 64, 8192, None)
+    ()
+    """
+    broken = {
+        "batched_covers_seqs": max_num_batched_tokens is not None and max_num_seqs is not None
+        and max_num_batched_tokens < max_num_seqs,
+        "batched_covers_length": chunked_prefill is False and max_num_batched_tokens is not None
+        and max_model_len is not None and max_num_batched_tokens < max_model_len,
+    }
+    return tuple(rule for rule in VLLM_LIMIT_FIELDS if broken[rule])
+
+
 TGI_GEMMA3_VLM = "Gemma3ForConditionalGeneration"
 TGI_GEMMA3_MASKS_FROM = (3, 2, 0)
 TGI_GEMMA3_SDPA_MATH = ((3, 2, 0), (3, 3, 0))

@@ -32,10 +32,12 @@ from typing import Any
 from runbooks.catalogs.engine_defaults import (
     LATEST,
     TGI_LIMIT_FIELDS,
+    VLLM_LIMIT_FIELDS,
     parse_version,
     tgi_limit_conflicts,
     tgi_limits,
     version_text,
+    vllm_limit_conflicts,
 )
 from runbooks.catalogs.engine_flags import ENGINE_NAMES, FLAGS, SWITCH, Range
 from runbooks.catalogs.engine_flags_read import all_entries
@@ -270,3 +272,27 @@ def _catalog_model(config: ServerConfig) -> ModelSpec | None:
 
 def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None) -> bool | None:
     return tgi_config_chunks(config, version, model)
+
+
+def check_vllm_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None) -> None:
+    """A plan's vLLM limits (flags by vLLM's own spellings) held to the scheduler's checks
+    between them (`engine_defaults.VLLM_LIMIT_FIELDS`), with the object's other limits as they
+    are; a rule the plan does not touch is left to the object. Raises UsageError
+    limits_refused_by_engine before any plan exists."""
+    field_of = {s.flag: e.field for e in all_entries("vllm") for s in e.spellings if e.field}
+    fields = ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
+    planned = {field_of[flag]: value for flag, value in flags
+               if field_of.get(flag) in fields and isinstance(value, int) and not isinstance(value, bool)}
+    if not planned:
+        return
+    values = {f: planned.get(f, getattr(config, f)) for f in fields}
+    broken = [rule for rule in vllm_limit_conflicts(*values.values(), config.enable_chunked_prefill)
+              if VLLM_LIMIT_FIELDS[rule] & planned.keys()]
+    if broken:
+        spelled = {f: next((s.flag for e in all_entries("vllm") if e.field == f for s in e.spellings
+                            if s.flag in config.flags), next(e.spellings[-1].flag for e in all_entries("vllm")
+                                                            if e.field == f)) for f in fields}
+        raise UsageError("limits_refused_by_engine", reason=Phrase(f"vllm_limit.{broken[0]}", {
+            "version": version or "", "length": values["max_model_len"], "seqs": values["max_num_seqs"],
+            "batched": values["max_num_batched_tokens"], "length_flag": spelled["max_model_len"],
+            "seqs_flag": spelled["max_num_seqs"], "batched_flag": spelled["max_num_batched_tokens"]}))
