@@ -37,6 +37,7 @@ from collectors.parsers.log_stats import merge_peak, parse_stats
 from collectors.parsers.log_time import month_day_time, parse_time
 from collectors.parsers.textio import MAX_LINE_BYTES, decode_line, iter_lines
 from runbooks.catalogs.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
+from runbooks.catalogs.versions import release_span, tgi_releases_of
 from runbooks.model.evidence import LogSignals, SignalCount, StatsSample
 
 EXAMPLE_CHARS = 300
@@ -67,6 +68,11 @@ _VLLM_VERSION = re.compile(
 _TGI_MARK = re.compile(r"text_generation_(?:launcher|router|server|client)|text-generation-(?:launcher|inference)"
                        r"|\bArgs \{ model_id|^\{ model_id:")
 _TGI_VERSION = re.compile(r"text-generation-inference:v?(\d+\.\d+[\w.+\-]{0,30})")
+#: the source position a TGI router line carries ("text_generation_router: router/src/main.rs:354: ..."),
+#: which bounds the release (`runbooks.catalogs.versions.tgi_releases_of`)
+_TGI_ROUTER_AT = re.compile(r"\btext_generation_\w+(?:::\w+)*: ((?:router|backends/v\d+)/[\w/]+\.rs):(\d{1,6}): (.*)")
+#: router lines kept for that, at most (a start-up's are the first few dozen)
+_TGI_ROUTER_LINES_KEPT = 64
 _SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b|\bLoad weight (?:begin|end)\b"
                           r"|KV Cache is allocated|server_args=ServerArgs|\b(?:Decode|Prefill) batch[.,]"
                           r"|Received sigquit from a child process|Scheduler hit an exception")
@@ -110,6 +116,8 @@ class _LogReader:
         self.engine_votes: dict[str, int] = {}
         self.engine_hints: dict[str, int] = {}
         self.versions: dict[str, str] = {}
+        #: TGI router lines with their source positions (file, line, message)
+        self.tgi_router_at: list[tuple[str, int, str]] = []
         self.time_cache: dict[str, datetime | None] = {}
         self.launch = LaunchScanner(source)
         self.failures = FailureReader()
@@ -312,6 +320,9 @@ class _LogReader:
             m = _TGI_VERSION.search(line)
             if m:
                 self.versions["tgi"] = m.group(1)
+            at = _TGI_ROUTER_AT.search(line) if len(self.tgi_router_at) < _TGI_ROUTER_LINES_KEPT else None
+            if at:
+                self.tgi_router_at.append((at.group(1), int(at.group(2)), at.group(3)))
         if _SGLANG_MARK.search(line):
             self._vote("sglang")
         if "sglang" in low:
@@ -350,6 +361,9 @@ class _LogReader:
             self.engine_votes[launch.engine] = self.engine_votes.get(launch.engine, 0) + 100
         engine = self._engine()
         version = self.versions.get(engine) if engine else None
+        if engine == "tgi" and version is None and not (launch is not None and launch.engine_version):
+            # no image tag: the releases whose router logs these lines where this log has them
+            version = release_span(tgi_releases_of(self.tgi_router_at))
         if launch is not None and launch.engine_version is None and version and launch.engine in (engine, None):
             launch = replace(launch, engine_version=version, engine=launch.engine or engine)
         return LogSignals(
