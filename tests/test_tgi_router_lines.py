@@ -67,3 +67,16 @@ def test_any_set_of_positions_gives_releases_in_the_table_or_none(seen):
     assert found is None or (found and set(found) <= set(TGI_RELEASES))
     span = release_span(found)
     assert span is None or span.split("-")[0] == found[0]
+
+
+def test_the_env_blocks_commit_names_its_release():
+    """`text-generation-launcher --env` (TGI's issue template) prints the build's commit; #1831's
+    is v2.0.0's and #3105's v3.2.0's."""
+    block = ("Runtime environment:\n- Target: x86_64-unknown-linux-gnu\n- Cargo version: 1.75.0\n"
+             "- Commit sha: c38a7d7ddd9c612e368adec1ef94583be602fc7e\n- Docker label: sha-6c4496a\n")
+    assert parse_server_log(block + "INFO text_generation_launcher: Args { model_id: \"m\" }").engine_version == "2.0.0"
+    other = block.replace("c38a7d7ddd9c612e368adec1ef94583be602fc7e", "411a28288de9218e2684dccbace481a1abdb0cef")
+    assert parse_server_log(other + "INFO text_generation_launcher: Args { model_id: \"m\" }").engine_version == "3.2.0"
+    # a commit no release tag names (a main build) says nothing; the router lines still do
+    main = block.replace("c38a7d7ddd9c612e368adec1ef94583be602fc7e", "0" * 40)
+    assert parse_server_log(main + SWALLOW).engine_version == "2.0.2-2.0.4"

@@ -37,6 +37,7 @@ from collectors.parsers.log_stats import merge_peak, parse_stats
 from collectors.parsers.log_time import month_day_time, parse_time
 from collectors.parsers.textio import MAX_LINE_BYTES, decode_line, iter_lines
 from runbooks.catalogs.signals import COUNT_MAX, COUNT_SUM, RULES_BY_KEY, is_startup_error, match_line
+from runbooks.catalogs.tgi_router_lines import TGI_RELEASE_COMMITS
 from runbooks.catalogs.versions import release_span, tgi_releases_of
 from runbooks.model.evidence import LogSignals, SignalCount, StatsSample
 
@@ -71,6 +72,8 @@ _TGI_VERSION = re.compile(r"text-generation-inference:v?(\d+\.\d+[\w.+\-]{0,30})
 #: the source position a TGI router line carries ("text_generation_router: router/src/main.rs:354: ..."),
 #: which bounds the release (`runbooks.catalogs.versions.tgi_releases_of`)
 _TGI_ROUTER_AT = re.compile(r"\btext_generation_\w+(?:::\w+)*: ((?:router|backends/v\d+)/[\w/]+\.rs):(\d{1,6}): (.*)")
+#: the build's commit in `text-generation-launcher --env` ("- Commit sha: c38a7d7d...")
+_TGI_COMMIT = re.compile(r"\bCommit sha: ([0-9a-f]{40})\b")
 #: router lines kept for that, at most (a start-up's are the first few dozen)
 _TGI_ROUTER_LINES_KEPT = 64
 _SGLANG_MARK = re.compile(r"\bsglang[./:]|sglang\.launch_server|\bsglang serve\b|\bLoad weight (?:begin|end)\b"
@@ -118,6 +121,7 @@ class _LogReader:
         self.versions: dict[str, str] = {}
         #: TGI router lines with their source positions (file, line, message)
         self.tgi_router_at: list[tuple[str, int, str]] = []
+        self.tgi_release_commit: str | None = None
         self.time_cache: dict[str, datetime | None] = {}
         self.launch = LaunchScanner(source)
         self.failures = FailureReader()
@@ -323,6 +327,10 @@ class _LogReader:
             at = _TGI_ROUTER_AT.search(line) if len(self.tgi_router_at) < _TGI_ROUTER_LINES_KEPT else None
             if at:
                 self.tgi_router_at.append((at.group(1), int(at.group(2)), at.group(3)))
+        if "Commit sha" in line:
+            sha = _TGI_COMMIT.search(line)
+            if sha and sha.group(1) in TGI_RELEASE_COMMITS:
+                self.tgi_release_commit = TGI_RELEASE_COMMITS[sha.group(1)]
         if _SGLANG_MARK.search(line):
             self._vote("sglang")
         if "sglang" in low:
@@ -362,8 +370,9 @@ class _LogReader:
         engine = self._engine()
         version = self.versions.get(engine) if engine else None
         if engine == "tgi" and version is None and not (launch is not None and launch.engine_version):
-            # no image tag: the releases whose router logs these lines where this log has them
-            version = release_span(tgi_releases_of(self.tgi_router_at))
+            # no image tag: the release whose commit the env block names, else the releases
+            # whose router logs these lines where this log has them
+            version = self.tgi_release_commit or release_span(tgi_releases_of(self.tgi_router_at))
         if launch is not None and launch.engine_version is None and version and launch.engine in (engine, None):
             launch = replace(launch, engine_version=version, engine=launch.engine or engine)
         return LogSignals(

@@ -62,8 +62,14 @@ def _runs(tags: list[str], have: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def commits(repo: str, tags: list[str]) -> dict[str, str]:
+    """The commit each release tag names -> the release."""
+    return {_git(repo, "rev-list", "-n", "1", f"v{tag}").strip(): tag for tag in tags}
+
+
 def module(repo: str) -> str:
     tags, found = positions(repo)
+    shas = "\n".join(f"    {sha!r}: {tag!r}," for sha, tag in commits(repo, tags).items())
     rows = "\n".join(f"    ({path!r}, {line}, {prefix!r}, {_runs(tags, have)!r}),"
                      for (path, line) in sorted(found) for prefix, have in sorted(found[(path, line)].items()))
     count = sum(len(v) for v in found.values())
@@ -85,6 +91,12 @@ from __future__ import annotations
 
 #: every release tag read, oldest first
 TGI_RELEASES: tuple[str, ...] = {tuple(tags)!r}
+
+#: the commit each release tag names -> the release; `text-generation-launcher --env` prints the
+#: build's as "Commit sha: ..." (the issue template asks for it), a release image's being its tag's
+TGI_RELEASE_COMMITS: dict[str, str] = {{
+{shas}
+}}
 
 #: (file, line, message start, ((first release, last release), ...))
 TGI_ROUTER_LINES: tuple[tuple[str, int, str, tuple[tuple[str, str], ...]], ...] = (
