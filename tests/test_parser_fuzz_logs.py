@@ -57,6 +57,10 @@ _FRAGMENTS = [
     "    --max-num-seqs ", "Initializing an LLM engine (v0.5.4) with config: max_seq_len=",
     "args: Namespace(tensor_parallel_size=", "non-default args: {'max_model_len': ", "server_args=ServerArgs(",
     "Args { model_id: ", "num_shard: Some(", "{ model_id: \"", "mem_fraction_static=", "--mem-fraction-static=",
+    # TGI's router positions and env block, which bound its release
+    "INFO text_generation_router: router/src/main.rs:", "text_generation_router_v3: backends/v3/src/lib.rs:",
+    "354: Setting max batch total tokens to ", ": Warming up model", "- Commit sha: ",
+    "c38a7d7ddd9c612e368adec1ef94583be602fc7e",
     # CUDA OOMs, their phases, and layouts the engines refuse
     "Tried to allocate ", " MiB. GPU 0 has a total capacty of ", " GiB of which ", " is free. Process 9 has ",
     " GiB memory in use. Of the allocated memory ", " GiB is allocated by PyTorch, and ",
