@@ -339,3 +339,20 @@ def test_an_unset_input_limit_is_the_launchers_default_when_the_batch_is_halved(
     act = _action(report, "lower_input_with_prefill")
     assert act.params["current"] == 8191
     assert _changes(act) == {"max-input-tokens": (None, 4096), "max-batch-prefill-tokens": (8192, 4096)}
+
+
+def test_a_tgi_warm_up_oom_halves_the_prefill_batch_as_tgis_own_refusal_does():
+    """A torch OOM the traceback places in TGI's warm-up (its largest prefill batch) gets the
+    prefill action, not the stop-the-bleeding safe flags."""
+    report = triage(_log(
+        "docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.2.0 --model-id google/gemma-3-27b-it "
+        "--num-shard 4 --max-input-tokens 32000 --max-total-tokens 64000 --max-batch-prefill-tokens 32000\n"
+        "INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Warming up model\n"
+        '  File "/usr/src/server/text_generation_server/models/flash_causal_lm.py", line 1583, in warmup\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 30.52 GiB. GPU 0 has a total capacity of "
+        "79.10 GiB of which 14.37 GiB is free. Process 3342032 has 64.72 GiB memory in use. 79.10 GiB allowed; Of "
+        "the allocated memory 62.19 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated."))
+    ids = {a.id for a in report.actions}
+    assert "lower_input_with_prefill" in ids and "set_safe_flags" not in ids
+    act = _action(report, "lower_input_with_prefill")
+    assert _changes(act) == {"max-input-tokens": (32000, 15360), "max-batch-prefill-tokens": (32000, 16000)}

@@ -214,7 +214,8 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             # an OOM while starting has its own fix (graphs off, fewer warm-up sequences); the
             # stop-the-bleeding template is for a server that was serving
             startup_fix = "startup_cuda_oom" in ids and bool(
-                acts.keys() & {"limit_cuda_graphs", "lower_max_num_seqs", "raise_process_fraction"})
+                acts.keys() & {"limit_cuda_graphs", "lower_max_num_seqs", "raise_process_fraction",
+                               "lower_batch_prefill_tokens", "lower_input_with_prefill"})
             if plan is not None and not startup_fix:
                 changes = _plan_changes(ctx, plan, container)
                 if changes:

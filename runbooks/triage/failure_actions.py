@@ -286,6 +286,10 @@ def oom_actions(ctx: TriageContext, add, container: str | None) -> None:
         if target < current:
             add("lower_max_num_seqs", current=current, target=target, flag=seqs_flag,
                 changes=(SetArg(container, seqs_flag, cfg.max_num_seqs if cfg else None, target),))
+    if engine == "tgi" and phase == "warmup" and cfg is not None and cfg.max_batch_prefill_tokens:
+        # TGI's warm-up is its largest prefill batch: halve it (with the input limit where TGI
+        # would refuse a batch below it), as for its own "Not enough memory to handle N prefill tokens"
+        _tgi_prefill(ctx, add, container)
     oom = ctx.evidence.logs.oom if ctx.evidence.logs else None
     # expandable_segments is torch 2.1's: torch 2.0 and older stop at the first allocation with
     # "Unrecognized CachingAllocator option: expandable_segments" (the strings of libc10_cuda.so,
