@@ -603,3 +603,21 @@ def test_a_plan_whose_vllm_limits_the_scheduler_refuses_is_refused_before_it_exi
         # lowering the sequences keeps the scheduler's order: planned
         rc, plan = run_cli(capsys, sc, store, "plan", "llm/vllm", "--set", "max-num-seqs=128", "--json")
         assert rc == 0 and [c["diff"] for c in plan["changes"]] == ["--max-num-seqs 256 -> 128"]
+
+
+def test_a_tgi_3_pinned_to_a_card_below_compute_capability_8_takes_no_batch_below_its_input_limit(tmp_path, capsys):
+    """TGI 3 pages its attention on a T4 and so does not chunk its prefill: the plan check reads
+    the card from the node selector, and refuses there what it takes on an L4."""
+    args = ["--model-id", "meta-llama/Llama-3.1-8B-Instruct", "--max-input-tokens", "8000",
+            "--max-total-tokens", "8192"]
+    for accelerator, refused in (("nvidia-tesla-t4", True), ("nvidia-l4", False)):
+        (tmp_path / accelerator).mkdir()
+        with running_scenario(None, tmp_path / accelerator) as sc:
+            obj = tgi_deployment("ghcr.io/huggingface/text-generation-inference:3.3.4", args)
+            obj["spec"]["template"]["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": accelerator}
+            sc.kube.add(obj)
+            store = tmp_path / accelerator / "gpumem.db"
+            rc, text = run_cli(capsys, sc, store, "plan", "llm/tgi", "--set", "max-batch-prefill-tokens=4096")
+            assert (rc == 2) is refused, text
+            if refused:
+                assert "unless it prefills in chunks" in text and sc.kube.writes() == []

@@ -29,8 +29,11 @@ from bot.service.operators import operator as operator  # who is at the terminal
 from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
+from collectors.errors import ParseError
 from collectors.kube.managers import ARGOCD_NAMESPACE, Manager, blocks_writes, managers_of, with_sync_policy
 from collectors.kube.rest import path
+from collectors.parsers.kube_pod_spec import node_selector
+from runbooks.catalogs.gpus import GpuSpec, weakest_gpu_of_labels
 from runbooks.catalogs.models import find_model
 from runbooks.launch.argv import canonical_flag
 from runbooks.launch.flag_tables import BOOLEAN_FLAGS
@@ -248,6 +251,16 @@ def owned_deployment(writer: KubeWriter, request: PlanRequest) -> PlanTarget | N
     return PlanTarget(request.cluster, request.namespace, kind, found[0]) if found else None
 
 
+def _pinned_gpu(obj: dict[str, Any]) -> GpuSpec | None:
+    """The card the workload's node selector pins (the weakest where it allows several), None
+    where it pins none the catalog knows or the pod spec cannot be read."""
+    pod_spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    try:
+        return weakest_gpu_of_labels(node_selector(pod_spec, "spec.template.spec", "workload"))
+    except (GpumemError, ParseError):  # a pod spec the reader refuses pins no card
+        return None
+
+
 def checked_flags(obj: dict[str, Any], container: str | None,
                   flags: tuple[tuple[str, Any], ...], engine_version: str | None = None) -> tuple[tuple[str, Any], ...]:
     """`flags` held to `runbooks.remediation.value_ranges` for the engine `obj`'s server
@@ -277,7 +290,7 @@ def checked_flags(obj: dict[str, Any], container: str | None,
             out.append((flag, check_value(engine, name, value, max_length=bound)))
     if config.engine == "tgi":
         check_tgi_plan(config, tuple((canonical_flag("tgi", str(f).lstrip("-")), v) for f, v in out),
-                       config.engine_version or engine_version)
+                       config.engine_version or engine_version, _pinned_gpu(obj))
     elif config.engine == "vllm":
         check_vllm_plan(config, tuple((canonical_flag("vllm", str(f).lstrip("-")), v) for f, v in out),
                         config.engine_version or engine_version)

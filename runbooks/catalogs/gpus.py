@@ -175,3 +175,28 @@ def find_gpu(name: str) -> GpuSpec:
         raise UnknownGpu(name, tuple(f"{gpu.name} MIG {p}" for p in gpu.mig_profiles))
     return replace(gpu, name=f"{gpu.name} MIG {profile}", total_gib=gpu.mig_profiles[profile],
                    mig_profiles={}, aliases=(), nvlink=False, mig_profile=profile)
+
+
+#: node labels whose value names the card a pod lands on (NVIDIA's GPU feature discovery, GKE)
+GPU_MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+
+
+def weakest_gpu_of_labels(selector: dict[str, str]) -> GpuSpec | None:
+    """The card a pod's node selector pins (`GPU_MODEL_LABELS`, several values joined by ","),
+    the one of lowest compute capability where it allows several; None where no value is a
+    card the catalog knows.
+
+    >>> weakest_gpu_of_labels({"cloud.google.com/gke-accelerator": "nvidia-l4,nvidia-tesla-t4"}).name
+    'T4'
+    >>> weakest_gpu_of_labels({"kubernetes.io/os": "linux"}) is None
+    True
+    """
+    found = []
+    for label in GPU_MODEL_LABELS:
+        for value in (selector.get(label) or "").split(","):
+            try:
+                found.append(find_gpu(value.strip()))
+            except UnknownGpu:
+                continue
+    known = [g for g in found if g.compute_capability is not None]
+    return min(known, key=lambda g: g.compute_capability) if known else (found[0] if found else None)

@@ -41,6 +41,7 @@ from runbooks.catalogs.engine_defaults import (
 )
 from runbooks.catalogs.engine_flags import ENGINE_NAMES, FLAGS, SWITCH, Range
 from runbooks.catalogs.engine_flags_read import all_entries
+from runbooks.catalogs.gpus import GpuSpec
 from runbooks.catalogs.models import find_model
 from runbooks.model.errors import GpumemError, UsageError
 from runbooks.model.evidence import ModelSpec, ServerConfig
@@ -225,22 +226,24 @@ def _out(flag: str, value: Any, words: str) -> UsageError:
 _TGI_LIMIT_FIELDS = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
 
 
-def check_tgi_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None) -> None:
+def check_tgi_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None,
+                   gpu: GpuSpec | None = None) -> None:
     """`check_tgi_limits` for planned flags by TGI's own spellings (`--max-input-length` and
-    `--max-input-tokens` alike)."""
+    `--max-input-tokens` alike), on the card the object's node selector pins where it does."""
     field_of = {s.flag: e.field for e in FLAGS["tgi"].values() for s in e.spellings}
     planned = {field_of[flag]: value for flag, value in flags
                if field_of.get(flag) in _TGI_LIMIT_FIELDS and isinstance(value, int) and not isinstance(value, bool)}
-    check_tgi_limits(config, planned, version)
+    check_tgi_limits(config, planned, version, gpu)
 
 
-def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str | None) -> None:
+def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str | None,
+                     gpu: GpuSpec | None = None) -> None:
     """A plan's TGI limits (`planned`: ServerConfig field -> new value) held to the checks TGI
     runs between them at start (`engine_defaults.TGI_LIMIT_RULES`), with the object's other
     limits as they are. A rule the plan does not touch is the object's own state and is left
-    to it. Whether the shard prefills in chunks is read from the model the catalog knows and
-    the container (`runbooks.sizing.tgi.tgi_prefill_chunking`), on a card taken as compute
-    capability 8.0 or more; not known, it counts as off. Raises UsageError
+    to it. Whether the shard prefills in chunks is read from the model the catalog knows, the
+    container and `gpu` (`runbooks.sizing.tgi.tgi_prefill_chunking`; no card: taken as compute
+    capability 8.0 or more); not known, it counts as off. Raises UsageError
     limits_refused_by_engine before any plan exists."""
     values = {f: planned.get(f, getattr(config, f)) for f in _TGI_LIMIT_FIELDS}
     parsed = parse_version(version)
@@ -248,7 +251,7 @@ def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str
     if values["max_input_tokens"] is None:  # the launcher's default (the newest's where the version is not known)
         values["max_input_tokens"] = tgi_limits(parsed or LATEST["tgi"], model.max_position_embeddings if model else None,
                                                 None, values["max_model_len"], values["max_batch_prefill_tokens"])[0]
-    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed, model))
+    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed, model, gpu))
               if TGI_LIMIT_FIELDS[rule] & planned.keys()]
     if not broken:
         return
@@ -270,8 +273,9 @@ def _catalog_model(config: ServerConfig) -> ModelSpec | None:
         return None
 
 
-def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None) -> bool | None:
-    return tgi_config_chunks(config, version, model)
+def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None,
+                  gpu: GpuSpec | None) -> bool | None:
+    return tgi_config_chunks(config, version, model, gpu)
 
 
 def check_vllm_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None) -> None:
