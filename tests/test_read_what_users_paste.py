@@ -225,7 +225,7 @@ def test_a_tgi_boolean_env_var_set_to_1_is_the_launch_problem_named():
     en_text, zh_text = (fact_text(Catalog.load(lang), problems[0].facts[0]) for lang in ("en", "zh"))
     assert en_text == ("TGI's launcher takes TRUST_REMOTE_CODE only as true or false; any other value (1, yes, an "
                        "empty string) stops it before the model loads (error: invalid value ... [possible values: "
-                       "true, false])")
+                       "true, false]); set it to true or false, or remove it")
     assert "TRUST_REMOTE_CODE" in zh_text and "true 或 false" in zh_text
     fine = server_config_from_container({
         "image": "ghcr.io/huggingface/text-generation-inference:3.3.4",

@@ -315,6 +315,13 @@ def test_a_lowered_tgi_total_brings_the_input_limit_under_it():
                          "Error: Backend(NotEnoughMemory(32000))"))
     fit = _action(report, "fit_max_model_len")
     assert _changes(fit) == {"max-total-tokens": (32000, 19456)} and "input_follows" not in fit.params
+    # an input limit left unset is TGI's default beside the new total (total - 1): it follows, nothing is added
+    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
+                         "meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 32000\n"
+                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
+                         "Error: Backend(NotEnoughMemory(32000))"))
+    fit = _action(report, "fit_max_model_len")
+    assert _changes(fit) == {"max-total-tokens": (32000, 19456)} and "input_follows" not in fit.params
 
 
 def test_a_tgi_action_whose_limits_tgi_would_still_refuse_is_not_offered():

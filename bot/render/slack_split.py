@@ -18,7 +18,7 @@ from bot.render import slack_blocks as B
 from bot.render.i18n import Catalog
 from bot.render.slack_blocks import Block
 from bot.render.slack_triage import t
-from bot.render.wording import change_text, engine_words, flag_engine
+from bot.render.wording import change_text, length_status
 from runbooks.model.changes import Change
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import ACTION, CREATE_OBJECTS
@@ -130,7 +130,7 @@ def template_lines(cat: Catalog, plan: Plan, split: Mapping[str, Any]) -> tuple[
         _line(cat, "split_pools.current_long", namespace=ns, long=long["service"]),
         _line(cat, "split_pools.current_short", namespace=ns, short=short["service"]),
         _line(cat, "split_pools.switch_back", long=long["deployment"], short=short["service"],
-              length_status=engine_words(flag_engine(length_flag))["length_status"]),
+              length_status=length_status(length_flag)),
         _line(cat, "split_pools.single_flags", length_flag=length_flag,
               length=default if single["max_model_len"] is None else single["max_model_len"], seqs_flag=seqs_flag,
               seqs=default if single["max_num_seqs"] is None else single["max_num_seqs"],
@@ -196,7 +196,7 @@ def risks(cat: Catalog, plan: Plan, split: Mapping[str, Any]) -> list[str]:
                 t(cat, "slack_split.not_cloned", short=split["short"]["deployment"], long=long["deployment"])]
     length_flag, _ = split["flags"]
     return [t(cat, "slack_split.risk2", short=split["short"]["deployment"], length_flag=length_flag,
-              length_status=engine_words(flag_engine(length_flag))["length_status"],
+              length_status=length_status(length_flag),
               length=str(split["short"]["max_model_len"]), threshold=split["threshold"])]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render.i18n import Catalog
-from bot.render.wording import engine_words, flag_engine
+from bot.render.wording import length_status
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.split import CREATE_OBJECTS
 
@@ -78,7 +78,7 @@ def template_text(t: dict[str, Any], state: str, lang: str) -> str:
     lines.append(cat.t("split_pools.current_long", namespace=ns, long=long["service"]))
     lines.append(cat.t("split_pools.current_short", namespace=ns, short=short["service"]))
     lines.append(cat.t("split_pools.switch_back", long=long["deployment"], short=short["service"],
-                       length_status=engine_words(flag_engine(length_flag))["length_status"]))
+                       length_status=length_status(length_flag)))
     default = cat.t("split_pools.default")
     lines.append(cat.t("split_pools.single_flags", length_flag=length_flag,
                        length=default if single["max_model_len"] is None else single["max_model_len"],

@@ -43,6 +43,16 @@ def engine_words(engine: str | None) -> dict[str, str]:
     return words
 
 
+def length_status(flag: str | None) -> str:
+    """The HTTP status a request over the length limit gets from the engine `flag` belongs to
+    (TGI's 422; vLLM's words where the flag names no one engine).
+
+    >>> length_status("max-total-tokens"), length_status("context-length")
+    ('422', '400')
+    """
+    return engine_words(flag_engine(flag))["length_status"]
+
+
 def flag_engine(flag: str | None) -> str | None:
     """The one engine whose flag tables spell `flag` (None: several, or none).
 

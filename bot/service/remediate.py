@@ -292,8 +292,7 @@ def checked_flags(obj: dict[str, Any], container: str | None,
         check_tgi_plan(config, tuple((canonical_flag("tgi", str(f).lstrip("-")), v) for f, v in out),
                        config.engine_version or engine_version, _pinned_gpu(obj))
     elif config.engine == "vllm":
-        check_vllm_plan(config, tuple((canonical_flag("vllm", str(f).lstrip("-")), v) for f, v in out),
-                        config.engine_version or engine_version)
+        check_vllm_plan(config, tuple((canonical_flag("vllm", str(f).lstrip("-")), v) for f, v in out))
     return tuple(out)
 
 

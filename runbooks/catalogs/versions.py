@@ -4,6 +4,8 @@ the newest release read still has it)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 Version = tuple[int, int, int]
 
 
@@ -32,14 +34,12 @@ def tgi_releases_of(seen: list[tuple[str, int, str]]) -> tuple[str, ...] | None:
     >>> tgi_releases_of([("router/src/main.rs", 9999, "Warming up model")]) is None
     True
     """
-    from runbooks.catalogs.tgi_router_lines import TGI_RELEASES, TGI_ROUTER_LINES
+    from runbooks.catalogs.tgi_router_lines import TGI_RELEASES
 
     if not seen:
         return None
     order = {r: i for i, r in enumerate(TGI_RELEASES)}
-    by_place: dict[tuple[str, int], list[tuple[str, tuple[tuple[str, str], ...]]]] = {}
-    for path, line, prefix, runs in TGI_ROUTER_LINES:
-        by_place.setdefault((path, line), []).append((prefix, runs))
+    by_place = _tgi_router_places()
     left = set(TGI_RELEASES)
     for path, line, message in seen:
         have = {r for prefix, runs in by_place.get((path, line), ()) if message.startswith(prefix)
@@ -68,3 +68,14 @@ def release_span(releases: tuple[str, ...] | None) -> str | None:
     if not consecutive or first.split(".")[:2] != last.split(".")[:2]:
         return None
     return first if first == last else f"{first}-{last}"
+
+
+@cache
+def _tgi_router_places() -> dict[tuple[str, int], tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]:
+    """`TGI_ROUTER_LINES` by (file, line), built once."""
+    from runbooks.catalogs.tgi_router_lines import TGI_ROUTER_LINES
+
+    places: dict[tuple[str, int], list[tuple[str, tuple[tuple[str, str], ...]]]] = {}
+    for path, line, prefix, runs in TGI_ROUTER_LINES:
+        places.setdefault((path, line), []).append((prefix, runs))
+    return {place: tuple(entries) for place, entries in places.items()}

@@ -222,48 +222,69 @@ def _out(flag: str, value: Any, words: str) -> UsageError:
     return UsageError("flag_value_out_of_range", flag=name, value=shown(value), range=words)
 
 
-#: the ServerConfig fields TGI's limit rules read
+#: the ServerConfig fields TGI's limit rules read, in `tgi_limit_conflicts`' order
 _TGI_LIMIT_FIELDS = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
+#: each TGI spelling of those limits -> its ServerConfig field
+TGI_LIMIT_FIELD_OF: dict[str, str] = {
+    s.flag: e.field for e in FLAGS["tgi"].values() if e.field in _TGI_LIMIT_FIELDS for s in e.spellings}
+_VLLM_LIMIT_FIELDS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
+
+
+def spelled_flag(engine: str, config: ServerConfig, field: str) -> str:
+    """The flag that fills `field`, as the launch spells it, else the engine's newest spelling."""
+    entry = next(e for e in all_entries(engine) if e.field == field)
+    return next((s.flag for s in entry.spellings if s.flag in config.flags), entry.spellings[-1].flag)
+
+
+def tgi_default_input(version: tuple[int, int, int] | None, model: ModelSpec | None, max_total: int | None,
+                      prefill: int | None) -> int:
+    """The input limit TGI's launcher takes when the launch sets none, beside this total and
+    prefill batch (`engine_defaults.tgi_limits`; a version not known: the newest's, the larger)."""
+    return tgi_limits(version or LATEST["tgi"], model.max_position_embeddings if model else None,
+                      None, max_total, prefill)[0]
+
+
+def tgi_limits_broken(config: ServerConfig, planned: dict[str, int | None], version: tuple[int, int, int] | None,
+                      model: ModelSpec | None, chunking: bool | None) -> tuple[tuple[str, ...], dict[str, int | None]]:
+    """(the `engine_defaults.TGI_LIMIT_RULES` that the launch's limits with `planned` on top
+    break, the limits they are then). An input limit left unset is the launcher's default beside
+    the limits after the plan, which follows them; a rule the plan does not touch is the
+    launch's own state and is left to it."""
+    values = {f: planned.get(f, getattr(config, f)) for f in _TGI_LIMIT_FIELDS}
+    if values["max_input_tokens"] is None:
+        values["max_input_tokens"] = tgi_default_input(version, model, values["max_model_len"],
+                                                       values["max_batch_prefill_tokens"])
+    broken = tuple(rule for rule in tgi_limit_conflicts(version, *values.values(), chunking)
+                   if TGI_LIMIT_FIELDS[rule] & planned.keys())
+    return broken, values
 
 
 def check_tgi_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None,
                    gpu: GpuSpec | None = None) -> None:
-    """`check_tgi_limits` for planned flags by TGI's own spellings (`--max-input-length` and
-    `--max-input-tokens` alike), on the card the object's node selector pins where it does."""
-    field_of = {s.flag: e.field for e in FLAGS["tgi"].values() for s in e.spellings}
-    planned = {field_of[flag]: value for flag, value in flags
-               if field_of.get(flag) in _TGI_LIMIT_FIELDS and isinstance(value, int) and not isinstance(value, bool)}
-    check_tgi_limits(config, planned, version, gpu)
-
-
-def check_tgi_limits(config: ServerConfig, planned: dict[str, int], version: str | None,
-                     gpu: GpuSpec | None = None) -> None:
-    """A plan's TGI limits (`planned`: ServerConfig field -> new value) held to the checks TGI
-    runs between them at start (`engine_defaults.TGI_LIMIT_RULES`), with the object's other
-    limits as they are. A rule the plan does not touch is the object's own state and is left
-    to it. Whether the shard prefills in chunks is read from the model the catalog knows, the
-    container and `gpu` (`runbooks.sizing.tgi.tgi_prefill_chunking`; no card: taken as compute
-    capability 8.0 or more); not known, it counts as off. Raises UsageError
-    limits_refused_by_engine before any plan exists."""
-    values = {f: planned.get(f, getattr(config, f)) for f in _TGI_LIMIT_FIELDS}
+    """A plan's TGI limits (flags by TGI's own spellings, `--max-input-length` and
+    `--max-input-tokens` alike) held to the checks TGI runs between them at start
+    (`tgi_limits_broken`). Whether the shard prefills in chunks is read from the model the
+    catalog knows, the container and `gpu`, the card the object's node selector pins
+    (`runbooks.sizing.budget.tgi_config_chunks`; no card: taken as compute capability 8.0 or
+    more); not known, it counts as off. Raises UsageError limits_refused_by_engine before any
+    plan exists."""
+    planned = {TGI_LIMIT_FIELD_OF[flag]: value for flag, value in flags
+               if flag in TGI_LIMIT_FIELD_OF and isinstance(value, int) and not isinstance(value, bool)}
+    if not planned:
+        return
     parsed = parse_version(version)
     model = _catalog_model(config)
-    if values["max_input_tokens"] is None:  # the launcher's default (the newest's where the version is not known)
-        values["max_input_tokens"] = tgi_limits(parsed or LATEST["tgi"], model.max_position_embeddings if model else None,
-                                                None, values["max_model_len"], values["max_batch_prefill_tokens"])[0]
-    broken = [rule for rule in tgi_limit_conflicts(parsed, *values.values(), _tgi_chunking(config, parsed, model, gpu))
-              if TGI_LIMIT_FIELDS[rule] & planned.keys()]
+    broken, values = tgi_limits_broken(config, planned, parsed, model, tgi_config_chunks(config, parsed, model, gpu))
     if not broken:
         return
-    spelled = {e.field: next((s.flag for s in e.spellings if s.flag in config.flags), e.spellings[-1].flag)
-               for e in FLAGS["tgi"].values() if e.field in _TGI_LIMIT_FIELDS}
-    rule = broken[0]
-    raise UsageError("limits_refused_by_engine", reason=Phrase(f"tgi_limit.{rule}" + ("" if parsed else "_any"), {
+    raise UsageError("limits_refused_by_engine", reason=Phrase(f"tgi_limit.{broken[0]}" + ("" if parsed else "_any"), {
         "version": version_text(parsed) if parsed else "", "input": values["max_input_tokens"],
         "total": values["max_model_len"], "prefill": values["max_batch_prefill_tokens"],
-        "batch_total": values["max_batch_total_tokens"], "input_flag": spelled["max_input_tokens"],
-        "total_flag": spelled["max_model_len"], "prefill_flag": spelled["max_batch_prefill_tokens"],
-        "batch_total_flag": spelled["max_batch_total_tokens"]}))
+        "batch_total": values["max_batch_total_tokens"],
+        "input_flag": spelled_flag("tgi", config, "max_input_tokens"),
+        "total_flag": spelled_flag("tgi", config, "max_model_len"),
+        "prefill_flag": spelled_flag("tgi", config, "max_batch_prefill_tokens"),
+        "batch_total_flag": spelled_flag("tgi", config, "max_batch_total_tokens")}))
 
 
 def _catalog_model(config: ServerConfig) -> ModelSpec | None:
@@ -273,30 +294,20 @@ def _catalog_model(config: ServerConfig) -> ModelSpec | None:
         return None
 
 
-def _tgi_chunking(config: ServerConfig, version: tuple[int, int, int] | None, model: ModelSpec | None,
-                  gpu: GpuSpec | None) -> bool | None:
-    return tgi_config_chunks(config, version, model, gpu)
-
-
-def check_vllm_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...], version: str | None) -> None:
+def check_vllm_plan(config: ServerConfig, flags: tuple[tuple[str, Any], ...]) -> None:
     """A plan's vLLM limits (flags by vLLM's own spellings) held to the scheduler's checks
     between them (`engine_defaults.VLLM_LIMIT_FIELDS`), with the object's other limits as they
     are; a rule the plan does not touch is left to the object. Raises UsageError
     limits_refused_by_engine before any plan exists."""
-    field_of = {s.flag: e.field for e in all_entries("vllm") for s in e.spellings if e.field}
-    fields = ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
+    field_of = {s.flag: e.field for e in all_entries("vllm") if e.field in _VLLM_LIMIT_FIELDS for s in e.spellings}
     planned = {field_of[flag]: value for flag, value in flags
-               if field_of.get(flag) in fields and isinstance(value, int) and not isinstance(value, bool)}
-    if not planned:
-        return
-    values = {f: planned.get(f, getattr(config, f)) for f in fields}
+               if flag in field_of and isinstance(value, int) and not isinstance(value, bool)}
+    values = {f: planned.get(f, getattr(config, f)) for f in _VLLM_LIMIT_FIELDS}
     broken = [rule for rule in vllm_limit_conflicts(*values.values(), config.enable_chunked_prefill)
               if VLLM_LIMIT_FIELDS[rule] & planned.keys()]
     if broken:
-        spelled = {f: next((s.flag for e in all_entries("vllm") if e.field == f for s in e.spellings
-                            if s.flag in config.flags), next(e.spellings[-1].flag for e in all_entries("vllm")
-                                                            if e.field == f)) for f in fields}
         raise UsageError("limits_refused_by_engine", reason=Phrase(f"vllm_limit.{broken[0]}", {
-            "version": version or "", "length": values["max_model_len"], "seqs": values["max_num_seqs"],
-            "batched": values["max_num_batched_tokens"], "length_flag": spelled["max_model_len"],
-            "seqs_flag": spelled["max_num_seqs"], "batched_flag": spelled["max_num_batched_tokens"]}))
+            "length": values["max_model_len"], "seqs": values["max_num_seqs"], "batched": values["max_num_batched_tokens"],
+            "length_flag": spelled_flag("vllm", config, "max_model_len"),
+            "seqs_flag": spelled_flag("vllm", config, "max_num_seqs"),
+            "batched_flag": spelled_flag("vllm", config, "max_num_batched_tokens")}))

@@ -14,12 +14,8 @@ import re
 
 from runbooks.catalogs import thresholds as T
 from runbooks.catalogs.engine_defaults import (
-    LATEST,
-    TGI_LIMIT_FIELDS,
     TGI_WIGGLE_ROOM_ENV_FROM,
     parse_version,
-    tgi_limit_conflicts,
-    tgi_limits,
     tgi_wiggle_room,
     vllm_regime,
     vllm_v1_limits,
@@ -28,6 +24,12 @@ from runbooks.catalogs.engine_flags import FLAGS, role_flag
 from runbooks.catalogs.gpus import UnknownGpu, find_gpu
 from runbooks.model.changes import AddShm, SetArg
 from runbooks.remediation.solver import ENGINE_FLAGS, SAFE_FRACTION
+from runbooks.remediation.value_ranges import (
+    TGI_LIMIT_FIELD_OF,
+    spelled_flag,
+    tgi_default_input,
+    tgi_limits_broken,
+)
 from runbooks.sizing.budget import tgi_config_chunks, tgi_wiggle_env
 from runbooks.triage.checks.concurrency import oom_phase, under_cap
 from runbooks.triage.checks.static import refusal_capacity
@@ -150,7 +152,8 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
         return
     target = max(256, prefill // 2)
     given_input = cfg.max_input_tokens if cfg else None
-    max_input = given_input or tgi_default_input(ctx)
+    version = parse_version(engine_version(ctx))
+    max_input = given_input or (tgi_default_input(version, ctx.model, cfg.max_model_len, given) if cfg else None)
     prefill_flag, input_flag = role_flag("tgi", "batch_prefill_tokens"), role_flag("tgi", "input_length")
     if max_input is None or target >= max_input or tgi_chunks(ctx) is True:
         if given:
@@ -158,7 +161,6 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
                 changes=(SetArg(container, prefill_flag, given, target),))
         return
     new_input = fit_length(target)
-    version = parse_version(engine_version(ctx))
     # 2.x's launcher defaults an unset prefill batch to the input limit + 50, which follows it
     # down; from 3.0 the default is the card's (tgi_default_prefill), so it is written
     follows = given is None and version is not None and version < (3, 0, 0)
@@ -169,55 +171,28 @@ def _tgi_prefill(ctx: TriageContext, add, container: str | None) -> None:
         changes=changes)
 
 
-#: the ServerConfig field of each TGI flag spelling
-_TGI_FIELD = {sp.flag: e.field for e in FLAGS["tgi"].values() for sp in e.spellings}
-
-
 def tgi_limits_held(ctx: TriageContext, changes: tuple, params: dict) -> tuple | None:
     """An action's TGI changes held to the checks TGI runs between its limits at start
-    (`engine_defaults.TGI_LIMIT_RULES`), with the launch's other limits as they are: a lowered
-    --max-total-tokens at or under --max-input-tokens brings the input limit down to the total
-    - 1 with it (TGI's own default beside a given total), said in the action
-    (`params["input_follows"]`); changes TGI would still refuse give None, and the action is not
-    offered. A rule the changes do not touch is the launch's own state and is left to it."""
+    (`runbooks.remediation.value_ranges.tgi_limits_broken`, as plans are): a --max-total-tokens
+    lowered to or under a given --max-input-tokens brings the input limit to the total - 1 with
+    it (TGI's own default beside a given total), said in the action (`params["input_follows"]`);
+    changes TGI would still refuse give None, and the action is not offered."""
     cfg = ctx.config
     if cfg is None:
         return changes
-    fields = ("max_input_tokens", "max_model_len", "max_batch_prefill_tokens", "max_batch_total_tokens")
-    now = {f: getattr(cfg, f) for f in fields}
-    if now["max_input_tokens"] is None:  # the launcher's default for this version and launch
-        now["max_input_tokens"] = tgi_default_input(ctx)
-    planned = {_TGI_FIELD[c.flag]: c.new for c in changes
-               if isinstance(c, SetArg) and _TGI_FIELD.get(c.flag) in fields}
+    planned = {TGI_LIMIT_FIELD_OF[c.flag]: c.new for c in changes
+               if isinstance(c, SetArg) and c.flag in TGI_LIMIT_FIELD_OF}
     if not planned:
         return changes
-    version = parse_version(engine_version(ctx))
-    total = planned.get("max_model_len")
-    current_input = now["max_input_tokens"]
-    if (total is not None and "max_input_tokens" not in planned and current_input is not None
-            and current_input >= total):
-        input_flag = next((f for f in cfg.flags if _TGI_FIELD.get(f) == "max_input_tokens"),
-                          role_flag("tgi", "input_length"))
-        changes = (*changes, SetArg(next((c.container for c in changes if isinstance(c, SetArg)), None),
-                                    input_flag, cfg.max_input_tokens, total - 1))
+    total, given_input = planned.get("max_model_len"), cfg.max_input_tokens
+    if total is not None and "max_input_tokens" not in planned and given_input is not None and given_input >= total:
+        input_flag = spelled_flag("tgi", cfg, "max_input_tokens")
+        container = next(c.container for c in changes if isinstance(c, SetArg))
+        changes = (*changes, SetArg(container, input_flag, given_input, total - 1))
         planned["max_input_tokens"] = total - 1
-        params["input_follows"] = {"flag": input_flag, "current": current_input, "target": total - 1}
-    after = {f: planned.get(f, now[f]) for f in fields}
-    broken = [r for r in tgi_limit_conflicts(version, *after.values(), tgi_chunks(ctx))
-              if TGI_LIMIT_FIELDS[r] & planned.keys()]
+        params["input_follows"] = {"flag": input_flag, "current": given_input, "target": total - 1}
+    broken, _ = tgi_limits_broken(cfg, planned, parse_version(engine_version(ctx)), ctx.model, tgi_chunks(ctx))
     return None if broken else changes
-
-
-def tgi_default_input(ctx: TriageContext) -> int | None:
-    """The input limit TGI's launcher takes when the launch sets none (`engine_defaults.tgi_limits`,
-    for the deployed version; not known, the newest, whose default is the larger), from the
-    launch's total and the model's length."""
-    cfg = ctx.config
-    if cfg is None:
-        return None
-    version = parse_version(engine_version(ctx)) or LATEST["tgi"]
-    max_position = ctx.model.max_position_embeddings if ctx.model is not None else None
-    return tgi_limits(version, max_position, None, cfg.max_model_len, cfg.max_batch_prefill_tokens)[0]
 
 
 def tgi_chunks(ctx: TriageContext) -> bool | None:
