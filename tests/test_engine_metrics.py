@@ -110,9 +110,10 @@ FIELD = {
     "ttft": "ttft_seconds", "prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens",
     "cache_config": "kv_cache_capacity_tokens", "request_failure": "failed_requests_total",
     "disagg_bootstrap_failed": "failed_requests_total", "disagg_transfer_failed": "failed_requests_total",
+    "kv_batch_tokens": "kv_cache_used_tokens",
 }
 #: facts the parser reads only to tell things apart, or that the alert rules read alone
-NOT_A_FIELD = {"v0_cpu_kv_usage", "v0_swapped", "retractions_last_interval", "aborted", "kv_batch_tokens"}
+NOT_A_FIELD = {"v0_cpu_kv_usage", "v0_swapped", "retractions_last_interval", "aborted"}
 
 
 def test_every_fact_of_the_table_is_read_into_a_field_or_listed_as_not_one():

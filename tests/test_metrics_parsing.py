@@ -41,6 +41,8 @@ EXPECTED: dict[str, dict[str, object]] = {
         "engine": "tgi", "engine_count": 1, "queue_depth": 26.0, "running_requests": 32.0,
         "kv_cache_capacity_tokens": 187648, "requests_total": 10234.0, "rejected_total": 312.0,
         "failed_requests_total": 312.0 + 47.0 + 5.0,
+        # the running batch's reservation against the KV token budget
+        "kv_cache_used_tokens": 129000.0, "kv_cache_usage_ratio": 129000 / 187648,
     },
     "sglang_dp2.txt": {
         "engine": "sglang", "model_name": "Qwen/Qwen2.5-32B-Instruct", "engine_count": 2,
@@ -203,6 +205,18 @@ def test_tgi_counters_without_total_are_read_typed_or_untyped():
 def test_tgi_overloaded_failures_are_rejects_and_all_failures_count():
     metrics = _load("tgi_3.3.txt")
     assert (metrics.rejected_total, metrics.failed_requests_total) == (312.0, 364.0)
+
+
+def test_tgi_usage_is_the_batch_reservation_over_the_token_budget_and_unknown_without_the_budget():
+    both = parse_metrics("tgi_batch_current_max_tokens 18900\ntgi_batch_max_total_tokens 19056\n")
+    assert (both.kv_cache_used_tokens, both.kv_cache_capacity_tokens) == (18900.0, 19056)
+    assert both.kv_cache_usage_ratio == pytest.approx(18900 / 19056)
+    # before 2.3.1 the budget is only in the router's log line: usage is not known from the page
+    alone = parse_metrics("tgi_batch_current_max_tokens 18900\ntgi_queue_size 2\n")
+    assert (alone.kv_cache_used_tokens, alone.kv_cache_usage_ratio) == (18900.0, None)
+    # a reservation past the budget (speculation) reads as full, never as a percentage
+    assert parse_metrics("tgi_batch_current_max_tokens 19500\ntgi_batch_max_total_tokens 19056\n"
+                         ).kv_cache_usage_ratio == 1.0
 
 
 def test_tgi_missing_failure_series_next_to_a_request_count_means_none_yet():

@@ -18,11 +18,13 @@ WITH_PROFILE = sorted(p.name for p in EXAMPLES.iterdir()
                       if (p / "access.log").exists() and (p / "deployment.yaml").exists())
 
 
-def _budget_plan(capsys, example: Path, gpu: str, engine_version: str | None) -> dict:
+def _budget_plan(capsys, example: Path, gpu: str, engine_version: str | None, reported: int | None = None) -> dict:
     argv = ["budget", "--from-deployment", str(example / "deployment.yaml"), "--profile", str(example / "access.log"),
             "--gpu", gpu, "--json"]
     if engine_version:
         argv += ["--engine-version", engine_version]
+    if reported:
+        argv += ["--reported-kv-tokens", str(reported)]
     rc = main(argv)
     out = capsys.readouterr().out
     assert rc in (0, 1), out
@@ -39,9 +41,14 @@ def test_triage_and_budget_recommend_the_same_flags(name, capsys):
     ctx = build_context(evidence)
     plan = safe_plan(ctx)
     assert plan is not None and plan.budget is not None, "the model is known: the budget sizes the pool"
-    budget = _budget_plan(capsys, EXAMPLES / name, ctx.gpu_name, ctx.budget_inputs.engine_version)
+    # the capacity the engine reported, where it did, is what both size on (`--reported-kv-tokens`)
+    pool = ctx.kv_capacity_tokens
+    reported = int(pool.value) if pool is not None and pool.source != "budget" else None
+    assert plan.kv_pool_basis == ("engine_anchored" if reported else "budget")
+    budget = _budget_plan(capsys, EXAMPLES / name, ctx.gpu_name, ctx.budget_inputs.engine_version, reported)
     assert budget["args"] == list(plan.args())
     assert (budget["max_model_len"], budget["max_num_seqs"]) == (plan.max_model_len, plan.max_num_seqs)
+    assert (budget["kv_cache_tokens"], budget["kv_pool_basis"]) == (plan.kv_cache_tokens, plan.kv_pool_basis)
 
 
 @pytest.mark.parametrize("name", WITH_PROFILE)
@@ -63,8 +70,10 @@ def test_every_flag_a_report_prints_is_a_typed_change_of_the_same_value(name):
 def test_the_runbook_incident_gets_the_numbers_both_surfaces_print(capsys):
     report = triage(load_bundle(EXAMPLES / "runbook-incident"))
     by_id = {a.id: a for a in report.actions}
-    assert by_id["lower_max_num_seqs"].params == {"current": 128, "target": 115, "flag": "max-num-seqs"}
-    # the safe-flag template would set max-num-seqs 128 -> 115 and the fraction 0.95 -> 0.88:
+    # 114, not the budget's 115: the pool is the 1,108,880 tokens the engine reported (metrics.txt),
+    # not the 1,120,992 the budget computes
+    assert by_id["lower_max_num_seqs"].params == {"current": 128, "target": 114, "flag": "max-num-seqs"}
+    # the safe-flag template would set max-num-seqs 128 -> 114 and the fraction 0.95 -> 0.88:
     # two single-flag actions say each, so the template, the two combined, is not offered
     assert "set_safe_flags" not in by_id
     assert [(c.flag, c.old, c.new) for c in by_id["lower_memory_fraction"].changes] == [

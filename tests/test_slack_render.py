@@ -123,7 +123,7 @@ def test_the_parent_carries_the_key_numbers_and_flags_at_the_edge():
     assert fields["*L+XL share*"] == "21.6% · 8.3% → 36.5%"
     texts = " ".join(b["text"]["text"] for b in msg["blocks"] if b["type"] == "section" and "text" in b)
     assert "`--gpu-memory-utilization=0.95` → `0.88`" in texts
-    assert "1. Lower --max-num-seqs from 128 to 115" in texts
+    assert "1. Lower --max-num-seqs from 128 to 114" in texts
     # one action per flag: the fraction is lowered by its own action, not also inside a template
     assert "4. Lower --gpu-memory-utilization from 0.95 to 0.88" in texts and "more in the thread" not in texts
 

@@ -56,7 +56,7 @@ def test_the_view_is_typed_and_worded_once():
     first = v.actions[0]
     assert isinstance(first, ActionView)
     assert (first.id, first.title, first.changes) == (
-        "lower_max_num_seqs", "Lower --max-num-seqs from 128 to 115", ("--max-num-seqs 128 -> 115",))
+        "lower_max_num_seqs", "Lower --max-num-seqs from 128 to 114", ("--max-num-seqs 128 -> 114",))
     # the engine measured the pool: the budget builds on it, never shows a second pool figure
     assert v.budget[0].startswith("on the engine's measured pool of 1,108,880 tokens")
 

@@ -107,6 +107,9 @@ def _budget(sub: argparse._SubParsersAction, verb: str) -> None:
     p.add_argument("--profile", metavar="ACCESS_LOG", help="measured requests: per-bucket capacity and the safest flags")
     p.add_argument("--target-headroom", type=number(0, 0.95, "a share of the KV cache"), metavar="F",
                    help="share of the KV cache the safe flags keep free (default 0.1; needs --profile)")
+    p.add_argument("--reported-kv-tokens", type=tokens, metavar="N",
+                   help="the KV capacity the engine reported at these flags (its start-up line or capacity gauge): "
+                        "the safe flags size on it plus the change the budget computes (needs --profile)")
     add_common(p)
 
 

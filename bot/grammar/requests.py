@@ -84,6 +84,7 @@ class BudgetRequest:
     what_if: str | None = None
     profile: str | None = None
     target_headroom: float | None = None
+    reported_kv_tokens: int | None = None
     json: bool = False
     lang: str | None = None
 

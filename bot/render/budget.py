@@ -15,6 +15,7 @@ from bot.service.outcomes import BudgetPage as Page
 from bot.service.outcomes import BudgetSide as Side
 from runbooks.model.budget import Budget, BudgetInputs
 from runbooks.model.errors import UsageError
+from runbooks.model.units import GIB
 from runbooks.remediation.solver import ENGINE_FLAGS, SafePlan, current_fraction
 from runbooks.sizing.capacity import BucketCapacity
 from runbooks.sizing.conflicts import FlagClash
@@ -83,6 +84,7 @@ def plan_json(plan: SafePlan, cat: Catalog) -> dict[str, Any]:
         "memory_fraction": plan.memory_fraction, "memory_fraction_flag": plan.flags[2],
         "max_input_tokens": plan.max_input_tokens, "args": list(plan.args()),
         "p99_tokens": plan.p99_tokens, "p95_tokens": plan.p95_tokens, "length_basis": plan.length_basis,
+        "kv_cache_tokens": plan.kv_cache_tokens, "kv_pool_basis": plan.kv_pool_basis,
         "reasons": [{"flag": r.flag, "id": r.id, "params": r.params, "text": reason_text(cat, plan, r)}
                     for r in plan.reasons],
         "budget": _budget_doc(plan.budget),
@@ -246,20 +248,23 @@ def plan_lines(cat: Catalog, page: Page) -> dict[str, Any]:
     assert plan is not None
     b = plan.budget
     total = page.profile.total if page.profile is not None else 0
+    # the pool the flags were sized on: the budget's, or the engine's reported one plus the change
+    pool = plan.kv_cache_tokens if plan.kv_cache_tokens is not None else b.kv_cache_tokens
+    pool_gib = pool * b.kv_bytes_per_token / GIB if b.kv_bytes_per_token else b.kv_cache_gib
     out = {
         "title": cat.t("budget_cli.plan.title", total=total, headroom_pct=round(plan.target_headroom * 100, 1)),
         "args": " ".join(plan.args()),
         "yaml": [f"- {a}" for a in plan.args()],
         "why": [reason_text(cat, plan, r) for r in plan.reasons],
-        "predicted": cat.t("budget_cli.plan.predicted", kv_cache_gib=round(b.kv_cache_gib, 2),
-                           kv_cache_tokens=b.kv_cache_tokens, headroom_gib=round(b.headroom_gib, 2),
+        "predicted": cat.t("budget_cli.plan.predicted", kv_cache_gib=round(pool_gib, 2),
+                           kv_cache_tokens=pool, headroom_gib=round(b.headroom_gib, 2),
                            concurrency=budget_concurrency(cat, b)),
         "problem": None,
     }
     if not plan.feasible:
         key = plan.problem if plan.problem in ("p95_exceeds_pool", "headroom_negative") else "engine_failure"
         out["problem"] = cat.t(f"budget_cli.plan.problem_{key}", failure=b.failure, p95=plan.p95_tokens,
-                               kv_cache_tokens=b.kv_cache_tokens)
+                               kv_cache_tokens=pool)
     return out
 
 

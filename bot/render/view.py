@@ -131,7 +131,7 @@ def _memory_lines(cat: Catalog, report: Report) -> list[str]:
     if mem is None:
         return lines
     if mem.static_gib is not None:
-        pooled = mem.basis == "engine_log" and mem.kv_tokens_measured and mem.kv_cache_tokens
+        pooled = mem.basis in ("engine_log", "budget") and mem.kv_tokens_measured and mem.kv_cache_tokens
         lines.append(cat.t(f"memory.line_{mem.basis}{'_pool' if pooled else ''}", static_gib=mem.static_gib,
                            weights_gib=mem.weights_gib, dynamic_gib=mem.dynamic_gib, total_gib=_r(mem.gpu_total_gib),
                            kv_cache_tokens=mem.kv_cache_tokens))

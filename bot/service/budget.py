@@ -27,7 +27,7 @@ from runbooks.catalogs.models import UnknownModel, find_model
 from runbooks.model.budget import BudgetInputs
 from runbooks.model.errors import UsageError
 from runbooks.model.units import GIB
-from runbooks.remediation.solver import ENGINE_FLAGS, current_fraction, solve_safe_flags
+from runbooks.remediation.solver import ENGINE_FLAGS, MeasuredPool, current_fraction, solve_safe_flags
 from runbooks.sizing.budget import compute_budget, inputs_from_config
 from runbooks.sizing.capacity import bucket_capacity
 from runbooks.sizing.conflicts import find_conflicts
@@ -62,6 +62,8 @@ def run_budget(request: BudgetRequest, deps: Deps) -> BudgetOutcome:
     """
     if request.target_headroom is not None and not request.profile:
         raise UsageError("headroom_needs_profile")
+    if request.reported_kv_tokens is not None and not request.profile:
+        raise UsageError("reported_kv_needs_profile")
     setup = resolve(request)
     conflicts = find_conflicts(setup.model, setup.inputs, setup.gpu, setup.gpus_requested)
     budget = compute_budget(setup.model, setup.inputs)
@@ -72,8 +74,11 @@ def run_budget(request: BudgetRequest, deps: Deps) -> BudgetOutcome:
     plan = None
     if profile is not None:
         try:
+            reported = (MeasuredPool(request.reported_kv_tokens, "--reported-kv-tokens")
+                        if request.reported_kv_tokens else None)
             plan = solve_safe_flags(setup.model, setup.inputs, profile, detail,
-                                    0.1 if request.target_headroom is None else request.target_headroom)
+                                    0.1 if request.target_headroom is None else request.target_headroom,
+                                    measured=reported)
         except PlanError as e:
             raise UsageError(f"plan_{e.code}", **e.params) from None
     after = changed = None

@@ -195,10 +195,17 @@ def _tgi(s: Samples) -> dict[str, Any]:
     if s.counter(t("requests_finished")):
         failed = 0.0 if failed is None else failed
         rejected = 0.0 if rejected is None else rejected
+    capacity = _as_int(s.max(t("kv_capacity_tokens")))
+    # the running batch's reservation (every request's prompt + max_new_tokens), which the
+    # scheduler admits against the KV token budget (backends/v3/src/backend.rs:167-173@v3.3.7)
+    reserved = s.max(t("kv_batch_tokens"))
     return {
         "queue_depth": s.sum(t("queue_waiting")),
         "running_requests": s.sum(t("running")),
-        "kv_cache_capacity_tokens": _as_int(s.max(t("kv_capacity_tokens"))),
+        "kv_cache_capacity_tokens": capacity,
+        "kv_cache_used_tokens": reserved,
+        "kv_cache_usage_ratio": (min(1.0, reserved / capacity)
+                                 if reserved is not None and reserved >= 0 and capacity else None),
         "requests_total": combine(s.counter(t("requests_finished"))),
         "failed_requests_total": failed,
         "rejected_total": rejected,

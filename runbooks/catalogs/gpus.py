@@ -181,6 +181,27 @@ def find_gpu(name: str) -> GpuSpec:
 GPU_MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
 
 
+def pinned_gpu_of_labels(selector: dict[str, str]) -> GpuSpec | None:
+    """The one card a pod's node selector pins (`GPU_MODEL_LABELS`); None where it names no card
+    the catalog knows, or several different ones (the pod may land on any of them).
+
+    >>> pinned_gpu_of_labels({"nvidia.com/gpu.product": "NVIDIA-A10G"}).name
+    'A10G'
+    >>> pinned_gpu_of_labels({"cloud.google.com/gke-accelerator": "nvidia-l4,nvidia-tesla-t4"}) is None
+    True
+    """
+    found = set()
+    for label in GPU_MODEL_LABELS:
+        for value in (selector.get(label) or "").split(","):
+            if not value.strip():
+                continue
+            try:
+                found.add(find_gpu(value.strip()).name)
+            except UnknownGpu:
+                return None  # a value the catalog does not know could be where the pod lands
+    return find_gpu(found.pop()) if len(found) == 1 else None
+
+
 def weakest_gpu_of_labels(selector: dict[str, str]) -> GpuSpec | None:
     """The card a pod's node selector pins (`GPU_MODEL_LABELS`, several values joined by ","),
     the one of lowest compute capability where it allows several; None where no value is a

@@ -88,6 +88,10 @@ class SafePlan:
     problem: str | None = None
     #: the KV tokens the flags leave, from the budget or scaled from the engine's own figure
     kv_cache_tokens: int | None = None
+    #: where that pool comes from: "budget" (computed), "engine_anchored" (the engine's own
+    #: figure at the running flags plus the budget's change for the new ones), "engine" (the
+    #: engine's figure, scaled for a lower fraction), None (not known)
+    kv_pool_basis: str | None = None
     #: the engine version the flags are spelled for (None: not known) and the flags the
     #: running object already spells (`runbooks.catalogs.engine_flags.choose_spelling`)
     engine_version: str | None = None
@@ -136,9 +140,20 @@ class SafePlan:
         refused = {flag: self.spelling(flag) for flag, _ in self._settings()}
         return {flag: c.reason for flag, c in refused.items() if c.flag is None and c.reason is not None}
 
-    def args(self) -> tuple[str, ...]:
-        """The flags as command-line arguments, ready to paste."""
-        return tuple(f"--{k}={v:g}" if isinstance(v, float) else f"--{k}={v}" for k, v in self.values().items())
+    def args(self, only: set[str] | frozenset[str] | None = None) -> tuple[str, ...]:
+        """The flags as command-line arguments, ready to paste; with `only`, just those flags
+        (named as the engine table names them, before spelling).
+
+        >>> SafePlan("sglang", 8192, 40, 0.85, None, 0.1, None, 8000, 3000, "exact", (), True).args({"context-length"})
+        ('--context-length=8192',)
+        """
+        out = []
+        for flag, value in self._settings():
+            spelled = self.spelling(flag).flag
+            if spelled is None or (only is not None and flag not in only):
+                continue
+            out.append(f"--{spelled}={value:g}" if isinstance(value, float) else f"--{spelled}={value}")
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -251,13 +266,50 @@ def _with(inputs: BudgetInputs, length: int, seqs: int | None, fraction: float,
     return replace(inputs, **fields)
 
 
+@dataclass(frozen=True)
+class MeasuredPool:
+    """The KV capacity the engine itself reported at the running flags (its start-up line or
+    its capacity gauge), and where it was read."""
+
+    tokens: int
+    source: str
+
+
+class _Anchor:
+    """The budget's KV pool held to the engine's own figure: the measured tokens at the running
+    flags, plus the change the budget computes between the running flags and the new ones.
+    The budget's absolute figure can be off by memory it does not place (TGI 2.1+ start-ups
+    print up to 43% less than it computes, docs/accuracy.md); the change between two flag sets
+    on the same card, model and engine is what it computes from the engine's own arithmetic."""
+
+    def __init__(self, measured: MeasuredPool, at_running: Budget):
+        self.measured = measured
+        self.at_running = int(at_running.kv_cache_tokens or 0)
+
+    def tokens(self, b: Budget) -> int:
+        if self.at_running <= 0:
+            # the budget predicts no cache where the engine reported one: it has no change to
+            # add, and the engine's own figure stands
+            return self.measured.tokens
+        return max(0, self.measured.tokens + int(b.kv_cache_tokens or 0) - self.at_running)
+
+
 def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestProfile | None,
-                     detail: ProfileDetail | None = None, target_headroom: float = DEFAULT_HEADROOM) -> SafePlan:
+                     detail: ProfileDetail | None = None, target_headroom: float = DEFAULT_HEADROOM,
+                     measured: MeasuredPool | None = None) -> SafePlan:
     """The safest flags that still serve `profile`, with the KV pool from the capacity budget.
+
+    With `measured` (the capacity the engine reported at the flags in `inputs`), the pool is
+    that figure plus the change the budget computes for the new flags (`_Anchor`): what the
+    engine measured wins over what gpumem computes, and only the difference is computed.
 
     `SafePlan.reasons` say why each value. Raises PlanError bad_headroom.
     """
     _check_headroom(target_headroom)
+    anchor = _Anchor(measured, compute_budget(model, inputs)) if measured is not None and measured.tokens > 0 else None
+
+    def pool(b: Budget) -> int:
+        return anchor.tokens(b) if anchor is not None else int(b.kv_cache_tokens)
     engine = inputs.engine
     length_flag, seqs_flag, fraction_flag = ENGINE_FLAGS[engine]
     p99, p95, basis = request_lengths(profile, detail)
@@ -279,7 +331,7 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
     seqs = budget.max_num_seqs or 1
 
     def fitting(b: Budget) -> int:
-        return int((1 - target_headroom) * b.kv_cache_tokens // blocks_tokens(p95_tokens, b.block_size or 1))
+        return int((1 - target_headroom) * pool(b) // blocks_tokens(p95_tokens, b.block_size or 1))
 
     # fewer sequences free activation and graph memory for the cache, so iterate to a fixed point
     for _ in range(_ITERATIONS):
@@ -293,7 +345,12 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
         budget = compute_budget(model, _with(inputs, length, seqs, fraction, max_input))
     per_request = blocks_tokens(p95_tokens, budget.block_size or 1)
     fits = fitting(budget)
-    reasons.append(_seqs_reason(seqs_flag, budget.kv_cache_tokens, target_headroom, p95_tokens, per_request,
+    if anchor is not None:
+        reasons.append(Reason(seqs_flag, "pool_from_engine", {
+            "measured": anchor.measured.tokens, "source": anchor.measured.source,
+            "computed_running": anchor.at_running, "computed_new": int(budget.kv_cache_tokens),
+            "kv_tokens": pool(budget)}))
+    reasons.append(_seqs_reason(seqs_flag, pool(budget), target_headroom, p95_tokens, per_request,
                                 fits, seqs, limit, bool(inputs.max_num_seqs)))
     problem = budget.failure_id
     if problem is None and fits < 1:
@@ -303,7 +360,8 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
     return SafePlan(engine=engine, max_model_len=length, max_num_seqs=seqs, memory_fraction=fraction,
                     max_input_tokens=max_input, target_headroom=target_headroom, budget=budget,
                     p99_tokens=int(p99), p95_tokens=p95_tokens, length_basis=basis, reasons=tuple(reasons),
-                    feasible=problem is None, problem=problem, kv_cache_tokens=budget.kv_cache_tokens,
+                    feasible=problem is None, problem=problem, kv_cache_tokens=pool(budget),
+                    kv_pool_basis="engine_anchored" if anchor is not None else "budget",
                     # spelled for the version the budget was sized for (the newest known when none given)
                     engine_version=inputs.engine_version or version_text(LATEST[engine]))
 
@@ -358,4 +416,4 @@ def solve_from_capacity(launched: Launched, kv_cache_tokens: int | None, profile
     return SafePlan(engine=engine, max_model_len=length, max_num_seqs=seqs, memory_fraction=fraction,
                     max_input_tokens=None, target_headroom=target_headroom, budget=None, p99_tokens=int(p99),
                     p95_tokens=p95_tokens, length_basis=basis, reasons=tuple(reasons), feasible=problem is None,
-                    problem=problem, kv_cache_tokens=cap)
+                    problem=problem, kv_cache_tokens=cap, kv_pool_basis="engine" if cap else None)

@@ -27,6 +27,7 @@ from runbooks.model.report import Action, Finding
 from runbooks.remediation.solver import (
     ENGINE_FLAGS,
     Launched,
+    MeasuredPool,
     SafePlan,
     solve_from_capacity,
     solve_safe_flags,
@@ -89,8 +90,12 @@ def safe_plan(ctx: TriageContext) -> SafePlan | None:
         return None
     profile = ctx.evidence.requests
     spelled = {"engine_version": engine_version(ctx), "used_flags": tuple(cfg.flags)}
+    reported = ctx.kv_capacity_tokens
     if ctx.model is not None and ctx.budget_inputs is not None:
-        return replace(solve_safe_flags(ctx.model, ctx.budget_inputs, profile), **spelled)
+        # the engine's own capacity at the running flags, where it reported one, anchors the pool
+        measured = (MeasuredPool(int(reported.value), reported.source)
+                    if reported is not None and reported.source != "budget" and reported.value else None)
+        return replace(solve_safe_flags(ctx.model, ctx.budget_inputs, profile, measured=measured), **spelled)
     engine = _engine(ctx)
     kind = cfg.memory_fraction_kind or _FRACTION_KIND[engine]
     fraction = cfg.memory_fraction if kind == _FRACTION_KIND[engine] else None
@@ -218,8 +223,10 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
                                "lower_batch_prefill_tokens", "lower_input_with_prefill"})
             if plan is not None and not startup_fix:
                 changes = _plan_changes(ctx, plan, container)
-                if changes:
-                    add("set_safe_flags", changes=changes, args=" ".join(plan.args()), **safe_flags(ctx))
+                # the title names the flags the action moves, not those already at their value
+                moving = {c.flag for c in changes if not is_no_op(ctx, c)}
+                if moving:
+                    add("set_safe_flags", changes=changes, args=" ".join(plan.args(moving)), **safe_flags(ctx))
             current = _current_fraction(ctx, plan) if plan is not None else None
             if plan is not None and plan.engine == "vllm" and current is not None and current >= T.VLLM_UTIL_EDGE:
                 target = plan.memory_fraction if plan.memory_fraction is not None else T.SAFE_VLLM_UTIL
@@ -295,6 +302,9 @@ def engine_default(ctx: TriageContext, flag: str) -> float | int | None:
     else the default the catalogs know for its version; None when neither is known."""
     engine = engine_of(ctx)
     startup = ctx.evidence.logs.startup if ctx.evidence.logs else None
+    ran = _printed_launch_value(ctx, engine, flag)
+    if ran is not None:
+        return ran
     role = next((r for r, f in ROLES.get(engine, {}).items() if f == flag), None)
     if engine == "vllm" and role == "memory_fraction":
         printed = startup.gpu_memory_utilization if startup else None
@@ -306,6 +316,24 @@ def engine_default(ctx: TriageContext, flag: str) -> float | int | None:
     if engine == "tgi" and role == "memory_fraction":
         return 1.0
     return None
+
+
+def _printed_launch_value(ctx: TriageContext, engine: str, flag: str) -> float | int | None:
+    """What the engine's own launch printout in the log says it ran `flag` with (TGI's
+    ``Default `max_total_tokens` to 4096``, its `Args { ... }`, SGLang's `server_args`), where
+    the log is this engine's; None where it does not say."""
+    logs = ctx.evidence.logs
+    printed = logs.server_config if logs else None
+    if printed is None or printed.engine != engine:
+        return None
+    value = printed.flags.get(flag)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() and "." not in value else number
 
 
 def is_no_op(ctx: TriageContext, change: Change) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from runbooks.catalogs.gpus import UnknownGpu, find_gpu
+from runbooks.catalogs.gpus import UnknownGpu, find_gpu, pinned_gpu_of_labels
 from runbooks.catalogs.models import UnknownModel, find_model
 from runbooks.model.budget import BudgetInputs
 from runbooks.model.evidence import Evidence, GpuDevice, ModelSpec
@@ -96,6 +96,11 @@ def _gpu_name(ev: Evidence) -> str | None:
         if dev.name:
             profile = dev.mig_profile or requested
             return f"{dev.name} MIG {profile}" if profile else dev.name
+    # no device reading: the card the workload's node selector pins, where it pins exactly one
+    # (a hard scheduling constraint on the label GPU feature discovery sets from the card)
+    pinned = pinned_gpu_of_labels(ev.workload.node_selector) if ev.workload else None
+    if pinned is not None:
+        return f"{pinned.name} MIG {requested}" if requested else pinned.name
     return None
 
 
@@ -236,6 +241,10 @@ def build_context(ev: Evidence) -> TriageContext:
         kv_use = Reading(m.kv_cache_usage_ratio, m.source)
     elif logs and logs.stats_peak and logs.stats_peak.kv_cache_usage_ratio is not None:
         kv_use = Reading(logs.stats_peak.kv_cache_usage_ratio, logs.source)
+    elif m and m.kv_cache_used_tokens is not None and kv_cap is not None and kv_cap.source != "budget" and kv_cap.value:
+        # the tokens in use on the page against the capacity the engine printed at start-up
+        # (TGI before 2.3.1 exports no capacity gauge: its router's log line says it)
+        kv_use = Reading(min(1.0, m.kv_cache_used_tokens / kv_cap.value), f"{m.source}, {kv_cap.source}")
 
     def _metric(name: str, log_name: str | None = None) -> Reading[float] | None:
         if m and getattr(m, name) is not None:

@@ -106,13 +106,22 @@ def _memory_split(ctx: TriageContext) -> MemorySplit | None:
                            round(startup.weights_gib, 2), "engine_log", kv_ratio, **tokens)
     b = ctx.budget
     if b is not None:
-        return MemorySplit(total, used, round(b.static_gib, 2), round(b.kv_cache_gib, 2), round(b.weights_gib, 2),
+        kv_gib = b.kv_cache_gib
+        if tokens["kv_tokens_measured"] and tokens["kv_cache_tokens"] and b.kv_bytes_per_token:
+            # one value per fact: the cache is the pool the engine reported, in the budget's
+            # bytes per token, not the budget's own pool beside it
+            kv_gib = tokens["kv_cache_tokens"] * b.kv_bytes_per_token / GIB
+        return MemorySplit(total, used, round(b.static_gib, 2), round(kv_gib, 2), round(b.weights_gib, 2),
                            "budget", kv_ratio, **tokens)
     if total is None:
         # a reading in use against an unknown card says nothing about the split (and would
         # print as "of n/a GiB"); the in-use figure stays in the concurrency round's facts
         return None
     return MemorySplit(total, used, None, None, None, "gpus", kv_ratio)
+
+
+#: the facts of load, not of a failure: the queue and the refusals (`checks.concurrency`)
+_LOAD_FACTS = frozenset({"queue_and_rejects", "queue_depth_only", "rejects_only"})
 
 
 def _flags_the_failure_names(verdict) -> tuple[EdgeFlag, ...]:
@@ -122,12 +131,16 @@ def _flags_the_failure_names(verdict) -> tuple[EdgeFlag, ...]:
     cause = next((c for c in verdict.causes if c.id == "params_near_edge"), None)
     if cause is None:
         return ()
+    # named on the queue and the rejects alone, nothing failed: the flags are at the edge of
+    # the load, and the section says so rather than naming a failure the evidence lacks
+    reason = "edge_by_load" if cause.evidence_for and all(
+        f.key in _LOAD_FACTS for f in cause.evidence_for) else "edge_by_failure"
     out: dict[str, EdgeFlag] = {}
     for action in cause.actions:
         for change in action.changes:
             if change.kind == "set_arg" and change.flag and change.flag not in out:
                 out[change.flag] = EdgeFlag(change.flag, "default" if change.old is None else f"{change.old}",
-                                            "(unset)" if change.new is None else f"{change.new}", "edge_by_failure")
+                                            "(unset)" if change.new is None else f"{change.new}", reason)
     return tuple(out.values())
 
 

@@ -1,0 +1,218 @@
+"""What the engine measured wins over what gpumem computes: the KV pool, its usage, the card and
+the values a launch already runs with.
+
+The bundle is TGI 2.2.0 serving Llama 3.1 8B on one A10G with the launcher's defaults, whose
+router printed 19,056 tokens of cache (the start-up `tgi-llama3-8b-class-a10g` in
+tests/data/calibration, for which the budget computes 33,312: +75%, `tgi_kv_optimistic`),
+with the cache full of reservations and requests refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.main import main
+from collectors.bundle import load_bundle
+from collectors.parsers.metrics import parse_metrics
+from runbooks.catalogs.gpus import pinned_gpu_of_labels
+from runbooks.catalogs.models import find_model
+from runbooks.model.budget import BudgetInputs
+from runbooks.model.lengths import RequestProfile
+from runbooks.remediation.solver import MeasuredPool, solve_safe_flags
+from runbooks.sizing.budget import compute_budget
+from runbooks.triage.actions import safe_plan
+from runbooks.triage.context import build_context
+from runbooks.triage.runbook import triage
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llama31-8b-tgi, namespace: chat}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: llama31-8b-tgi}}
+  template:
+    metadata: {labels: {app: llama31-8b-tgi}}
+    spec:
+      nodeSelector: {%(selector)s}
+      containers:
+        - name: tgi
+          image: ghcr.io/huggingface/text-generation-inference:2.2.0
+          args: ["--model-id", "meta-llama/Meta-Llama-3.1-8B-Instruct", "--max-batch-size", "64", "--port", "80"]
+          resources:
+            limits: {nvidia.com/gpu: "1"}
+status: {replicas: 2, readyReplicas: 2}
+"""
+LOG = """\
+2024-09-03T10:00:00.000000Z  INFO text_generation_launcher: Args { model_id: "meta-llama/Meta-Llama-3.1-8B-Instruct", max_batch_size: Some(64), port: 80, cuda_memory_fraction: 1.0 }
+2024-09-03T10:00:00.100000Z  INFO text_generation_launcher: Default `max_input_tokens` to 4095
+2024-09-03T10:00:00.100000Z  INFO text_generation_launcher: Default `max_total_tokens` to 4096
+2024-09-03T10:00:00.100000Z  INFO text_generation_launcher: Default `max_batch_prefill_tokens` to 4145
+2024-09-03T10:00:00.100000Z  INFO text_generation_launcher: Using default cuda graphs [1, 2, 4, 8, 16, 32]
+2024-09-03T10:00:47.700000Z  INFO shard-manager: text_generation_launcher: Shard ready in 47.6s rank=0
+2024-09-03T10:00:49.000000Z  INFO text_generation_router::server: router/src/server.rs:1599: Using scheduler V3
+2024-09-03T10:00:49.100000Z  INFO text_generation_router::server: router/src/server.rs:1651: Setting max batch total tokens to 19056
+2024-09-03T10:00:49.200000Z  INFO text_generation_router::server: router/src/server.rs:1889: Connected
+"""
+#: TGI 2.2's page: no tgi_batch_max_total_tokens (from 2.3.1), the batch reserving 18,900 tokens
+METRICS = """\
+# TYPE tgi_request_count counter
+tgi_request_count 10234
+# TYPE tgi_request_failure counter
+tgi_request_failure{err="overloaded"} 312
+tgi_request_failure{err="validation"} 47
+# TYPE tgi_queue_size gauge
+tgi_queue_size 26
+# TYPE tgi_batch_current_size gauge
+tgi_batch_current_size 5
+# TYPE tgi_batch_current_max_tokens gauge
+tgi_batch_current_max_tokens 18900
+"""
+MEASURED, COMPUTED = 19056, 33312
+
+
+def _bundle(tmp_path: Path, selector: str = "nvidia.com/gpu.product: NVIDIA-A10G") -> Path:
+    (tmp_path / "deployment.yaml").write_text(DEPLOYMENT % {"selector": selector})
+    (tmp_path / "logs.txt").write_text(LOG)
+    (tmp_path / "metrics.txt").write_text(METRICS)
+    return tmp_path
+
+
+def test_the_budget_computes_more_cache_than_this_engine_printed():
+    """The premise: on this release the budget's figure is not the engine's (docs/accuracy.md)."""
+    inputs = BudgetInputs(engine="tgi", gpu_total_gib=22.07, engine_version="2.2.0", max_num_seqs=64)
+    assert compute_budget(find_model("meta-llama/Llama-3.1-8B-Instruct"), inputs).kv_cache_tokens == COMPUTED
+
+
+def test_the_safe_flags_size_on_the_pool_the_engine_printed_plus_the_computed_change():
+    model = find_model("meta-llama/Llama-3.1-8B-Instruct")
+    # the flags the printed start-up ran with: the launcher's defaults, 64 at a time
+    running = BudgetInputs(engine="tgi", gpu_total_gib=22.07, engine_version="2.2.0", max_num_seqs=64)
+    profile = RequestProfile(source="access.log", total=1000, p95_input_tokens=1500, p95_output_tokens=500,
+                             p99_input_tokens=3000, p99_output_tokens=900)
+    computed = solve_safe_flags(model, running, profile)
+    anchored = solve_safe_flags(model, running, profile, measured=MeasuredPool(MEASURED, "logs.txt"))
+    assert (computed.kv_pool_basis, anchored.kv_pool_basis) == ("budget", "engine_anchored")
+    # the same new flags; the pool moves by exactly what the engine printed below the budget
+    assert (anchored.max_model_len, anchored.max_input_tokens) == (computed.max_model_len, computed.max_input_tokens)
+    at_running = compute_budget(model, running).kv_cache_tokens
+    assert anchored.kv_cache_tokens == MEASURED + computed.kv_cache_tokens - at_running
+    assert anchored.kv_cache_tokens < computed.kv_cache_tokens
+    # 90% of the pool over the p95 request's 2,000 tokens (2,000 in whole 16-token blocks)
+    assert anchored.max_num_seqs == int(0.9 * anchored.kv_cache_tokens // 2000)
+    assert computed.max_num_seqs == int(0.9 * computed.kv_cache_tokens // 2000)
+    assert anchored.max_num_seqs < computed.max_num_seqs
+    reason = next(r for r in anchored.reasons if r.id == "pool_from_engine")
+    assert reason.params == {"measured": MEASURED, "source": "logs.txt", "computed_running": at_running,
+                             "computed_new": computed.kv_cache_tokens, "kv_tokens": anchored.kv_cache_tokens}
+
+
+def test_triage_reads_the_card_the_node_selector_pins_and_sizes_on_the_engines_pool(tmp_path):
+    ctx = build_context(load_bundle(_bundle(tmp_path)))
+    assert ctx.gpu_name == "A10G"
+    assert ctx.budget is not None and ctx.budget.kv_cache_tokens == COMPUTED
+    assert (ctx.kv_capacity_tokens.value, ctx.kv_capacity_tokens.source) == (MEASURED, "logs.txt")
+    plan = safe_plan(ctx)
+    assert plan.kv_pool_basis == "engine_anchored"
+    # the template's 4096-token requests: 4 fit 90% of the printed 19,056; the budget's 33,312 holds 7
+    assert plan.max_num_seqs == 4
+    report = triage(load_bundle(tmp_path))
+    lower = next(a for a in report.actions if a.id == "lower_max_num_seqs")
+    assert (lower.params["current"], lower.params["target"]) == (64, 4)
+
+
+def test_the_memory_split_shows_the_cache_the_engine_reported_not_the_budgets(tmp_path):
+    mem = triage(load_bundle(_bundle(tmp_path))).memory
+    assert (mem.basis, mem.kv_cache_tokens, mem.kv_tokens_measured) == ("budget", MEASURED, True)
+    assert mem.dynamic_gib == round(MEASURED * 131072 / 2**30, 2) == 2.33
+
+
+def test_tgi_kv_usage_before_2_3_1_is_the_reservation_over_the_capacity_the_router_printed(tmp_path):
+    ctx = build_context(load_bundle(_bundle(tmp_path)))
+    assert ctx.kv_usage_ratio.value == pytest.approx(18900 / 19056)
+    assert ctx.kv_usage_ratio.source == "metrics.txt, logs.txt"
+    report = triage(load_bundle(tmp_path))
+    assert report.verdict.primary == "kv_cache_pressure"
+    assert "kv_cache_near_full" in {f.id for f in report.findings} or any(
+        f.round == 2 and f.severity == "critical" for f in report.findings)
+
+
+def test_without_the_log_the_page_alone_gives_no_usage(tmp_path):
+    _bundle(tmp_path)
+    (tmp_path / "logs.txt").unlink()
+    assert build_context(load_bundle(tmp_path)).kv_usage_ratio is None
+    assert parse_metrics(METRICS).kv_cache_usage_ratio is None
+
+
+def test_a_value_the_launch_printed_is_the_current_one_and_is_not_set_again(tmp_path):
+    """TGI printed 4095 / 4096 as the limits it chose: a plan setting them to those changes nothing."""
+    report = triage(load_bundle(_bundle(tmp_path)))
+    for action in report.actions:
+        for change in action.changes:
+            assert (getattr(change, "flag", None), change.new) not in {("max-input-tokens", 4095), ("max-total-tokens", 4096)}, action
+    safe = next((a for a in report.actions if a.id == "set_safe_flags"), None)
+    if safe is not None:  # the title names only what the action moves
+        moved = {c.flag for c in safe.changes}
+        assert {a.split("=")[0][2:] for a in safe.params["args"].split()} == moved
+
+
+def test_flags_at_the_edge_on_load_alone_name_no_failure(tmp_path):
+    report = triage(load_bundle(_bundle(tmp_path)))
+    assert report.flags_at_edge and {e.reason for e in report.flags_at_edge} == {"edge_by_load"}
+
+
+@pytest.mark.parametrize(("selector", "gpu"), [
+    ("nvidia.com/gpu.product: NVIDIA-A10G", "A10G"),
+    ("cloud.google.com/gke-accelerator: nvidia-l4", "L4"),
+    # several cards, or one the catalog does not know: the pod may land on another
+    ('cloud.google.com/gke-accelerator: "nvidia-l4,nvidia-tesla-t4"', None),
+    ("nvidia.com/gpu.product: NVIDIA-Some-Future-Card", None),
+    ("kubernetes.io/os: linux", None),
+])
+def test_the_card_comes_from_the_node_selector_only_where_it_pins_one(tmp_path, selector, gpu):
+    ctx = build_context(load_bundle(_bundle(tmp_path, selector)))
+    assert ctx.gpu_name == gpu
+    assert (ctx.budget is not None) == (gpu is not None)
+
+
+def test_pinned_gpu_of_labels_joins_both_labels():
+    assert pinned_gpu_of_labels({"nvidia.com/gpu.product": "NVIDIA-L4",
+                                 "cloud.google.com/gke-accelerator": "nvidia-l4"}).name == "L4"
+    assert pinned_gpu_of_labels({"nvidia.com/gpu.product": "NVIDIA-L4",
+                                 "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}) is None
+
+
+def _budget_json(capsys, argv: list[str]) -> tuple[int, dict | str]:
+    rc = main(argv)
+    out = capsys.readouterr()
+    try:
+        return rc, json.loads(out.out)
+    except json.JSONDecodeError:
+        return rc, out.out + out.err
+
+
+def test_budget_sizes_the_safe_flags_on_the_capacity_it_is_told_the_engine_reported(tmp_path, capsys):
+    access = tmp_path / "access.log"
+    access.write_text("".join(f"prompt_tokens={1000 + i % 500} completion_tokens={200 + i % 300}\n"
+                              for i in range(400)))
+    base = ["budget", "--engine", "tgi", "--engine-version", "2.2.0", "--model", "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu", "A10G", "--max-num-seqs", "64", "--profile", str(access), "--json"]
+    _, computed = _budget_json(capsys, base)
+    _, anchored = _budget_json(capsys, [*base, "--reported-kv-tokens", str(MEASURED)])
+    assert (computed["plan"]["kv_pool_basis"], anchored["plan"]["kv_pool_basis"]) == ("budget", "engine_anchored")
+    assert anchored["plan"]["kv_cache_tokens"] < computed["plan"]["kv_cache_tokens"]
+    assert anchored["plan"]["max_num_seqs"] < computed["plan"]["max_num_seqs"]
+    assert "pool_from_engine" in {r["id"] for r in anchored["plan"]["reasons"]}
+    assert str(MEASURED) in next(r["text"] for r in anchored["plan"]["reasons"] if r["id"] == "pool_from_engine") \
+        or f"{MEASURED:,}" in next(r["text"] for r in anchored["plan"]["reasons"] if r["id"] == "pool_from_engine")
+
+
+def test_reported_kv_tokens_without_a_profile_is_refused_with_what_to_add(capsys):
+    rc = main(["budget", "--engine", "tgi", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A10G",
+               "--reported-kv-tokens", "19056"])
+    err = capsys.readouterr()
+    assert rc == 2
+    assert "--reported-kv-tokens needs --profile" in err.out + err.err
