@@ -216,3 +216,17 @@ def test_reported_kv_tokens_without_a_profile_is_refused_with_what_to_add(capsys
     err = capsys.readouterr()
     assert rc == 2
     assert "--reported-kv-tokens needs --profile" in err.out + err.err
+
+
+@pytest.mark.parametrize(("engine", "version", "key"), [
+    ("tgi", "2.2.0", "computed_unmatched"), ("tgi", "2.0.4", "computed"), ("vllm", "0.10.1", "computed")])
+def test_the_budget_page_says_how_far_its_figure_is_from_the_engines_for_that_version(capsys, engine, version, key):
+    from bot.render.i18n import Catalog
+
+    main(["budget", "--engine", engine, "--engine-version", version, "--model", "meta-llama/Llama-3.1-8B-Instruct",
+          "--gpu", "A10G"])
+    out = capsys.readouterr().out
+    en = Catalog.load("en")
+    assert en.t(f"budget_cli.{key}") in out
+    other = "computed" if key == "computed_unmatched" else "computed_unmatched"
+    assert en.t(f"budget_cli.{other}") not in out

@@ -85,6 +85,7 @@ def test_a_flag_change_predicts_what_gpumem_budget_predicts_and_restarts_every_p
     assert (budget["after"]["concurrency"], budget["after"]["concurrency_limit"]) == (64, "max_num_seqs")
     assert (budget["service_max_concurrency_before"], budget["service_max_concurrency_after"]) == (256, 128)
     assert budget["missing"] == [] and budget["computed"] is True
+    assert "tgi_kv_optimistic_preview" not in {n["id"] for n in budget["notes"]}
     blast = plan["preview"]["blast_radius"]
     assert blast["template_changed"] is True
     assert blast["restart_pods"] == [INCIDENT_POD_A, INCIDENT_POD_B]
@@ -327,6 +328,9 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
     assert (budget["before"]["fits"], budget["after"]["fits"], budget["after"]["max_model_len"]) == (True, False, 8192)
     assert budget["after"]["failure_id"] == "tgi_prefill_oom"
     assert {"id": "gpu_from_nodes", "params": {"gpu": "NVIDIA-A10G"}} in budget["notes"]
+    # TGI 3.3.4's start-ups printed less cache than the budget computes: the approver is told so
+    assert {"id": "tgi_kv_optimistic_preview", "params": {"version": "3.3.4"}} in budget["notes"]
+    assert "the KV figures are computed by gpumem, and every start-up of TGI 2.1 or newer" in text
     blast = plan["preview"]["blast_radius"]
     assert (blast["max_surge"], blast["max_unavailable"], blast["extra_pods"]) == (2, 0, 2)
     assert (blast["spare_gpus"], blast["outcome"]) == (0, "stuck")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -255,6 +256,22 @@ def test_the_tgi_warning_quotes_the_calibration_tables_own_errors():
     for lang in ("en", "zh"):
         text = Catalog.load(lang).t("budget_cli.warning.tgi_kv_optimistic")
         assert [int(n) for n in re.findall(r"(\d+)%", text)] == errors, lang
+
+
+def test_the_plan_previews_and_triages_shortfall_is_the_calibration_tables_largest():
+    """"up to 43% less" (plan previews, docs/triage.md) is the worst of the three start-ups."""
+    from bot.render.i18n import Catalog
+
+    cases = {c["id"]: c for c in load_cases()}
+    shortfalls = []
+    for case_id in ("tgi-llama3-8b-class-a10g", "tgi-docs-v3-llama31-8b-l4", "tgi-gemma3-27b-2xa6000-3.3"):
+        row, _ = run_case(cases[case_id])
+        shortfalls.append(round((1 - 1 / (1 + row.kv_err)) * 100))
+    for lang in ("en", "zh"):
+        text = Catalog.load(lang).t("plan_preview.note.tgi_kv_optimistic_preview")
+        assert [int(n) for n in re.findall(r"(\d+)%", text)] == [max(shortfalls)], lang
+    triage_doc = (Path(__file__).resolve().parent.parent / "docs" / "triage.md").read_text()
+    assert f"print {min(shortfalls)}-{max(shortfalls)}% less cache" in triage_doc
 
 
 def test_tgi_2_1_to_2_4_0_counts_no_warm_up_blocks_back_when_every_request_stops_at_once():

@@ -276,7 +276,8 @@ def page_text(page: Page, lang: str) -> str:
                   pp=inp.pp)
     view = {
         "t": cat.t, "title": title,
-        "notes": [*(cat.t(f"budget_cli.note.{k}", p) for k, p in page.notes), cat.t("budget_cli.computed")],
+        "notes": [*(cat.t(f"budget_cli.note.{k}", p) for k, p in page.notes),
+                  cat.t("budget_cli.computed_unmatched" if "tgi_kv_optimistic" in b.warnings else "budget_cli.computed")],
         "before": side_view(cat, page.before),
         "after": side_view(cat, page.after) if page.after is not None else None,
         "changed": ", ".join(f"{k} {_flag_value(v['before'])} → {_flag_value(v['after'])}"

@@ -208,7 +208,11 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
         detail = {k: str(v) for k, v in e.params.items()}
         return replace(base, missing=(Note(what, {"code": e.code, **detail}),))
     notes += [Note(code, {k: str(v) for k, v in params.items()}) for code, params in before.notes]
-    figures_before = BudgetFigures.of(compute_budget(before.model, before.inputs))
+    budget_before = compute_budget(before.model, before.inputs)
+    figures_before = BudgetFigures.of(budget_before)
+    if "tgi_kv_optimistic" in budget_before.warnings:
+        # the figures an approver reads are gpumem's, for a release whose start-ups print less
+        notes.append(Note("tgi_kv_optimistic_preview", {"version": str(before.inputs.engine_version or "")}))
     common = dict(model=before.model.name, gpu=before.gpu_label, engine=before.inputs.engine, notes=tuple(notes))
     if after_obj is None:
         return replace(base, before=figures_before, **common, missing=(Note("after", {"code": "patch_not_previewed"}),))
