@@ -204,8 +204,8 @@ def _tgi(s: Samples) -> dict[str, Any]:
         "running_requests": s.sum(t("running")),
         "kv_cache_capacity_tokens": capacity,
         "kv_cache_used_tokens": reserved,
-        "kv_cache_usage_ratio": (min(1.0, reserved / capacity)
-                                 if reserved is not None and reserved >= 0 and capacity else None),
+        "kv_cache_usage_ratio": (min(1.0, reserved / capacity) if reserved is not None and math.isfinite(reserved)
+                                 and reserved >= 0 and capacity and capacity > 0 else None),
         "requests_total": combine(s.counter(t("requests_finished"))),
         "failed_requests_total": failed,
         "rejected_total": rejected,

@@ -7,6 +7,7 @@ KV capacity from the engine's own start-up line, its cache_config_info, or our b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
@@ -241,7 +242,8 @@ def build_context(ev: Evidence) -> TriageContext:
         kv_use = Reading(m.kv_cache_usage_ratio, m.source)
     elif logs and logs.stats_peak and logs.stats_peak.kv_cache_usage_ratio is not None:
         kv_use = Reading(logs.stats_peak.kv_cache_usage_ratio, logs.source)
-    elif m and m.kv_cache_used_tokens is not None and kv_cap is not None and kv_cap.source != "budget" and kv_cap.value:
+    elif (m and m.kv_cache_used_tokens is not None and math.isfinite(m.kv_cache_used_tokens)
+          and m.kv_cache_used_tokens >= 0 and kv_cap is not None and kv_cap.source != "budget" and kv_cap.value > 0):
         # the tokens in use on the page against the capacity the engine printed at start-up
         # (TGI before 2.3.1 exports no capacity gauge: its router's log line says it)
         kv_use = Reading(min(1.0, m.kv_cache_used_tokens / kv_cap.value), f"{m.source}, {kv_cap.source}")
