@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 import yaml
@@ -334,3 +335,57 @@ def test_tgi_flags_are_budgeted_as_gpumem_budget_does_and_its_full_nodes_would_s
     blast = plan["preview"]["blast_radius"]
     assert (blast["max_surge"], blast["max_unavailable"], blast["extra_pods"]) == (2, 0, 2)
     assert (blast["spare_gpus"], blast["outcome"]) == (0, "stuck")
+
+
+# ------------------------------------------------------------------ the engine's own pool
+
+
+def _triaged(cluster, tmp_path, monkeypatch, capsys) -> Path:
+    """A live triage of the incident, recorded in the store `gpumem plan` then reads."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    db = tmp_path / "gpumem" / "gpumem.db"
+    db.parent.mkdir()
+    Store.open(db).close()
+    assert main(["triage", TARGET, "--json", "--kubeconfig", str(cluster.kubeconfig), "--context", "prod"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    # vLLM printed 1,108,880 tokens where the budget computes 1,120,992 for the same flags
+    assert (report["memory"]["kv_cache_tokens"], report["memory"]["kv_tokens_measured"]) == (1108880, True)
+    return db
+
+
+def test_the_preview_sizes_on_the_pool_the_last_triage_read_from_the_engine(cluster, tmp_path, monkeypatch,
+                                                                           capsys):
+    _triaged(cluster, tmp_path, monkeypatch, capsys)
+    rc, plan = _run(capsys, cluster, tmp_path / "gpumem", "plan", TARGET, "--set", "gpu-memory-utilization=0.9",
+                    "--json")
+    assert rc == 0
+    budget = plan["preview"]["budget"]
+    # before: the engine's own pool; after: it plus what gpumem computes the change does
+    # (1,120,992 -> 1,046,896 computed, as in the test above)
+    assert (budget["before"]["kv_cache_tokens"], budget["after"]["kv_cache_tokens"]) == (
+        1108880, 1046896 + 1108880 - 1120992)
+    assert budget["before"]["max_concurrency"] == pytest.approx(1108880 / 8192, abs=1e-4)
+    (note,) = [n for n in budget["notes"] if n["id"] == "kv_from_triage"]
+    assert (note["params"]["tokens"], note["params"]["computed"]) == ("1,108,880", "1,120,992")
+    rc, text = _run(capsys, cluster, tmp_path / "gpumem", "plan", TARGET, "--set", "gpu-memory-utilization=0.9")
+    assert "KV cache tokens 1,108,880 -> 1,034,784" in text, text
+    assert "the 1,108,880 the engine reported in the triage of " in text
+    assert cluster.kube.writes() == []
+
+
+def test_a_pool_read_under_other_flags_does_not_size_the_preview(cluster, tmp_path, monkeypatch, capsys):
+    _triaged(cluster, tmp_path, monkeypatch, capsys)
+
+    def lower_length(obj):  # the object changed after the triage: its pool was another launch's
+        container = obj["spec"]["template"]["spec"]["containers"][0]
+        key = "args" if any("--max-model-len" in a for a in container.get("args") or []) else "command"
+        container[key] = [a.replace("--max-model-len=8192", "--max-model-len=4096") for a in container[key]]
+        assert "--max-model-len=4096" in container[key]
+
+    _edit_deployment(cluster, lower_length)
+    rc, plan = _run(capsys, cluster, tmp_path / "gpumem", "plan", TARGET, "--set", "gpu-memory-utilization=0.9",
+                    "--json")
+    assert rc == 0
+    budget = plan["preview"]["budget"]
+    assert "kv_from_triage" not in {n["id"] for n in budget["notes"]}
+    assert budget["before"]["kv_cache_tokens"] != 1108880

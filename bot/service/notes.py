@@ -133,6 +133,11 @@ def summarize_report(report: Report) -> dict[str, Any]:
         "action_changes": {a.id: [[c.kind, c.container, c.slot, c.old, c.new] for c in a.changes]
                            for a in report.actions if a.changes and a.tier != "escalate"},
         "profile": profile,
+        #: the KV pool the engine reported, beside the budget's own figure for the same flags:
+        #: a plan preview of the unchanged object sizes on it (`bot.service.plan_preview`)
+        "kv_pool": ({"tokens": memory.kv_cache_tokens, "computed": report.budget.kv_cache_tokens}
+                    if memory is not None and memory.kv_tokens_measured and memory.kv_cache_tokens
+                    and report.budget is not None else None),
     }
 
 

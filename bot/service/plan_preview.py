@@ -31,7 +31,7 @@ Nothing here fails a plan: what could not be read or worked out is a note in the
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.grammar.requests import BudgetRequest
@@ -182,9 +182,26 @@ def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | No
     return f"{product} MIG {profile}" if profile else product
 
 
+@dataclass(frozen=True)
+class ReportedPool:
+    """The KV pool the engine reported in the last recorded triage of the target, beside the
+    budget's figure for the flags it ran with then (`bot.service.notes.summarize_report`)."""
+
+    tokens: int
+    computed: int
+    at: str
+
+
+def _anchored(f: BudgetFigures, tokens: int) -> BudgetFigures:
+    length = f.max_model_len or 0
+    return replace(f, kv_cache_tokens=tokens, max_concurrency=round(tokens / length, 4) if length else 0.0)
+
+
 def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: Plan, room: GpuRoom,
-                   pods: tuple[str, ...] | None) -> BudgetPreview:
-    """The predicted budget of `obj` and `after_obj` (see the module docstring)."""
+                   pods: tuple[str, ...] | None, reported: ReportedPool | None = None) -> BudgetPreview:
+    """The predicted budget of `obj` and `after_obj` (see the module docstring). With `reported`
+    whose computed figure is the one the live object's flags give now (the same launch), the KV
+    lines are the engine's own pool before and that pool plus the computed change after."""
     before_n, after_n = _replicas(obj), _replicas(after_obj) if after_obj is not None else None
     scale = next((c for c in plan.changes if isinstance(c, Scale) and isinstance(c.new, int)), None)
     if scale is not None:
@@ -210,7 +227,15 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
     notes += [Note(code, {k: str(v) for k, v in params.items()}) for code, params in before.notes]
     budget_before = compute_budget(before.model, before.inputs)
     figures_before = BudgetFigures.of(budget_before)
-    if "tgi_kv_optimistic" in budget_before.warnings:
+    # the engine's own pool, where the last triage read one for these very flags (the budget then
+    # computed what it computes now); else, for a release whose start-ups print less, a warning
+    offset = None
+    if reported is not None and reported.computed == budget_before.kv_cache_tokens:
+        offset = reported.tokens - budget_before.kv_cache_tokens
+        figures_before = _anchored(figures_before, reported.tokens)
+        notes.append(Note("kv_from_triage", {"tokens": f"{reported.tokens:,}", "computed": f"{reported.computed:,}",
+                                             "at": reported.at}))
+    elif "tgi_kv_optimistic" in budget_before.warnings:
         # the figures an approver reads are gpumem's, for a release whose start-ups print less
         notes.append(Note("tgi_kv_optimistic_preview", {"version": str(before.inputs.engine_version or "")}))
     common = dict(model=before.model.name, gpu=before.gpu_label, engine=before.inputs.engine, notes=tuple(notes))
@@ -222,6 +247,8 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
         return replace(base, before=figures_before, **common,
                        missing=(Note("after", {"code": e.code, **{k: str(v) for k, v in e.params.items()}}),))
     figures_after = BudgetFigures.of(compute_budget(after.model, after.inputs))
+    if offset is not None:
+        figures_after = _anchored(figures_after, max(0, figures_after.kv_cache_tokens + offset))
     return replace(base, before=figures_before, after=figures_after, **common)
 
 
@@ -319,12 +346,14 @@ def _why(error: Exception) -> Phrase | str:
     return str(error)[:300]
 
 
-def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0) -> PlanPreview:
+def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0,
+            reported: ReportedPool | None = None) -> PlanPreview:
     """The preview of `plan`, made against `obj` (the object as read for it); `rest` the reader's
-    connection (None: nodes and pods are not read, and the blast radius says so)."""
+    connection (None: nodes and pods are not read, and the blast radius says so); `reported` the
+    KV pool the last triage of the target read from the engine."""
     kind = obj.get("kind") or plan.target.kind
     if kind in SPEC_OWNER_KINDS:
-        return _owner_preview(obj, plan, rest, timeout_s)
+        return _owner_preview(obj, plan, rest, timeout_s, reported)
     if kind not in WORKLOAD_KINDS:
         return PlanPreview(notes=(Note("not_a_workload", {"kind": str(kind)}),))
     notes: list[Note] = []
@@ -339,7 +368,7 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
     notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
     try:
         pods = _workload_pods(obj, room)
-        budget = budget_preview(obj, after_obj, plan, room, pods)
+        budget = budget_preview(obj, after_obj, plan, room, pods, reported)
         new = after_obj if after_obj is not None else obj
         resource, count = template_gpus(new, "kube:deployments")
         nodes = room.nodes
@@ -357,7 +386,8 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
     return PlanPreview(budget, blast, tuple(notes))
 
 
-def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float) -> PlanPreview:
+def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float,
+                   reported: ReportedPool | None = None) -> PlanPreview:
     """The preview of a plan on an InferenceService or a LeaderWorkerSet (the module docstring)."""
     notes: list[Note] = []
     try:
@@ -369,7 +399,7 @@ def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeo
     notes += [Note("read_failed", {"issue": issue}) for issue in room.issues]
     try:
         pods = _owner_pods(obj, room)
-        budget = budget_preview(obj, after_obj, plan, room, pods)
+        budget = budget_preview(obj, after_obj, plan, room, pods, reported)
         blast = _owner_blast(obj, after_obj if after_obj is not None else obj, plan, budget, room, pods, notes)
     except (ParseError, GpumemError, TemplateShapeError, ValueError) as e:  # what the parsers or sizing refuse
         return PlanPreview(notes=(*notes, Note("preview_failed", {"error": _why(e)})))

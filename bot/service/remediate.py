@@ -26,7 +26,7 @@ from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.service.connections import Endpoint, kube_api
 from bot.service.container_reader import CONTAINER_READER
 from bot.service.operators import operator as operator  # who is at the terminal, for the audit
-from bot.service.plan_preview import preview
+from bot.service.plan_preview import ReportedPool, preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
 from collectors.errors import ParseError
@@ -356,6 +356,8 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
     split's phases are planned by `bot.service.split_pools.make_plan`, which builds on this."""
     now = now or datetime.now(UTC)
     obj = writer.read(request.kind, request.namespace, request.name)
+    # the engine's own KV pool, as the last triage of this workload read it, for the preview
+    reported = triage_kv_pool(store, request.namespace, request.name)
     owner = spec_owner_of(obj) if request.kind in ("Deployment", "StatefulSet") else None
     if owner is not None and request.flags and request.replicas is None and not request.changes:
         # the controller rewrites this object from its owner's spec: the flag is written there
@@ -378,7 +380,7 @@ def make_plan(store: Store, writer: KubeWriter, request: PlanRequest, policy: Ap
         hpas = writer.list(hpa_edits.HPA_KIND, request.namespace)  # an HPA would undo a replica change
     plan, spelling = build_plan(obj, request, policy, now, hpas, workload)
     rest = writer.rest if reader is WRITER_READS else reader
-    made = preview(obj, plan, rest, writer.timeout_s)
+    made = preview(obj, plan, rest, writer.timeout_s, reported)
     # what the flag edits say about the deployed version's spellings, first among the notes
     spelled = tuple(Note("flag_spelling", {"note": n}) for n in spelling)
     plan = replace(plan, preview=replace(made, notes=(*spelled, *made.notes)),
@@ -736,6 +738,19 @@ def triage_engine_version(store: Store, namespace: str, name: str) -> str | None
     record = Journal(store).last_triage(namespace, name)
     version = record.summary.get("engine_version") if record else None
     return version if isinstance(version, str) else None
+
+
+def triage_kv_pool(store: Store, namespace: str, name: str) -> ReportedPool | None:
+    """The KV pool the engine reported in the last recorded triage of the workload, beside the
+    budget's figure for the flags it ran with (None: that triage read no pool from the engine)."""
+    record = Journal(store).last_triage(namespace, name)
+    pool = record.summary.get("kv_pool") if record else None
+    if not isinstance(pool, dict):
+        return None
+    tokens, computed = pool.get("tokens"), pool.get("computed")
+    if not isinstance(tokens, int) or not isinstance(computed, int) or tokens <= 0 or computed <= 0:
+        return None
+    return ReportedPool(tokens, computed, record.at.strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],
