@@ -266,3 +266,28 @@ def test_the_plan_text_fills_both_runbook_templates(cluster, tmp_path, capsys):
                  "not cloned: an HPA scaling vllm-server does not scale vllm-server-long"):
         assert line in text, line
     assert "hf_live_secret_value" not in text, "the clone's env is not printed"
+
+
+def test_the_pools_size_on_the_engines_own_pool_when_the_last_triage_read_it(cluster, tmp_path, capsys,
+                                                                             monkeypatch):
+    # the budget's own pools first, with no triage recorded
+    rc, computed = _run(capsys, cluster, tmp_path / "none.db", "plan", TARGET, "--split-pools", "--profile", PROFILE,
+                        "--json")
+    assert rc == 0 and computed["split_pools"]["kv_pool_basis"] == "budget"
+    # a live triage, recorded: vLLM printed 1,108,880 tokens where the budget computes 1,120,992
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    store = tmp_path / "gpumem" / "gpumem.db"
+    store.parent.mkdir()
+    Store.open(store).close()
+    assert main(["triage", TARGET, "--json", "--kubeconfig", str(cluster.kubeconfig), "--context", "prod"]) == 1
+    capsys.readouterr()
+    rc, anchored = _run(capsys, cluster, store, "plan", TARGET, "--split-pools", "--profile", PROFILE, "--json")
+    assert rc == 0
+    t, c = anchored["split_pools"], computed["split_pools"]
+    assert t["kv_pool_basis"] == "engine_anchored"
+    for pool in ("long", "short"):
+        assert t[pool]["kv_tokens"] == c[pool]["kv_tokens"] + 1108880 - 1120992, pool
+    assert t["long"]["max_num_seqs"] <= c["long"]["max_num_seqs"]
+    rc, text = _run(capsys, cluster, store, "plan", TARGET, "--split-pools", "--profile", PROFILE)
+    assert "KV tokens of the engine's own pool, as the last triage read it" in text
+    assert cluster.kube.writes() == []

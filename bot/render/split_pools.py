@@ -66,7 +66,8 @@ def template_text(t: dict[str, Any], state: str, lang: str) -> str:
                  allowance=short.get("output_allowance"), threshold=t["threshold"])
     lines.append(cat.t("split_pools.max_model_len", flag=length_flag, short=short["max_model_len"], short_when=when,
                        long=long["max_model_len"], long_basis=basis))
-    lines.append(cat.t("split_pools.max_num_seqs", flag=seqs_flag, short=short["max_num_seqs"],
+    lines.append(cat.t("split_pools.max_num_seqs" + ("_engine" if t.get("kv_pool_basis") == "engine_anchored" else ""),
+                       flag=seqs_flag, short=short["max_num_seqs"],
                        single=single["max_num_seqs"], long=long["max_num_seqs"], kv_tokens=long["kv_tokens"],
                        gpu=t.get("gpu")))
     lines.append(cat.t("split_pools.gpu_quota", resource=t.get("gpu_resource"), per_pod=long["gpus_per_pod"],

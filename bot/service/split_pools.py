@@ -48,6 +48,7 @@ from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.solver import request_lengths
 from runbooks.remediation.split import TEMPLATE_EVENT, is_phase1, is_split
 from runbooks.remediation.value_ranges import check_option
+from runbooks.sizing.budget import compute_budget
 
 #: the audit event that records who confirmed the routing before phase 2
 ROUTING_EVENT = "routing_confirmed"
@@ -226,10 +227,12 @@ def make_split_plan(store: Store, writer: KubeWriter, request: SplitRequest, pol
     """Build and store the plan of `request.phase`, with its template row in the audit."""
     now = now or datetime.now(UTC)
     request = replace(request, requested_by=request.requested_by or operator())
+    # the engine's own KV pool, as the last triage of the workload read it
+    reported = remediate.triage_kv_pool(store, request.namespace, request.name)
     if request.phase == 1:
-        plan, template = _phase1(writer, request, policy, now)
+        plan, template = _phase1(writer, request, policy, now, reported)
     elif request.phase == 2:
-        plan, template = _phase2(store, writer, request, policy, now)
+        plan, template = _phase2(store, writer, request, policy, now, reported)
     else:
         raise UsageError("split_bad_phase", phase=request.phase)
     stored = store.add_plan(plan, channel=channel, thread_ts=thread_ts, now=now)
@@ -290,7 +293,18 @@ def _gpus(workload) -> tuple[int, str]:
     return (gpu.count, gpu.resource) if gpu is not None else (0, "nvidia.com/gpu")
 
 
-def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, now: datetime) -> tuple[Plan, dict]:
+def _kv_offset(setup, reported) -> int | None:
+    """The engine's own pool less the budget's for the original's flags, where the last triage read
+    that pool for these very flags (the budget computes for them what it computed then); None: the
+    budget's pools stand."""
+    if reported is None:
+        return None
+    computed = int(compute_budget(setup.model, setup.inputs).kv_cache_tokens or 0)
+    return reported.tokens - computed if computed == reported.computed else None
+
+
+def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, now: datetime,
+            reported=None) -> tuple[Plan, dict]:
     ns, name = request.namespace, request.name
     original = writer.read("Deployment", ns, name)
     long = split.long_name(name)
@@ -308,12 +322,14 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
     p99 = request_lengths(profile, detail)[0] if profile is not None else None
     length, basis = split.long_pool_length(p99, current_len, setup.model.max_position_embeddings)
+    offset = _kv_offset(setup, reported)
     long_size = split.size_pool(setup.model, setup.inputs, length, limit=current_seqs, basis=basis,
-                                p99=int(p99) if p99 is not None else None)
+                                p99=int(p99) if p99 is not None else None, kv_offset=offset or 0)
     short_len = split.short_pool_length(threshold, profile)
     if not current_len or short_len >= current_len:
         raise UsageError("split_threshold_too_high", threshold=threshold, short=short_len, current=current_len)
-    short_size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
+    short_size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool",
+                                 kv_offset=offset or 0)
 
     wanted = [(length_flag, long_size.max_model_len), (seqs_flag, long_size.max_num_seqs)]
     long_deployment, long_service, container = build_clones(original, service, replicas=request.long_replicas,
@@ -338,6 +354,8 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
         "phase": 1, "plan": plan.id, "phase1": plan.id, "namespace": ns, "threshold": threshold,
         "engine": config.engine, "flags": [length_flag, seqs_flag], "gpu": setup.gpu_label,
         "port": ports[0] if ports else None, "gpu_resource": resource, "watch_s": request.watch_s,
+        # "engine_anchored": the pools are the engine's own (the last triage's) plus the computed change
+        "kv_pool_basis": "budget" if offset is None else "engine_anchored",
         "profile": _profile_summary(profile, p99),
         "long": {"deployment": long, "service": long, "replicas": request.long_replicas,
                  "max_model_len": long_size.max_model_len, "max_num_seqs": long_size.max_num_seqs,
@@ -376,7 +394,7 @@ def phase1_of(store: Store, namespace: str, name: str) -> StoredPlan | None:
 
 
 def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
-            now: datetime) -> tuple[Plan, dict]:
+            now: datetime, reported=None) -> tuple[Plan, dict]:
     ns, name = request.namespace, request.name
     first = phase1_of(store, ns, name)
     if first is None or first.state not in PHASE1_LIVE:
@@ -406,7 +424,9 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     if current_len and short_len >= current_len:
         raise UsageError("nothing_to_change", what=Phrase("reason.flag_already", {"flag": f"--{length_flag}", "value": current_len}))
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
-    size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool")
+    offset = _kv_offset(setup, reported)
+    size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool",
+                           kv_offset=offset or 0)
     flags: list[tuple[str, Any]] = [(length_flag, short_len)]
     if size.limit and size.max_num_seqs < size.limit:
         flags.append((seqs_flag, size.max_num_seqs))
@@ -421,6 +441,7 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     plan = replace(plan, changes=changes, approvals_needed=approvals_needed(policy, changes))
     template.update({
         "phase": 2, "plan": plan.id, "phase1": first.plan.id, "routing_confirmed_by": who,
+        "kv_pool_basis": "budget" if offset is None else "engine_anchored",
         "short": {**template["short"], "max_model_len": short_len, "max_num_seqs": size.max_num_seqs,
                   "kv_tokens": size.kv_cache_tokens},
         "single": {**template["single"], "max_model_len": config.max_model_len, "max_num_seqs": config.max_num_seqs,

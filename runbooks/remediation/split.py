@@ -214,10 +214,12 @@ class PoolSize:
     p99_tokens: int | None = None
     #: the concurrency it was capped at: the current value, else the engine's default
     limit: int | None = None
+    #: the engine's own pool less the budget's, at the running flags (0: the budget's pool)
+    kv_offset: int = 0
 
     @property
     def kv_cache_tokens(self) -> int:
-        return int(self.budget.kv_cache_tokens or 0)
+        return max(0, int(self.budget.kv_cache_tokens or 0) + self.kv_offset)
 
 
 def _inputs(inputs: BudgetInputs, length: int, seqs: int | None) -> BudgetInputs:
@@ -225,12 +227,15 @@ def _inputs(inputs: BudgetInputs, length: int, seqs: int | None) -> BudgetInputs
 
 
 def size_pool(model: ModelSpec, inputs: BudgetInputs, length: int, *, limit: int | None,
-              headroom: float = DEFAULT_HEADROOM, basis: str = "", p99: int | None = None) -> PoolSize:
+              headroom: float = DEFAULT_HEADROOM, basis: str = "", p99: int | None = None,
+              kv_offset: int = 0) -> PoolSize:
     """The concurrency that fits the card at context `length`: every sequence at its full length
     in the KV cache the budget predicts with those flags, `headroom` of it kept free, never above
     `limit`. Fewer sequences free activation and graph memory for the cache, so it iterates to a
-    fixed point as the safe-flag solver does. Raises UsageError split_does_not_fit (with the
-    engine's failure, or the KV tokens against the length) when not even one sequence fits."""
+    fixed point as the safe-flag solver does. `kv_offset`: the engine's own pool less the
+    budget's at the running flags, added to every pool (what the engine measured wins; the
+    budget gives the change). Raises UsageError split_does_not_fit (with the engine's failure,
+    or the KV tokens against the length) when not even one sequence fits."""
     if inputs.engine not in ENGINES:
         raise UsageError("split_engine_unsupported", engine=inputs.engine)
     budget = compute_budget(model, _inputs(inputs, length, inputs.max_num_seqs))
@@ -238,7 +243,8 @@ def size_pool(model: ModelSpec, inputs: BudgetInputs, length: int, *, limit: int
     seqs = budget.max_num_seqs or inputs.max_num_seqs or 1
 
     def fitting(b: Budget) -> int:
-        return int((1 - headroom) * (b.kv_cache_tokens or 0) // blocks_tokens(length, b.block_size or 1))
+        pool = max(0, int(b.kv_cache_tokens or 0) + kv_offset)
+        return int((1 - headroom) * pool // blocks_tokens(length, b.block_size or 1))
 
     for _ in range(8):
         wanted = max(1, min(fitting(budget), limit) if limit else fitting(budget))
@@ -248,10 +254,11 @@ def size_pool(model: ModelSpec, inputs: BudgetInputs, length: int, *, limit: int
         budget = compute_budget(model, _inputs(inputs, length, seqs))
     fits = fitting(budget)
     if budget.failure_id is not None or fits < 1:
-        raise UsageError("split_does_not_fit", length=length, kv_tokens=int(budget.kv_cache_tokens or 0),
+        raise UsageError("split_does_not_fit", length=length,
+                         kv_tokens=max(0, int(budget.kv_cache_tokens or 0) + kv_offset),
                          failure=budget.failure_id or "kv_cache_too_small")
     seqs = min(seqs, fits)
-    return PoolSize(length, seqs, budget, basis, fits, p99, limit)
+    return PoolSize(length, seqs, budget, basis, fits, p99, limit, kv_offset)
 
 
 def long_pool_length(p99: float | None, current: int | None, model_max: int | None) -> tuple[int, str]:
