@@ -230,3 +230,56 @@ def test_the_budget_page_says_how_far_its_figure_is_from_the_engines_for_that_ve
     assert en.t(f"budget_cli.{key}") in out
     other = "computed" if key == "computed_unmatched" else "computed_unmatched"
     assert en.t(f"budget_cli.{other}") not in out
+
+
+V1_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: qwen-chat, namespace: ml}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: qwen-chat}}
+  template:
+    metadata: {labels: {app: qwen-chat}}
+    spec:
+      nodeSelector: {cloud.google.com/gke-accelerator: nvidia-l4}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.1
+          args: ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "32768"]
+          resources: {limits: {nvidia.com/gpu: "1"}}
+"""
+V1_METRICS = """\
+vllm:num_requests_running{engine="0",model_name="Qwen/Qwen2.5-7B-Instruct"} 9
+vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen2.5-7B-Instruct"} 31
+vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen2.5-7B-Instruct"} 0.97
+vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen2.5-7B-Instruct"} 412
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_context_cap_without_measured_lengths_says_it_is_the_template_not_a_p99(tmp_path, capsys, lang):
+    (tmp_path / "deployment.yaml").write_text(V1_DEPLOYMENT)
+    (tmp_path / "metrics.txt").write_text(V1_METRICS)
+    report = triage(load_bundle(tmp_path))
+    cap = next(a for a in report.actions if a.id == "cap_max_model_len")
+    assert (cap.params["current"], cap.params["target"], cap.params["variant"]) == (32768, 4096, "template")
+    main(["triage", "--bundle", str(tmp_path), "--lang", lang])
+    out = capsys.readouterr().out
+    from bot.render.i18n import Catalog
+
+    cat = Catalog.load(lang)
+    assert cat.t("action.cap_max_model_len.title_template", flag="max-model-len", current="32,768",
+                 target=4096) in out
+    p99 = cat.t("action.cap_max_model_len.title", flag="max-model-len", current="32,768", target=4096)
+    assert p99 not in out
+
+
+def test_a_context_cap_from_measured_lengths_keeps_the_p99_title(tmp_path):
+    (tmp_path / "deployment.yaml").write_text(V1_DEPLOYMENT)
+    (tmp_path / "metrics.txt").write_text(V1_METRICS)
+    (tmp_path / "access.log").write_text("".join(f"prompt_tokens={800 + i % 900} completion_tokens={100 + i % 200}\n"
+                                                 for i in range(500)))
+    report = triage(load_bundle(tmp_path))
+    cap = next(a for a in report.actions if a.id == "cap_max_model_len")
+    assert "variant" not in cap.params and cap.params["target"] < 32768

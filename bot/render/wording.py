@@ -197,7 +197,11 @@ def fact_text(cat: Catalog, f: Fact) -> str:
 
 def action_text(cat: Catalog, a: Action) -> dict[str, str]:
     base = f"action.{a.id}"
-    title = cat.t(f"{base}.title", a.params)
+    # an action whose numbers have another basis words its title for it ("template": no p99)
+    variant = a.params.get("variant")
+    title_key = f"{base}.title_{variant}" if isinstance(variant, str) and cat.has(f"{base}.title_{variant}") \
+        else f"{base}.title"
+    title = cat.t(title_key, a.params)
     follows = a.params.get("input_follows")
     if isinstance(follows, dict):
         # TGI's input limit brought under a lowered total (runbooks.triage.failure_actions.tgi_limits_held)

@@ -192,7 +192,9 @@ def actions_for(cause_id: str, findings: list[Finding], ctx: TriageContext) -> t
             add("lower_max_num_seqs", current=cfg.max_num_seqs, target=plan.max_num_seqs, flag=plan.flags[1],
                 changes=(SetArg(container, plan.flags[1], cfg.max_num_seqs, plan.max_num_seqs),))
         if plan is not None and cfg.max_model_len and plan.max_model_len < cfg.max_model_len:
+            # without measured request lengths the target is the runbook's template, not a p99
             add("cap_max_model_len", current=cfg.max_model_len, target=plan.max_model_len, flag=plan.flags[0],
+                **({"variant": "template"} if plan.length_basis == "template" else {}),
                 changes=(SetArg(container, plan.flags[0], cfg.max_model_len, plan.max_model_len),))
         replicas = wl.replicas if wl else None
         if replicas:
