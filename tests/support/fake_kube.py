@@ -1930,6 +1930,10 @@ class _Handler(BaseHTTPRequestHandler):
         fault, self.after_write = getattr(self, "after_write", None), None
         if fault is not None:  # the write is stored: its answer is replaced
             if fault.outcome == "drop":
+                pending = getattr(self, "pending", None)
+                if pending is not None and not self.recorded:  # before the close, as above
+                    self.kube._record(dataclasses.replace(pending, status=code))
+                    self.recorded = True
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
@@ -1975,9 +1979,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.after_write = fault if fault is not None and fault.after_write else None
         code = 0
         self.recorded = False
+        self.pending = req
         kube._begin()  # nothing is sent before this, so no client can finish unrecorded
         try:
             if outcome == "drop":
+                # recorded before the close: the client moves on once it sees it, and the log
+                # keeps the order the requests came in
+                kube._record(dataclasses.replace(req, status=code))
+                self.recorded = True
                 self.close_connection = True
                 self.connection.shutdown(2)
             elif isinstance(outcome, int):
