@@ -283,3 +283,35 @@ def test_a_context_cap_from_measured_lengths_keeps_the_p99_title(tmp_path):
     report = triage(load_bundle(tmp_path))
     cap = next(a for a in report.actions if a.id == "cap_max_model_len")
     assert "variant" not in cap.params and cap.params["target"] < 32768
+
+
+def test_a_budget_warning_is_worded_and_counts_only_for_the_cause_it_is_about(tmp_path):
+    from bot.render.i18n import Catalog
+    from bot.render.wording import fact_text
+    from runbooks.triage.checks.parallelism import _budget_warning
+
+    report = triage(load_bundle(_bundle(tmp_path)))
+    note = next(f for f in report.findings if f.facts and f.facts[0].params.get("warning") == "tgi_kv_optimistic")
+    # a limit of the budget's own figures: said, at info, for no cause (it used to be counted
+    # as a contradiction in the flags for parallelism_misconfig, worded as its key)
+    assert (note.id, note.severity, note.supports) == ("budget_note", "info", ())
+    for lang in ("en", "zh"):
+        cat = Catalog.load(lang)
+        assert fact_text(cat, note.facts[0]) == cat.t("budget_cli.warning.tgi_kv_optimistic")
+    assert _budget_warning("tp_exceeds_kv_heads_replicated").supports == ("parallelism_misconfig",)
+    assert _budget_warning("headroom_negative").supports == ("params_near_edge",)
+    assert _budget_warning("bf16_unsupported_on_gpu").supports == ()
+
+
+def test_every_budget_warning_has_words_in_both_languages():
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent / "bot" / "render" / "locales"
+    sizing = Path(__file__).resolve().parent.parent / "runbooks" / "sizing"
+    import re
+
+    keys = {m for p in sizing.glob("*.py") for m in re.findall(r'notes\.warn\("([a-z0-9_]+)"', p.read_text())}
+    assert "tgi_kv_optimistic" in keys
+    for lang in ("en", "zh"):
+        words = yaml.safe_load((root / f"{lang}.yaml").read_text())["budget_cli"]["warning"]
+        assert keys <= set(words), (lang, sorted(keys - set(words)))

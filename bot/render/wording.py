@@ -129,6 +129,9 @@ def engine_catalog(lang: str, engine: str | None) -> Catalog:
 _NESTED = {"signal": "signal", "warning": "warning", "what": "what", "kind": "probe_kind", "error_kind": "error_kind",
            "admitted": "demand_admitted", "pool": "pool_basis",
            "phase": "alloc_phase"}
+#: facts whose parameter is worded from another part of the catalog (a budget warning is
+#: worded as `gpumem budget` words it)
+_NESTED_BY_FACT = {"budget_warning": {"warning": "budget_cli.warning"}}
 #: the most of a quoted log line a message shows (the full line is in --json)
 QUOTE_CHARS = 140
 #: what a log line starts with before its message: a logfmt time/level, a vLLM "INFO 03-09
@@ -176,7 +179,8 @@ def quote_text(line: str, limit: int = QUOTE_CHARS) -> str:
 
 def fact_text(cat: Catalog, f: Fact) -> str:
     params: dict[str, Any] = dict(f.params)
-    for name, prefix in _NESTED.items():
+    nested = {**_NESTED, **_NESTED_BY_FACT.get(f.key, {})}
+    for name, prefix in nested.items():
         value = params.get(name)
         if not isinstance(value, str):
             continue

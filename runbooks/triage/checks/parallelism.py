@@ -67,10 +67,27 @@ def check(ctx: TriageContext) -> CheckResult:
                                           total_gib=round(ctx.gpu_total_gib.value, 1), tp=tp),)))
     if ctx.budget is not None:
         for warning in getattr(ctx.budget, "warnings", ()):
-            findings.append(Finding("budget_warning", ROUND, "warning",
-                                    (fact("budget_warning", "budget", warning=warning),),
-                                    ("parallelism_misconfig",), 0.4))
+            findings.append(_budget_warning(warning))
     return CheckResult("parallelism", ROUND, tuple(findings), tuple(dict.fromkeys(used)), tuple(lacking))
+
+
+#: the budget's warnings that are about the parallel layout: evidence for parallelism_misconfig
+BUDGET_LAYOUT_WARNINGS = frozenset({"tp_exceeds_kv_heads_replicated", "pp_uneven_layers"})
+#: the budget's warnings that say the flags leave no margin: evidence for params_near_edge
+BUDGET_EDGE_WARNINGS = frozenset({"headroom_negative", "sglang_reserve_below_activation", "context_exceeds_kv_pool",
+                                  "tgi_total_tokens_exceed_kv"})
+
+
+def _budget_warning(warning: str) -> Finding:
+    """A budget warning as a finding of what it is about: the layout, the margin the flags leave,
+    or neither (a limit of the budget's own figures, a capability of the card, a flag the version
+    ignores): those are said, and count for no cause."""
+    f = (fact("budget_warning", "budget", warning=warning),)
+    if warning in BUDGET_LAYOUT_WARNINGS:
+        return Finding("budget_warning", ROUND, "warning", f, ("parallelism_misconfig",), 0.4)
+    if warning in BUDGET_EDGE_WARNINGS:
+        return Finding("budget_edge_warning", ROUND, "warning", f, ("params_near_edge",), 0.4)
+    return Finding("budget_note", ROUND, "info", f)
 
 
 def _printed_error(ctx: TriageContext) -> Finding | None:
