@@ -315,3 +315,18 @@ def test_every_budget_warning_has_words_in_both_languages():
     for lang in ("en", "zh"):
         words = yaml.safe_load((root / f"{lang}.yaml").read_text())["budget_cli"]["warning"]
         assert keys <= set(words), (lang, sorted(keys - set(words)))
+
+
+def test_not_checked_names_what_is_missing_and_asks_tgi_for_nothing_it_does_not_print():
+    """tgi-1599 (a docker command for TGI 1.4 serving Mixtral, tests/data/real): the model is known,
+    the card is not; TGI prints no stats lines, so its log is not asked for them."""
+    from runbooks.triage.health import capture_next
+
+    evidence = load_bundle(Path(__file__).parent / "data" / "real" / "tgi-1599-l40s-saturates-preallocated")
+    report = triage(evidence)
+    missing = {f.key for f in report.not_checked}
+    assert "missing_static_no_gpu" in missing and "missing_static" not in missing
+    assert "missing_kv_usage_tgi" in missing and "missing_kv_usage" not in missing
+    asked = {f.key for f in capture_next(build_context(evidence))}
+    assert "capture_logs" not in asked and "capture_logs_tgi" not in asked
+    assert {"capture_metrics", "capture_nvidia_smi"} <= asked

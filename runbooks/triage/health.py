@@ -118,10 +118,12 @@ def capture_next(ctx: TriageContext) -> tuple[Fact, ...]:
         cmd = f"kubectl{ns} exec deploy/{name} -- nvidia-smi > nvidia-smi.txt" if kube else "nvidia-smi > nvidia-smi.txt"
         out.append(fact("capture_nvidia_smi", None, command=cmd))
     cut = ev.logs is not None and any(e.kind == "traceback" for e in ev.logs.errors)
-    if ev.logs is None or cut or (not ev.logs.errors and not stats):
+    # TGI logs no periodic stats: a log of it without errors is all its log gives
+    tgi = ctx.engine == "tgi"
+    if ev.logs is None or cut or (not ev.logs.errors and not stats and not tgi):
         cmd = (f"kubectl{ns} logs deploy/{name} --tail=5000 > logs.txt" if kube
                else "docker logs CONTAINER --tail 5000 > logs.txt")
-        out.append(fact("capture_logs", None, command=cmd))
+        out.append(fact("capture_logs_tgi" if tgi else "capture_logs", None, command=cmd))
     if kube and not ev.pods:
         out.append(fact("capture_pods", None,
                         command=f"kubectl{ns} get pods -l app={name} -o yaml > pods.yaml; "

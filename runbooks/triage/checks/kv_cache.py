@@ -34,7 +34,9 @@ def check(ctx: TriageContext) -> CheckResult:
         else:
             findings.append(Finding("kv_usage_ok", ROUND, "info", (f,)))
     else:
-        lacking.append(missing("kv_usage", ev.issues, "metrics.txt", "logs.txt"))
+        # TGI logs no usage lines: its /metrics (with the start-up capacity) is where usage is
+        lacking.append(missing("kv_usage_tgi" if ctx.engine == "tgi" else "kv_usage", ev.issues, "metrics.txt",
+                               "logs.txt"))
 
     hist = ev.service_history
     if hist is not None and hist.kv_cache_usage_ratio:

@@ -63,7 +63,9 @@ def check(ctx: TriageContext) -> CheckResult:
             findings.append(Finding("static_ok", ROUND, "info", facts))
     else:
         if weights is None:
-            lacking.append(missing("static", ev.issues, "logs.txt", "config.json", "deployment.yaml"))
+            # the model known and the card not: the budget lacks only the card
+            kind = "static_no_gpu" if ctx.model is not None and not total else "static"
+            lacking.append(missing(kind, ev.issues, "logs.txt", "config.json", "deployment.yaml"))
         if not total and ctx.gpu_used_gib is not None:
             # a reading of what is in use (nvidia-smi dmon, a process row) without the card's size
             lacking.append(fact("missing_gpu_total", ctx.gpu_used_gib.source, used_gib=gib(ctx.gpu_used_gib.value)))
