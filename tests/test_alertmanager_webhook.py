@@ -432,16 +432,20 @@ def test_50_requests_in_a_second_are_acked_and_start_no_more_triages_than_allowe
 def test_a_full_queue_answers_503_so_alertmanager_retries(tmp_path):
     with serving(tmp_path, extra="  queue_length: 1\n") as s:
         desk = s.bot.alerts
-        hold = threading.Event()
+        hold, working = threading.Event(), threading.Event()
         original = desk.handle
 
         def slow(n):
+            working.set()
             hold.wait(10)
             original(n)
 
         desk.handle = slow
-        codes = [s.post(notification([alert(name=f"Q{i}")], group=f"q{i}")).status_code for i in range(3)]
-        assert codes[0] == 200 and codes[-1] == 503
+        # the first is being worked on (not queued) before the others come: one fills the queue
+        codes = [s.post(notification([alert(name="Q0")], group="q0")).status_code]
+        assert working.wait(10)
+        codes += [s.post(notification([alert(name=f"Q{i}")], group=f"q{i}")).status_code for i in (1, 2)]
+        assert codes == [200, 200, 503]
         r = s.post(notification([alert(name="Q9")], group="q9"))
         assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         hold.set()
