@@ -292,14 +292,19 @@ def test_an_unknown_version_does_not_assume_chunking():
     assert _changes(act) == {"max-input-tokens": (8000, 4096), "max-batch-prefill-tokens": (8192, 4096)}
 
 
+def _tgi_refused_total(flags: str):
+    """The fit of TGI 3.0.0's total to the 20,000 blocks it printed, launched with `flags`."""
+    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
+                         f"meta-llama/Llama-3.1-8B-Instruct {flags}\n"
+                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
+                         "Error: Backend(NotEnoughMemory(32000))"))
+    return _action(report, "fit_max_model_len")
+
+
 def test_a_lowered_tgi_total_brings_the_input_limit_under_it():
     """TGI starts only with --max-input-tokens below --max-total-tokens (launcher/src/main.rs
     :2160@v3.3.7): fitting the total to the printed cache lowers the input limit with it."""
-    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
-                         "meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 30000 --max-total-tokens 32000\n"
-                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
-                         "Error: Backend(NotEnoughMemory(32000))"))
-    fit = _action(report, "fit_max_model_len")
+    fit = _tgi_refused_total("--max-input-tokens 30000 --max-total-tokens 32000")
     assert _changes(fit) == {"max-total-tokens": (32000, 19456), "max-input-tokens": (30000, 19455)}
     assert fit.params["input_follows"] == {"flag": "max-input-tokens", "current": 30000, "target": 19455}
     from bot.render.i18n import Catalog
@@ -309,18 +314,10 @@ def test_a_lowered_tgi_total_brings_the_input_limit_under_it():
                                   "limit below the total")
     assert text["rollback"].endswith(", and --max-input-tokens back to 30,000")
     # an input limit already below the new total stays as it is
-    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
-                         "meta-llama/Llama-3.1-8B-Instruct --max-input-tokens 4000 --max-total-tokens 32000\n"
-                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
-                         "Error: Backend(NotEnoughMemory(32000))"))
-    fit = _action(report, "fit_max_model_len")
+    fit = _tgi_refused_total("--max-input-tokens 4000 --max-total-tokens 32000")
     assert _changes(fit) == {"max-total-tokens": (32000, 19456)} and "input_follows" not in fit.params
     # an input limit left unset is TGI's default beside the new total (total - 1): it follows, nothing is added
-    report = triage(_log("docker run --gpus all ghcr.io/huggingface/text-generation-inference:3.0.0 --model-id "
-                         "meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 32000\n"
-                         "2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 20000, size: 1\n"
-                         "Error: Backend(NotEnoughMemory(32000))"))
-    fit = _action(report, "fit_max_model_len")
+    fit = _tgi_refused_total("--max-total-tokens 32000")
     assert _changes(fit) == {"max-total-tokens": (32000, 19456)} and "input_follows" not in fit.params
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bot.render.assumptions import assumed_line as assumed_line
@@ -248,23 +249,26 @@ def plan_lines(cat: Catalog, page: Page) -> dict[str, Any]:
     assert plan is not None
     b = plan.budget
     total = page.profile.total if page.profile is not None else 0
-    # the pool the flags were sized on: the budget's, or the engine's reported one plus the change
-    pool = plan.kv_cache_tokens if plan.kv_cache_tokens is not None else b.kv_cache_tokens
-    pool_gib = pool * b.kv_bytes_per_token / GIB if b.kv_bytes_per_token else b.kv_cache_gib
+    if plan.kv_pool_basis == "engine_anchored":
+        # sized on the engine's reported pool plus the change: the cache and the requests it
+        # holds are that pool's, one figure each (the budget's own pool is in the reasons)
+        pool = int(plan.kv_cache_tokens or 0)
+        b = replace(b, kv_cache_tokens=pool, kv_cache_gib=pool * b.kv_bytes_per_token / GIB,
+                    max_concurrency=pool / b.max_model_len if b.max_model_len else 0.0)
     out = {
         "title": cat.t("budget_cli.plan.title", total=total, headroom_pct=round(plan.target_headroom * 100, 1)),
         "args": " ".join(plan.args()),
         "yaml": [f"- {a}" for a in plan.args()],
         "why": [reason_text(cat, plan, r) for r in plan.reasons],
-        "predicted": cat.t("budget_cli.plan.predicted", kv_cache_gib=round(pool_gib, 2),
-                           kv_cache_tokens=pool, headroom_gib=round(b.headroom_gib, 2),
+        "predicted": cat.t("budget_cli.plan.predicted", kv_cache_gib=round(b.kv_cache_gib, 2),
+                           kv_cache_tokens=b.kv_cache_tokens, headroom_gib=round(b.headroom_gib, 2),
                            concurrency=budget_concurrency(cat, b)),
         "problem": None,
     }
     if not plan.feasible:
         key = plan.problem if plan.problem in ("p95_exceeds_pool", "headroom_negative") else "engine_failure"
         out["problem"] = cat.t(f"budget_cli.plan.problem_{key}", failure=b.failure, p95=plan.p95_tokens,
-                               kv_cache_tokens=pool)
+                               kv_cache_tokens=b.kv_cache_tokens)
     return out
 
 

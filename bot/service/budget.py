@@ -27,9 +27,9 @@ from runbooks.catalogs.models import UnknownModel, find_model
 from runbooks.model.budget import BudgetInputs
 from runbooks.model.errors import UsageError
 from runbooks.model.units import GIB
-from runbooks.remediation.solver import ENGINE_FLAGS, MeasuredPool, current_fraction, solve_safe_flags
+from runbooks.remediation.solver import ENGINE_FLAGS, current_fraction, solve_safe_flags
 from runbooks.sizing.budget import compute_budget, inputs_from_config
-from runbooks.sizing.capacity import bucket_capacity
+from runbooks.sizing.capacity import MeasuredPool, bucket_capacity
 from runbooks.sizing.conflicts import find_conflicts
 from runbooks.sizing.whatif import PlanError, apply_what_if, before_value, parse_what_if
 

@@ -31,7 +31,7 @@ Nothing here fails a plan: what could not be read or worked out is a note in the
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from bot.grammar.requests import BudgetRequest
@@ -64,6 +64,7 @@ from runbooks.remediation.preview import (
     selector_matches,
 )
 from runbooks.sizing.budget import compute_budget
+from runbooks.sizing.capacity import MeasuredPool
 from runbooks.sizing.whatif import canonical_key
 
 #: the kinds a preview reads as a workload
@@ -182,23 +183,14 @@ def _gpu_of_nodes(obj: dict[str, Any], room: GpuRoom, pods: tuple[str, ...] | No
     return f"{product} MIG {profile}" if profile else product
 
 
-@dataclass(frozen=True)
-class ReportedPool:
-    """The KV pool the engine reported in the last recorded triage of the target, beside the
-    budget's figure for the flags it ran with then (`bot.service.notes.summarize_report`)."""
-
-    tokens: int
-    computed: int
-    at: str
-
-
-def _anchored(f: BudgetFigures, tokens: int) -> BudgetFigures:
+def _on_pool(f: BudgetFigures, tokens: int) -> BudgetFigures:
+    """One side's figures on another KV pool: the tokens, and the requests they hold at full length."""
     length = f.max_model_len or 0
     return replace(f, kv_cache_tokens=tokens, max_concurrency=round(tokens / length, 4) if length else 0.0)
 
 
 def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: Plan, room: GpuRoom,
-                   pods: tuple[str, ...] | None, reported: ReportedPool | None = None) -> BudgetPreview:
+                   pods: tuple[str, ...] | None, reported: MeasuredPool | None = None) -> BudgetPreview:
     """The predicted budget of `obj` and `after_obj` (see the module docstring). With `reported`
     whose computed figure is the one the live object's flags give now (the same launch), the KV
     lines are the engine's own pool before and that pool plus the computed change after."""
@@ -229,12 +221,12 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
     figures_before = BudgetFigures.of(budget_before)
     # the engine's own pool, where the last triage read one for these very flags (the budget then
     # computed what it computes now); else, for a release whose start-ups print less, a warning
-    offset = None
-    if reported is not None and reported.computed == budget_before.kv_cache_tokens:
-        offset = reported.tokens - budget_before.kv_cache_tokens
-        figures_before = _anchored(figures_before, reported.tokens)
-        notes.append(Note("kv_from_triage", {"tokens": f"{reported.tokens:,}", "computed": f"{reported.computed:,}",
-                                             "at": reported.at}))
+    running = int(budget_before.kv_cache_tokens or 0)
+    anchor = reported if reported is not None and reported.holds_for(running) else None
+    if anchor is not None:
+        figures_before = _on_pool(figures_before, anchor.pool(running, running))
+        notes.append(Note("kv_from_triage", {"tokens": f"{anchor.tokens:,}", "computed": f"{running:,}",
+                                             "at": anchor.source}))
     elif "tgi_kv_optimistic" in budget_before.warnings:
         # the figures an approver reads are gpumem's, for a release whose start-ups print less
         notes.append(Note("tgi_kv_optimistic_preview", {"version": str(before.inputs.engine_version or "")}))
@@ -247,8 +239,8 @@ def budget_preview(obj: dict[str, Any], after_obj: dict[str, Any] | None, plan: 
         return replace(base, before=figures_before, **common,
                        missing=(Note("after", {"code": e.code, **{k: str(v) for k, v in e.params.items()}}),))
     figures_after = BudgetFigures.of(compute_budget(after.model, after.inputs))
-    if offset is not None:
-        figures_after = _anchored(figures_after, max(0, figures_after.kv_cache_tokens + offset))
+    if anchor is not None:
+        figures_after = _on_pool(figures_after, anchor.pool(running, figures_after.kv_cache_tokens))
     return replace(base, before=figures_before, after=figures_after, **common)
 
 
@@ -347,7 +339,7 @@ def _why(error: Exception) -> Phrase | str:
 
 
 def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float = 10.0,
-            reported: ReportedPool | None = None) -> PlanPreview:
+            reported: MeasuredPool | None = None) -> PlanPreview:
     """The preview of `plan`, made against `obj` (the object as read for it); `rest` the reader's
     connection (None: nodes and pods are not read, and the blast radius says so); `reported` the
     KV pool the last triage of the target read from the engine."""
@@ -387,7 +379,7 @@ def preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: f
 
 
 def _owner_preview(obj: dict[str, Any], plan: Plan, rest: KubeRest | None, timeout_s: float,
-                   reported: ReportedPool | None = None) -> PlanPreview:
+                   reported: MeasuredPool | None = None) -> PlanPreview:
     """The preview of a plan on an InferenceService or a LeaderWorkerSet (the module docstring)."""
     notes: list[Note] = []
     try:

@@ -26,7 +26,7 @@ from bot.actuator.writer import CREATE, JSON_PATCH, KubeWriter
 from bot.service.connections import Endpoint, kube_api
 from bot.service.container_reader import CONTAINER_READER
 from bot.service.operators import operator as operator  # who is at the terminal, for the audit
-from bot.service.plan_preview import ReportedPool, preview
+from bot.service.plan_preview import preview
 from bot.store.db import Store, StoredPlan
 from bot.store.notes import Journal
 from collectors.errors import ParseError
@@ -92,6 +92,7 @@ from runbooks.remediation.value_ranges import (
     check_vllm_plan,
     model_bound,
 )
+from runbooks.sizing.capacity import MeasuredPool
 from runbooks.triage.actions import ESCALATE_ONLY
 
 
@@ -740,7 +741,7 @@ def triage_engine_version(store: Store, namespace: str, name: str) -> str | None
     return version if isinstance(version, str) else None
 
 
-def triage_kv_pool(store: Store, namespace: str, name: str) -> ReportedPool | None:
+def triage_kv_pool(store: Store, namespace: str, name: str) -> MeasuredPool | None:
     """The KV pool the engine reported in the last recorded triage of the workload, beside the
     budget's figure for the flags it ran with (None: that triage read no pool from the engine)."""
     record = Journal(store).last_triage(namespace, name)
@@ -750,7 +751,8 @@ def triage_kv_pool(store: Store, namespace: str, name: str) -> ReportedPool | No
     tokens, computed = pool.get("tokens"), pool.get("computed")
     if not isinstance(tokens, int) or not isinstance(computed, int) or tokens <= 0 or computed <= 0:
         return None
-    return ReportedPool(tokens, computed, record.at.strftime("%Y-%m-%d %H:%M UTC"))
+    # read in that triage: its time is where it came from
+    return MeasuredPool(tokens, record.at.strftime("%Y-%m-%d %H:%M UTC"), computed=computed)
 
 
 def plan_request(store: Store, namespace: str, name: str, *, kind: str, cluster: str | None, sets: list[str],

@@ -48,7 +48,7 @@ from runbooks.remediation.policy import ApprovalPolicy, approvals_needed
 from runbooks.remediation.solver import request_lengths
 from runbooks.remediation.split import TEMPLATE_EVENT, is_phase1, is_split
 from runbooks.remediation.value_ranges import check_option
-from runbooks.sizing.budget import compute_budget
+from runbooks.sizing.capacity import MeasuredPool
 
 #: the audit event that records who confirmed the routing before phase 2
 ROUTING_EVENT = "routing_confirmed"
@@ -293,18 +293,8 @@ def _gpus(workload) -> tuple[int, str]:
     return (gpu.count, gpu.resource) if gpu is not None else (0, "nvidia.com/gpu")
 
 
-def _kv_offset(setup, reported) -> int | None:
-    """The engine's own pool less the budget's for the original's flags, where the last triage read
-    that pool for these very flags (the budget computes for them what it computed then); None: the
-    budget's pools stand."""
-    if reported is None:
-        return None
-    computed = int(compute_budget(setup.model, setup.inputs).kv_cache_tokens or 0)
-    return reported.tokens - computed if computed == reported.computed else None
-
-
 def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, now: datetime,
-            reported=None) -> tuple[Plan, dict]:
+            reported: MeasuredPool | None = None) -> tuple[Plan, dict]:
     ns, name = request.namespace, request.name
     original = writer.read("Deployment", ns, name)
     long = split.long_name(name)
@@ -322,14 +312,13 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
     p99 = request_lengths(profile, detail)[0] if profile is not None else None
     length, basis = split.long_pool_length(p99, current_len, setup.model.max_position_embeddings)
-    offset = _kv_offset(setup, reported)
     long_size = split.size_pool(setup.model, setup.inputs, length, limit=current_seqs, basis=basis,
-                                p99=int(p99) if p99 is not None else None, kv_offset=offset or 0)
+                                p99=int(p99) if p99 is not None else None, measured=reported)
     short_len = split.short_pool_length(threshold, profile)
     if not current_len or short_len >= current_len:
         raise UsageError("split_threshold_too_high", threshold=threshold, short=short_len, current=current_len)
     short_size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool",
-                                 kv_offset=offset or 0)
+                                 measured=reported)
 
     wanted = [(length_flag, long_size.max_model_len), (seqs_flag, long_size.max_num_seqs)]
     long_deployment, long_service, container = build_clones(original, service, replicas=request.long_replicas,
@@ -355,7 +344,7 @@ def _phase1(writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy, n
         "engine": config.engine, "flags": [length_flag, seqs_flag], "gpu": setup.gpu_label,
         "port": ports[0] if ports else None, "gpu_resource": resource, "watch_s": request.watch_s,
         # "engine_anchored": the pools are the engine's own (the last triage's) plus the computed change
-        "kv_pool_basis": "budget" if offset is None else "engine_anchored",
+        "kv_pool_basis": "budget" if long_size.pool_tokens is None else "engine_anchored",
         "profile": _profile_summary(profile, p99),
         "long": {"deployment": long, "service": long, "replicas": request.long_replicas,
                  "max_model_len": long_size.max_model_len, "max_num_seqs": long_size.max_num_seqs,
@@ -394,7 +383,7 @@ def phase1_of(store: Store, namespace: str, name: str) -> StoredPlan | None:
 
 
 def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: ApprovalPolicy,
-            now: datetime, reported=None) -> tuple[Plan, dict]:
+            now: datetime, reported: MeasuredPool | None = None) -> tuple[Plan, dict]:
     ns, name = request.namespace, request.name
     first = phase1_of(store, ns, name)
     if first is None or first.state not in PHASE1_LIVE:
@@ -424,9 +413,8 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     if current_len and short_len >= current_len:
         raise UsageError("nothing_to_change", what=Phrase("reason.flag_already", {"flag": f"--{length_flag}", "value": current_len}))
     current_seqs = config.max_num_seqs or setup.inputs.max_num_seqs
-    offset = _kv_offset(setup, reported)
     size = split.size_pool(setup.model, setup.inputs, short_len, limit=current_seqs, basis="short_pool",
-                           kv_offset=offset or 0)
+                           measured=reported)
     flags: list[tuple[str, Any]] = [(length_flag, short_len)]
     if size.limit and size.max_num_seqs < size.limit:
         flags.append((seqs_flag, size.max_num_seqs))
@@ -441,7 +429,7 @@ def _phase2(store: Store, writer: KubeWriter, request: SplitRequest, policy: App
     plan = replace(plan, changes=changes, approvals_needed=approvals_needed(policy, changes))
     template.update({
         "phase": 2, "plan": plan.id, "phase1": first.plan.id, "routing_confirmed_by": who,
-        "kv_pool_basis": "budget" if offset is None else "engine_anchored",
+        "kv_pool_basis": "budget" if size.pool_tokens is None else "engine_anchored",
         "short": {**template["short"], "max_model_len": short_len, "max_num_seqs": size.max_num_seqs,
                   "kv_tokens": size.kv_cache_tokens},
         "single": {**template["single"], "max_model_len": config.max_model_len, "max_num_seqs": config.max_num_seqs,

@@ -36,7 +36,7 @@ from runbooks.model.lengths import RequestProfile
 from runbooks.model.phrases import Phrase
 from runbooks.profile.detail import ProfileDetail
 from runbooks.sizing.budget import compute_budget
-from runbooks.sizing.capacity import blocks_tokens
+from runbooks.sizing.capacity import MeasuredPool, blocks_tokens
 from runbooks.sizing.whatif import PlanError
 
 #: the memory fraction the safe template steps back to, per engine (never raised). TGI has none:
@@ -266,50 +266,23 @@ def _with(inputs: BudgetInputs, length: int, seqs: int | None, fraction: float,
     return replace(inputs, **fields)
 
 
-@dataclass(frozen=True)
-class MeasuredPool:
-    """The KV capacity the engine itself reported at the running flags (its start-up line or
-    its capacity gauge), and where it was read."""
-
-    tokens: int
-    source: str
-
-
-class _Anchor:
-    """The budget's KV pool held to the engine's own figure: the measured tokens at the running
-    flags, plus the change the budget computes between the running flags and the new ones.
-    The budget's absolute figure can be off by memory it does not place (TGI 2.1+ start-ups
-    print up to 43% less than it computes, docs/accuracy.md); the change between two flag sets
-    on the same card, model and engine is what it computes from the engine's own arithmetic."""
-
-    def __init__(self, measured: MeasuredPool, at_running: Budget):
-        self.measured = measured
-        self.at_running = int(at_running.kv_cache_tokens or 0)
-
-    def tokens(self, b: Budget) -> int:
-        if self.at_running <= 0:
-            # the budget predicts no cache where the engine reported one: it has no change to
-            # add, and the engine's own figure stands
-            return self.measured.tokens
-        return max(0, self.measured.tokens + int(b.kv_cache_tokens or 0) - self.at_running)
-
-
 def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestProfile | None,
                      detail: ProfileDetail | None = None, target_headroom: float = DEFAULT_HEADROOM,
                      measured: MeasuredPool | None = None) -> SafePlan:
     """The safest flags that still serve `profile`, with the KV pool from the capacity budget.
 
     With `measured` (the capacity the engine reported at the flags in `inputs`), the pool is
-    that figure plus the change the budget computes for the new flags (`_Anchor`): what the
+    that figure plus the change the budget computes for the new flags (`MeasuredPool.pool`): what the
     engine measured wins over what gpumem computes, and only the difference is computed.
 
     `SafePlan.reasons` say why each value. Raises PlanError bad_headroom.
     """
     _check_headroom(target_headroom)
-    anchor = _Anchor(measured, compute_budget(model, inputs)) if measured is not None and measured.tokens > 0 else None
+    at_running = int(compute_budget(model, inputs).kv_cache_tokens or 0) if measured is not None else 0
+    anchor = measured if measured is not None and measured.holds_for(at_running) else None
 
     def pool(b: Budget) -> int:
-        return anchor.tokens(b) if anchor is not None else int(b.kv_cache_tokens)
+        return anchor.pool(at_running, int(b.kv_cache_tokens or 0)) if anchor is not None else int(b.kv_cache_tokens)
     engine = inputs.engine
     length_flag, seqs_flag, fraction_flag = ENGINE_FLAGS[engine]
     p99, p95, basis = request_lengths(profile, detail)
@@ -347,8 +320,8 @@ def solve_safe_flags(model: ModelSpec, inputs: BudgetInputs, profile: RequestPro
     fits = fitting(budget)
     if anchor is not None:
         reasons.append(Reason(seqs_flag, "pool_from_engine", {
-            "measured": anchor.measured.tokens, "source": anchor.measured.source,
-            "computed_running": anchor.at_running, "computed_new": int(budget.kv_cache_tokens),
+            "measured": anchor.tokens, "source": anchor.source,
+            "computed_running": at_running, "computed_new": int(budget.kv_cache_tokens),
             "kv_tokens": pool(budget)}))
     reasons.append(_seqs_reason(seqs_flag, pool(budget), target_headroom, p95_tokens, per_request,
                                 fits, seqs, limit, bool(inputs.max_num_seqs)))

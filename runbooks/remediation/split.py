@@ -48,7 +48,7 @@ from runbooks.profile.requests import BUCKET_LIMITS
 from runbooks.remediation.plan import Plan
 from runbooks.remediation.solver import ENGINE_FLAGS, round_context
 from runbooks.sizing.budget import compute_budget
-from runbooks.sizing.capacity import blocks_tokens
+from runbooks.sizing.capacity import MeasuredPool, blocks_tokens
 
 ACTION = "split_pools"
 #: the patch type of a phase-1 plan: its "patch" is the objects to create, not a PATCH body
@@ -214,12 +214,13 @@ class PoolSize:
     p99_tokens: int | None = None
     #: the concurrency it was capped at: the current value, else the engine's default
     limit: int | None = None
-    #: the engine's own pool less the budget's, at the running flags (0: the budget's pool)
-    kv_offset: int = 0
+    #: the pool sized on when the engine's own figure anchored it (`MeasuredPool.pool`); None:
+    #: the budget's
+    pool_tokens: int | None = None
 
     @property
     def kv_cache_tokens(self) -> int:
-        return max(0, int(self.budget.kv_cache_tokens or 0) + self.kv_offset)
+        return self.pool_tokens if self.pool_tokens is not None else int(self.budget.kv_cache_tokens or 0)
 
 
 def _inputs(inputs: BudgetInputs, length: int, seqs: int | None) -> BudgetInputs:
@@ -228,23 +229,28 @@ def _inputs(inputs: BudgetInputs, length: int, seqs: int | None) -> BudgetInputs
 
 def size_pool(model: ModelSpec, inputs: BudgetInputs, length: int, *, limit: int | None,
               headroom: float = DEFAULT_HEADROOM, basis: str = "", p99: int | None = None,
-              kv_offset: int = 0) -> PoolSize:
+              measured: MeasuredPool | None = None) -> PoolSize:
     """The concurrency that fits the card at context `length`: every sequence at its full length
     in the KV cache the budget predicts with those flags, `headroom` of it kept free, never above
     `limit`. Fewer sequences free activation and graph memory for the cache, so it iterates to a
-    fixed point as the safe-flag solver does. `kv_offset`: the engine's own pool less the
-    budget's at the running flags, added to every pool (what the engine measured wins; the
-    budget gives the change). Raises UsageError split_does_not_fit (with the engine's failure,
-    or the KV tokens against the length) when not even one sequence fits."""
+    fixed point as the safe-flag solver does. `measured`: the engine's own pool at the flags in
+    `inputs`, which then sizes every pool with the change the budget computes (what the engine
+    measured wins), where it holds for them. Raises UsageError split_does_not_fit (with the
+    engine's failure, or the KV tokens against the length) when not even one sequence fits."""
     if inputs.engine not in ENGINES:
         raise UsageError("split_engine_unsupported", engine=inputs.engine)
+    at_running = int(compute_budget(model, inputs).kv_cache_tokens or 0) if measured is not None else 0
+    anchor = measured if measured is not None and measured.holds_for(at_running) else None
+
+    def pool(b: Budget) -> int:
+        return anchor.pool(at_running, int(b.kv_cache_tokens or 0)) if anchor else int(b.kv_cache_tokens or 0)
+
     budget = compute_budget(model, _inputs(inputs, length, inputs.max_num_seqs))
     limit = limit or budget.max_num_seqs
     seqs = budget.max_num_seqs or inputs.max_num_seqs or 1
 
     def fitting(b: Budget) -> int:
-        pool = max(0, int(b.kv_cache_tokens or 0) + kv_offset)
-        return int((1 - headroom) * pool // blocks_tokens(length, b.block_size or 1))
+        return int((1 - headroom) * pool(b) // blocks_tokens(length, b.block_size or 1))
 
     for _ in range(8):
         wanted = max(1, min(fitting(budget), limit) if limit else fitting(budget))
@@ -254,11 +260,10 @@ def size_pool(model: ModelSpec, inputs: BudgetInputs, length: int, *, limit: int
         budget = compute_budget(model, _inputs(inputs, length, seqs))
     fits = fitting(budget)
     if budget.failure_id is not None or fits < 1:
-        raise UsageError("split_does_not_fit", length=length,
-                         kv_tokens=max(0, int(budget.kv_cache_tokens or 0) + kv_offset),
+        raise UsageError("split_does_not_fit", length=length, kv_tokens=pool(budget),
                          failure=budget.failure_id or "kv_cache_too_small")
     seqs = min(seqs, fits)
-    return PoolSize(length, seqs, budget, basis, fits, p99, limit, kv_offset)
+    return PoolSize(length, seqs, budget, basis, fits, p99, limit, pool(budget) if anchor else None)
 
 
 def long_pool_length(p99: float | None, current: int | None, model_max: int | None) -> tuple[int, str]:

@@ -108,7 +108,7 @@ def check_value(engine: str, flag: str, value: Any, *, max_length: int | None = 
         return value
     if rng.kind == "bool":
         return _bool(flag, value, rng)
-    number = _number(value, rng.kind == "int")
+    number = number_of(value, rng.kind == "int")
     if rng.kind == "fraction":
         if number is None or not 0 < number <= 1:
             raise _out(flag, value, rng.words())
@@ -148,7 +148,7 @@ def check_option(option: str, value: Any) -> int:
     runbooks.model.errors.UsageError: flag_value_out_of_range: {'flag': '--queue-target', 'value': '0', 'range': '1..10000'}
     """
     rng = OPTIONS[option]
-    number = _number(value, True)
+    number = number_of(value, True)
     if number is None or not rng.low <= number <= rng.high:
         raise _out(option, value, rng.words())
     return int(number)
@@ -180,7 +180,7 @@ def check_replicas(value: Any, what: str = "--replicas") -> int:
     >>> check_replicas(3)
     3
     """
-    number = _number(value, True)
+    number = number_of(value, True)
     if number is None or not REPLICAS[0] <= number <= REPLICAS[1]:
         raise _out(what, value, f"{REPLICAS[0]}..{REPLICAS[1]}")
     return int(number)
@@ -195,7 +195,7 @@ def _bool(flag: str, value: Any, rng: Range) -> bool:
     raise _out(flag, value, rng.words())
 
 
-def _number(value: Any, integer: bool) -> float | int | None:
+def number_of(value: Any, integer: bool) -> float | int | None:
     """The number `value` holds (an int, a float, or their text), None when it is not one; for
     an integer flag, None unless it is whole."""
     if isinstance(value, bool):

@@ -73,6 +73,37 @@ class BucketCapacity:
         return next(r for r in self.rows if r.bucket == bucket)
 
 
+@dataclass(frozen=True)
+class MeasuredPool:
+    """The KV capacity the engine itself reported (its start-up line or capacity gauge) and where
+    it was read; from a recorded triage, also the budget's own figure for the flags it ran with
+    then (`computed`). Sizing holds its pools to it: the reported figure at the running flags,
+    plus the change the budget computes for new ones.
+
+    >>> live = MeasuredPool(19056, "logs.txt")
+    >>> live.holds_for(33312), live.pool(33312, 30000)
+    (True, 15744)
+    >>> MeasuredPool(19056, "triage", computed=33312).holds_for(30000)
+    False
+    """
+
+    tokens: int
+    source: str
+    computed: int | None = None
+
+    def holds_for(self, computed_running: int) -> bool:
+        """Whether it was read at the running flags: a live reading always is; a recorded one
+        while the budget computes for today's flags what it computed then (the same launch)."""
+        return self.tokens > 0 and (self.computed is None or self.computed == computed_running)
+
+    def pool(self, computed_running: int, computed_new: int) -> int:
+        """The pool under new flags. A budget that computes no cache at the running flags, where
+        the engine reported one, has no change to add: the reported figure stands."""
+        if computed_running <= 0:
+            return self.tokens
+        return max(0, self.tokens + computed_new - computed_running)
+
+
 def blocks_tokens(tokens: int, block: int) -> int:
     """The KV tokens a request of `tokens` holds: whole blocks.
 

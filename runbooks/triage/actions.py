@@ -27,12 +27,13 @@ from runbooks.model.report import Action, Finding
 from runbooks.remediation.solver import (
     ENGINE_FLAGS,
     Launched,
-    MeasuredPool,
     SafePlan,
     solve_from_capacity,
     solve_safe_flags,
 )
 from runbooks.remediation.split import default_threshold
+from runbooks.remediation.value_ranges import number_of
+from runbooks.sizing.capacity import MeasuredPool
 from runbooks.triage.context import TriageContext
 from runbooks.triage.failure_actions import (
     DEFAULT_FRACTION,
@@ -323,19 +324,12 @@ def engine_default(ctx: TriageContext, flag: str) -> float | int | None:
 def _printed_launch_value(ctx: TriageContext, engine: str, flag: str) -> float | int | None:
     """What the engine's own launch printout in the log says it ran `flag` with (TGI's
     ``Default `max_total_tokens` to 4096``, its `Args { ... }`, SGLang's `server_args`), where
-    the log is this engine's; None where it does not say."""
+    the log is this engine's; None where it does not say (or says no number)."""
     logs = ctx.evidence.logs
     printed = logs.server_config if logs else None
     if printed is None or printed.engine != engine:
         return None
-    value = printed.flags.get(flag)
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return int(number) if number.is_integer() and "." not in value else number
+    return number_of(printed.flags.get(flag), integer=False)
 
 
 def is_no_op(ctx: TriageContext, change: Change) -> bool:
